@@ -1,0 +1,88 @@
+/*
+ * Descriptor control blocks: one per socket (listener, client, backend,
+ * internal). Modules see DCBs through this opaque interface.
+ *
+ * State machine:
+ *
+ *     ALLOC --add to poll--> POLLING --sl_dcb_close()--> CLOSED (zombie)
+ *                                                           |
+ *                      every worker passed its poll loop -> FREED
+ *
+ * Context: worker-owned. Only the worker processing the DCB touches it
+ * (in the shared event model, the one currently processing it). Another
+ * thread that must keep a pointer takes a reference (sl_dcb_ref) and
+ * checks sl_dcb_is_open() when it comes back through sl_worker_post().
+ */
+#ifndef SLUICE_DCB_H
+#define SLUICE_DCB_H
+
+#include <sluice/buf-t.h>
+#include <sluice/ccdefs.h>
+
+struct sl_dcb;
+struct sl_session;
+struct sl_service;
+struct sl_listener;
+struct sl_server;
+struct sl_worker;
+struct sl_backend;
+
+enum sl_dcb_role {
+    SL_DCB_LISTENER,
+    SL_DCB_CLIENT,
+    SL_DCB_BACKEND,
+    SL_DCB_INTERNAL,
+};
+
+/*
+ * Queue a chain for sending; takes ownership of buf. The chain is appended
+ * to the write queue's tail and sent at once as far as the kernel takes it;
+ * the rest waits for EPOLLOUT. 0, or -EPIPE if the DCB is closed (buf is
+ * freed either way).
+ */
+SL_EXPORT int sl_dcb_write(struct sl_dcb *dcb, struct sl_buf *buf);
+/*
+ * Close: stop I/O now, remove from polling and free later. Queued output is
+ * flushed best-effort (non-blocking). Never blocks; safe to call twice.
+ * Closing a client DCB closes its session; closing a backend DCB is
+ * reported to the router through sl_backend_failed() unless the router
+ * closed it itself.
+ */
+SL_EXPORT void sl_dcb_close(struct sl_dcb *dcb);
+SL_EXPORT bool sl_dcb_is_open(const struct sl_dcb *dcb);
+/* References keep the memory (not the connection) alive. Any thread. */
+SL_EXPORT void sl_dcb_ref(struct sl_dcb *dcb);
+SL_EXPORT void sl_dcb_unref(struct sl_dcb *dcb);
+
+/* The read queue: bytes received and not yet consumed by the protocol. The
+ * protocol consumes (sl_buf_consume/split) what it has handled. */
+SL_EXPORT struct sl_buf *sl_dcb_readq(struct sl_dcb *dcb);
+SL_EXPORT size_t sl_dcb_writeq_len(const struct sl_dcb *dcb);
+
+SL_EXPORT enum sl_dcb_role sl_dcb_role(const struct sl_dcb *dcb);
+SL_EXPORT int sl_dcb_fd(const struct sl_dcb *dcb);
+SL_EXPORT uint64_t sl_dcb_id(const struct sl_dcb *dcb);
+SL_EXPORT struct sl_worker *sl_dcb_worker(const struct sl_dcb *dcb);
+/* The protocol's per-connection state. */
+SL_EXPORT void *sl_dcb_protocol_data(const struct sl_dcb *dcb);
+SL_EXPORT void sl_dcb_set_protocol_data(struct sl_dcb *dcb, void *data);
+SL_EXPORT struct sl_session *sl_dcb_session(const struct sl_dcb *dcb);
+/* Client DCBs: the listener and service they came in on. */
+SL_EXPORT struct sl_listener *sl_dcb_listener(const struct sl_dcb *dcb);
+SL_EXPORT struct sl_service *sl_dcb_service(const struct sl_dcb *dcb);
+/* Backend DCBs: the server and the backend object. */
+SL_EXPORT struct sl_backend *sl_dcb_backend(const struct sl_dcb *dcb);
+SL_EXPORT struct sl_server *sl_dcb_server(const struct sl_dcb *dcb);
+/* Peer address as text ("127.0.0.1", "::1", "localhost" for unix sockets). */
+SL_EXPORT const char *sl_dcb_remote(const struct sl_dcb *dcb);
+SL_EXPORT bool sl_dcb_is_unix(const struct sl_dcb *dcb);
+
+/* Stop / resume reading (backpressure). */
+SL_EXPORT void sl_dcb_pause_reading(struct sl_dcb *dcb);
+SL_EXPORT void sl_dcb_resume_reading(struct sl_dcb *dcb);
+
+/* Counters. */
+SL_EXPORT uint64_t sl_dcb_bytes_read(const struct sl_dcb *dcb);
+SL_EXPORT uint64_t sl_dcb_bytes_written(const struct sl_dcb *dcb);
+
+#endif

@@ -1,0 +1,79 @@
+/*
+ * Logging. The macros test the level before evaluating their arguments.
+ * Each .c file may define SL_LOG_TAG before including this header; it is
+ * printed in every line ("[readconnroute]").
+ *
+ * Context: any thread. A line is written with one write(2) so lines from
+ * different threads never interleave.
+ */
+#ifndef SLUICE_LOG_H
+#define SLUICE_LOG_H
+
+#include <stdatomic.h>
+#include <sluice/ccdefs.h>
+
+enum sl_log_level {
+    SL_LOG_ERROR = 0,
+    SL_LOG_WARN = 1,
+    SL_LOG_NOTICE = 2,
+    SL_LOG_INFO = 3,
+    SL_LOG_DEBUG = 4,
+};
+
+#ifndef SL_LOG_TAG
+#define SL_LOG_TAG NULL
+#endif
+
+struct sl_session;
+
+extern SL_EXPORT atomic_int sl__log_level;
+
+SL_EXPORT void sl__log(int level, const char *tag, const char *file, int line,
+                       const char *fmt, ...) SL_PRINTF(5, 6);
+/* As sl__log, prefixed with the session id, user and client address. */
+SL_EXPORT void sl__log_ses(int level, const char *tag,
+                           const struct sl_session *ses, const char *fmt, ...)
+    SL_PRINTF(4, 5);
+
+static inline bool
+sl_log_enabled(int level)
+{
+    return level <= atomic_load_explicit(&sl__log_level, memory_order_relaxed);
+}
+
+#define SL_LOG_(lvl, ...)                                                      \
+    do {                                                                       \
+        if (sl_log_enabled(lvl)) {                                             \
+            sl__log(lvl, SL_LOG_TAG, __FILE__, __LINE__, __VA_ARGS__);         \
+        }                                                                      \
+    } while (0)
+
+#define SL_LOG_SES_(lvl, ses, ...)                                             \
+    do {                                                                       \
+        if (sl_log_enabled(lvl)) {                                             \
+            sl__log_ses(lvl, SL_LOG_TAG, ses, __VA_ARGS__);                    \
+        }                                                                      \
+    } while (0)
+
+#define sl_log_error(...) SL_LOG_(SL_LOG_ERROR, __VA_ARGS__)
+#define sl_log_warn(...) SL_LOG_(SL_LOG_WARN, __VA_ARGS__)
+#define sl_log_notice(...) SL_LOG_(SL_LOG_NOTICE, __VA_ARGS__)
+#define sl_log_info(...) SL_LOG_(SL_LOG_INFO, __VA_ARGS__)
+#define sl_log_debug(...) SL_LOG_(SL_LOG_DEBUG, __VA_ARGS__)
+
+#define sl_log_ses_error(ses, ...) SL_LOG_SES_(SL_LOG_ERROR, ses, __VA_ARGS__)
+#define sl_log_ses_warn(ses, ...) SL_LOG_SES_(SL_LOG_WARN, ses, __VA_ARGS__)
+#define sl_log_ses_notice(ses, ...) SL_LOG_SES_(SL_LOG_NOTICE, ses, __VA_ARGS__)
+#define sl_log_ses_info(ses, ...) SL_LOG_SES_(SL_LOG_INFO, ses, __VA_ARGS__)
+#define sl_log_ses_debug(ses, ...) SL_LOG_SES_(SL_LOG_DEBUG, ses, __VA_ARGS__)
+
+/* Log at most once per call site for the life of the process. */
+#define sl_log_warn_once(...)                                                  \
+    do {                                                                       \
+        static atomic_flag once_ = ATOMIC_FLAG_INIT;                           \
+        if (!atomic_flag_test_and_set(&once_)) {                               \
+            sl_log_warn(__VA_ARGS__);                                          \
+        }                                                                      \
+    } while (0)
+
+#endif

@@ -1,0 +1,105 @@
+/*
+ * The module descriptor: what every loadable module (.so) exports.
+ *
+ * A module exports one function, SL_MODULE_ENTRY_NAME, returning a pointer
+ * to a static struct sl_module. The loader (dlopen from module_dir, file
+ * lib<name>.so) refuses, naming the file:
+ *   - a wrong magic number,
+ *   - another ABI major version, or a minor newer than the core's,
+ *   - another build signature (struct layout of the ABI types),
+ *   - a type other than the one the configuration asked for.
+ * Ops tables start with their own size so a minor ABI version can append
+ * callbacks; the core never calls past ops->size.
+ *
+ * Declare a module with SL_MODULE_DEFINE(...) and designated initializers:
+ *
+ *     static const struct sl_router_ops ops = {
+ *         .size = sizeof(ops),
+ *         .create_instance = ...,
+ *     };
+ *     SL_MODULE_DEFINE({
+ *         .type = SL_MODULE_ROUTER,
+ *         .name = "readconnroute",
+ *         ...
+ *         .ops = &ops,
+ *     });
+ */
+#ifndef SLUICE_MODULE_H
+#define SLUICE_MODULE_H
+
+#include <sluice/ccdefs.h>
+#include <sluice/params.h>
+
+#define SL_MODULE_MAGIC 0x534c4d44u /* "SLMD" */
+#define SL_MODULE_ABI_MAJOR 1
+#define SL_MODULE_ABI_MINOR 0
+
+enum sl_module_type {
+    SL_MODULE_PROTOCOL = 1,
+    SL_MODULE_ROUTER = 2,
+    SL_MODULE_FILTER = 3,
+    SL_MODULE_MONITOR = 4,
+    SL_MODULE_AUTHENTICATOR = 5,
+};
+
+enum sl_module_status {
+    SL_MODULE_ALPHA,
+    SL_MODULE_BETA,
+    SL_MODULE_GA,
+    SL_MODULE_EXPERIMENTAL,
+};
+
+/*
+ * The build signature: sizes of the ABI structs mixed into one number, so a
+ * module built against different headers is refused even when someone
+ * forgot to bump the ABI version.
+ */
+#define SL_MODULE_SIGNATURE                                                    \
+    ((uint32_t)(sizeof(struct sl_buf) * 1u + sizeof(struct sl_seg) * 7u +      \
+                sizeof(struct sl_block) * 31u +                                \
+                sizeof(struct sl_param_spec) * 127u +                          \
+                sizeof(struct sl_reply) * 8191u))
+
+struct sl_module {
+    uint32_t magic;              /* SL_MODULE_MAGIC */
+    uint16_t abi_major;          /* SL_MODULE_ABI_MAJOR */
+    uint16_t abi_minor;          /* SL_MODULE_ABI_MINOR */
+    uint32_t signature;          /* SL_MODULE_SIGNATURE */
+    enum sl_module_type type;
+    enum sl_module_status status;
+    const char *name;            /* lowercase; the file is lib<name>.so */
+    const char *version;         /* the module's own version, free text */
+    const char *description;
+    const char *const *aliases;  /* other accepted names (NULL-terminated),
+                                  * e.g. "MariaDBClient"; may be NULL */
+    const struct sl_param_spec *params;  /* SL_PARAM_END-terminated or NULL */
+    /* Optional hooks: process_init runs once in the main thread after
+     * loading (0 or negative errno), worker_init in each worker thread. */
+    int (*process_init)(void);
+    void (*process_finish)(void);
+    int (*worker_init)(void);
+    void (*worker_finish)(void);
+    const void *ops;             /* struct sl_<type>_ops for the type */
+    void *reserved[4];           /* zero; for ABI minor growth */
+};
+
+#define SL_MODULE_ENTRY_NAME "sl_module_entry"
+
+#include <sluice/buf-t.h>
+#include <sluice/reply.h>
+
+#define SL_MODULE_DEFINE(...)                                                  \
+    SL_EXPORT const struct sl_module *sl_module_entry(void);                   \
+    const struct sl_module *sl_module_entry(void)                              \
+    {                                                                          \
+        static const struct sl_module info_ = __VA_ARGS__;                     \
+        return &info_;                                                         \
+    }
+
+/* Fill the fixed header fields inside SL_MODULE_DEFINE({ SL_MODULE_HEADER,
+ * .type = ..., ... }). */
+#define SL_MODULE_HEADER                                                       \
+    .magic = SL_MODULE_MAGIC, .abi_major = SL_MODULE_ABI_MAJOR,                \
+    .abi_minor = SL_MODULE_ABI_MINOR, .signature = SL_MODULE_SIGNATURE
+
+#endif

@@ -1,0 +1,45 @@
+/*
+ * Monitor modules. The core runs each monitor in its own thread, calling
+ * tick() every monitor_interval. Monitors publish server status with
+ * sl_server_set_status() (atomics; workers read it lock-free) and never
+ * touch a worker's DCBs.
+ */
+#ifndef SLUICE_MONITOR_H
+#define SLUICE_MONITOR_H
+
+#include <sluice/ccdefs.h>
+
+struct sl_monitor;
+struct sl_server;
+struct sl_params;
+
+struct sl_monitor_ops {
+    size_t size;   /* sizeof(struct sl_monitor_ops) the module was built with */
+    /* Main thread. NULL on error (logged). */
+    void *(*create_instance)(struct sl_monitor *mon,
+                             const struct sl_params *p);
+    void (*destroy_instance)(void *instance);
+    /* Monitor thread: once before the first tick and once after the last. */
+    void (*start)(void *instance);
+    void (*stop)(void *instance);
+    /* Monitor thread, every monitor_interval. */
+    void (*tick)(void *instance);
+    void *(*diagnostics)(void *instance);   /* json_t * or NULL */
+};
+
+SL_EXPORT const char *sl_monitor_name(const struct sl_monitor *mon);
+SL_EXPORT struct sl_server *const *sl_monitor_servers(
+    const struct sl_monitor *mon, size_t *count);
+SL_EXPORT const char *sl_monitor_user(const struct sl_monitor *mon);
+SL_EXPORT const char *sl_monitor_password(const struct sl_monitor *mon);
+SL_EXPORT const struct sl_params *sl_monitor_params(
+    const struct sl_monitor *mon);
+/* Milliseconds: monitor_interval, backend_connect_timeout,
+ * backend_read_timeout (core parameters of every monitor). */
+SL_EXPORT uint64_t sl_monitor_interval_ms(const struct sl_monitor *mon);
+SL_EXPORT uint64_t sl_monitor_connect_timeout_ms(const struct sl_monitor *m);
+SL_EXPORT uint64_t sl_monitor_read_timeout_ms(const struct sl_monitor *mon);
+/* Ticks completed so far (tests wait on it). */
+SL_EXPORT uint64_t sl_monitor_ticks(const struct sl_monitor *mon);
+
+#endif

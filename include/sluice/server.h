@@ -1,0 +1,66 @@
+/*
+ * Servers: configured backends. Status bits are written by monitors (or the
+ * admin API) and read lock-free by workers: atomics, no locks.
+ *
+ * Context: the name, address and parameters are immutable once published.
+ * Status and counters may be read from any thread.
+ */
+#ifndef SLUICE_SERVER_H
+#define SLUICE_SERVER_H
+
+#include <sluice/ccdefs.h>
+
+struct sl_server;
+struct sl_params;
+
+enum sl_server_status {
+    SL_SRV_RUNNING = 1u << 0,
+    SL_SRV_MASTER = 1u << 1,
+    SL_SRV_SLAVE = 1u << 2,
+    SL_SRV_MAINT = 1u << 3,
+    SL_SRV_DRAINING = 1u << 4,
+    SL_SRV_AUTH_ERROR = 1u << 5,   /* monitor could not log in */
+    SL_SRV_RELAY = 1u << 6,        /* a replica that also replicates on */
+    SL_SRV_SYNCED = 1u << 7,       /* Galera: synced */
+};
+
+/* Sentinel for "replication lag unknown". */
+#define SL_SERVER_LAG_UNKNOWN (-1)
+
+SL_EXPORT const char *sl_server_name(const struct sl_server *s);
+SL_EXPORT const char *sl_server_address(const struct sl_server *s);
+SL_EXPORT int sl_server_port(const struct sl_server *s);
+/* Unix socket path, or NULL when the server is reached over TCP. */
+SL_EXPORT const char *sl_server_socket(const struct sl_server *s);
+SL_EXPORT const struct sl_params *sl_server_params(const struct sl_server *s);
+SL_EXPORT int sl_server_weight(const struct sl_server *s);
+
+SL_EXPORT uint32_t sl_server_status(const struct sl_server *s);
+/* Replace the status bits. Any thread (normally a monitor). */
+SL_EXPORT void sl_server_set_status(struct sl_server *s, uint32_t status);
+/* Human-readable status ("Master, Running"); writes into buf[len]. */
+SL_EXPORT const char *sl_server_status_str(uint32_t status, char *buf,
+                                           size_t len);
+/* Usable at all: running and not in maintenance. */
+static inline bool
+sl_server_is_usable(uint32_t status)
+{
+    return (status & SL_SRV_RUNNING) && !(status & SL_SRV_MAINT);
+}
+
+SL_EXPORT int64_t sl_server_replication_lag(const struct sl_server *s);
+SL_EXPORT void sl_server_set_replication_lag(struct sl_server *s, int64_t lag);
+/* Server version as reported by the monitor (e.g. 101119), 0 unknown. */
+SL_EXPORT uint64_t sl_server_version(const struct sl_server *s);
+SL_EXPORT void sl_server_set_version(struct sl_server *s, uint64_t version,
+                                     const char *version_string);
+SL_EXPORT int64_t sl_server_id(const struct sl_server *s);
+SL_EXPORT void sl_server_set_server_id(struct sl_server *s, int64_t id);
+
+/* Connection counters (maintained by the core for backend DCBs). */
+SL_EXPORT int64_t sl_server_connections(const struct sl_server *s);
+SL_EXPORT uint64_t sl_server_total_connections(const struct sl_server *s);
+/* Routed-statement counters (routers bump them). */
+SL_EXPORT void sl_server_count_route(struct sl_server *s, bool is_write);
+
+#endif

@@ -1,0 +1,42 @@
+/*
+ * Services: a router, its parameters, its filter chain and its servers.
+ * Listeners bind ports to services.
+ *
+ * Context: services are immutable once published (any thread may read);
+ * counters are atomics.
+ */
+#ifndef SLUICE_SERVICE_H
+#define SLUICE_SERVICE_H
+
+#include <sluice/ccdefs.h>
+
+struct sl_service;
+struct sl_listener;
+struct sl_server;
+struct sl_params;
+
+SL_EXPORT const char *sl_service_name(const struct sl_service *svc);
+SL_EXPORT const struct sl_params *sl_service_params(
+    const struct sl_service *svc);
+/* The servers the service routes to, in configuration order. */
+SL_EXPORT struct sl_server *const *sl_service_servers(
+    const struct sl_service *svc, size_t *count);
+/* Credentials used to load user accounts (service user/password). */
+SL_EXPORT const char *sl_service_user(const struct sl_service *svc);
+SL_EXPORT const char *sl_service_password(const struct sl_service *svc);
+/* The router instance returned by the router's create_instance. */
+SL_EXPORT void *sl_service_router_instance(const struct sl_service *svc);
+/* Per-service data of the protocol module (user accounts cache), created
+ * by the protocol's service_data_create when the first listener of the
+ * service is created. */
+SL_EXPORT void *sl_service_protocol_data(const struct sl_service *svc);
+
+/* Current client sessions of the service. */
+SL_EXPORT int64_t sl_service_sessions(const struct sl_service *svc);
+
+SL_EXPORT const char *sl_listener_name(const struct sl_listener *l);
+SL_EXPORT struct sl_service *sl_listener_service(const struct sl_listener *l);
+SL_EXPORT const struct sl_params *sl_listener_params(
+    const struct sl_listener *l);
+
+#endif

@@ -1,0 +1,131 @@
+/*
+ * Sessions and backend connections.
+ *
+ * A session ties one client DCB to its filter sessions, its router session
+ * and its backend connections. The client protocol creates it once the
+ * client has authenticated. The path of a statement:
+ *
+ *   client protocol -> sl_session_route_query()
+ *       -> filter 1 .. n route_query -> router route_query
+ *       -> sl_backend_write() -> backend protocol -> server
+ *
+ * and of the answer:
+ *
+ *   backend protocol -> sl_backend_reply() -> router client_reply
+ *       -> sl_session_reply() -> filter n .. 1 client_reply
+ *       -> client protocol client_reply -> client DCB
+ *
+ * Session start: sl_session_create() calls the router's new_session, which
+ * usually opens backends with sl_backend_connect(). The session is STARTING
+ * until the first backend reports sl_backend_ready() (or at once if the
+ * router opened none); then the client protocol's session_ready sends the
+ * client its OK. A backend failure while STARTING that the router cannot
+ * absorb sends the backend's error (e.g. 1049 Unknown database) to the
+ * client and closes the session.
+ *
+ *   STARTING --first backend ready--> STARTED --close--> CLOSING -> freed
+ *
+ * Context: worker-owned. A session and its DCBs belong to one worker in the
+ * pinned model; in the shared model the core serialises all processing of
+ * one session's DCBs.
+ */
+#ifndef SLUICE_SESSION_H
+#define SLUICE_SESSION_H
+
+#include <sluice/buf-t.h>
+#include <sluice/ccdefs.h>
+#include <sluice/reply.h>
+
+struct sl_session;
+struct sl_backend;
+struct sl_dcb;
+struct sl_service;
+struct sl_server;
+
+enum sl_session_state {
+    SL_SESSION_STARTING,
+    SL_SESSION_STARTED,
+    SL_SESSION_CLOSING,
+};
+
+/*
+ * Create a session for an authenticated client: sets up the filter
+ * sessions and the router session. NULL when the router refuses (the error
+ * has then been sent to the client) or on allocation failure. Worker-owned.
+ */
+SL_EXPORT struct sl_session *sl_session_create(struct sl_dcb *client);
+SL_EXPORT uint64_t sl_session_id(const struct sl_session *ses);
+SL_EXPORT enum sl_session_state sl_session_state(const struct sl_session *ses);
+SL_EXPORT struct sl_dcb *sl_session_client(const struct sl_session *ses);
+SL_EXPORT struct sl_service *sl_session_service(const struct sl_session *ses);
+/* Authenticated user, client host and current default database. */
+SL_EXPORT const char *sl_session_user(const struct sl_session *ses);
+SL_EXPORT const char *sl_session_remote(const struct sl_session *ses);
+SL_EXPORT const char *sl_session_db(const struct sl_session *ses);
+SL_EXPORT void sl_session_set_user(struct sl_session *ses, const char *user);
+SL_EXPORT void sl_session_set_db(struct sl_session *ses, const char *db);
+/* The protocol module's per-session data (shared by its client and
+ * backend sides, e.g. the SHA1 of the password for backend logins). The
+ * protocol frees it in its client_free. */
+SL_EXPORT void *sl_session_protocol_data(const struct sl_session *ses);
+SL_EXPORT void sl_session_set_protocol_data(struct sl_session *ses, void *p);
+
+/* Client protocol -> first filter or router. Takes buf: one complete
+ * command (all its packets). Returns SL_OK, or SL_ERROR when the session
+ * must close. */
+SL_EXPORT int sl_session_route_query(struct sl_session *ses,
+                                     struct sl_buf *buf);
+/* Router -> last filter or client protocol. Takes buf. */
+SL_EXPORT int sl_session_reply(struct sl_session *ses, struct sl_buf *buf,
+                               const struct sl_reply *reply);
+/* Send an error packet to the client (protocol-formatted), e.g. from a
+ * router that cannot route. */
+SL_EXPORT void sl_session_send_error(struct sl_session *ses, uint16_t code,
+                                     const char *sqlstate, const char *msg);
+/* Close the session: router session, filter sessions, backends, client. */
+SL_EXPORT void sl_session_close(struct sl_session *ses, const char *reason);
+
+/*
+ * Backends: one connection from a session to a server.
+ *
+ *   CONNECTING -> AUTHENTICATING -> READY -> CLOSED
+ *                      \-> FAILED -> CLOSED
+ */
+enum sl_backend_state {
+    SL_BACKEND_CONNECTING,
+    SL_BACKEND_AUTHENTICATING,
+    SL_BACKEND_READY,
+    SL_BACKEND_FAILED,
+    SL_BACKEND_CLOSED,
+};
+
+/* Start a connection (non-blocking connect + protocol login) to srv for
+ * the session. NULL on immediate failure (logged). Worker-owned. */
+SL_EXPORT struct sl_backend *sl_backend_connect(struct sl_session *ses,
+                                                struct sl_server *srv);
+/* Send a command; takes buf. Written once the login completes if it has
+ * not yet. SL_OK or SL_ERROR (backend closed). */
+SL_EXPORT int sl_backend_write(struct sl_backend *b, struct sl_buf *buf);
+/* Close a backend the router no longer wants (no handle_error call). */
+SL_EXPORT void sl_backend_close(struct sl_backend *b);
+SL_EXPORT struct sl_server *sl_backend_server(const struct sl_backend *b);
+SL_EXPORT struct sl_session *sl_backend_session(const struct sl_backend *b);
+SL_EXPORT struct sl_dcb *sl_backend_dcb(const struct sl_backend *b);
+SL_EXPORT enum sl_backend_state sl_backend_state(const struct sl_backend *b);
+/* Router-private pointer. */
+SL_EXPORT void *sl_backend_router_data(const struct sl_backend *b);
+SL_EXPORT void sl_backend_set_router_data(struct sl_backend *b, void *p);
+
+/* Backend protocol -> core: the login succeeded. */
+SL_EXPORT void sl_backend_ready(struct sl_backend *b);
+/* Backend protocol -> core: the connection failed or the server sent an
+ * error during login or hung up. errpkt (taken, may be NULL) is the
+ * server's error packet. Calls the router's handle_error. */
+SL_EXPORT void sl_backend_failed(struct sl_backend *b, struct sl_buf *errpkt,
+                                 const char *reason);
+/* Backend protocol -> core: a piece of an answer; takes buf (whole
+ * packets). Calls the router's client_reply. */
+SL_EXPORT int sl_backend_reply(struct sl_backend *b, struct sl_buf *buf,
+                               const struct sl_reply *reply);
+
+#endif

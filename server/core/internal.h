@@ -1,0 +1,212 @@
+/*
+ * Core-internal contract between the runtime (workers, DCBs, sessions) and
+ * the configuration side (ini, params, module loader, objects, main). Not
+ * installed; modules never include it.
+ *
+ * Ownership: the objects below are built by the main thread while loading
+ * the configuration and are immutable once the workers start, except for
+ * the atomics (status, counters). They live until process exit.
+ */
+#ifndef SLUICE_CORE_INTERNAL_H
+#define SLUICE_CORE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sluice/ccdefs.h>
+#include <sluice/filter.h>
+#include <sluice/module.h>
+#include <sluice/monitor.h>
+#include <sluice/params.h>
+#include <sluice/protocol.h>
+#include <sluice/router.h>
+
+#define SL_NAME_MAX 128
+
+enum sl_event_model {
+    SL_EVENT_MODEL_PINNED,
+    SL_EVENT_MODEL_SHARED,
+};
+
+/* [maxscale] section, after validation. */
+struct sl_global {
+    int threads;                      /* resolved: never "auto" here */
+    enum sl_event_model event_model;
+    char module_dir[4096];
+    char logdir[4096];
+    char log_file[4096];              /* "" = stdout */
+    char datadir[4096];
+    char piddir[4096];
+    char persistdir[4096];
+    int log_level;                    /* enum sl_log_level */
+    uint64_t writeq_high_water;       /* bytes, 0 = off */
+    uint64_t writeq_low_water;
+    char admin_host[256];
+    int admin_port;
+    bool admin_enabled;
+    struct sl_params *params;         /* the whole validated section */
+};
+
+struct sl_loaded_module {
+    const struct sl_module *info;
+    void *handle;                     /* dlopen handle */
+    char path[4096];
+};
+
+struct sl_server {
+    char name[SL_NAME_MAX];
+    char address[256];
+    int port;
+    char socket[108];                 /* "" = TCP */
+    int weight;
+    struct sl_params *params;
+    atomic_uint status;               /* enum sl_server_status bits */
+    atomic_llong lag;                 /* seconds, SL_SERVER_LAG_UNKNOWN */
+    atomic_ullong version;
+    atomic_llong server_id;
+    char version_string[256];         /* written by the monitor only */
+    atomic_llong connections;         /* current backend connections */
+    atomic_ullong total_connections;
+    atomic_ullong routed_reads;
+    atomic_ullong routed_writes;
+};
+
+struct sl_filter_def {
+    char name[SL_NAME_MAX];
+    const struct sl_loaded_module *module;
+    const struct sl_filter_ops *ops;
+    struct sl_params *params;
+    void *instance;
+};
+
+struct sl_service {
+    char name[SL_NAME_MAX];
+    const struct sl_loaded_module *router_module;
+    const struct sl_router_ops *router;
+    void *router_instance;
+    struct sl_params *params;         /* core service params + router's */
+    struct sl_server **servers;
+    size_t nservers;
+    struct sl_filter_def **filters;   /* in chain order */
+    size_t nfilters;
+    char user[256];
+    char password[256];
+    int64_t max_connections;          /* 0 = unlimited */
+    const struct sl_protocol_ops *protocol;   /* of its first listener */
+    void *protocol_data;              /* protocol's service_data_create */
+    atomic_llong sessions;
+    atomic_ullong total_sessions;
+};
+
+struct sl_listener {
+    char name[SL_NAME_MAX];
+    struct sl_service *service;
+    const struct sl_loaded_module *protocol_module;
+    const struct sl_protocol_ops *protocol;
+    struct sl_params *params;
+    char address[256];                /* "" with a socket */
+    int port;
+    char socket[108];                 /* "" = TCP */
+    int fd;                           /* listening socket, -1 until started */
+    atomic_ullong connections_total;
+    atomic_llong connections;
+};
+
+struct sl_monitor {
+    char name[SL_NAME_MAX];
+    const struct sl_loaded_module *module;
+    const struct sl_monitor_ops *ops;
+    struct sl_params *params;
+    struct sl_server **servers;
+    size_t nservers;
+    char user[256];
+    char password[256];
+    uint64_t interval_ms;
+    uint64_t connect_timeout_ms;
+    uint64_t read_timeout_ms;
+    void *instance;
+    pthread_t thread;
+    atomic_bool stop;
+    atomic_ullong ticks;
+};
+
+/* Everything loaded from the configuration. */
+struct sl_config {
+    struct sl_global global;
+    struct sl_server **servers;
+    size_t nservers;
+    struct sl_service **services;
+    size_t nservices;
+    struct sl_listener **listeners;
+    size_t nlisteners;
+    struct sl_monitor **monitors;
+    size_t nmonitors;
+    struct sl_filter_def **filters;
+    size_t nfilters;
+};
+
+/* The running configuration (set once by main before workers start). */
+extern struct sl_config *sl__config;
+
+/* ---- runtime side (worker.c, dcb.c, session.c, log.c) ---- */
+
+/* Create n workers with the model; threads are not started yet. 0/-errno */
+int sl__workers_init(int n, enum sl_event_model model);
+/* Start the worker threads. 0 or -errno. Main only. */
+int sl__workers_start(void);
+/* Ask all workers to stop (close listeners, finish, exit loops) and join
+ * them. Main only. */
+void sl__workers_stop(void);
+void sl__workers_finish(void);
+/* Open the listening socket and register it with the workers (pinned: in
+ * every worker's epoll with EPOLLEXCLUSIVE; shared: once). 0 or -errno,
+ * logged with the listener's name and address. Main only, after
+ * sl__workers_init. */
+int sl__listener_start(struct sl_listener *l);
+void sl__listener_stop(struct sl_listener *l);
+
+/* Logging: file path or NULL for stdout. 0 or -errno. */
+int sl__log_init(const char *path, int level);
+/* Reopen the log file (SIGHUP, log rotation). Any thread. */
+void sl__log_reopen(void);
+void sl__log_finish(void);
+
+/* Live counts for leak checks and diagnostics. */
+int64_t sl__dcb_count(void);
+int64_t sl__session_count(void);
+
+/* ---- configuration side (config.c, params.c, module.c, main.c) ---- */
+
+/*
+ * Load and validate a configuration file (and the persist directory if
+ * given). Every error is logged as "FILE:LINE: ..." naming the parameter;
+ * returns NULL when there was any error. load_modules=false skips nothing
+ * but object creation (modules are still loaded, to validate their
+ * parameters).
+ */
+struct sl_config *sl__config_load(const char *path, bool create_instances);
+void sl__config_free(struct sl_config *cfg);
+
+/* Load a module of the given type by name or alias from module_dir;
+ * NULL with the reason logged (naming the file) on failure. */
+const struct sl_loaded_module *sl__module_load(const char *module_dir,
+                                               const char *name,
+                                               enum sl_module_type type);
+void sl__modules_unload(void);
+/* Check a descriptor as the loader does: NULL if acceptable, else a static
+ * string saying why not. Exposed for unit tests. */
+const char *sl__module_check(const struct sl_module *m,
+                             enum sl_module_type type);
+
+/* Build a params set: validate name=value pairs against spec tables.
+ * Exposed so tests and the admin API can use it. */
+struct sl_params *sl__params_new(void);
+void sl__params_free(struct sl_params *p);
+/* Set raw text; 0 or -ENOMEM. */
+int sl__params_set(struct sl_params *p, const char *name, const char *value,
+                   int line);
+
+/* Monitors: start each in its own thread / stop and join. Main only. */
+int sl__monitors_start(struct sl_config *cfg);
+void sl__monitors_stop(struct sl_config *cfg);
+
+#endif
