@@ -10,6 +10,9 @@
 #ifndef SLUICE_CORE_INTERNAL_H
 #define SLUICE_CORE_INTERNAL_H
 
+/* libsluice exports every non-static symbol (default visibility); the
+ * sl__ prefix marks what modules must not use. */
+
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sluice/ccdefs.h>
