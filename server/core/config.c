@@ -1,0 +1,1410 @@
+/*
+ * Loading the configuration: ini text -> validated objects.
+ *
+ *   read file -> sl__ini_parse -> [maxscale] -> classify sections by type=
+ *     -> servers -> filters -> services -> listeners -> monitors
+ *     -> cross checks -> (create_instances) module instances
+ *
+ * Each object's parameters are validated against the core's table for its
+ * type (below) plus its module's table. Every problem is reported through
+ * sl__cfg_error() as "FILE:LINE: ..." naming the section and parameter, and
+ * loading goes on so that one run shows every mistake; any error makes the
+ * whole load fail (NULL).
+ *
+ * Context: main thread, before the workers start. The objects are then
+ * immutable (apart from their atomics) until sl__config_free at exit.
+ */
+#define SL_LOG_TAG "config"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include <sluice/log.h>
+#include <sluice/server.h>
+
+#include "config_int.h"
+#include "ini.h"
+
+struct sl_config *sl__config;
+bool sl__config_errors_to_log;
+
+#define SL_CONFIG_MAX_BYTES (16u << 20)
+
+/* ---- diagnostics ---- */
+
+static void
+diag_add(struct sl_cfg_diag *d, bool error, int line, const char *fmt,
+         va_list ap)
+{
+    char msg[1024];
+    char full[1400];
+    size_t n;
+
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    if (line > 0) {
+        snprintf(full, sizeof(full), "%s:%d: %s%s", d->file ? d->file : "-",
+                 line, error ? "" : "warning: ", msg);
+    } else {
+        snprintf(full, sizeof(full), "%s: %s%s", d->file ? d->file : "-",
+                 error ? "" : "warning: ", msg);
+    }
+    *(error ? &d->errors : &d->warnings) += 1;
+    if (!d->quiet) {
+        fprintf(stderr, "%s\n", full);
+    }
+    if (sl__config_errors_to_log) {
+        if (error) {
+            sl_log_error("%s", full);
+        } else {
+            sl_log_warn("%s", full);
+        }
+    }
+    n = strlen(full);
+    if (d->len + n + 2 > d->cap) {
+        size_t cap = (d->cap + n + 2) * 2;
+        char *t = realloc(d->text, cap);
+
+        if (t == NULL) {
+            return;
+        }
+        d->text = t;
+        d->cap = cap;
+    }
+    memcpy(d->text + d->len, full, n);
+    d->len += n;
+    d->text[d->len++] = '\n';
+    d->text[d->len] = '\0';
+}
+
+void
+sl__cfg_error(struct sl_cfg_diag *d, int line, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    diag_add(d, true, line, fmt, ap);
+    va_end(ap);
+}
+
+void
+sl__cfg_warn(struct sl_cfg_diag *d, int line, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    diag_add(d, false, line, fmt, ap);
+    va_end(ap);
+}
+
+void
+sl__cfg_diag_free(struct sl_cfg_diag *d)
+{
+    free(d->text);
+    d->text = NULL;
+    d->len = d->cap = 0;
+}
+
+/* ---- the core's parameter tables ---- */
+
+#define P(n, t, def, fl, desc) {n, t, def, fl, NULL, desc}
+#define PE(n, t, def, fl, vals, desc) {n, t, def, fl, vals, desc}
+#define IGN SL_PARAM_F_IGNORED
+#define MAND SL_PARAM_F_MANDATORY
+#define SECS SL_PARAM_F_SECONDS
+
+static const char *const event_models[] = {"pinned", "shared", NULL};
+
+static const struct sl_param_spec global_specs[] = {
+    P("threads", SL_PARAM_STRING, "auto", 0,
+      "Worker threads: 'auto' (one per CPU) or a number"),
+    PE("event_model", SL_PARAM_ENUM, "pinned", 0, event_models,
+       "pinned: per-worker event queues; shared: one queue for all"),
+    P("module_dir", SL_PARAM_PATH, SLUICE_DEFAULT_MODULE_DIR, 0,
+      "Directory of the module .so files"),
+    P("logdir", SL_PARAM_PATH, "/var/log/sluice", 0,
+      "Log directory; when set, the log goes to LOGDIR/sluice.log"),
+    P("datadir", SL_PARAM_PATH, "/var/lib/sluice", 0, "Data directory"),
+    P("piddir", SL_PARAM_PATH, "/run/sluice", 0,
+      "When set, the pid is written to PIDDIR/sluice.pid"),
+    P("persistdir", SL_PARAM_PATH, "/var/lib/sluice/sluice.cnf.d", 0,
+      "Directory for objects created at run time"),
+    P("log_debug", SL_PARAM_BOOL, "false", 0, "Log debug messages"),
+    P("log_info", SL_PARAM_BOOL, "false", 0, "Log info messages"),
+    P("log_notice", SL_PARAM_BOOL, "true", 0, "Log notices"),
+    P("log_warning", SL_PARAM_BOOL, "true", 0, "Log warnings"),
+    P("syslog", SL_PARAM_BOOL, "false", IGN, "Accepted, no effect"),
+    P("maxlog", SL_PARAM_BOOL, "true", IGN, "Accepted, no effect"),
+    P("admin_host", SL_PARAM_STRING, "127.0.0.1", 0, "REST API address"),
+    P("admin_port", SL_PARAM_INT, "8989", 0, "REST API port"),
+    P("admin_enabled", SL_PARAM_BOOL, "true", 0, "Enable the REST API"),
+    P("admin_auth", SL_PARAM_BOOL, "true", 0,
+      "Require HTTP basic authentication on the REST API"),
+    P("admin_ssl_key", SL_PARAM_PATH, NULL, 0, "REST API TLS key"),
+    P("admin_ssl_cert", SL_PARAM_PATH, NULL, 0, "REST API TLS certificate"),
+    P("admin_ssl_ca_cert", SL_PARAM_PATH, NULL, 0, "REST API TLS CA"),
+    P("admin_log_auth_failures", SL_PARAM_BOOL, "true", IGN, ""),
+    P("admin_gui", SL_PARAM_BOOL, "false", IGN, ""),
+    P("admin_secure_gui", SL_PARAM_BOOL, "false", IGN, ""),
+    P("admin_pam_readwrite_service", SL_PARAM_STRING, NULL, IGN, ""),
+    P("admin_pam_readonly_service", SL_PARAM_STRING, NULL, IGN, ""),
+    P("writeq_high_water", SL_PARAM_SIZE, "64Ki", 0,
+      "Pause reading the peer when a write queue exceeds this (0 = off)"),
+    P("writeq_low_water", SL_PARAM_SIZE, "1024", 0,
+      "Resume reading when the write queue drains below this"),
+    P("query_classifier", SL_PARAM_STRING, NULL, IGN, ""),
+    P("query_classifier_args", SL_PARAM_STRING, NULL, IGN, ""),
+    P("query_classifier_cache_size", SL_PARAM_SIZE, NULL, IGN, ""),
+    P("local_address", SL_PARAM_STRING, NULL, 0,
+      "Source address of connections to backends"),
+    P("ms_timestamp", SL_PARAM_BOOL, "false", IGN, ""),
+    P("skip_permission_checks", SL_PARAM_BOOL, "false", IGN, ""),
+    P("auth_connect_timeout", SL_PARAM_DURATION, "10s", IGN | SECS, ""),
+    P("auth_read_timeout", SL_PARAM_DURATION, "10s", IGN | SECS, ""),
+    P("auth_write_timeout", SL_PARAM_DURATION, "10s", IGN | SECS, ""),
+    P("query_retries", SL_PARAM_COUNT, "1", IGN, ""),
+    P("query_retry_timeout", SL_PARAM_DURATION, "5s", IGN | SECS, ""),
+    P("retain_last_statements", SL_PARAM_COUNT, "0", IGN, ""),
+    P("dump_last_statements", SL_PARAM_STRING, "never", IGN, ""),
+    P("session_trace", SL_PARAM_COUNT, "0", IGN, ""),
+    P("users_refresh_time", SL_PARAM_DURATION, "30s", IGN | SECS, ""),
+    P("users_refresh_interval", SL_PARAM_DURATION, "0s", IGN | SECS, ""),
+    P("passive", SL_PARAM_BOOL, "false", IGN, ""),
+    P("substitute_variables", SL_PARAM_BOOL, "false", IGN, ""),
+    P("sql_mode", SL_PARAM_STRING, "default", IGN, ""),
+    P("log_throttling", SL_PARAM_STRING, NULL, IGN, ""),
+    P("log_augmentation", SL_PARAM_COUNT, "0", IGN, ""),
+    P("log_warn_super_user", SL_PARAM_BOOL, "false", IGN, ""),
+    P("max_auth_errors_until_block", SL_PARAM_COUNT, "10", IGN, ""),
+    P("rebalance_period", SL_PARAM_DURATION, "0s", IGN | SECS, ""),
+    P("rebalance_threshold", SL_PARAM_COUNT, "20", IGN, ""),
+    P("rebalance_window", SL_PARAM_COUNT, "10", IGN, ""),
+    P("load_persisted_configs", SL_PARAM_BOOL, "true", IGN, ""),
+    P("persist_runtime_changes", SL_PARAM_BOOL, "true", IGN, ""),
+    P("core_file", SL_PARAM_BOOL, "false", IGN, ""),
+    P("cachedir", SL_PARAM_PATH, NULL, IGN, ""),
+    P("execdir", SL_PARAM_PATH, NULL, IGN, ""),
+    P("libdir", SL_PARAM_PATH, NULL, IGN, ""),
+    P("connector_plugindir", SL_PARAM_PATH, NULL, IGN, ""),
+    P("language", SL_PARAM_PATH, NULL, IGN, ""),
+    P("debug", SL_PARAM_STRING, NULL, IGN, ""),
+    P("writeq_high_water_mark", SL_PARAM_SIZE, NULL, IGN, ""),
+    SL_PARAM_END,
+};
+
+static const struct sl_param_spec server_specs[] = {
+    P("type", SL_PARAM_STRING, NULL, MAND, "Must be server"),
+    P("address", SL_PARAM_STRING, NULL, 0, "Host name or IP address"),
+    P("port", SL_PARAM_INT, "3306", 0, "TCP port"),
+    P("socket", SL_PARAM_PATH, NULL, 0, "Unix socket path (instead of "
+      "address and port)"),
+    P("protocol", SL_PARAM_STRING, "mariadbbackend", 0,
+      "Accepted for compatibility: MariaDBBackend or MySQLBackend"),
+    P("weight", SL_PARAM_INT, "1", 0, "Relative weight for routers"),
+    P("authenticator", SL_PARAM_STRING, NULL, IGN, ""),
+    P("persistpoolmax", SL_PARAM_COUNT, "0", IGN, ""),
+    P("persistmaxtime", SL_PARAM_DURATION, "0s", IGN | SECS, ""),
+    P("rank", SL_PARAM_STRING, "primary", IGN, ""),
+    P("priority", SL_PARAM_INT, "0", IGN, ""),
+    P("monitoruser", SL_PARAM_STRING, NULL, IGN, ""),
+    P("monitorpw", SL_PARAM_PASSWORD, NULL, IGN, ""),
+    P("extra_port", SL_PARAM_COUNT, "0", IGN, ""),
+    P("proxy_protocol", SL_PARAM_BOOL, "false", IGN, ""),
+    P("disk_space_threshold", SL_PARAM_STRING, NULL, IGN, ""),
+    P("max_routing_connections", SL_PARAM_COUNT, "0", IGN, ""),
+    P("ssl", SL_PARAM_STRING, "false", 0, "Only 'false' (TLS not supported "
+      "yet)"),
+    SL_PARAM_END,
+};
+
+static const struct sl_param_spec service_specs[] = {
+    P("type", SL_PARAM_STRING, NULL, MAND, "Must be service"),
+    P("router", SL_PARAM_STRING, NULL, MAND, "Router module"),
+    P("servers", SL_PARAM_SERVERS, NULL, 0, "Servers, comma separated"),
+    P("targets", SL_PARAM_TARGETS, NULL, 0, "Servers, comma separated "
+      "(alternative to servers)"),
+    P("user", SL_PARAM_STRING, NULL, MAND, "User that loads user accounts"),
+    P("password", SL_PARAM_PASSWORD, NULL, MAND, "Its password"),
+    P("filters", SL_PARAM_FILTERS, NULL, 0, "Filter chain, a|b|c"),
+    P("max_connections", SL_PARAM_COUNT, "0", 0,
+      "Maximum client sessions, 0 = unlimited"),
+    P("connection_timeout", SL_PARAM_DURATION, "0s", SECS,
+      "Close idle client sessions after this long, 0 = never"),
+    P("enable_root_user", SL_PARAM_BOOL, "false", 0,
+      "Allow root to log in through the service"),
+    P("version_string", SL_PARAM_STRING, NULL, 0,
+      "Server version sent to clients in the handshake"),
+    P("log_auth_warnings", SL_PARAM_BOOL, "true", 0,
+      "Log failed client authentications"),
+    P("auth_all_servers", SL_PARAM_BOOL, "false", IGN, ""),
+    P("strip_db_esc", SL_PARAM_BOOL, "true", IGN, ""),
+    P("localhost_match_wildcard_host", SL_PARAM_BOOL, "true", IGN, ""),
+    P("max_retry_interval", SL_PARAM_DURATION, "3600s", IGN | SECS, ""),
+    P("retry_on_failure", SL_PARAM_BOOL, "true", IGN, ""),
+    P("session_track_trx_state", SL_PARAM_BOOL, "false", IGN, ""),
+    P("net_write_timeout", SL_PARAM_DURATION, "0s", IGN | SECS, ""),
+    P("idle_session_pool_time", SL_PARAM_DURATION, NULL, IGN | SECS, ""),
+    P("multiplex_timeout", SL_PARAM_DURATION, NULL, IGN | SECS, ""),
+    P("connection_keepalive", SL_PARAM_DURATION, "300s", IGN | SECS, ""),
+    P("max_sescmd_history", SL_PARAM_COUNT, "50", IGN, ""),
+    P("prune_sescmd_history", SL_PARAM_BOOL, "true", IGN, ""),
+    P("disable_sescmd_history", SL_PARAM_BOOL, "false", IGN, ""),
+    P("user_accounts_file", SL_PARAM_PATH, NULL, IGN, ""),
+    P("user_accounts_file_usage", SL_PARAM_STRING, NULL, IGN, ""),
+    P("rank", SL_PARAM_STRING, "primary", IGN, ""),
+    P("cluster", SL_PARAM_STRING, NULL, IGN, ""),
+    P("weightby", SL_PARAM_STRING, NULL, IGN, ""),
+    P("log_debug", SL_PARAM_BOOL, "false", IGN, ""),
+    P("log_info", SL_PARAM_BOOL, "false", IGN, ""),
+    P("log_notice", SL_PARAM_BOOL, "false", IGN, ""),
+    P("log_warning", SL_PARAM_BOOL, "false", IGN, ""),
+    SL_PARAM_END,
+};
+
+static const struct sl_param_spec listener_specs[] = {
+    P("type", SL_PARAM_STRING, NULL, MAND, "Must be listener"),
+    P("service", SL_PARAM_SERVICE, NULL, MAND, "Service the port serves"),
+    P("protocol", SL_PARAM_STRING, "mariadbprotocol", 0,
+      "Protocol module (MariaDBClient, MySQLClient... are aliases)"),
+    P("address", SL_PARAM_STRING, "::", 0, "Address to bind"),
+    P("port", SL_PARAM_INT, NULL, 0, "TCP port (port or socket is "
+      "mandatory)"),
+    P("socket", SL_PARAM_PATH, NULL, 0, "Unix socket path"),
+    P("authenticator", SL_PARAM_STRING, NULL, IGN, ""),
+    P("authenticator_options", SL_PARAM_STRING, NULL, IGN, ""),
+    P("sql_mode", SL_PARAM_STRING, NULL, IGN, ""),
+    P("connection_init_sql_file", SL_PARAM_PATH, NULL, IGN, ""),
+    P("user_mapping_file", SL_PARAM_PATH, NULL, IGN, ""),
+    P("ssl", SL_PARAM_STRING, "false", 0, "Only 'false' (TLS not supported "
+      "yet)"),
+    SL_PARAM_END,
+};
+
+static const struct sl_param_spec monitor_specs[] = {
+    P("type", SL_PARAM_STRING, NULL, MAND, "Must be monitor"),
+    P("module", SL_PARAM_STRING, NULL, MAND, "Monitor module"),
+    P("servers", SL_PARAM_SERVERS, NULL, 0, "Servers to monitor"),
+    P("user", SL_PARAM_STRING, NULL, 0, "Monitor user"),
+    P("password", SL_PARAM_PASSWORD, NULL, 0, "Its password"),
+    P("monitor_interval", SL_PARAM_DURATION, "2000ms", 0,
+      "Time between ticks; a bare number is milliseconds"),
+    P("backend_connect_timeout", SL_PARAM_DURATION, "3s", SECS,
+      "Connect timeout; a bare number is seconds"),
+    P("backend_read_timeout", SL_PARAM_DURATION, "3s", SECS,
+      "Read timeout; a bare number is seconds"),
+    P("backend_write_timeout", SL_PARAM_DURATION, "3s", SECS,
+      "Write timeout; a bare number is seconds"),
+    P("backend_connect_attempts", SL_PARAM_COUNT, "1", 0,
+      "Connection attempts per tick"),
+    P("journal_max_age", SL_PARAM_DURATION, "28800s", IGN | SECS, ""),
+    P("disk_space_threshold", SL_PARAM_STRING, NULL, IGN, ""),
+    P("disk_space_check_interval", SL_PARAM_DURATION, "0s", IGN, ""),
+    P("script", SL_PARAM_STRING, NULL, IGN, ""),
+    P("script_timeout", SL_PARAM_DURATION, "90s", IGN | SECS, ""),
+    P("events", SL_PARAM_STRING, NULL, IGN, ""),
+    SL_PARAM_END,
+};
+
+static const struct sl_param_spec filter_specs[] = {
+    P("type", SL_PARAM_STRING, NULL, MAND, "Must be filter"),
+    P("module", SL_PARAM_STRING, NULL, MAND, "Filter module"),
+    SL_PARAM_END,
+};
+
+const struct sl_param_spec *
+sl__config_core_specs(const char *type)
+{
+    static const struct {
+        const char *type;
+        const struct sl_param_spec *specs;
+    } map[] = {
+        {"maxscale", global_specs}, {"server", server_specs},
+        {"service", service_specs}, {"listener", listener_specs},
+        {"monitor", monitor_specs}, {"filter", filter_specs},
+    };
+
+    for (size_t i = 0; i < SL_ARRAY_LEN(map); i++) {
+        if (strcmp(map[i].type, type) == 0) {
+            return map[i].specs;
+        }
+    }
+    return NULL;
+}
+
+/* ---- loading ---- */
+
+enum obj_kind { K_SERVER, K_SERVICE, K_LISTENER, K_MONITOR, K_FILTER, K_N };
+
+static const char *const kind_names[K_N] = {
+    "server", "service", "listener", "monitor", "filter",
+};
+
+struct loader {
+    struct sl_cfg_diag *d;
+    struct sl_config *cfg;
+    struct sl_ini ini;
+    const struct sl_ini_section **by_kind[K_N];
+    size_t nby_kind[K_N];
+};
+
+static void
+ini_error(void *ctx, int line, const char *msg)
+{
+    sl__cfg_error(ctx, line, "%s", msg);
+}
+
+/* Grow *arr (of pointers) by one slot and store v; -ENOMEM on failure. */
+static int
+push_ptr(void *arrp, size_t *n, void *v)
+{
+    void ***arr = arrp;
+    void **nv = realloc(*arr, (*n + 1) * sizeof(void *));
+
+    if (nv == NULL) {
+        return -ENOMEM;
+    }
+    nv[(*n)++] = v;
+    *arr = nv;
+    return 0;
+}
+
+static bool
+falsy(const char *v)
+{
+    bool b;
+
+    return strcasecmp(v, "disabled") == 0 ||
+           (sl_param_parse_bool(v, &b) == 0 && !b);
+}
+
+/*
+ * A params set from a section's keys. With ssl_check, 'ssl=false' passes
+ * and every other ssl* parameter is a "not supported yet" error (dropped
+ * from the set so it is not reported twice).
+ */
+static struct sl_params *
+section_params(struct loader *L, const struct sl_ini_section *s,
+               const char *what, bool ssl_check)
+{
+    struct sl_params *p = sl__params_new();
+
+    if (p == NULL) {
+        sl__cfg_error(L->d, s->line, "out of memory");
+        return NULL;
+    }
+    for (size_t i = 0; i < s->nkvs; i++) {
+        const struct sl_ini_kv *kv = &s->kvs[i];
+
+        if (ssl_check && strncmp(kv->name, "ssl", 3) == 0 &&
+            !(strcmp(kv->name, "ssl") == 0 && falsy(kv->value))) {
+            sl__cfg_error(L->d, kv->line, "parameter '%s' in %s: TLS is not "
+                          "supported yet", kv->name, what);
+            continue;
+        }
+        if (sl__params_set(p, kv->name, kv->value, kv->line) < 0) {
+            sl__cfg_error(L->d, kv->line, "out of memory");
+            sl__params_free(p);
+            return NULL;
+        }
+    }
+    return p;
+}
+
+/* mod_failed: the object's module did not load, so names that are not
+ * core parameters may be the module's: do not call them unknown. */
+static int
+validate(struct loader *L, struct sl_params *p, enum obj_kind kind,
+         const struct sl_loaded_module *mod, bool mod_failed,
+         const char *what, int line)
+{
+    const struct sl_param_spec *tables[2];
+    size_t n = 0;
+    int errors;
+
+    tables[n++] = sl__config_core_specs(kind_names[kind]);
+    if (mod && mod->info->params) {
+        tables[n++] = mod->info->params;
+    }
+    L->d->skip_unknown = mod_failed;
+    errors = sl__params_validate(p, tables, n, L->d, what, line);
+    L->d->skip_unknown = false;
+    return errors;
+}
+
+static bool
+copy_checked(struct loader *L, char *dst, size_t len, const char *src,
+             const char *param, const char *what, int line)
+{
+    if (strlen(src) >= len) {
+        sl__cfg_error(L->d, line, "value of parameter '%s' in %s is too "
+                      "long (at most %zu characters)", param, what, len - 1);
+        return false;
+    }
+    memcpy(dst, src, strlen(src) + 1);
+    return true;
+}
+
+static const char *
+module_dir(struct loader *L)
+{
+    return L->cfg->global.module_dir;
+}
+
+/* Load the module named by param (already known to be set). */
+static const struct sl_loaded_module *
+load_module(struct loader *L, const struct sl_ini_section *s,
+            const char *param, enum sl_module_type type, const char *what)
+{
+    const struct sl_ini_kv *kv = sl__ini_find(s, param);
+    const struct sl_loaded_module *m;
+    char err[1024];
+
+    if (kv == NULL) {
+        return NULL;
+    }
+    m = sl__module_load_err(module_dir(L), kv->value, type, err, sizeof(err));
+    if (m == NULL) {
+        sl__cfg_error(L->d, kv->line, "unknown %s module '%s' in %s: %s",
+                      sl__module_type_name(type), kv->value, what, err);
+    }
+    return m;
+}
+
+/* ---- [maxscale] ---- */
+
+static void
+resolve_threads(struct loader *L, struct sl_global *g)
+{
+    const char *v = sl_params_get(g->params, "threads");
+    int line = sl__params_line(g->params, "threads");
+    int64_t n;
+
+    if (strcasecmp(v, "auto") == 0) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+
+        g->threads = cpus > 0 ? (int)(cpus > 256 ? 256 : cpus) : 1;
+    } else if (sl__param_parse_int(v, &n) == 0 && n >= 1 && n <= 1024) {
+        g->threads = (int)n;
+    } else {
+        sl__cfg_error(L->d, line, "invalid value '%s' for parameter "
+                      "'threads' in section 'maxscale' (expected 'auto' or "
+                      "a number from 1 to 1024)", v);
+    }
+}
+
+static int
+resolve_log_level(const struct sl_params *p)
+{
+    if (sl_params_bool(p, "log_debug")) {
+        return SL_LOG_DEBUG;
+    }
+    if (sl_params_bool(p, "log_info")) {
+        return SL_LOG_INFO;
+    }
+    if (sl_params_bool(p, "log_notice")) {
+        return SL_LOG_NOTICE;
+    }
+    return sl_params_bool(p, "log_warning") ? SL_LOG_WARN : SL_LOG_ERROR;
+}
+
+static void
+copy_path(char *dst, size_t len, const char *src)
+{
+    snprintf(dst, len, "%s", src ? src : "");
+}
+
+static void
+fill_global(struct loader *L, struct sl_global *g)
+{
+    struct sl_params *p = g->params;
+    const char *env = getenv("SLUICE_MODULE_DIR");
+    int64_t port = sl_params_int(p, "admin_port");
+
+    resolve_threads(L, g);
+    g->event_model = sl_params_enum(p, "event_model") == 1
+                         ? SL_EVENT_MODEL_SHARED : SL_EVENT_MODEL_PINNED;
+    if (L->d->module_dir) {
+        copy_path(g->module_dir, sizeof(g->module_dir), L->d->module_dir);
+    } else if (env && env[0]) {
+        copy_path(g->module_dir, sizeof(g->module_dir), env);
+    } else {
+        copy_path(g->module_dir, sizeof(g->module_dir),
+                  sl_params_get(p, "module_dir"));
+    }
+    copy_path(g->logdir, sizeof(g->logdir), sl_params_get(p, "logdir"));
+    if (sl__params_line(p, "logdir") > 0) {
+        snprintf(g->log_file, sizeof(g->log_file), "%.4000s/sluice.log",
+                 g->logdir);
+    }
+    copy_path(g->datadir, sizeof(g->datadir), sl_params_get(p, "datadir"));
+    copy_path(g->piddir, sizeof(g->piddir), sl_params_get(p, "piddir"));
+    copy_path(g->persistdir, sizeof(g->persistdir),
+              sl_params_get(p, "persistdir"));
+    g->log_level = resolve_log_level(p);
+    g->writeq_high_water = sl_params_size(p, "writeq_high_water");
+    g->writeq_low_water = sl_params_size(p, "writeq_low_water");
+    if (g->writeq_high_water && g->writeq_low_water >= g->writeq_high_water) {
+        sl__cfg_error(L->d, sl__params_line(p, "writeq_low_water"),
+                      "writeq_low_water must be below writeq_high_water in "
+                      "section 'maxscale'");
+    }
+    copy_path(g->admin_host, sizeof(g->admin_host),
+              sl_params_get(p, "admin_host"));
+    if (port < 0 || port > 65535) {
+        sl__cfg_error(L->d, sl__params_line(p, "admin_port"),
+                      "invalid value '%s' for parameter 'admin_port' in "
+                      "section 'maxscale' (expected a port 0-65535)",
+                      sl_params_get(p, "admin_port"));
+    }
+    g->admin_port = (int)port;
+    g->admin_enabled = sl_params_bool(p, "admin_enabled");
+}
+
+static int
+load_global(struct loader *L)
+{
+    static const struct sl_ini_section empty = {.name = "maxscale"};
+    const struct sl_ini_section *s = &empty;
+    const struct sl_param_spec *tables[1] = {global_specs};
+    struct sl_global *g = &L->cfg->global;
+    int before = L->d->errors;
+
+    for (size_t i = 0; i < L->ini.nsections; i++) {
+        if (strcasecmp(L->ini.sections[i].name, "maxscale") == 0) {
+            s = &L->ini.sections[i];
+        }
+    }
+    g->params = section_params(L, s, "section 'maxscale'", false);
+    if (g->params == NULL) {
+        return -ENOMEM;
+    }
+    sl__params_validate(g->params, tables, 1, L->d, "section 'maxscale'",
+                        s->line);
+    if (L->d->errors == before) {
+        fill_global(L, g);
+    } else {
+        /* Still find modules so later sections get useful errors. */
+        const char *env = getenv("SLUICE_MODULE_DIR");
+
+        copy_path(g->module_dir, sizeof(g->module_dir),
+                  L->d->module_dir ? L->d->module_dir
+                  : env && env[0] ? env : SLUICE_DEFAULT_MODULE_DIR);
+    }
+    return 0;
+}
+
+/* ---- classifying sections ---- */
+
+static bool
+valid_name(const char *name)
+{
+    if (strlen(name) >= SL_NAME_MAX) {
+        return false;
+    }
+    for (const char *c = name; *c; c++) {
+        if (!isalnum((unsigned char)*c) && !strchr("_.~-", *c)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static void
+unknown_type(struct loader *L, const struct sl_ini_section *s,
+             const struct sl_ini_kv *kv)
+{
+    const char *near = NULL;
+
+    for (int k = 0; k < K_N; k++) {
+        if (sl__edit_distance(kv->value, kind_names[k]) <= 2) {
+            near = kind_names[k];
+        }
+    }
+    sl__cfg_error(L->d, kv->line, "unknown object type '%s' in section '%s' "
+                  "(expected server, service, listener, monitor or "
+                  "filter)%s%s%s", kv->value, s->name,
+                  near ? " (did you mean '" : "", near ? near : "",
+                  near ? "'?)" : "");
+}
+
+static int
+classify(struct loader *L)
+{
+    for (size_t i = 0; i < L->ini.nsections; i++) {
+        const struct sl_ini_section *s = &L->ini.sections[i];
+        const struct sl_ini_kv *kv;
+        int k;
+
+        if (strcasecmp(s->name, "maxscale") == 0) {
+            continue;
+        }
+        if (!valid_name(s->name)) {
+            sl__cfg_error(L->d, s->line, "invalid section name '%s' (use at "
+                          "most %d letters, digits and _.~-)", s->name,
+                          SL_NAME_MAX - 1);
+            continue;
+        }
+        kv = sl__ini_find(s, "type");
+        if (kv == NULL) {
+            sl__cfg_error(L->d, s->line, "missing mandatory parameter 'type' "
+                          "in section '%s'", s->name);
+            continue;
+        }
+        for (k = 0; k < K_N; k++) {
+            if (strcmp(kv->value, kind_names[k]) == 0) {
+                break;
+            }
+        }
+        if (k == K_N) {
+            unknown_type(L, s, kv);
+            continue;
+        }
+        if (push_ptr(&L->by_kind[k], &L->nby_kind[k], (void *)s) < 0) {
+            return -ENOMEM;
+        }
+    }
+    return 0;
+}
+
+/* ---- name lookups and list splitting ---- */
+
+static struct sl_server *
+find_server(struct sl_config *cfg, const char *name)
+{
+    for (size_t i = 0; i < cfg->nservers; i++) {
+        if (strcmp(cfg->servers[i]->name, name) == 0) {
+            return cfg->servers[i];
+        }
+    }
+    return NULL;
+}
+
+static struct sl_service *
+find_service(struct sl_config *cfg, const char *name)
+{
+    for (size_t i = 0; i < cfg->nservices; i++) {
+        if (strcmp(cfg->services[i]->name, name) == 0) {
+            return cfg->services[i];
+        }
+    }
+    return NULL;
+}
+
+static struct sl_filter_def *
+find_filter(struct sl_config *cfg, const char *name)
+{
+    for (size_t i = 0; i < cfg->nfilters; i++) {
+        if (strcmp(cfg->filters[i]->name, name) == 0) {
+            return cfg->filters[i];
+        }
+    }
+    return NULL;
+}
+
+/* Calls fn for each trimmed non-empty item of a sep-separated list. */
+static int
+for_each_item(const char *list, char sep,
+              int (*fn)(void *ctx, const char *item), void *ctx)
+{
+    char item[SL_NAME_MAX * 2];
+
+    while (list && *list) {
+        const char *e = strchr(list, sep);
+        const char *b = list;
+        const char *end = e ? e : list + strlen(list);
+        size_t n;
+        int rc;
+
+        while (b < end && isspace((unsigned char)*b)) {
+            b++;
+        }
+        while (end > b && isspace((unsigned char)end[-1])) {
+            end--;
+        }
+        n = (size_t)(end - b);
+        if (n > 0) {
+            snprintf(item, sizeof(item), "%.*s", (int)n, b);
+            rc = fn(ctx, item);
+            if (rc < 0) {
+                return rc;
+            }
+        }
+        list = e ? e + 1 : NULL;
+    }
+    return 0;
+}
+
+struct server_ref_ctx {
+    struct loader *L;
+    const char *what;       /* "service 'x'" */
+    const char *param;
+    int line;
+    struct sl_server ***arr;
+    size_t *n;
+    bool allow_services;
+};
+
+static int
+add_server_ref(void *ctx, const char *name)
+{
+    struct server_ref_ctx *c = ctx;
+    struct sl_server *srv = find_server(c->L->cfg, name);
+
+    if (srv == NULL) {
+        if (c->allow_services && find_service(c->L->cfg, name)) {
+            sl__cfg_error(c->L->d, c->line, "%s: service '%s' in '%s': "
+                          "services as targets are not supported yet",
+                          c->what, name, c->param);
+        } else {
+            sl__cfg_error(c->L->d, c->line, "%s refers to unknown server "
+                          "'%s'", c->what, name);
+        }
+        return 0;
+    }
+    for (size_t i = 0; i < *c->n; i++) {
+        if ((*c->arr)[i] == srv) {
+            sl__cfg_error(c->L->d, c->line, "%s lists server '%s' twice",
+                          c->what, name);
+            return 0;
+        }
+    }
+    return push_ptr(c->arr, c->n, srv);
+}
+
+static int
+resolve_servers(struct loader *L, const struct sl_params *p,
+                const char *param, const char *what, struct sl_server ***arr,
+                size_t *n)
+{
+    struct server_ref_ctx c = {
+        .L = L, .what = what, .param = param,
+        .line = sl__params_line(p, param), .arr = arr, .n = n,
+        .allow_services = strcmp(param, "targets") == 0,
+    };
+
+    return for_each_item(sl_params_get(p, param), ',', add_server_ref, &c);
+}
+
+/* ---- servers ---- */
+
+static void
+fill_server(struct loader *L, struct sl_server *srv,
+            const struct sl_ini_section *s, const char *what)
+{
+    struct sl_params *p = srv->params;
+    const char *proto = sl_params_get(p, "protocol");
+    int64_t port = sl_params_int(p, "port");
+    int64_t weight = sl_params_int(p, "weight");
+    bool has_addr = sl_params_has(p, "address");
+    bool has_sock = sl_params_has(p, "socket");
+
+    if (strcasecmp(proto, "mariadbbackend") != 0 &&
+        strcasecmp(proto, "mysqlbackend") != 0) {
+        sl__cfg_error(L->d, sl__params_line(p, "protocol"), "invalid value "
+                      "'%s' for parameter 'protocol' in %s (expected "
+                      "MariaDBBackend or MySQLBackend)", proto, what);
+    }
+    if (!has_addr && !has_sock) {
+        sl__cfg_error(L->d, s->line, "missing mandatory parameter 'address' "
+                      "(or 'socket') in %s", what);
+    } else if (has_addr && has_sock) {
+        sl__cfg_error(L->d, sl__params_line(p, "socket"), "%s has both "
+                      "'address' and 'socket'; use one", what);
+    }
+    if (port < 1 || port > 65535) {
+        sl__cfg_error(L->d, sl__params_line(p, "port"), "invalid value "
+                      "'%s' for parameter 'port' in %s (expected a port "
+                      "1-65535)", sl_params_get(p, "port"), what);
+    }
+    if (weight < 0 || weight > 1000000) {
+        sl__cfg_error(L->d, sl__params_line(p, "weight"), "invalid value "
+                      "'%s' for parameter 'weight' in %s (expected 0 to "
+                      "1000000)", sl_params_get(p, "weight"), what);
+    }
+    srv->port = (int)port;
+    srv->weight = (int)weight;
+    if (has_addr) {
+        copy_checked(L, srv->address, sizeof(srv->address),
+                     sl_params_get(p, "address"), "address", what,
+                     sl__params_line(p, "address"));
+    }
+    if (has_sock) {
+        copy_checked(L, srv->socket, sizeof(srv->socket),
+                     sl_params_get(p, "socket"), "socket", what,
+                     sl__params_line(p, "socket"));
+    }
+}
+
+static int
+load_server(struct loader *L, const struct sl_ini_section *s)
+{
+    struct sl_server *srv = calloc(1, sizeof(*srv));
+    char what[SL_NAME_MAX + 16];
+
+    if (srv == NULL || push_ptr(&L->cfg->servers, &L->cfg->nservers,
+                                srv) < 0) {
+        free(srv);
+        return -ENOMEM;
+    }
+    snprintf(srv->name, sizeof(srv->name), "%s", s->name);
+    atomic_init(&srv->lag, SL_SERVER_LAG_UNKNOWN);
+    snprintf(what, sizeof(what), "server '%s'", s->name);
+    srv->params = section_params(L, s, what, true);
+    if (srv->params == NULL) {
+        return -ENOMEM;
+    }
+    if (validate(L, srv->params, K_SERVER, NULL, false, what, s->line) == 0) {
+        fill_server(L, srv, s, what);
+    }
+    return 0;
+}
+
+/* ---- filters ---- */
+
+static int
+load_filter(struct loader *L, const struct sl_ini_section *s)
+{
+    struct sl_filter_def *f = calloc(1, sizeof(*f));
+    char what[SL_NAME_MAX + 16];
+
+    if (f == NULL || push_ptr(&L->cfg->filters, &L->cfg->nfilters, f) < 0) {
+        free(f);
+        return -ENOMEM;
+    }
+    snprintf(f->name, sizeof(f->name), "%s", s->name);
+    snprintf(what, sizeof(what), "filter '%s'", s->name);
+    f->params = section_params(L, s, what, false);
+    if (f->params == NULL) {
+        return -ENOMEM;
+    }
+    if (sl__ini_find(s, "module")) {
+        f->module = load_module(L, s, "module", SL_MODULE_FILTER, what);
+        f->ops = f->module ? f->module->info->ops : NULL;
+    }
+    validate(L, f->params, K_FILTER, f->module, f->module == NULL, what,
+             s->line);
+    return 0;
+}
+
+/* ---- services ---- */
+
+struct filter_ref_ctx {
+    struct loader *L;
+    struct sl_service *svc;
+    int line;
+};
+
+static int
+add_filter_ref(void *ctx, const char *name)
+{
+    struct filter_ref_ctx *c = ctx;
+    struct sl_filter_def *f = find_filter(c->L->cfg, name);
+
+    if (f == NULL) {
+        sl__cfg_error(c->L->d, c->line, "service '%s' refers to unknown "
+                      "filter '%s'", c->svc->name, name);
+        return 0;
+    }
+    return push_ptr(&c->svc->filters, &c->svc->nfilters, f);
+}
+
+static int
+fill_service(struct loader *L, struct sl_service *svc, const char *what)
+{
+    struct sl_params *p = svc->params;
+    struct filter_ref_ctx fc = {L, svc, sl__params_line(p, "filters")};
+    int rc = 0;
+
+    if (sl_params_has(p, "servers") && sl_params_has(p, "targets")) {
+        sl__cfg_error(L->d, sl__params_line(p, "targets"), "%s has both "
+                      "'servers' and 'targets'; use one", what);
+    } else if (sl_params_has(p, "servers")) {
+        rc = resolve_servers(L, p, "servers", what, &svc->servers,
+                             &svc->nservers);
+    } else if (sl_params_has(p, "targets")) {
+        rc = resolve_servers(L, p, "targets", what, &svc->servers,
+                             &svc->nservers);
+    }
+    if (rc == 0) {
+        rc = for_each_item(sl_params_get(p, "filters"), '|', add_filter_ref,
+                           &fc);
+    }
+    copy_checked(L, svc->user, sizeof(svc->user), sl_params_get(p, "user"),
+                 "user", what, sl__params_line(p, "user"));
+    copy_checked(L, svc->password, sizeof(svc->password),
+                 sl_params_get(p, "password"), "password", what,
+                 sl__params_line(p, "password"));
+    svc->max_connections = (int64_t)sl_params_count(p, "max_connections");
+    return rc;
+}
+
+static int
+load_service(struct loader *L, const struct sl_ini_section *s)
+{
+    struct sl_service *svc = calloc(1, sizeof(*svc));
+    char what[SL_NAME_MAX + 16];
+
+    if (svc == NULL || push_ptr(&L->cfg->services, &L->cfg->nservices,
+                                svc) < 0) {
+        free(svc);
+        return -ENOMEM;
+    }
+    snprintf(svc->name, sizeof(svc->name), "%s", s->name);
+    snprintf(what, sizeof(what), "service '%s'", s->name);
+    svc->params = section_params(L, s, what, false);
+    if (svc->params == NULL) {
+        return -ENOMEM;
+    }
+    if (sl__ini_find(s, "router")) {
+        svc->router_module = load_module(L, s, "router", SL_MODULE_ROUTER,
+                                         what);
+        svc->router = svc->router_module ? svc->router_module->info->ops
+                                         : NULL;
+    }
+    if (validate(L, svc->params, K_SERVICE, svc->router_module,
+                 svc->router_module == NULL, what, s->line) != 0) {
+        return 0;
+    }
+    return fill_service(L, svc, what);
+}
+
+/* ---- listeners ---- */
+
+static void
+fill_listener(struct loader *L, struct sl_listener *l,
+              const struct sl_ini_section *s, const char *what)
+{
+    struct sl_params *p = l->params;
+    const char *svc = sl_params_get(p, "service");
+    bool has_port = sl_params_has(p, "port");
+    bool has_sock = sl_params_has(p, "socket");
+
+    l->fd = -1;
+    l->service = find_service(L->cfg, svc);
+    if (l->service == NULL) {
+        sl__cfg_error(L->d, sl__params_line(p, "service"), "listener '%s' "
+                      "refers to unknown service '%s'", l->name, svc);
+    }
+    if (!has_port && !has_sock) {
+        sl__cfg_error(L->d, s->line, "missing mandatory parameter 'port' "
+                      "(or 'socket') in %s", what);
+    } else if (has_port && has_sock) {
+        sl__cfg_error(L->d, sl__params_line(p, "socket"), "%s has both "
+                      "'port' and 'socket'; use one", what);
+    }
+    if (has_port) {
+        int64_t port = sl_params_int(p, "port");
+
+        if (port < 1 || port > 65535) {
+            sl__cfg_error(L->d, sl__params_line(p, "port"), "invalid value "
+                          "'%s' for parameter 'port' in %s (expected a port "
+                          "1-65535)", sl_params_get(p, "port"), what);
+        }
+        l->port = (int)port;
+        copy_checked(L, l->address, sizeof(l->address),
+                     sl_params_get(p, "address"), "address", what,
+                     sl__params_line(p, "address"));
+    }
+    if (has_sock) {
+        copy_checked(L, l->socket, sizeof(l->socket),
+                     sl_params_get(p, "socket"), "socket", what,
+                     sl__params_line(p, "socket"));
+    }
+}
+
+static int
+load_listener(struct loader *L, const struct sl_ini_section *s)
+{
+    struct sl_listener *l = calloc(1, sizeof(*l));
+    const struct sl_ini_kv *proto = sl__ini_find(s, "protocol");
+    char what[SL_NAME_MAX + 16];
+    char err[1024];
+
+    if (l == NULL || push_ptr(&L->cfg->listeners, &L->cfg->nlisteners,
+                              l) < 0) {
+        free(l);
+        return -ENOMEM;
+    }
+    l->fd = -1;
+    snprintf(l->name, sizeof(l->name), "%s", s->name);
+    snprintf(what, sizeof(what), "listener '%s'", s->name);
+    l->params = section_params(L, s, what, true);
+    if (l->params == NULL) {
+        return -ENOMEM;
+    }
+    if (proto) {
+        l->protocol_module = load_module(L, s, "protocol",
+                                         SL_MODULE_PROTOCOL, what);
+    } else {
+        l->protocol_module = sl__module_load_err(
+            module_dir(L), "mariadbprotocol", SL_MODULE_PROTOCOL, err,
+            sizeof(err));
+        if (l->protocol_module == NULL) {
+            sl__cfg_error(L->d, s->line, "cannot load the default protocol "
+                          "module for %s: %s", what, err);
+        }
+    }
+    l->protocol = l->protocol_module ? l->protocol_module->info->ops : NULL;
+    if (validate(L, l->params, K_LISTENER, l->protocol_module,
+                 l->protocol_module == NULL, what, s->line) == 0) {
+        fill_listener(L, l, s, what);
+    }
+    return 0;
+}
+
+/* ---- monitors ---- */
+
+static int
+load_monitor(struct loader *L, const struct sl_ini_section *s)
+{
+    struct sl_monitor *m = calloc(1, sizeof(*m));
+    char what[SL_NAME_MAX + 16];
+    struct sl_params *p;
+
+    if (m == NULL || push_ptr(&L->cfg->monitors, &L->cfg->nmonitors, m) < 0) {
+        free(m);
+        return -ENOMEM;
+    }
+    snprintf(m->name, sizeof(m->name), "%s", s->name);
+    snprintf(what, sizeof(what), "monitor '%s'", s->name);
+    m->params = p = section_params(L, s, what, false);
+    if (p == NULL) {
+        return -ENOMEM;
+    }
+    if (sl__ini_find(s, "module")) {
+        m->module = load_module(L, s, "module", SL_MODULE_MONITOR, what);
+        m->ops = m->module ? m->module->info->ops : NULL;
+    }
+    if (validate(L, p, K_MONITOR, m->module, m->module == NULL, what,
+                 s->line) != 0) {
+        return 0;
+    }
+    copy_checked(L, m->user, sizeof(m->user),
+                 sl_params_has(p, "user") ? sl_params_get(p, "user") : "",
+                 "user", what, sl__params_line(p, "user"));
+    copy_checked(L, m->password, sizeof(m->password),
+                 sl_params_has(p, "password") ? sl_params_get(p, "password")
+                                              : "",
+                 "password", what, sl__params_line(p, "password"));
+    m->interval_ms = sl_params_duration_ms(p, "monitor_interval");
+    m->connect_timeout_ms = sl_params_duration_ms(p,
+                                                  "backend_connect_timeout");
+    m->read_timeout_ms = sl_params_duration_ms(p, "backend_read_timeout");
+    if (m->interval_ms == 0) {
+        sl__cfg_error(L->d, sl__params_line(p, "monitor_interval"),
+                      "invalid value '0' for parameter 'monitor_interval' "
+                      "in %s (expected a duration above zero)", what);
+    }
+    return resolve_servers(L, p, "servers", what, &m->servers, &m->nservers);
+}
+
+/* A server may be watched by one monitor only: two would fight over its
+ * status bits. */
+static void
+check_monitored_once(struct loader *L)
+{
+    struct sl_config *cfg = L->cfg;
+
+    for (size_t a = 0; a < cfg->nmonitors; a++) {
+        for (size_t i = 0; i < cfg->monitors[a]->nservers; i++) {
+            struct sl_server *srv = cfg->monitors[a]->servers[i];
+
+            for (size_t b = 0; b < a; b++) {
+                for (size_t j = 0; j < cfg->monitors[b]->nservers; j++) {
+                    if (cfg->monitors[b]->servers[j] != srv) {
+                        continue;
+                    }
+                    sl__cfg_error(L->d, sl__params_line(
+                                      cfg->monitors[a]->params, "servers"),
+                                  "server '%s' is monitored by both monitor "
+                                  "'%s' and monitor '%s'", srv->name,
+                                  cfg->monitors[b]->name,
+                                  cfg->monitors[a]->name);
+                }
+            }
+        }
+    }
+}
+
+static int
+build(struct loader *L)
+{
+    static int (*const loaders[K_N])(struct loader *,
+                                     const struct sl_ini_section *) = {
+        [K_SERVER] = load_server, [K_FILTER] = load_filter,
+        [K_SERVICE] = load_service, [K_LISTENER] = load_listener,
+        [K_MONITOR] = load_monitor,
+    };
+    /* Dependency order: references always point at earlier kinds. */
+    static const enum obj_kind order[K_N] = {
+        K_SERVER, K_FILTER, K_SERVICE, K_LISTENER, K_MONITOR,
+    };
+
+    if (load_global(L) < 0 || classify(L) < 0) {
+        return -ENOMEM;
+    }
+    for (size_t o = 0; o < K_N; o++) {
+        enum obj_kind k = order[o];
+
+        for (size_t i = 0; i < L->nby_kind[k]; i++) {
+            if (loaders[k](L, L->by_kind[k][i]) < 0) {
+                return -ENOMEM;
+            }
+        }
+    }
+    check_monitored_once(L);
+    return 0;
+}
+
+/* ---- module instances ---- */
+
+static int
+section_line(struct loader *L, const char *name)
+{
+    for (size_t i = 0; i < L->ini.nsections; i++) {
+        if (strcmp(L->ini.sections[i].name, name) == 0) {
+            return L->ini.sections[i].line;
+        }
+    }
+    return 0;
+}
+
+static void
+create_service_instances(struct loader *L)
+{
+    struct sl_config *cfg = L->cfg;
+
+    for (size_t i = 0; i < cfg->nservices; i++) {
+        struct sl_service *svc = cfg->services[i];
+
+        svc->router_instance = svc->router->create_instance(svc,
+                                                            svc->params);
+        if (svc->router_instance == NULL) {
+            sl__cfg_error(L->d, section_line(L, svc->name), "router '%s' "
+                          "refused to create an instance for service '%s'",
+                          svc->router_module->info->name, svc->name);
+        }
+    }
+    for (size_t i = 0; i < cfg->nlisteners; i++) {
+        struct sl_listener *l = cfg->listeners[i];
+        struct sl_service *svc = l->service;
+
+        if (svc->protocol) {
+            if (svc->protocol != l->protocol) {
+                sl__cfg_error(L->d, section_line(L, l->name), "listener "
+                              "'%s' uses another protocol than the other "
+                              "listeners of service '%s'", l->name,
+                              svc->name);
+            }
+            continue;
+        }
+        svc->protocol = l->protocol;
+        if (l->protocol->service_data_create == NULL) {
+            continue;
+        }
+        svc->protocol_data = l->protocol->service_data_create(svc);
+        if (svc->protocol_data == NULL) {
+            svc->protocol = NULL;
+            sl__cfg_error(L->d, section_line(L, l->name), "protocol '%s' "
+                          "could not set up service '%s' for listener '%s'",
+                          l->protocol_module->info->name, svc->name,
+                          l->name);
+        }
+    }
+}
+
+static void
+create_instances(struct loader *L)
+{
+    struct sl_config *cfg = L->cfg;
+
+    for (size_t i = 0; i < cfg->nfilters; i++) {
+        struct sl_filter_def *f = cfg->filters[i];
+
+        f->instance = f->ops->create_instance(f->name, f->params);
+        if (f->instance == NULL) {
+            sl__cfg_error(L->d, section_line(L, f->name), "filter module "
+                          "'%s' refused to create filter '%s'",
+                          f->module->info->name, f->name);
+        }
+    }
+    create_service_instances(L);
+    for (size_t i = 0; i < cfg->nmonitors; i++) {
+        struct sl_monitor *m = cfg->monitors[i];
+
+        m->instance = m->ops->create_instance(m, m->params);
+        if (m->instance == NULL) {
+            sl__cfg_error(L->d, section_line(L, m->name), "monitor module "
+                          "'%s' refused to create monitor '%s'",
+                          m->module->info->name, m->name);
+        }
+    }
+}
+
+/* ---- entry points ---- */
+
+static void
+free_instances(struct sl_config *cfg)
+{
+    for (size_t i = 0; i < cfg->nmonitors; i++) {
+        struct sl_monitor *m = cfg->monitors[i];
+
+        if (m->instance && m->ops->destroy_instance) {
+            m->ops->destroy_instance(m->instance);
+        }
+        m->instance = NULL;
+    }
+    for (size_t i = 0; i < cfg->nservices; i++) {
+        struct sl_service *svc = cfg->services[i];
+
+        if (svc->protocol_data && svc->protocol->service_data_free) {
+            svc->protocol->service_data_free(svc->protocol_data);
+        }
+        svc->protocol_data = NULL;
+        if (svc->router_instance && svc->router->destroy_instance) {
+            svc->router->destroy_instance(svc->router_instance);
+        }
+        svc->router_instance = NULL;
+    }
+    for (size_t i = 0; i < cfg->nfilters; i++) {
+        struct sl_filter_def *f = cfg->filters[i];
+
+        if (f->instance && f->ops->destroy_instance) {
+            f->ops->destroy_instance(f->instance);
+        }
+        f->instance = NULL;
+    }
+}
+
+void
+sl__config_free(struct sl_config *cfg)
+{
+    if (cfg == NULL) {
+        return;
+    }
+    free_instances(cfg);
+    for (size_t i = 0; i < cfg->nmonitors; i++) {
+        sl__params_free(cfg->monitors[i]->params);
+        free(cfg->monitors[i]->servers);
+        free(cfg->monitors[i]);
+    }
+    for (size_t i = 0; i < cfg->nlisteners; i++) {
+        sl__params_free(cfg->listeners[i]->params);
+        free(cfg->listeners[i]);
+    }
+    for (size_t i = 0; i < cfg->nservices; i++) {
+        sl__params_free(cfg->services[i]->params);
+        free(cfg->services[i]->servers);
+        free(cfg->services[i]->filters);
+        free(cfg->services[i]);
+    }
+    for (size_t i = 0; i < cfg->nfilters; i++) {
+        sl__params_free(cfg->filters[i]->params);
+        free(cfg->filters[i]);
+    }
+    for (size_t i = 0; i < cfg->nservers; i++) {
+        sl__params_free(cfg->servers[i]->params);
+        free(cfg->servers[i]);
+    }
+    free(cfg->monitors);
+    free(cfg->listeners);
+    free(cfg->services);
+    free(cfg->filters);
+    free(cfg->servers);
+    sl__params_free(cfg->global.params);
+    free(cfg);
+}
+
+struct sl_config *
+sl__config_load_text(const char *text, size_t len, bool create_instances_,
+                     struct sl_cfg_diag *d)
+{
+    struct loader L = {.d = d};
+    int rc;
+
+    L.cfg = calloc(1, sizeof(*L.cfg));
+    if (L.cfg == NULL) {
+        sl__cfg_error(d, 0, "out of memory");
+        return NULL;
+    }
+    rc = sl__ini_parse(text, len, &L.ini, ini_error, d);
+    if (rc < 0 || build(&L) < 0) {
+        sl__cfg_error(d, 0, "out of memory");
+    }
+    if (d->errors == 0 && create_instances_) {
+        create_instances(&L);
+    }
+    for (int k = 0; k < K_N; k++) {
+        free(L.by_kind[k]);
+    }
+    sl__ini_free(&L.ini);
+    if (d->errors > 0) {
+        sl__config_free(L.cfg);
+        return NULL;
+    }
+    return L.cfg;
+}
+
+static char *
+read_file(struct sl_cfg_diag *d, const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf;
+    size_t n;
+
+    if (f == NULL) {
+        sl__cfg_error(d, 0, "cannot open configuration file: %s",
+                      strerror(errno));
+        return NULL;
+    }
+    buf = malloc(SL_CONFIG_MAX_BYTES + 1);
+    if (buf == NULL) {
+        fclose(f);
+        sl__cfg_error(d, 0, "out of memory");
+        return NULL;
+    }
+    n = fread(buf, 1, SL_CONFIG_MAX_BYTES + 1, f);
+    if (ferror(f) || n > SL_CONFIG_MAX_BYTES) {
+        sl__cfg_error(d, 0, "%s", ferror(f) ? "read error"
+                      : "configuration file larger than 16 MiB");
+        fclose(f);
+        free(buf);
+        return NULL;
+    }
+    fclose(f);
+    *len = n;
+    return buf;
+}
+
+struct sl_config *
+sl__config_load_diag(const char *path, bool create_instances_,
+                     struct sl_cfg_diag *d)
+{
+    struct sl_config *cfg;
+    size_t len;
+    char *text;
+
+    d->file = path;
+    text = read_file(d, path, &len);
+    if (text == NULL) {
+        return NULL;
+    }
+    cfg = sl__config_load_text(text, len, create_instances_, d);
+    free(text);
+    return cfg;
+}
+
+struct sl_config *
+sl__config_load(const char *path, bool create_instances_)
+{
+    struct sl_cfg_diag d = {0};
+    struct sl_config *cfg = sl__config_load_diag(path, create_instances_, &d);
+
+    sl__cfg_diag_free(&d);
+    return cfg;
+}

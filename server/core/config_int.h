@@ -1,0 +1,89 @@
+/*
+ * Internals shared by config.c, params.c, module.c, main.c, the unit tests
+ * and the fuzz target: the diagnostics collector, text-based loading, the
+ * validator and the loader's error-returning variant.
+ *
+ * Diagnostics: every configuration message goes through sl__cfg_error() or
+ * sl__cfg_warn(), which prefix "FILE:LINE: " (or "FILE: " for line 0),
+ * count it, keep it in d->text (tests look at it) and print it on stderr
+ * unless d->quiet; when sl__config_errors_to_log is set they also go to the
+ * log (main sets it when the log is a file, so a terminal does not show
+ * each line twice).
+ *
+ * Context: main thread only (configuration is loaded before any worker).
+ */
+#ifndef SLUICE_CORE_CONFIG_INT_H
+#define SLUICE_CORE_CONFIG_INT_H
+
+#include "internal.h"
+
+struct sl_cfg_diag {
+    const char *file;          /* name used in "FILE:LINE:" */
+    int errors;
+    int warnings;
+    bool quiet;                /* do not print to stderr */
+    const char *module_dir;    /* if set, overrides every other source */
+    bool skip_unknown;         /* set while validating an object whose
+                                * module failed to load: its parameters
+                                * cannot be told from typos */
+    char *text;                /* every message, '\n'-terminated */
+    size_t len;
+    size_t cap;
+};
+
+extern bool sl__config_errors_to_log;
+
+void sl__cfg_error(struct sl_cfg_diag *d, int line, const char *fmt, ...)
+    SL_PRINTF(3, 4);
+void sl__cfg_warn(struct sl_cfg_diag *d, int line, const char *fmt, ...)
+    SL_PRINTF(3, 4);
+void sl__cfg_diag_free(struct sl_cfg_diag *d);
+
+/* As sl__config_load, collecting messages into d (d->file is set here). */
+struct sl_config *sl__config_load_diag(const char *path, bool create_instances,
+                                       struct sl_cfg_diag *d);
+/* Load from memory; d->file names the source in messages. */
+struct sl_config *sl__config_load_text(const char *text, size_t len,
+                                       bool create_instances,
+                                       struct sl_cfg_diag *d);
+
+/* The core's own spec table for an object type ("maxscale", "server",
+ * "service", "listener", "monitor", "filter"), or NULL. */
+const struct sl_param_spec *sl__config_core_specs(const char *type);
+
+/*
+ * Validate p against up to `ntables` spec tables (first match wins):
+ * unknown names (with a did-you-mean suggestion), values of the wrong
+ * type, missing mandatory parameters (reported at section_line); then add
+ * defaults. `what` names the object, e.g. "server 'db1'". Returns the
+ * number of errors added to d.
+ */
+int sl__params_validate(struct sl_params *p,
+                        const struct sl_param_spec *const *tables,
+                        size_t ntables, struct sl_cfg_diag *d,
+                        const char *what, int section_line);
+/* Check one value against a spec: 0, or -EINVAL with why[] saying what was
+ * expected ("expected an integer"). */
+int sl__param_check(const struct sl_param_spec *spec, const char *value,
+                    char *why, size_t whylen);
+/* Line where a parameter was set, 0 for a default or unknown name. */
+int sl__params_line(const struct sl_params *p, const char *name);
+/* The spec the validator matched for name, or NULL. */
+const struct sl_param_spec *sl__params_spec(const struct sl_params *p,
+                                            const char *name);
+/* Levenshtein distance (case-insensitive), SIZE_MAX for long strings. */
+size_t sl__edit_distance(const char *a, const char *b);
+int sl__param_parse_int(const char *s, int64_t *out);
+int sl__param_parse_count(const char *s, uint64_t *out);
+
+/* sl__module_load with the reason written to err[] instead of the log. */
+const struct sl_loaded_module *sl__module_load_err(const char *module_dir,
+                                                   const char *name,
+                                                   enum sl_module_type type,
+                                                   char *err, size_t errlen);
+const char *sl__module_type_name(enum sl_module_type type);
+/* Loaded modules, for diagnostics and the admin API. */
+size_t sl__module_count(void);
+const struct sl_loaded_module *sl__module_at(size_t i);
+
+#endif

@@ -1,0 +1,1097 @@
+/*
+ * Descriptor control blocks: sockets and their queues.
+ *
+ *   ALLOC --sl__dcb_add--> POLLING --sl_dcb_close--> CLOSED (zombie)
+ *                                                      |
+ *     refs == 0, out of the event queue, every worker  |
+ *     started a turn since the close epoch ----------> freed
+ *
+ * Reading: an event puts the DCB on its worker's event queue (evq.c); its
+ * turn reads at most sl__evq_read_budget bytes straight into the read queue
+ * (sl_buf_reserve, no copy), hands them to the protocol, and asks to be
+ * re-queued at the tail if the budget ran out before the socket drained.
+ * Short reads mean drained: edge-triggered epoll reports every new arrival.
+ *
+ * Writing: sl_dcb_write appends to the write queue and writes at once
+ * (one sendmsg over up to IOV_MAX segments); what the kernel does not take
+ * waits for EPOLLOUT. A client write queue above writeq_high_water pauses
+ * reading on the session's backends until it drains below writeq_low_water.
+ *
+ * Hangups: a client hangup closes its session; a backend hangup is reported
+ * to the router (sl_backend_failed path) unless the router closed it.
+ *
+ * Context: worker-owned. In the shared model the session lock (session.c)
+ * is held while a DCB of a session is processed; the state checks after
+ * taking it make a DCB closed meanwhile a no-op.
+ */
+#define _GNU_SOURCE
+#define SL_LOG_TAG "dcb"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <sluice/log.h>
+
+#include "buf_int.h"
+#include "dcb_int.h"
+#include "worker_int.h"
+
+#define ACCEPT_BUDGET 64
+#define LISTEN_BACKLOG 1024
+#define CONN_EVENTS (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET)
+
+enum read_result {
+    READ_DRAINED,   /* nothing more in the socket right now */
+    READ_MORE,      /* budget used up, the socket may hold more */
+    READ_EOF,       /* peer closed (or error) */
+};
+
+/* Listener DCBs that share one listening socket (one per worker when
+ * pinned). The socket closes with the last of them. */
+struct lrec {
+    struct lrec *next;
+    struct sl_listener *l;
+    int ndcbs;
+    int open;
+    struct sl_dcb **dcbs;
+};
+
+static atomic_llong dcb_live;
+static atomic_ullong dcb_freed;
+static atomic_ullong next_dcb_id = 1;
+static struct lrec *lrecs;
+static pthread_mutex_t lrec_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static uint32_t dcb_handler(struct sl_evq_item *it, uint32_t events);
+static void lrec_dcb_closed(struct sl_dcb *dcb);
+
+int64_t
+sl__dcb_count(void)
+{
+    return atomic_load(&dcb_live);
+}
+
+uint64_t
+sl__dcb_freed_count(void)
+{
+    return atomic_load(&dcb_freed);
+}
+
+/* ---- allocation, registration, freeing ---- */
+
+static struct sl_dcb *
+dcb_alloc_on(enum sl_dcb_role role, int fd, struct sl_worker *w)
+{
+    struct sl_dcb *dcb = calloc(1, sizeof(*dcb));
+
+    if (dcb == NULL) {
+        return NULL;
+    }
+    sl__evq_item_init(&dcb->ev, dcb_handler);
+    dcb->role = role;
+    dcb->state = DCB_ALLOC;
+    dcb->fd = fd;
+    dcb->owns_fd = true;
+    dcb->id = atomic_fetch_add(&next_dcb_id, 1);
+    dcb->worker = w;
+    atomic_init(&dcb->refs, 0);
+    /* Connection setup and teardown only, never per packet; the main
+     * thread adds listener DCBs to running workers, hence the lock. */
+    pthread_mutex_lock(&w->dcb_lock);
+    dcb->list_next = w->dcbs;
+    if (w->dcbs != NULL) {
+        w->dcbs->list_prev = dcb;
+    }
+    w->dcbs = dcb;
+    pthread_mutex_unlock(&w->dcb_lock);
+    atomic_fetch_add(&dcb_live, 1);
+    return dcb;
+}
+
+struct sl_dcb *
+sl__dcb_alloc(enum sl_dcb_role role, int fd)
+{
+    struct sl_worker *w = sl_worker_current();
+
+    if (w == NULL) {
+        w = sl_worker_get(0);
+    }
+    if (w == NULL) {
+        return NULL;
+    }
+    return dcb_alloc_on(role, fd, w);
+}
+
+struct sl_dcb *
+sl__dcb_new_internal(int fd, sl_dcb_internal_fn fn, void *arg)
+{
+    struct sl_dcb *dcb = sl__dcb_alloc(SL_DCB_INTERNAL, fd);
+
+    if (dcb != NULL) {
+        dcb->internal_fn = fn;
+        dcb->internal_arg = arg;
+    }
+    return dcb;
+}
+
+int
+sl__dcb_add(struct sl_dcb *dcb)
+{
+    struct epoll_event ev = {.events = CONN_EVENTS, .data.ptr = &dcb->ev};
+
+    if (dcb->role == SL_DCB_LISTENER) {
+        ev.events = EPOLLIN | EPOLLET;
+        if (!sl__workers_shared()) {
+            ev.events |= EPOLLEXCLUSIVE;
+        }
+    }
+    if (epoll_ctl(sl__worker_epfd(dcb->worker), EPOLL_CTL_ADD, dcb->fd,
+                  &ev) != 0) {
+        return -errno;
+    }
+    dcb->state = DCB_POLLING;
+    return 0;
+}
+
+bool
+sl__dcb_reclaimable(const struct sl_dcb *dcb, uint64_t min_epoch)
+{
+    if (dcb->zombie_epoch > min_epoch || atomic_load(&dcb->refs) != 0 ||
+        atomic_load(&dcb->ev.state) != SL_EVQ_IDLE) {
+        return false;
+    }
+    /* The client goes last so client_free can release session data the
+     * backend side may still have used. */
+    return dcb->role != SL_DCB_CLIENT || dcb->session == NULL ||
+           atomic_load(&dcb->session->refs) <= 1;
+}
+
+static void
+unlink_from_worker(struct sl_dcb *dcb)
+{
+    struct sl_worker *w = dcb->worker;
+
+    pthread_mutex_lock(&w->dcb_lock);
+    if (dcb->list_prev != NULL) {
+        dcb->list_prev->list_next = dcb->list_next;
+    } else {
+        w->dcbs = dcb->list_next;
+    }
+    if (dcb->list_next != NULL) {
+        dcb->list_next->list_prev = dcb->list_prev;
+    }
+    pthread_mutex_unlock(&w->dcb_lock);
+}
+
+void
+sl__dcb_free(struct sl_dcb *dcb)
+{
+    unlink_from_worker(dcb);
+    if (dcb->protocol != NULL) {
+        if (dcb->role == SL_DCB_CLIENT && dcb->accept_done &&
+            dcb->protocol->client_free != NULL) {
+            dcb->protocol->client_free(dcb);
+        } else if (dcb->role == SL_DCB_BACKEND && dcb->backend_inited &&
+                   dcb->protocol->backend_free != NULL) {
+            dcb->protocol->backend_free(dcb);
+        }
+    }
+    sl_buf_reset(&dcb->readq);
+    sl_buf_reset(&dcb->writeq);
+    if (dcb->backend != NULL) {
+        dcb->backend->dcb = NULL;
+    }
+    if (dcb->session != NULL) {
+        sl__session_unref(dcb->session);
+    }
+    free(dcb);
+    atomic_fetch_sub(&dcb_live, 1);
+    atomic_fetch_add(&dcb_freed, 1);
+}
+
+/* ---- writing ---- */
+
+static void
+write_failed(struct sl_dcb *dcb, int err)
+{
+    sl_log_debug("DCB %llu (%s): write failed: %s",
+                 (unsigned long long)dcb->id, dcb->remote, strerror(err));
+    sl_buf_reset(&dcb->writeq);
+    /* handle it as a hangup in the DCB's own turn, not on this stack */
+    sl__worker_notify(dcb->worker, &dcb->ev, EPOLLHUP);
+}
+
+/* Write as much of the write queue as the kernel takes. 0 or -errno. */
+static int
+flush(struct sl_dcb *dcb)
+{
+    struct iovec iov[IOV_MAX];
+    struct msghdr msg = {.msg_iov = iov};
+    struct sl_seg *s;
+    size_t want;
+    ssize_t n;
+
+    while (dcb->writeq.len > 0 && !dcb->write_blocked) {
+        want = 0;
+        msg.msg_iovlen = 0;
+        for (s = dcb->writeq.head; s != NULL && msg.msg_iovlen < IOV_MAX;
+             s = s->next) {
+            iov[msg.msg_iovlen].iov_base = s->start;
+            iov[msg.msg_iovlen++].iov_len = (size_t)(s->end - s->start);
+            want += (size_t)(s->end - s->start);
+        }
+        n = sendmsg(dcb->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0 && errno == ENOTSOCK) {
+            n = writev(dcb->fd, iov, (int)msg.msg_iovlen);
+        }
+        if (n < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                dcb->write_blocked = true;
+                return 0;
+            }
+            return -errno;
+        }
+        sl_buf_consume(&dcb->writeq, (size_t)n);
+        dcb->bytes_written += (uint64_t)n;
+        if ((size_t)n < want) {
+            dcb->write_blocked = true;   /* EPOLLOUT will say when */
+        }
+    }
+    return 0;
+}
+
+static void
+check_backpressure(struct sl_dcb *dcb)
+{
+    const struct sl_global *g;
+    struct sl_session *ses = dcb->session;
+
+    if (dcb->role != SL_DCB_CLIENT || ses == NULL || sl__config == NULL) {
+        return;
+    }
+    g = &sl__config->global;
+    if (g->writeq_high_water == 0) {
+        return;
+    }
+    if (!ses->throttled && dcb->writeq.len > g->writeq_high_water) {
+        sl__session_throttle(ses, true);
+    } else if (ses->throttled && dcb->writeq.len <= g->writeq_low_water) {
+        sl__session_throttle(ses, false);
+    }
+}
+
+int
+sl_dcb_write(struct sl_dcb *dcb, struct sl_buf *buf)
+{
+    int rc;
+
+    if (dcb->state == DCB_CLOSED) {
+        sl_buf_free(buf);
+        return -EPIPE;
+    }
+    sl_buf_append(&dcb->writeq, buf);
+    sl_buf_free(buf);
+    if (dcb->connecting || dcb->write_blocked) {
+        check_backpressure(dcb);
+        return 0;
+    }
+    rc = flush(dcb);
+    if (rc != 0) {
+        write_failed(dcb, -rc);
+        return 0;
+    }
+    check_backpressure(dcb);
+    return 0;
+}
+
+/* ---- closing ---- */
+
+void
+sl__dcb_close_quiet(struct sl_dcb *dcb)
+{
+    if (dcb->state == DCB_CLOSED) {
+        return;
+    }
+    if (dcb->writeq.len > 0 && !dcb->connecting && dcb->fd >= 0) {
+        dcb->write_blocked = false;
+        (void)flush(dcb);   /* best effort, never blocks */
+    }
+    if (dcb->state == DCB_POLLING && dcb->fd >= 0) {
+        epoll_ctl(sl__worker_epfd(dcb->worker), EPOLL_CTL_DEL, dcb->fd, NULL);
+    }
+    dcb->state = DCB_CLOSED;
+    if (dcb->owns_fd && dcb->fd >= 0) {
+        close(dcb->fd);
+    }
+    if (dcb->role == SL_DCB_LISTENER) {
+        lrec_dcb_closed(dcb);
+    } else if (dcb->role == SL_DCB_CLIENT && dcb->listener != NULL) {
+        atomic_fetch_sub(&dcb->listener->connections, 1);
+    } else if (dcb->role == SL_DCB_BACKEND && dcb->server != NULL) {
+        atomic_fetch_sub(&dcb->server->connections, 1);
+    }
+    dcb->fd = -1;
+    sl__worker_add_zombie(dcb);
+}
+
+void
+sl_dcb_close(struct sl_dcb *dcb)
+{
+    if (dcb->state == DCB_CLOSED) {
+        return;
+    }
+    if (dcb->role == SL_DCB_CLIENT && dcb->session != NULL &&
+        dcb->session->state != SL_SESSION_CLOSING) {
+        sl__session_client_closed(dcb->session);
+        return;   /* the session closes this DCB */
+    }
+    if (dcb->role == SL_DCB_BACKEND && dcb->backend != NULL &&
+        !dcb->backend->closed_by_router &&
+        dcb->backend->state != SL_BACKEND_FAILED &&
+        dcb->backend->state != SL_BACKEND_CLOSED) {
+        sl__backend_dcb_failed(dcb->backend, "connection closed");
+        return;
+    }
+    sl__dcb_close_quiet(dcb);
+}
+
+void
+sl__dcb_close_all(struct sl_worker *w)
+{
+    struct sl_dcb **all = NULL;
+    struct sl_dcb *d;
+    size_t n = 0;
+    size_t cap = 0;
+    size_t i;
+
+    pthread_mutex_lock(&w->dcb_lock);
+    for (d = w->dcbs; d != NULL; d = d->list_next) {
+        if (d->state == DCB_CLOSED) {
+            continue;
+        }
+        if (n == cap) {
+            struct sl_dcb **a;
+
+            cap = cap ? cap * 2 : 64;
+            a = realloc(all, cap * sizeof(*a));
+            if (a == NULL) {
+                break;
+            }
+            all = a;
+        }
+        sl_dcb_ref(d);
+        all[n++] = d;
+    }
+    pthread_mutex_unlock(&w->dcb_lock);
+    for (i = 0; i < n; i++) {
+        d = all[i];
+        if (d->session != NULL) {
+            sl__session_lock_for_event(d->session);
+        }
+        sl_dcb_close(d);
+        sl__session_unlock_event();
+        sl_dcb_unref(d);
+    }
+    free(all);
+}
+
+/* ---- reading and events ---- */
+
+static enum read_result
+read_some(struct sl_dcb *dcb)
+{
+    size_t budget = sl__evq_read_budget;
+    size_t total = 0;
+    size_t avail;
+    unsigned char *p;
+    ssize_t n;
+
+    while (total < budget) {
+        p = sl_buf_reserve(&dcb->readq, 1, SL_BUF_BLOCK_SIZE, &avail);
+        if (p == NULL) {
+            sl_log_error("out of memory reading from %s", dcb->remote);
+            return READ_EOF;
+        }
+        if (avail > budget - total) {
+            avail = budget - total;
+        }
+        n = read(dcb->fd, p, avail);
+        if (n > 0) {
+            sl_buf_commit(&dcb->readq, (size_t)n);
+            dcb->bytes_read += (uint64_t)n;
+            total += (size_t)n;
+            if ((size_t)n < avail) {
+                return READ_DRAINED;
+            }
+        } else if (n == 0) {
+            return READ_EOF;
+        } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            return READ_DRAINED;
+        } else if (errno != EINTR) {
+            return READ_EOF;
+        }
+    }
+    return READ_MORE;
+}
+
+static void
+hangup(struct sl_dcb *dcb, const char *why)
+{
+    if (dcb->role == SL_DCB_BACKEND && dcb->backend != NULL) {
+        sl__backend_dcb_failed(dcb->backend, why);
+    } else {
+        sl_log_debug("DCB %llu (%s): %s", (unsigned long long)dcb->id,
+                     dcb->remote, why);
+        sl_dcb_close(dcb);
+    }
+}
+
+/* Pass newly read bytes to the protocol. false if the DCB closed. */
+static bool
+deliver(struct sl_dcb *dcb)
+{
+    int rc;
+
+    if (dcb->role == SL_DCB_CLIENT) {
+        rc = dcb->protocol->client_read(dcb);
+    } else {
+        rc = dcb->protocol->backend_read(dcb);
+    }
+    if (rc == SL_ERROR && dcb->state != DCB_CLOSED) {
+        hangup(dcb, "protocol error");
+    }
+    return dcb->state != DCB_CLOSED;
+}
+
+/* Backend: the non-blocking connect finished. false if it failed. */
+static bool
+connect_done(struct sl_dcb *dcb)
+{
+    int err = 0;
+    socklen_t len = sizeof(err);
+    char why[256];
+
+    if (getsockopt(dcb->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) {
+        err = errno;
+    }
+    if (err != 0) {
+        snprintf(why, sizeof(why), "connect to server '%s' failed: %s",
+                 dcb->server != NULL ? dcb->server->name : "?",
+                 strerror(err));
+        sl__backend_dcb_failed(dcb->backend, why);
+        return false;
+    }
+    dcb->connecting = false;
+    if (dcb->backend->state == SL_BACKEND_CONNECTING) {
+        dcb->backend->state = SL_BACKEND_AUTHENTICATING;
+    }
+    return true;
+}
+
+static uint32_t
+conn_events(struct sl_dcb *dcb, uint32_t ev)
+{
+    enum read_result r;
+    size_t before;
+    int rc;
+
+    if (dcb->connecting) {
+        if (!(ev & (EPOLLOUT | EPOLLERR | EPOLLHUP)) || !connect_done(dcb)) {
+            return 0;
+        }
+        ev |= EPOLLOUT;
+    }
+    if (ev & EPOLLOUT) {
+        dcb->write_blocked = false;
+        rc = flush(dcb);
+        if (rc != 0) {
+            write_failed(dcb, -rc);
+        }
+        check_backpressure(dcb);
+    }
+    if (!(ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))) {
+        return 0;
+    }
+    if (dcb->reading_paused) {
+        dcb->read_deferred = true;
+        return 0;
+    }
+    before = dcb->readq.len;
+    r = read_some(dcb);
+    if (dcb->readq.len > before && !deliver(dcb)) {
+        return 0;
+    }
+    if (r == READ_EOF) {
+        hangup(dcb, "connection closed by peer");
+        return 0;
+    }
+    if (r == READ_MORE) {
+        if (dcb->reading_paused) {
+            dcb->read_deferred = true;
+            return 0;
+        }
+        return EPOLLIN;
+    }
+    return 0;
+}
+
+static struct sl_dcb *
+new_client(struct sl_dcb *ldcb, int fd, const struct sockaddr_storage *ss)
+{
+    struct sl_dcb *c = sl__dcb_alloc(SL_DCB_CLIENT, fd);
+    int one = 1;
+
+    if (c == NULL) {
+        close(fd);
+        return NULL;
+    }
+    c->listener = ldcb->listener;
+    c->service = ldcb->listener->service;
+    c->protocol = ldcb->listener->protocol;
+    if (ss->ss_family == AF_UNIX) {
+        c->is_unix = true;
+        snprintf(c->remote, sizeof(c->remote), "localhost");
+    } else {
+        const void *a = ss->ss_family == AF_INET
+                            ? (const void *)&((const struct sockaddr_in *)ss)
+                                  ->sin_addr
+                            : (const void *)&((const struct sockaddr_in6 *)ss)
+                                  ->sin6_addr;
+        inet_ntop(ss->ss_family, a, c->remote, sizeof(c->remote));
+        if (strncmp(c->remote, "::ffff:", 7) == 0 && strchr(c->remote, '.')) {
+            memmove(c->remote, c->remote + 7, strlen(c->remote + 7) + 1);
+        }
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+    }
+    atomic_fetch_add(&c->listener->connections, 1);
+    atomic_fetch_add(&c->listener->connections_total, 1);
+    return c;
+}
+
+static void
+accept_one(struct sl_dcb *ldcb, int fd, const struct sockaddr_storage *ss)
+{
+    struct sl_dcb *c = new_client(ldcb, fd, ss);
+    int rc;
+
+    if (c == NULL) {
+        return;
+    }
+    c->accept_done = true;
+    if (c->protocol->client_accept(c) == SL_ERROR) {
+        sl_dcb_close(c);
+        return;
+    }
+    /* registered only now: in the shared model no other thread may see
+     * the DCB before client_accept has set it up */
+    if (c->state != DCB_CLOSED && (rc = sl__dcb_add(c)) != 0) {
+        sl_log_error("cannot poll client %s: %s", c->remote, strerror(-rc));
+        sl_dcb_close(c);
+    }
+}
+
+static uint32_t
+listener_events(struct sl_dcb *ldcb)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+    int fd;
+    int i;
+
+    for (i = 0; i < ACCEPT_BUDGET; i++) {
+        len = sizeof(ss);
+        fd = accept4(ldcb->fd, (struct sockaddr *)&ss, &len,
+                     SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED) {
+                continue;
+            }
+            if (errno != EAGAIN && errno != EWOULDBLOCK) {
+                sl_log_warn("listener '%s': accept failed: %s",
+                            ldcb->listener->name, strerror(errno));
+            }
+            return 0;
+        }
+        accept_one(ldcb, fd, &ss);
+    }
+    return EPOLLIN;   /* more may be waiting: back to the tail */
+}
+
+static uint32_t
+dcb_handler(struct sl_evq_item *it, uint32_t events)
+{
+    struct sl_dcb *dcb = (struct sl_dcb *)it;
+    uint32_t left = 0;
+
+    if (dcb->state == DCB_CLOSED) {
+        return 0;
+    }
+    if (dcb->session != NULL) {
+        sl__session_lock_for_event(dcb->session);
+    }
+    if (dcb->state != DCB_CLOSED) {
+        switch (dcb->role) {
+        case SL_DCB_LISTENER:
+            left = listener_events(dcb);
+            break;
+        case SL_DCB_CLIENT:
+        case SL_DCB_BACKEND:
+            left = conn_events(dcb, events);
+            break;
+        case SL_DCB_INTERNAL:
+            left = dcb->internal_fn(dcb, events, dcb->internal_arg);
+            break;
+        }
+    }
+    sl__session_unlock_event();
+    return dcb->state == DCB_CLOSED ? 0 : left;
+}
+
+/* ---- backends ---- */
+
+static int
+resolve(const struct sl_server *srv, struct sockaddr_storage *ss,
+        socklen_t *len)
+{
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM};
+    struct addrinfo *res;
+    char port[16];
+    int rc;
+
+    memset(ss, 0, sizeof(*ss));
+    if (srv->socket[0] != '\0') {
+        struct sockaddr_un *un = (struct sockaddr_un *)ss;
+
+        un->sun_family = AF_UNIX;
+        snprintf(un->sun_path, sizeof(un->sun_path), "%s", srv->socket);
+        *len = sizeof(*un);
+        return 0;
+    }
+    snprintf(port, sizeof(port), "%d", srv->port);
+    hints.ai_flags = AI_NUMERICSERV;
+    rc = getaddrinfo(srv->address, port, &hints, &res);
+    if (rc != 0) {
+        sl_log_error("server '%s': cannot resolve '%s': %s", srv->name,
+                     srv->address, gai_strerror(rc));
+        return -EHOSTUNREACH;
+    }
+    memcpy(ss, res->ai_addr, res->ai_addrlen);
+    *len = res->ai_addrlen;
+    freeaddrinfo(res);
+    return 0;
+}
+
+/* Open a non-blocking connection for backend b and poll it. */
+struct sl_dcb *
+sl__dcb_connect_backend(struct sl_backend *b)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+    struct sl_dcb *dcb;
+    int one = 1;
+    int fd;
+
+    if (resolve(b->server, &ss, &len) != 0) {
+        return NULL;
+    }
+    fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        sl_log_error("server '%s': socket: %s", b->server->name,
+                     strerror(errno));
+        return NULL;
+    }
+    if (ss.ss_family != AF_UNIX) {
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+    }
+    if (connect(fd, (struct sockaddr *)&ss, len) != 0 &&
+        errno != EINPROGRESS) {
+        sl_log_error("server '%s': connect: %s", b->server->name,
+                     strerror(errno));
+        close(fd);
+        return NULL;
+    }
+    dcb = sl__dcb_alloc(SL_DCB_BACKEND, fd);
+    if (dcb == NULL) {
+        close(fd);
+        return NULL;
+    }
+    dcb->connecting = true;   /* EPOLLOUT + SO_ERROR tell the outcome */
+    dcb->is_unix = ss.ss_family == AF_UNIX;
+    dcb->server = b->server;
+    dcb->backend = b;
+    snprintf(dcb->remote, sizeof(dcb->remote), "%s",
+             dcb->is_unix ? "localhost" : b->server->address);
+    atomic_fetch_add(&b->server->connections, 1);
+    atomic_fetch_add(&b->server->total_connections, 1);
+    return dcb;
+}
+
+/* ---- listeners ---- */
+
+static int
+listen_socket(struct sl_listener *l)
+{
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *res;
+    char port[16];
+    int one = 1;
+    int fd;
+    int rc;
+
+    snprintf(port, sizeof(port), "%d", l->port);
+    rc = getaddrinfo(l->address[0] ? l->address : NULL, port, &hints, &res);
+    if (rc != 0) {
+        sl_log_error("listener '%s': cannot resolve '%s': %s", l->name,
+                     l->address, gai_strerror(rc));
+        return -EINVAL;
+    }
+    fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                0);
+    if (fd < 0) {
+        rc = -errno;
+        goto out_free;
+    }
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(fd, res->ai_addr, res->ai_addrlen) != 0 ||
+        listen(fd, LISTEN_BACKLOG) != 0) {
+        rc = -errno;
+        close(fd);
+        goto out_free;
+    }
+    rc = fd;
+out_free:
+    freeaddrinfo(res);
+    if (rc < 0) {
+        sl_log_error("listener '%s': cannot listen on %s:%d: %s", l->name,
+                     l->address[0] ? l->address : "*", l->port,
+                     strerror(-rc));
+    }
+    return rc;
+}
+
+static int
+listen_unix(struct sl_listener *l)
+{
+    struct sockaddr_un un = {.sun_family = AF_UNIX};
+    int fd;
+    int rc;
+
+    snprintf(un.sun_path, sizeof(un.sun_path), "%s", l->socket);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        rc = -errno;
+        goto out_log;
+    }
+    unlink(l->socket);   /* a stale socket from an earlier run */
+    if (bind(fd, (struct sockaddr *)&un, sizeof(un)) != 0 ||
+        chmod(l->socket, 0777) != 0 || listen(fd, LISTEN_BACKLOG) != 0) {
+        rc = -errno;
+        close(fd);
+        goto out_log;
+    }
+    return fd;
+out_log:
+    sl_log_error("listener '%s': cannot listen on socket %s: %s", l->name,
+                 l->socket, strerror(-rc));
+    return rc;
+}
+
+static void
+lrec_dcb_closed(struct sl_dcb *dcb)
+{
+    struct lrec *r;
+    int i;
+
+    pthread_mutex_lock(&lrec_lock);
+    for (r = lrecs; r != NULL && r->l != dcb->listener; r = r->next) {
+    }
+    for (i = 0; r != NULL && i < r->ndcbs; i++) {
+        if (r->dcbs[i] == dcb) {
+            r->dcbs[i] = NULL;
+            sl_dcb_unref(dcb);   /* the record's reference */
+        }
+    }
+    if (r != NULL && --r->open == 0 && r->l->fd >= 0) {
+        close(r->l->fd);
+        r->l->fd = -1;
+        if (r->l->socket[0] != '\0') {
+            unlink(r->l->socket);
+        }
+    }
+    pthread_mutex_unlock(&lrec_lock);
+}
+
+static struct lrec *
+lrec_new(struct sl_listener *l, int n)
+{
+    struct lrec *r = calloc(1, sizeof(*r));
+
+    if (r == NULL) {
+        return NULL;
+    }
+    r->dcbs = calloc((size_t)n, sizeof(*r->dcbs));
+    if (r->dcbs == NULL) {
+        free(r);
+        return NULL;
+    }
+    r->l = l;
+    pthread_mutex_lock(&lrec_lock);
+    r->next = lrecs;
+    lrecs = r;
+    pthread_mutex_unlock(&lrec_lock);
+    return r;
+}
+
+int
+sl__listener_start(struct sl_listener *l)
+{
+    int n = sl__workers_shared() ? 1 : sl_worker_count();
+    struct lrec *r;
+    struct sl_dcb *d;
+    int fd;
+    int rc;
+    int i;
+
+    fd = l->socket[0] != '\0' ? listen_unix(l) : listen_socket(l);
+    if (fd < 0) {
+        return fd;
+    }
+    l->fd = fd;
+    r = lrec_new(l, n);
+    if (r == NULL) {
+        close(fd);
+        l->fd = -1;
+        return -ENOMEM;
+    }
+    for (i = 0; i < n; i++) {
+        d = dcb_alloc_on(SL_DCB_LISTENER, fd, sl_worker_get(i));
+        if (d == NULL) {
+            return -ENOMEM;
+        }
+        d->owns_fd = false;
+        d->listener = l;
+        d->service = l->service;
+        d->protocol = l->protocol;
+        snprintf(d->remote, sizeof(d->remote), "%s", l->name);
+        sl_dcb_ref(d);   /* held by the record until the listener stops */
+        pthread_mutex_lock(&lrec_lock);
+        r->dcbs[r->ndcbs++] = d;
+        r->open++;
+        pthread_mutex_unlock(&lrec_lock);
+        rc = sl__dcb_add(d);
+        if (rc != 0) {
+            sl_log_error("listener '%s': cannot poll: %s", l->name,
+                         strerror(-rc));
+            return rc;
+        }
+    }
+    if (l->socket[0] != '\0') {
+        sl_log_notice("listening on %s (listener '%s')", l->socket, l->name);
+    } else {
+        sl_log_notice("listening on %s:%d (listener '%s')",
+                      l->address[0] ? l->address : "*", l->port, l->name);
+    }
+    return 0;
+}
+
+static void
+close_listener_msg(void *arg)
+{
+    struct sl_dcb *d = arg;
+
+    sl_dcb_close(d);
+    sl_dcb_unref(d);
+}
+
+void
+sl__listener_stop(struct sl_listener *l)
+{
+    struct sl_dcb **todo;
+    struct lrec *r;
+    int n = 0;
+    int i;
+
+    pthread_mutex_lock(&lrec_lock);
+    for (r = lrecs; r != NULL && r->l != l; r = r->next) {
+    }
+    todo = calloc(r != NULL ? (size_t)r->ndcbs + 1 : 1, sizeof(*todo));
+    for (i = 0; todo != NULL && r != NULL && i < r->ndcbs; i++) {
+        if (r->dcbs[i] != NULL) {
+            sl_dcb_ref(r->dcbs[i]);   /* the message's reference */
+            todo[n++] = r->dcbs[i];
+        }
+    }
+    pthread_mutex_unlock(&lrec_lock);
+    for (i = 0; i < n; i++) {
+        if (sl__workers_running() &&
+            sl_worker_post(todo[i]->worker, close_listener_msg, todo[i]) == 0) {
+            continue;
+        }
+        close_listener_msg(todo[i]);
+    }
+    free(todo);
+}
+
+/* ---- accessors ---- */
+
+void
+sl_dcb_ref(struct sl_dcb *dcb)
+{
+    atomic_fetch_add(&dcb->refs, 1);
+}
+
+void
+sl_dcb_unref(struct sl_dcb *dcb)
+{
+    /* the reaper frees it once it is a zombie and this reached 0 */
+    atomic_fetch_sub(&dcb->refs, 1);
+}
+
+bool
+sl_dcb_is_open(const struct sl_dcb *dcb)
+{
+    return dcb->state != DCB_CLOSED;
+}
+
+struct sl_buf *
+sl_dcb_readq(struct sl_dcb *dcb)
+{
+    return &dcb->readq;
+}
+
+size_t
+sl_dcb_writeq_len(const struct sl_dcb *dcb)
+{
+    return dcb->writeq.len;
+}
+
+enum sl_dcb_role
+sl_dcb_role(const struct sl_dcb *dcb)
+{
+    return dcb->role;
+}
+
+int
+sl_dcb_fd(const struct sl_dcb *dcb)
+{
+    return dcb->fd;
+}
+
+uint64_t
+sl_dcb_id(const struct sl_dcb *dcb)
+{
+    return dcb->id;
+}
+
+struct sl_worker *
+sl_dcb_worker(const struct sl_dcb *dcb)
+{
+    return dcb->worker;
+}
+
+void *
+sl_dcb_protocol_data(const struct sl_dcb *dcb)
+{
+    return dcb->protocol_data;
+}
+
+void
+sl_dcb_set_protocol_data(struct sl_dcb *dcb, void *data)
+{
+    dcb->protocol_data = data;
+}
+
+struct sl_session *
+sl_dcb_session(const struct sl_dcb *dcb)
+{
+    return dcb->session;
+}
+
+struct sl_listener *
+sl_dcb_listener(const struct sl_dcb *dcb)
+{
+    return dcb->listener;
+}
+
+struct sl_service *
+sl_dcb_service(const struct sl_dcb *dcb)
+{
+    return dcb->service;
+}
+
+struct sl_backend *
+sl_dcb_backend(const struct sl_dcb *dcb)
+{
+    return dcb->backend;
+}
+
+struct sl_server *
+sl_dcb_server(const struct sl_dcb *dcb)
+{
+    return dcb->server;
+}
+
+const char *
+sl_dcb_remote(const struct sl_dcb *dcb)
+{
+    return dcb->remote;
+}
+
+bool
+sl_dcb_is_unix(const struct sl_dcb *dcb)
+{
+    return dcb->is_unix;
+}
+
+void
+sl_dcb_pause_reading(struct sl_dcb *dcb)
+{
+    dcb->reading_paused = true;
+}
+
+void
+sl_dcb_resume_reading(struct sl_dcb *dcb)
+{
+    if (!dcb->reading_paused) {
+        return;
+    }
+    dcb->reading_paused = false;
+    if (dcb->read_deferred && dcb->state != DCB_CLOSED) {
+        /* edge-triggered: the data that came while paused raises no new
+         * event, so queue the DCB ourselves */
+        dcb->read_deferred = false;
+        sl__worker_notify(dcb->worker, &dcb->ev, EPOLLIN);
+    }
+}
+
+uint64_t
+sl_dcb_bytes_read(const struct sl_dcb *dcb)
+{
+    return dcb->bytes_read;
+}
+
+uint64_t
+sl_dcb_bytes_written(const struct sl_dcb *dcb)
+{
+    return dcb->bytes_written;
+}

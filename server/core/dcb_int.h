@@ -1,0 +1,143 @@
+/*
+ * DCB, session and backend layouts shared by dcb.c, session.c and worker.c
+ * (not installed; modules see these objects only through accessors).
+ */
+#ifndef SLUICE_DCB_INT_H
+#define SLUICE_DCB_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sluice/buf.h>
+#include <sluice/dcb.h>
+#include <sluice/session.h>
+
+#include "evq.h"
+#include "internal.h"
+
+enum dcb_state {
+    DCB_ALLOC,     /* created, not polled yet */
+    DCB_POLLING,   /* registered with epoll */
+    DCB_CLOSED,    /* out of epoll, fd closed, on a zombie list */
+};
+
+/* Handler of an internal DCB (timers, tests): events in, events left out. */
+typedef uint32_t (*sl_dcb_internal_fn)(struct sl_dcb *dcb, uint32_t events,
+                                       void *arg);
+
+struct sl_dcb {
+    struct sl_evq_item ev;          /* first: epoll data points here */
+    enum sl_dcb_role role;
+    enum dcb_state state;
+    int fd;
+    bool owns_fd;                   /* listener DCBs share the socket */
+    uint64_t id;
+    struct sl_worker *worker;       /* creator / owner */
+    atomic_uint refs;
+
+    struct sl_buf readq;
+    struct sl_buf writeq;
+    void *protocol_data;
+    const struct sl_protocol_ops *protocol;
+
+    struct sl_session *session;
+    struct sl_listener *listener;   /* listener and client DCBs */
+    struct sl_service *service;
+    struct sl_backend *backend;     /* backend DCBs */
+    struct sl_server *server;
+
+    sl_dcb_internal_fn internal_fn;
+    void *internal_arg;
+
+    char remote[256];
+    bool is_unix;
+    bool connecting;                /* backend: connect() in progress */
+    bool write_blocked;             /* waiting for EPOLLOUT */
+    bool reading_paused;
+    bool read_deferred;             /* EPOLLIN arrived while paused */
+    bool accept_done;               /* client_accept ran (free hook due) */
+    bool backend_inited;            /* backend_init ran */
+
+    uint64_t bytes_read;
+    uint64_t bytes_written;
+
+    struct sl_dcb *zombie_next;
+    uint64_t zombie_epoch;
+    struct sl_dcb *list_prev;       /* worker's list of its DCBs */
+    struct sl_dcb *list_next;
+};
+
+struct sl_filter_session {
+    struct sl_session *ses;
+    size_t index;                   /* position in the chain */
+    const struct sl_filter_def *def;
+    void *data;                     /* the filter's session */
+};
+
+struct sl_backend {
+    struct sl_session *ses;
+    struct sl_server *server;
+    struct sl_dcb *dcb;
+    enum sl_backend_state state;
+    bool in_flight;                 /* a command is waiting for its answer */
+    bool closed_by_router;
+    void *router_data;
+    struct sl_backend *next;        /* session's list */
+};
+
+struct sl_session {
+    uint64_t id;
+    enum sl_session_state state;
+    atomic_uint refs;               /* client DCB + each backend DCB */
+    struct sl_dcb *client;
+    struct sl_service *service;
+    const struct sl_protocol_ops *protocol;
+    void *router_session;
+    struct sl_filter_session *filters;
+    size_t nfilters;
+    struct sl_backend *backends;
+    void *protocol_data;
+    bool throttled;                 /* backends paused for backpressure */
+    bool counted;                   /* counted in service->sessions */
+    pthread_mutex_t lock;           /* shared model: held while processing
+                                     * any DCB of this session */
+    char user[128];
+    char remote[256];
+    char db[128];
+};
+
+/* ---- dcb.c ---- */
+
+/* A new DCB owned by the calling worker (or worker 0 outside workers).
+ * Takes fd. NULL on allocation failure. */
+struct sl_dcb *sl__dcb_alloc(enum sl_dcb_role role, int fd);
+/* An internal DCB over fd whose events run fn(dcb, events, arg). */
+struct sl_dcb *sl__dcb_new_internal(int fd, sl_dcb_internal_fn fn, void *arg);
+/* Register with the owner's epoll set. 0 or -errno. */
+int sl__dcb_add(struct sl_dcb *dcb);
+/* Free a reclaimable zombie (called by the worker's reaper). */
+void sl__dcb_free(struct sl_dcb *dcb);
+bool sl__dcb_reclaimable(const struct sl_dcb *dcb, uint64_t min_epoch);
+/* Open a non-blocking connection for backend b (not polled yet). */
+struct sl_dcb *sl__dcb_connect_backend(struct sl_backend *b);
+/* Close without reporting a backend failure (session/backends internal). */
+void sl__dcb_close_quiet(struct sl_dcb *dcb);
+/* Close every DCB this worker owns (shutdown). Worker thread. */
+void sl__dcb_close_all(struct sl_worker *w);
+/* DCBs freed since start (tests). */
+uint64_t sl__dcb_freed_count(void);
+
+/* ---- session.c ---- */
+
+void sl__session_unref(struct sl_session *ses);
+/* Shared model: lock ses for the rest of the current event, once. */
+void sl__session_lock_for_event(struct sl_session *ses);
+/* Release the session locked for the current event, if any. */
+void sl__session_unlock_event(void);
+/* The client DCB hung up or was closed by the protocol. */
+void sl__session_client_closed(struct sl_session *ses);
+/* Backend DCB hung up / failed (from dcb.c). */
+void sl__backend_dcb_failed(struct sl_backend *b, const char *reason);
+/* Backpressure: the client's write queue crossed a water mark. */
+void sl__session_throttle(struct sl_session *ses, bool pause);
+
+#endif

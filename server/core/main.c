@@ -1,0 +1,373 @@
+/*
+ * The sluice daemon.
+ *
+ *   parse options -> block signals -> log init -> load configuration
+ *   -> workers init -> listeners start -> monitors start -> workers start
+ *   -> pid file -> sigwait loop -> (SIGTERM/SIGINT) listeners stop
+ *   -> monitors stop -> workers stop -> free -> exit 0
+ *
+ * Sluice always runs in the foreground (no fork): systemd, containers and
+ * test scripts all supervise a foreground process better than a daemon.
+ *
+ * Signals: SIGTERM, SIGINT and SIGHUP are blocked before any thread exists,
+ * so every thread inherits the mask and only the main thread receives them,
+ * synchronously through sigwait(): no async-signal-safety puzzles. SIGHUP
+ * reopens the log (rotation); SIGPIPE is ignored (writes report EPIPE).
+ *
+ * Context: main thread.
+ */
+#define _GNU_SOURCE
+#define SL_LOG_TAG "main"
+
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include <sluice/log.h>
+
+#include "config_int.h"
+#include "internal.h"
+
+#define DEFAULT_CONFIG "/etc/sluice.cnf"
+
+struct options {
+    const char *config;
+    const char *module_dir;
+    const char *log_file;     /* NULL: decided by the configuration */
+    bool log_stdout;
+    int log_level;            /* -1: from the configuration */
+    const char *pid_file;
+    bool check;
+};
+
+static void
+usage(FILE *out)
+{
+    fprintf(out,
+            "Usage: sluice [options] [CONFIG]\n"
+            "  -f, --config FILE      configuration file (default "
+            DEFAULT_CONFIG ")\n"
+            "  -c, --config-check     validate the configuration and exit\n"
+            "      --module-dir DIR   load modules from DIR\n"
+            "      --log-file FILE    log to FILE\n"
+            "      --log-stdout       log to standard output\n"
+            "      --log-level LEVEL  error|warning|notice|info|debug\n"
+            "      --pid-file FILE    write the process id to FILE\n"
+            "  -d, --nodaemon         accepted; sluice never forks\n"
+            "  -V, --version          print the version and exit\n"
+            "  -h, --help             print this help and exit\n");
+}
+
+static int
+parse_level(const char *s)
+{
+    static const char *const names[] = {"error", "warning", "notice",
+                                        "info", "debug"};
+
+    for (int i = 0; i < (int)SL_ARRAY_LEN(names); i++) {
+        if (strcasecmp(s, names[i]) == 0) {
+            return i;
+        }
+    }
+    return strcasecmp(s, "warn") == 0 ? SL_LOG_WARN : -1;
+}
+
+/* 0 to go on, or the exit status + 1 (help, version, usage errors). */
+static int
+parse_options(int argc, char **argv, struct options *o)
+{
+    enum { O_MODDIR = 256, O_LOGFILE, O_LOGSTDOUT, O_LOGLEVEL, O_PIDFILE };
+    static const struct option longopts[] = {
+        {"config", required_argument, NULL, 'f'},
+        {"config-check", no_argument, NULL, 'c'},
+        {"module-dir", required_argument, NULL, O_MODDIR},
+        {"log-file", required_argument, NULL, O_LOGFILE},
+        {"log-stdout", no_argument, NULL, O_LOGSTDOUT},
+        {"log-level", required_argument, NULL, O_LOGLEVEL},
+        {"pid-file", required_argument, NULL, O_PIDFILE},
+        {"nodaemon", no_argument, NULL, 'd'},
+        {"version", no_argument, NULL, 'V'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int c;
+
+    while ((c = getopt_long(argc, argv, "f:cdVh", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'f':
+            o->config = optarg;
+            break;
+        case 'c':
+            o->check = true;
+            break;
+        case 'd':
+            break;
+        case O_MODDIR:
+            o->module_dir = optarg;
+            break;
+        case O_LOGFILE:
+            o->log_file = optarg;
+            break;
+        case O_LOGSTDOUT:
+            o->log_stdout = true;
+            break;
+        case O_LOGLEVEL:
+            o->log_level = parse_level(optarg);
+            if (o->log_level < 0) {
+                fprintf(stderr, "sluice: invalid log level '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        case O_PIDFILE:
+            o->pid_file = optarg;
+            break;
+        case 'V':
+            printf("sluice %s\n", SLUICE_VERSION);
+            return 1;
+        case 'h':
+            usage(stdout);
+            return 1;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        o->config = argv[optind++];
+    }
+    if (optind < argc) {
+        fprintf(stderr, "sluice: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    return 0;
+}
+
+static int
+config_check(const struct options *o)
+{
+    struct sl_config *cfg;
+
+    sl__log_init(NULL, o->log_level >= 0 ? o->log_level : SL_LOG_WARN);
+    cfg = sl__config_load(o->config, false);
+    if (cfg == NULL) {
+        fprintf(stderr, "%s: configuration check failed\n", o->config);
+    } else {
+        printf("%s: OK\n", o->config);
+    }
+    sl__config_free(cfg);
+    sl__modules_unload();
+    sl__log_finish();
+    return cfg ? 0 : 1;
+}
+
+/* Switch to the log file the configuration names, unless the command line
+ * chose the destination. Returns 0 or -errno. */
+static int
+apply_log_config(const struct options *o, const struct sl_config *cfg,
+                 int level)
+{
+    int rc = 0;
+
+    if (!o->log_file && !o->log_stdout && cfg->global.log_file[0]) {
+        sl__log_finish();
+        rc = sl__log_init(cfg->global.log_file, level);
+        if (rc < 0) {
+            fprintf(stderr, "sluice: cannot open log file '%s': %s\n",
+                    cfg->global.log_file, strerror(-rc));
+            return rc;
+        }
+    }
+    atomic_store(&sl__log_level, level);
+    return 0;
+}
+
+static void
+pid_path(const struct options *o, const struct sl_config *cfg, char *buf,
+         size_t len)
+{
+    buf[0] = '\0';
+    if (o->pid_file) {
+        snprintf(buf, len, "%s", o->pid_file);
+    } else if (sl__params_line(cfg->global.params, "piddir") > 0) {
+        snprintf(buf, len, "%.4000s/sluice.pid", cfg->global.piddir);
+    }
+}
+
+static int
+write_pid(const char *path)
+{
+    FILE *f = fopen(path, "w");
+
+    if (f == NULL) {
+        sl_log_error("cannot write pid file '%s': %s", path, strerror(errno));
+        return -errno;
+    }
+    fprintf(f, "%ld\n", (long)getpid());
+    fclose(f);
+    return 0;
+}
+
+static void
+stop_listeners(struct sl_config *cfg, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        sl__listener_stop(cfg->listeners[i]);
+    }
+}
+
+/* Workers, listeners, monitors; on failure everything started is stopped.
+ * 0 or -errno. */
+static int
+start_runtime(struct sl_config *cfg)
+{
+    const struct sl_global *g = &cfg->global;
+    size_t i;
+    int rc = sl__workers_init(g->threads, g->event_model);
+
+    if (rc < 0) {
+        sl_log_error("cannot create %d worker threads: %s", g->threads,
+                     strerror(-rc));
+        return rc;
+    }
+    for (i = 0; i < cfg->nlisteners; i++) {
+        rc = sl__listener_start(cfg->listeners[i]);
+        if (rc < 0) {
+            sl_log_error("cannot start listener '%s': %s",
+                         cfg->listeners[i]->name, strerror(-rc));
+            goto out_listeners;
+        }
+    }
+    rc = sl__monitors_start(cfg);
+    if (rc < 0) {
+        goto out_listeners;
+    }
+    rc = sl__workers_start();
+    if (rc < 0) {
+        sl_log_error("cannot start the worker threads: %s", strerror(-rc));
+        goto out_monitors;
+    }
+    return 0;
+
+out_monitors:
+    sl__monitors_stop(cfg);
+out_listeners:
+    stop_listeners(cfg, i);
+    sl__workers_finish();
+    return rc;
+}
+
+/* Runs until SIGTERM or SIGINT. */
+static void
+wait_for_signals(void)
+{
+    sigset_t set;
+    int sig;
+
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    for (;;) {
+        if (sigwait(&set, &sig) != 0) {
+            continue;
+        }
+        if (sig == SIGHUP) {
+            sl_log_notice("SIGHUP: reopening the log");
+            sl__log_reopen();
+            continue;
+        }
+        sl_log_notice("%s: shutting down", strsignal(sig));
+        return;
+    }
+}
+
+static int
+run(const struct options *o)
+{
+    struct sl_config *cfg;
+    char pidfile[4200];
+    int level = o->log_level >= 0 ? o->log_level : SL_LOG_NOTICE;
+
+    int rc = sl__log_init(o->log_stdout ? NULL : o->log_file, level);
+
+    if (rc < 0) {
+        fprintf(stderr, "sluice: cannot open log file '%s': %s\n",
+                o->log_file, strerror(-rc));
+        return 1;
+    }
+    sl__config_errors_to_log = o->log_file != NULL && !o->log_stdout;
+    cfg = sl__config_load(o->config, true);
+    if (cfg == NULL) {
+        sl_log_error("errors in '%s': refusing to start", o->config);
+        fprintf(stderr, "sluice: errors in '%s': refusing to start\n",
+                o->config);
+        goto out_modules;
+    }
+    if (apply_log_config(o, cfg, o->log_level >= 0 ? o->log_level
+                                                    : cfg->global.log_level)) {
+        goto out_config;
+    }
+    sl__config = cfg;
+    if (start_runtime(cfg) < 0) {
+        fprintf(stderr, "sluice: startup failed, see the log\n");
+        goto out_config;
+    }
+    pid_path(o, cfg, pidfile, sizeof(pidfile));
+    if (pidfile[0] && write_pid(pidfile) < 0) {
+        pidfile[0] = '\0';
+    }
+    sl_log_notice("Sluice %s started (%d threads, event model %s, config %s)",
+                  SLUICE_VERSION, cfg->global.threads,
+                  cfg->global.event_model == SL_EVENT_MODEL_SHARED
+                      ? "shared" : "pinned", o->config);
+    wait_for_signals();
+    stop_listeners(cfg, cfg->nlisteners);
+    sl__monitors_stop(cfg);
+    sl__workers_stop();
+    sl__workers_finish();
+    if (pidfile[0]) {
+        unlink(pidfile);
+    }
+    sl_log_notice("Sluice stopped");
+    sl__config = NULL;
+    sl__config_free(cfg);
+    sl__modules_unload();
+    sl__log_finish();
+    return 0;
+
+out_config:
+    sl__config = NULL;
+    sl__config_free(cfg);
+out_modules:
+    sl__modules_unload();
+    sl__log_finish();
+    return 1;
+}
+
+int
+main(int argc, char **argv)
+{
+    struct options o = {.config = DEFAULT_CONFIG, .log_level = -1};
+    sigset_t set;
+    int rc = parse_options(argc, argv, &o);
+
+    if (rc != 0) {
+        return rc - 1;
+    }
+    if (o.module_dir && setenv("SLUICE_MODULE_DIR", o.module_dir, 1) != 0) {
+        perror("sluice: setenv");
+        return 1;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    return o.check ? config_check(&o) : run(&o);
+}

@@ -1,0 +1,198 @@
+/*
+ * Monitor accessors and the monitor runner: one thread per monitor.
+ *
+ *   sl__monitors_start -> thread: start() -> [tick(); ticks++; sleep]* ->
+ *                                 stop() -> exit
+ *   sl__monitors_stop  -> set stop, wake the sleepers, join
+ *
+ * The sleep is a condition-variable wait with a deadline on the monotonic
+ * clock, so stopping never waits for the rest of a long monitor_interval.
+ * One mutex/condvar pair serves all monitors: stop wakes them all at once
+ * and nothing else signals it.
+ *
+ * Context: accessors from any thread; start/stop from the main thread.
+ */
+#define _GNU_SOURCE
+#define SL_LOG_TAG "monitor"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <sluice/log.h>
+#include <sluice/monitor.h>
+
+#include "internal.h"
+
+static pthread_mutex_t sleep_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t sleep_cond;
+static pthread_once_t sleep_once = PTHREAD_ONCE_INIT;
+static size_t nrunning;   /* monitors [0, nrunning) have a thread */
+
+const char *
+sl_monitor_name(const struct sl_monitor *mon)
+{
+    return mon->name;
+}
+
+struct sl_server *const *
+sl_monitor_servers(const struct sl_monitor *mon, size_t *count)
+{
+    if (count) {
+        *count = mon->nservers;
+    }
+    return mon->servers;
+}
+
+const char *
+sl_monitor_user(const struct sl_monitor *mon)
+{
+    return mon->user;
+}
+
+const char *
+sl_monitor_password(const struct sl_monitor *mon)
+{
+    return mon->password;
+}
+
+const struct sl_params *
+sl_monitor_params(const struct sl_monitor *mon)
+{
+    return mon->params;
+}
+
+uint64_t
+sl_monitor_interval_ms(const struct sl_monitor *mon)
+{
+    return mon->interval_ms;
+}
+
+uint64_t
+sl_monitor_connect_timeout_ms(const struct sl_monitor *m)
+{
+    return m->connect_timeout_ms;
+}
+
+uint64_t
+sl_monitor_read_timeout_ms(const struct sl_monitor *mon)
+{
+    return mon->read_timeout_ms;
+}
+
+uint64_t
+sl_monitor_ticks(const struct sl_monitor *mon)
+{
+    return atomic_load_explicit(&mon->ticks, memory_order_acquire);
+}
+
+static void
+init_cond(void)
+{
+    pthread_condattr_t attr;
+
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&sleep_cond, &attr);
+    pthread_condattr_destroy(&attr);
+}
+
+/* Sleep interval_ms, or less if the monitor is asked to stop. */
+static void
+sleep_interval(struct sl_monitor *m)
+{
+    struct timespec deadline;
+
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += (time_t)(m->interval_ms / 1000);
+    deadline.tv_nsec += (long)(m->interval_ms % 1000) * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&sleep_lock);
+    while (!atomic_load(&m->stop)) {
+        if (pthread_cond_timedwait(&sleep_cond, &sleep_lock, &deadline) ==
+            ETIMEDOUT) {
+            break;
+        }
+    }
+    pthread_mutex_unlock(&sleep_lock);
+}
+
+static void *
+monitor_main(void *arg)
+{
+    struct sl_monitor *m = arg;
+    const struct sl_monitor_ops *ops = m->ops;
+    char tname[16];
+
+    snprintf(tname, sizeof(tname), "mon-%.11s", m->name);
+    pthread_setname_np(pthread_self(), tname);
+    if (ops->start) {
+        ops->start(m->instance);
+    }
+    while (!atomic_load(&m->stop)) {
+        if (ops->tick) {
+            ops->tick(m->instance);
+        }
+        atomic_fetch_add_explicit(&m->ticks, 1, memory_order_release);
+        sleep_interval(m);
+    }
+    if (ops->stop) {
+        ops->stop(m->instance);
+    }
+    return NULL;
+}
+
+int
+sl__monitors_start(struct sl_config *cfg)
+{
+    sigset_t all;
+    sigset_t old;
+    int rc = 0;
+
+    pthread_once(&sleep_once, init_cond);
+    /* Monitor threads never take signals: main sigwaits for them. */
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    for (nrunning = 0; nrunning < cfg->nmonitors; nrunning++) {
+        struct sl_monitor *m = cfg->monitors[nrunning];
+
+        atomic_store(&m->stop, false);
+        rc = pthread_create(&m->thread, NULL, monitor_main, m);
+        if (rc != 0) {
+            sl_log_error("cannot start a thread for monitor '%s': %s",
+                         m->name, strerror(rc));
+            break;
+        }
+        sl_log_notice("started monitor '%s' (%zu servers, interval %llu ms)",
+                      m->name, m->nservers,
+                      (unsigned long long)m->interval_ms);
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        sl__monitors_stop(cfg);
+        return -rc;
+    }
+    return 0;
+}
+
+void
+sl__monitors_stop(struct sl_config *cfg)
+{
+    pthread_once(&sleep_once, init_cond);
+    pthread_mutex_lock(&sleep_lock);
+    for (size_t i = 0; i < nrunning; i++) {
+        atomic_store(&cfg->monitors[i]->stop, true);
+    }
+    pthread_cond_broadcast(&sleep_cond);
+    pthread_mutex_unlock(&sleep_lock);
+    for (size_t i = 0; i < nrunning; i++) {
+        pthread_join(cfg->monitors[i]->thread, NULL);
+    }
+    nrunning = 0;
+}

@@ -1,0 +1,79 @@
+/*
+ * Service and listener accessors. Both objects are immutable once the
+ * configuration is published; the session counter is an atomic maintained
+ * by the session code.
+ *
+ * Context: any thread.
+ */
+#include <sluice/service.h>
+
+#include "internal.h"
+
+const char *
+sl_service_name(const struct sl_service *svc)
+{
+    return svc->name;
+}
+
+const struct sl_params *
+sl_service_params(const struct sl_service *svc)
+{
+    return svc->params;
+}
+
+struct sl_server *const *
+sl_service_servers(const struct sl_service *svc, size_t *count)
+{
+    if (count) {
+        *count = svc->nservers;
+    }
+    return svc->servers;
+}
+
+const char *
+sl_service_user(const struct sl_service *svc)
+{
+    return svc->user;
+}
+
+const char *
+sl_service_password(const struct sl_service *svc)
+{
+    return svc->password;
+}
+
+void *
+sl_service_router_instance(const struct sl_service *svc)
+{
+    return svc->router_instance;
+}
+
+void *
+sl_service_protocol_data(const struct sl_service *svc)
+{
+    return svc->protocol_data;
+}
+
+int64_t
+sl_service_sessions(const struct sl_service *svc)
+{
+    return atomic_load_explicit(&svc->sessions, memory_order_relaxed);
+}
+
+const char *
+sl_listener_name(const struct sl_listener *l)
+{
+    return l->name;
+}
+
+struct sl_service *
+sl_listener_service(const struct sl_listener *l)
+{
+    return l->service;
+}
+
+const struct sl_params *
+sl_listener_params(const struct sl_listener *l)
+{
+    return l->params;
+}

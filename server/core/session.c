@@ -1,0 +1,685 @@
+/*
+ * Sessions, backends and the filter chain.
+ *
+ *   STARTING --first backend ready (or no backend)--> STARTED
+ *       |                                                |
+ *       +------------------- sl_session_close ----------+--> CLOSING
+ *                                                               |
+ *          client DCB and every backend DCB reclaimed (refs 0) -> freed
+ *
+ * Closing stops I/O at once (backends get the protocol's goodbye, then
+ * their DCBs close; the client DCB closes) but frees nothing: the router
+ * session, filter sessions, backends and the session itself are released
+ * when the last of its DCBs is reclaimed from the zombie lists. So
+ * sl_session_close() is safe from inside any callback, however deep.
+ *
+ * Backends:
+ *
+ *   CONNECTING --connect ok--> AUTHENTICATING --sl_backend_ready--> READY
+ *        \                          \                                 |
+ *         +--------------------------+--> FAILED (router told) -------+
+ *                                                         sl_backend_close
+ *                                                                 -> CLOSED
+ *
+ * Shared event model: a worker holds the session's mutex while processing
+ * any DCB of the session (sl__session_lock_for_event), so router and filter
+ * code never runs concurrently for one session. Pinned: no lock at all.
+ *
+ * Context: worker-owned.
+ */
+#define SL_LOG_TAG "session"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sluice/buf.h>
+#include <sluice/log.h>
+#include <sluice/mariadb.h>
+
+#include "dcb_int.h"
+#include "worker_int.h"
+
+static atomic_ullong next_session_id = 1;
+static atomic_llong session_live;
+static __thread struct sl_session *locked_ses;
+
+int64_t
+sl__session_count(void)
+{
+    return atomic_load(&session_live);
+}
+
+void
+sl__session_lock_for_event(struct sl_session *ses)
+{
+    if (!sl__workers_shared() || locked_ses != NULL) {
+        return;
+    }
+    pthread_mutex_lock(&ses->lock);
+    locked_ses = ses;
+}
+
+void
+sl__session_unlock_event(void)
+{
+    if (locked_ses != NULL) {
+        pthread_mutex_unlock(&locked_ses->lock);
+        locked_ses = NULL;
+    }
+}
+
+static void
+session_free(struct sl_session *ses)
+{
+    const struct sl_router_ops *r = ses->service->router;
+    struct sl_backend *b;
+    size_t i;
+
+    if (ses->router_session != NULL && r->free_session != NULL) {
+        r->free_session(ses->router_session);
+    }
+    for (i = ses->nfilters; i-- > 0;) {
+        struct sl_filter_session *fs = &ses->filters[i];
+
+        if (fs->data != NULL && fs->def->ops->free_session != NULL) {
+            fs->def->ops->free_session(fs->data);
+        }
+    }
+    free(ses->filters);
+    while ((b = ses->backends) != NULL) {
+        ses->backends = b->next;
+        free(b);
+    }
+    pthread_mutex_destroy(&ses->lock);
+    free(ses);
+    atomic_fetch_sub(&session_live, 1);
+}
+
+void
+sl__session_unref(struct sl_session *ses)
+{
+    if (atomic_fetch_sub(&ses->refs, 1) == 1) {
+        session_free(ses);
+    }
+}
+
+static void
+session_started(struct sl_session *ses)
+{
+    ses->state = SL_SESSION_STARTED;
+    sl_log_ses_info(ses, "session started");
+    if (ses->protocol->session_ready != NULL) {
+        ses->protocol->session_ready(ses->client);
+    }
+}
+
+static bool
+create_filter_sessions(struct sl_session *ses)
+{
+    struct sl_service *svc = ses->service;
+    size_t i;
+
+    if (svc->nfilters == 0) {
+        return true;
+    }
+    ses->filters = calloc(svc->nfilters, sizeof(*ses->filters));
+    if (ses->filters == NULL) {
+        return false;
+    }
+    ses->nfilters = svc->nfilters;
+    for (i = 0; i < svc->nfilters; i++) {
+        struct sl_filter_session *fs = &ses->filters[i];
+
+        fs->ses = ses;
+        fs->index = i;
+        fs->def = svc->filters[i];
+        fs->data = fs->def->ops->new_session(fs->def->instance, ses, fs);
+        if (fs->data == NULL) {
+            sl_log_ses_error(ses, "filter '%s' refused the session",
+                             fs->def->name);
+            return false;
+        }
+    }
+    return true;
+}
+
+static struct sl_session *
+session_alloc(struct sl_dcb *client)
+{
+    struct sl_session *ses = calloc(1, sizeof(*ses));
+
+    if (ses == NULL) {
+        return NULL;
+    }
+    ses->id = atomic_fetch_add(&next_session_id, 1);
+    ses->state = SL_SESSION_STARTING;
+    atomic_init(&ses->refs, 1);   /* the client DCB's */
+    ses->client = client;
+    ses->service = client->service;
+    ses->protocol = client->protocol;
+    pthread_mutex_init(&ses->lock, NULL);
+    snprintf(ses->remote, sizeof(ses->remote), "%s", client->remote);
+    atomic_fetch_add(&session_live, 1);
+    return ses;
+}
+
+/* Undo a half-made session: nothing was started, the client stays open
+ * (the protocol closes it after the NULL return). */
+static void
+session_abort(struct sl_session *ses)
+{
+    struct sl_backend *b;
+
+    ses->state = SL_SESSION_CLOSING;
+    for (b = ses->backends; b != NULL; b = b->next) {
+        sl_backend_close(b);
+    }
+    ses->client->session = NULL;
+    atomic_fetch_sub(&ses->service->sessions, 1);
+    if (locked_ses == ses) {
+        sl__session_unlock_event();
+    }
+    sl__session_unref(ses);
+}
+
+struct sl_session *
+sl_session_create(struct sl_dcb *client)
+{
+    struct sl_service *svc = client->service;
+    struct sl_session *ses;
+
+    if (svc->max_connections > 0 &&
+        atomic_load(&svc->sessions) >= svc->max_connections) {
+        sl_log_warn("service '%s': too many connections from %s", svc->name,
+                    client->remote);
+        client->protocol->client_error(client, 1040, "08004",
+                                       "Too many connections");
+        return NULL;
+    }
+    ses = session_alloc(client);
+    if (ses == NULL) {
+        return NULL;
+    }
+    client->session = ses;
+    sl__session_lock_for_event(ses);   /* before any backend is polled */
+    atomic_fetch_add(&svc->sessions, 1);
+    atomic_fetch_add(&svc->total_sessions, 1);
+    if (!create_filter_sessions(ses)) {
+        sl_session_send_error(ses, 1105, "HY000",
+                              "Failed to create filter session");
+        session_abort(ses);
+        return NULL;
+    }
+    ses->router_session =
+        svc->router->new_session(svc->router_instance, ses);
+    if (ses->router_session == NULL) {
+        sl_log_ses_info(ses, "router of service '%s' refused the session",
+                        svc->name);
+        session_abort(ses);
+        return NULL;
+    }
+    if (ses->state == SL_SESSION_STARTING && ses->backends == NULL) {
+        session_started(ses);
+    }
+    return ses;
+}
+
+/* ---- the chain ---- */
+
+static int
+to_router(struct sl_session *ses, struct sl_buf *buf)
+{
+    return ses->service->router->route_query(ses->router_session, buf);
+}
+
+static int
+to_client(struct sl_session *ses, struct sl_buf *buf,
+          const struct sl_reply *reply)
+{
+    if (!sl_dcb_is_open(ses->client)) {
+        sl_buf_free(buf);
+        return SL_OK;
+    }
+    return ses->protocol->client_reply(ses->client, buf, reply);
+}
+
+static int
+filter_down(struct sl_session *ses, size_t i, struct sl_buf *buf)
+{
+    struct sl_filter_session *fs;
+
+    if (i >= ses->nfilters) {
+        return to_router(ses, buf);
+    }
+    fs = &ses->filters[i];
+    if (fs->def->ops->route_query == NULL) {
+        return filter_down(ses, i + 1, buf);
+    }
+    return fs->def->ops->route_query(fs->data, buf);
+}
+
+/* Deliver to filter i-1 (counting from 1), or the client when i == 0. */
+static int
+filter_up(struct sl_session *ses, size_t i, struct sl_buf *buf,
+          const struct sl_reply *reply)
+{
+    struct sl_filter_session *fs;
+
+    while (i > 0) {
+        fs = &ses->filters[i - 1];
+        if (fs->def->ops->client_reply != NULL) {
+            return fs->def->ops->client_reply(fs->data, buf, reply);
+        }
+        i--;
+    }
+    return to_client(ses, buf, reply);
+}
+
+int
+sl_session_route_query(struct sl_session *ses, struct sl_buf *buf)
+{
+    if (ses->state == SL_SESSION_CLOSING) {
+        sl_buf_free(buf);
+        return SL_ERROR;
+    }
+    return filter_down(ses, 0, buf);
+}
+
+int
+sl_session_reply(struct sl_session *ses, struct sl_buf *buf,
+                 const struct sl_reply *reply)
+{
+    if (ses->state == SL_SESSION_CLOSING) {
+        sl_buf_free(buf);
+        return SL_OK;
+    }
+    return filter_up(ses, ses->nfilters, buf, reply);
+}
+
+int
+sl_filter_route_next(struct sl_filter_session *fs, struct sl_buf *buf)
+{
+    if (fs->ses->state == SL_SESSION_CLOSING) {
+        sl_buf_free(buf);
+        return SL_ERROR;
+    }
+    return filter_down(fs->ses, fs->index + 1, buf);
+}
+
+int
+sl_filter_reply_next(struct sl_filter_session *fs, struct sl_buf *buf,
+                     const struct sl_reply *reply)
+{
+    if (fs->ses->state == SL_SESSION_CLOSING) {
+        sl_buf_free(buf);
+        return SL_OK;
+    }
+    return filter_up(fs->ses, fs->index, buf, reply);
+}
+
+struct sl_session *
+sl_filter_session_session(const struct sl_filter_session *fs)
+{
+    return fs->ses;
+}
+
+void
+sl_session_send_error(struct sl_session *ses, uint16_t code,
+                      const char *sqlstate, const char *msg)
+{
+    if (sl_dcb_is_open(ses->client) && ses->protocol->client_error != NULL) {
+        ses->protocol->client_error(ses->client, code, sqlstate, msg);
+    }
+}
+
+void
+sl_session_close(struct sl_session *ses, const char *reason)
+{
+    struct sl_backend *b;
+
+    if (ses->state == SL_SESSION_CLOSING) {
+        return;
+    }
+    ses->state = SL_SESSION_CLOSING;
+    sl_log_ses_info(ses, "session closed: %s", reason ? reason : "");
+    for (b = ses->backends; b != NULL; b = b->next) {
+        sl_backend_close(b);
+    }
+    sl__dcb_close_quiet(ses->client);
+    atomic_fetch_sub(&ses->service->sessions, 1);
+}
+
+void
+sl__session_client_closed(struct sl_session *ses)
+{
+    sl_session_close(ses, "client closed the connection");
+}
+
+void
+sl__session_throttle(struct sl_session *ses, bool pause)
+{
+    struct sl_backend *b;
+
+    ses->throttled = pause;
+    sl_log_ses_debug(ses, "%s backends (client write queue %zu bytes)",
+                     pause ? "pausing" : "resuming",
+                     sl_dcb_writeq_len(ses->client));
+    for (b = ses->backends; b != NULL; b = b->next) {
+        if (b->dcb == NULL || !sl_dcb_is_open(b->dcb)) {
+            continue;
+        }
+        if (pause) {
+            sl_dcb_pause_reading(b->dcb);
+        } else {
+            sl_dcb_resume_reading(b->dcb);
+        }
+    }
+}
+
+/* ---- accessors ---- */
+
+uint64_t
+sl_session_id(const struct sl_session *ses)
+{
+    return ses->id;
+}
+
+enum sl_session_state
+sl_session_state(const struct sl_session *ses)
+{
+    return ses->state;
+}
+
+struct sl_dcb *
+sl_session_client(const struct sl_session *ses)
+{
+    return ses->client;
+}
+
+struct sl_service *
+sl_session_service(const struct sl_session *ses)
+{
+    return ses->service;
+}
+
+const char *
+sl_session_user(const struct sl_session *ses)
+{
+    return ses->user;
+}
+
+const char *
+sl_session_remote(const struct sl_session *ses)
+{
+    return ses->remote;
+}
+
+const char *
+sl_session_db(const struct sl_session *ses)
+{
+    return ses->db;
+}
+
+void
+sl_session_set_user(struct sl_session *ses, const char *user)
+{
+    snprintf(ses->user, sizeof(ses->user), "%s", user ? user : "");
+}
+
+void
+sl_session_set_db(struct sl_session *ses, const char *db)
+{
+    snprintf(ses->db, sizeof(ses->db), "%s", db ? db : "");
+}
+
+void *
+sl_session_protocol_data(const struct sl_session *ses)
+{
+    return ses->protocol_data;
+}
+
+void
+sl_session_set_protocol_data(struct sl_session *ses, void *p)
+{
+    ses->protocol_data = p;
+}
+
+/* ---- backends ---- */
+
+static void
+backend_drop(struct sl_backend *b)
+{
+    if (b->dcb != NULL) {
+        sl__dcb_close_quiet(b->dcb);
+    }
+}
+
+struct sl_backend *
+sl_backend_connect(struct sl_session *ses, struct sl_server *srv)
+{
+    struct sl_backend *b = calloc(1, sizeof(*b));
+    struct sl_dcb *dcb;
+
+    if (b == NULL) {
+        return NULL;
+    }
+    b->ses = ses;
+    b->server = srv;
+    b->state = SL_BACKEND_CONNECTING;
+    dcb = sl__dcb_connect_backend(b);
+    if (dcb == NULL) {
+        free(b);
+        return NULL;
+    }
+    b->dcb = dcb;
+    dcb->session = ses;
+    dcb->protocol = ses->protocol;
+    atomic_fetch_add(&ses->refs, 1);   /* the backend DCB's */
+    b->next = ses->backends;
+    ses->backends = b;
+    if (ses->protocol->backend_init(dcb, b) == SL_ERROR) {
+        b->state = SL_BACKEND_CLOSED;
+        backend_drop(b);
+        return NULL;
+    }
+    dcb->backend_inited = true;
+    if (sl__dcb_add(dcb) != 0) {
+        sl_log_ses_error(ses, "cannot poll connection to '%s'", srv->name);
+        b->state = SL_BACKEND_CLOSED;
+        backend_drop(b);
+        return NULL;
+    }
+    sl_log_ses_debug(ses, "connecting to server '%s'", srv->name);
+    return b;
+}
+
+int
+sl_backend_write(struct sl_backend *b, struct sl_buf *buf)
+{
+    if (b->state == SL_BACKEND_FAILED || b->state == SL_BACKEND_CLOSED ||
+        b->dcb == NULL || !sl_dcb_is_open(b->dcb)) {
+        sl_buf_free(buf);
+        return SL_ERROR;
+    }
+    b->in_flight = true;
+    return b->ses->protocol->backend_write(b->dcb, buf);
+}
+
+void
+sl_backend_close(struct sl_backend *b)
+{
+    const struct sl_protocol_ops *p = b->ses->protocol;
+
+    if (b->state == SL_BACKEND_CLOSED) {
+        return;
+    }
+    b->closed_by_router = true;
+    if (b->state == SL_BACKEND_READY && b->dcb != NULL &&
+        sl_dcb_is_open(b->dcb) && p->backend_close != NULL) {
+        p->backend_close(b->dcb);
+    }
+    b->state = SL_BACKEND_CLOSED;
+    backend_drop(b);
+}
+
+struct sl_server *
+sl_backend_server(const struct sl_backend *b)
+{
+    return b->server;
+}
+
+struct sl_session *
+sl_backend_session(const struct sl_backend *b)
+{
+    return b->ses;
+}
+
+struct sl_dcb *
+sl_backend_dcb(const struct sl_backend *b)
+{
+    return b->dcb;
+}
+
+enum sl_backend_state
+sl_backend_state(const struct sl_backend *b)
+{
+    return b->state;
+}
+
+void *
+sl_backend_router_data(const struct sl_backend *b)
+{
+    return b->router_data;
+}
+
+void
+sl_backend_set_router_data(struct sl_backend *b, void *p)
+{
+    b->router_data = p;
+}
+
+void
+sl_backend_ready(struct sl_backend *b)
+{
+    if (b->state == SL_BACKEND_FAILED || b->state == SL_BACKEND_CLOSED) {
+        return;
+    }
+    b->state = SL_BACKEND_READY;
+    sl_log_ses_debug(b->ses, "logged in to server '%s'", b->server->name);
+    if (b->ses->state == SL_SESSION_STARTING) {
+        session_started(b->ses);
+    }
+}
+
+/* Tell the client why: the server's own error packet when there is one
+ * (header included or not), else a generic lost-connection error. */
+static void
+send_backend_error(struct sl_session *ses, struct sl_buf *errpkt,
+                   const char *reason)
+{
+    const unsigned char *p = NULL;
+    const char *msg;
+    size_t len = errpkt != NULL ? errpkt->len : 0;
+    size_t mlen;
+    uint16_t code;
+    char state[6];
+    char text[512];
+
+    if (len > 0) {
+        p = sl_buf_pullup(errpkt, len);
+    }
+    if (p != NULL && len > 4 && p[0] != 0xff && p[4] == 0xff) {
+        p += 4;
+        len -= 4;
+    }
+    if (p != NULL && p[0] == 0xff &&
+        sl_mdb_parse_err(p, len, &code, state, &msg, &mlen)) {
+        snprintf(text, sizeof(text), "%.*s", (int)mlen, msg);
+        sl_session_send_error(ses, code, state, text);
+        return;
+    }
+    snprintf(text, sizeof(text), "Lost connection to backend server: %s",
+             reason != NULL ? reason : "connection closed");
+    sl_session_send_error(ses, 2013, "HY000", text);
+}
+
+static bool
+backend_pending(const struct sl_backend *b)
+{
+    const struct sl_protocol_ops *p = b->ses->protocol;
+
+    if (p->backend_pending != NULL && b->dcb != NULL) {
+        return p->backend_pending(b->dcb) > 0;
+    }
+    return b->in_flight;
+}
+
+static void
+backend_fail(struct sl_backend *b, struct sl_buf *errpkt, const char *reason)
+{
+    struct sl_session *ses = b->ses;
+    const struct sl_router_ops *r = ses->service->router;
+    bool pending;
+    bool go_on = false;
+
+    if (b->state == SL_BACKEND_FAILED || b->state == SL_BACKEND_CLOSED) {
+        sl_buf_free(errpkt);
+        return;
+    }
+    pending = backend_pending(b);
+    b->state = SL_BACKEND_FAILED;
+    backend_drop(b);
+    if (ses->state == SL_SESSION_CLOSING) {
+        sl_buf_free(errpkt);
+        return;
+    }
+    sl_log_ses_notice(ses, "server '%s': %s", b->server->name,
+                      reason ? reason : "failed");
+    if (r->handle_error != NULL && ses->router_session != NULL) {
+        go_on = r->handle_error(ses->router_session, b, errpkt, reason);
+    }
+    if (!go_on) {
+        if (ses->state == SL_SESSION_STARTING || pending) {
+            send_backend_error(ses, errpkt, reason);
+        }
+        sl_session_close(ses, reason);
+    }
+    sl_buf_free(errpkt);
+}
+
+void
+sl_backend_failed(struct sl_backend *b, struct sl_buf *errpkt,
+                  const char *reason)
+{
+    backend_fail(b, errpkt, reason);
+}
+
+void
+sl__backend_dcb_failed(struct sl_backend *b, const char *reason)
+{
+    backend_fail(b, NULL, reason);
+}
+
+int
+sl_backend_reply(struct sl_backend *b, struct sl_buf *buf,
+                 const struct sl_reply *reply)
+{
+    struct sl_session *ses = b->ses;
+    int rc;
+
+    if (reply != NULL && reply->complete) {
+        b->in_flight = false;
+    }
+    if (ses->state == SL_SESSION_CLOSING || b->state == SL_BACKEND_CLOSED) {
+        sl_buf_free(buf);
+        return SL_OK;
+    }
+    rc = ses->service->router->client_reply(ses->router_session, b, buf,
+                                            reply);
+    if (rc == SL_ERROR) {
+        sl_session_close(ses, "router failed to handle a reply");
+    }
+    return rc;
+}

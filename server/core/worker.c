@@ -1,0 +1,774 @@
+/*
+ * Worker threads: the poll loop, the per-worker message queue, timers and
+ * zombie reclamation.
+ *
+ * One loop turn:
+ *
+ *   observe epoch -> reap zombies -> epoll_wait -> queue DCBs with events
+ *        ^                                             |
+ *        +---- timers <- messages <- process the event queue (budgeted)
+ *
+ * event_model=pinned: each worker has a private epoll set and event queue;
+ * its DCBs are only ever touched by its thread, so nothing locks.
+ * event_model=shared: DCBs live in one shared epoll set whose fd sits in
+ * every worker's private set; whoever wakes harvests it into the shared
+ * event queue and any worker processes any DCB (one at a time per DCB, see
+ * evq.h; one at a time per session, see session.c).
+ *
+ * Zombies: a closed DCB is tagged with a fresh global epoch. Every worker
+ * stores the epoch it saw at the start of each turn; a zombie whose tag is
+ * <= the minimum of those is not referenced by any poll result or stack
+ * anywhere and may be freed (once its refcount is 0 and it is out of the
+ * event queue). A sleeping worker that has not seen a new epoch is nudged
+ * through its eventfd, and a worker holding zombies polls with a short
+ * timeout, so idle workers never stall reclamation.
+ *
+ * Cross-thread entry points: sl_worker_post/broadcast (mutex on the message
+ * list only) and the atomics. Everything else is worker-owned.
+ */
+#define SL_LOG_TAG "worker"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sluice/log.h>
+
+#include "buf_int.h"
+#include "dcb_int.h"
+#include "worker_int.h"
+
+#define MAX_EVENTS 256
+#define SHARED_BATCH 64
+#define IDLE_TIMEOUT_MS 1000
+#define ZOMBIE_TIMEOUT_MS 10
+#define STOP_GRACE_MS 2000
+
+struct wmsg {
+    struct wmsg *next;
+    sl_worker_fn fn;
+    void *arg;
+};
+
+struct wtimer {
+    uint64_t deadline;
+    uint64_t interval;
+    uint64_t id;
+    sl_timer_fn fn;   /* NULL once cancelled */
+    void *arg;
+};
+
+static struct sl_worker **workers;
+static int nworkers;
+static enum sl_event_model model;
+static int shared_epfd = -1;
+static struct sl_evq shared_evq;
+static atomic_ullong global_epoch = 1;
+static atomic_ullong next_timer_id = 1;
+static atomic_bool running;
+static atomic_long zombies_total;   /* on every worker's list together */
+static char shared_marker;   /* epoll tag of the shared set in a private one */
+static __thread struct sl_worker *tls_worker;
+
+static uint64_t
+mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+bool
+sl__workers_shared(void)
+{
+    return model == SL_EVENT_MODEL_SHARED;
+}
+
+bool
+sl__workers_running(void)
+{
+    return atomic_load(&running);
+}
+
+int
+sl__worker_epfd(const struct sl_worker *w)
+{
+    return model == SL_EVENT_MODEL_SHARED ? shared_epfd : w->epfd;
+}
+
+void
+sl__worker_notify(struct sl_worker *w, struct sl_evq_item *it,
+                  uint32_t events)
+{
+    sl__evq_notify(w->evq, it, events);
+}
+
+struct sl_worker *
+sl_worker_current(void)
+{
+    return tls_worker;
+}
+
+int
+sl_worker_count(void)
+{
+    return nworkers;
+}
+
+struct sl_worker *
+sl_worker_get(int index)
+{
+    if (index < 0 || index >= nworkers) {
+        return NULL;
+    }
+    return workers[index];
+}
+
+int
+sl_worker_index(const struct sl_worker *w)
+{
+    return w->index;
+}
+
+uint64_t
+sl_worker_now_ms(void)
+{
+    return tls_worker != NULL ? tls_worker->now_ms : mono_ms();
+}
+
+static void
+wake(struct sl_worker *w)
+{
+    uint64_t one = 1;
+
+    /* EAGAIN means the counter is already non-zero: it is awake anyway */
+    if (write(w->efd, &one, sizeof(one)) < 0 && errno != EAGAIN) {
+        sl_log_error("eventfd write failed: %s", strerror(errno));
+    }
+}
+
+/* ---- messages ---- */
+
+int
+sl_worker_post(struct sl_worker *w, sl_worker_fn fn, void *arg)
+{
+    struct wmsg *m = malloc(sizeof(*m));
+
+    if (m == NULL) {
+        return -ENOMEM;
+    }
+    m->next = NULL;
+    m->fn = fn;
+    m->arg = arg;
+    pthread_mutex_lock(&w->msg_lock);
+    if (w->msg_tail != NULL) {
+        w->msg_tail->next = m;
+    } else {
+        w->msg_head = m;
+    }
+    w->msg_tail = m;
+    pthread_mutex_unlock(&w->msg_lock);
+    wake(w);
+    return 0;
+}
+
+int
+sl_worker_broadcast(sl_worker_fn fn, void *arg)
+{
+    int rc = 0;
+    int i;
+
+    for (i = 0; i < nworkers; i++) {
+        int r = sl_worker_post(workers[i], fn, arg);
+
+        if (r != 0 && rc == 0) {
+            rc = r;
+        }
+    }
+    return rc;
+}
+
+static void
+run_messages(struct sl_worker *w)
+{
+    struct wmsg *m;
+    struct wmsg *next;
+
+    pthread_mutex_lock(&w->msg_lock);
+    m = w->msg_head;
+    w->msg_head = w->msg_tail = NULL;
+    pthread_mutex_unlock(&w->msg_lock);
+    for (; m != NULL; m = next) {
+        next = m->next;
+        m->fn(m->arg);
+        free(m);
+    }
+}
+
+/* ---- timers (binary min-heap on deadline) ---- */
+
+static void
+heap_swap(struct wtimer *h, size_t a, size_t b)
+{
+    struct wtimer t = h[a];
+
+    h[a] = h[b];
+    h[b] = t;
+}
+
+static void
+heap_up(struct wtimer *h, size_t i)
+{
+    while (i > 0 && h[(i - 1) / 2].deadline > h[i].deadline) {
+        heap_swap(h, i, (i - 1) / 2);
+        i = (i - 1) / 2;
+    }
+}
+
+static void
+heap_down(struct wtimer *h, size_t n, size_t i)
+{
+    for (;;) {
+        size_t l = 2 * i + 1;
+        size_t m = i;
+
+        if (l < n && h[l].deadline < h[m].deadline) {
+            m = l;
+        }
+        if (l + 1 < n && h[l + 1].deadline < h[m].deadline) {
+            m = l + 1;
+        }
+        if (m == i) {
+            return;
+        }
+        heap_swap(h, i, m);
+        i = m;
+    }
+}
+
+static int
+heap_push(struct sl_worker *w, struct wtimer t)
+{
+    if (w->ntimers == w->timers_cap) {
+        size_t cap = w->timers_cap ? w->timers_cap * 2 : 16;
+        struct wtimer *h = realloc(w->timers, cap * sizeof(*h));
+
+        if (h == NULL) {
+            return -ENOMEM;
+        }
+        w->timers = h;
+        w->timers_cap = cap;
+    }
+    w->timers[w->ntimers] = t;
+    heap_up(w->timers, w->ntimers++);
+    return 0;
+}
+
+uint64_t
+sl_worker_add_timer(uint64_t ms, sl_timer_fn fn, void *arg)
+{
+    struct sl_worker *w = tls_worker;
+    struct wtimer t;
+
+    if (w == NULL || fn == NULL) {
+        return 0;
+    }
+    t.deadline = mono_ms() + ms;
+    t.interval = ms;
+    t.id = atomic_fetch_add(&next_timer_id, 1);
+    t.fn = fn;
+    t.arg = arg;
+    return heap_push(w, t) == 0 ? t.id : 0;
+}
+
+void
+sl_worker_cancel_timer(uint64_t id)
+{
+    struct sl_worker *w = tls_worker;
+    size_t i;
+
+    if (w == NULL) {
+        return;
+    }
+    for (i = 0; i < w->ntimers; i++) {
+        if (w->timers[i].id == id) {
+            w->timers[i].fn = NULL;
+            return;
+        }
+    }
+}
+
+static void
+run_timers(struct sl_worker *w)
+{
+    struct wtimer t;
+
+    while (w->ntimers > 0 && w->timers[0].deadline <= w->now_ms) {
+        t = w->timers[0];
+        w->timers[0] = w->timers[--w->ntimers];
+        heap_down(w->timers, w->ntimers, 0);
+        if (t.fn != NULL && t.fn(t.arg)) {
+            t.deadline = w->now_ms + (t.interval ? t.interval : 1);
+            if (heap_push(w, t) != 0) {
+                sl_log_error("cannot re-arm timer %llu",
+                             (unsigned long long)t.id);
+            }
+        }
+    }
+}
+
+/* ---- zombies ---- */
+
+static uint64_t
+min_observed_epoch(void)
+{
+    uint64_t min = UINT64_MAX;
+    uint64_t e;
+    int i;
+
+    for (i = 0; i < nworkers; i++) {
+        e = atomic_load(&workers[i]->observed_epoch);
+        if (e < min) {
+            min = e;
+        }
+    }
+    return min;
+}
+
+static void
+reap(struct sl_worker *w, uint64_t min_epoch)
+{
+    struct sl_dcb **pp = &w->zombies;
+    struct sl_dcb *d;
+
+    while ((d = *pp) != NULL) {
+        if (sl__dcb_reclaimable(d, min_epoch)) {
+            *pp = d->zombie_next;
+            w->nzombies--;
+            atomic_fetch_sub(&zombies_total, 1);
+            sl__dcb_free(d);
+        } else {
+            pp = &d->zombie_next;
+        }
+    }
+}
+
+void
+sl__worker_reap_all(struct sl_worker *w)
+{
+    reap(w, UINT64_MAX);
+}
+
+static void
+post_zombie(void *arg)
+{
+    sl__worker_add_zombie(arg);
+}
+
+void
+sl__worker_add_zombie(struct sl_dcb *dcb)
+{
+    struct sl_worker *w = tls_worker;
+    uint64_t e;
+    int i;
+
+    if (w == NULL) {
+        w = dcb->worker;
+        if (atomic_load(&running) && w != NULL) {
+            /* not on a worker thread: hand it to the owner */
+            if (sl_worker_post(w, post_zombie, dcb) == 0) {
+                return;
+            }
+        }
+    }
+    e = atomic_fetch_add(&global_epoch, 1) + 1;
+    dcb->zombie_epoch = e;
+    dcb->zombie_next = w->zombies;
+    w->zombies = dcb;
+    w->nzombies++;
+    atomic_fetch_add(&zombies_total, 1);
+    for (i = 0; i < nworkers; i++) {
+        struct sl_worker *o = workers[i];
+
+        if (o != w && atomic_load(&o->sleeping) &&
+            atomic_load(&o->observed_epoch) < e) {
+            wake(o);
+        }
+    }
+}
+
+/* ---- the loop ---- */
+
+static int
+turn_timeout(struct sl_worker *w)
+{
+    uint64_t t = IDLE_TIMEOUT_MS;
+
+    if (sl__evq_count(w->evq) > 0 || (w->stopping && w->nzombies == 0)) {
+        return 0;
+    }
+    /* while zombies wait anywhere, come round often to publish our epoch
+     * (and to recheck refcounts dropped by other threads) */
+    if (atomic_load(&zombies_total) > 0 || w->stopping) {
+        t = ZOMBIE_TIMEOUT_MS;
+    }
+    if (w->ntimers > 0) {
+        uint64_t d = w->timers[0].deadline;
+        uint64_t left = d > w->now_ms ? d - w->now_ms : 0;
+
+        if (left < t) {
+            t = left;
+        }
+    }
+    return (int)t;
+}
+
+static void
+wake_one_sleeper(struct sl_worker *self)
+{
+    int i;
+
+    for (i = 0; i < nworkers; i++) {
+        if (workers[i] != self && atomic_load(&workers[i]->sleeping)) {
+            wake(workers[i]);
+            return;
+        }
+    }
+}
+
+static void
+harvest_shared(struct sl_worker *w)
+{
+    struct epoll_event evs[SHARED_BATCH];
+    int n = epoll_wait(shared_epfd, evs, SHARED_BATCH, 0);
+    int i;
+
+    for (i = 0; i < n; i++) {
+        sl__evq_notify(&shared_evq, evs[i].data.ptr, evs[i].events);
+    }
+    if (sl__evq_count(&shared_evq) > 1) {
+        wake_one_sleeper(w);
+    }
+}
+
+static void
+drain_eventfd(struct sl_worker *w)
+{
+    uint64_t v;
+
+    while (read(w->efd, &v, sizeof(v)) > 0) {
+    }
+}
+
+/* Wait for events and queue them. Returns true if messages are waiting. */
+static bool
+poll_events(struct sl_worker *w, int timeout)
+{
+    struct epoll_event evs[MAX_EVENTS];
+    uint64_t seen = atomic_load(&w->observed_epoch);
+    bool msgs = false;
+    int n;
+    int i;
+
+    if (timeout != 0) {
+        /* Dekker with sl__worker_add_zombie: set sleeping, then look for
+         * an epoch published before a closer could see the flag. */
+        atomic_store(&w->sleeping, true);
+        if (atomic_load(&global_epoch) != seen) {
+            timeout = 0;
+        }
+    }
+    n = epoll_wait(w->epfd, evs, MAX_EVENTS, timeout);
+    atomic_store(&w->sleeping, false);
+    w->now_ms = mono_ms();
+    for (i = 0; i < n; i++) {
+        void *p = evs[i].data.ptr;
+
+        if (p == &w->efd) {
+            drain_eventfd(w);
+            msgs = true;
+        } else if (p == &shared_marker) {
+            harvest_shared(w);
+        } else {
+            sl__evq_notify(w->evq, p, evs[i].events);
+        }
+    }
+    return msgs || w->msg_head != NULL;
+}
+
+static bool
+loop_done(struct sl_worker *w)
+{
+    if (!w->stopping) {
+        return false;
+    }
+    if (w->now_ms > w->stop_deadline) {
+        return true;
+    }
+    return w->nzombies == 0 && w->msg_head == NULL &&
+           (sl__workers_shared() || sl__evq_count(w->evq) == 0);
+}
+
+static void
+loop_turn(struct sl_worker *w)
+{
+    w->now_ms = mono_ms();
+    atomic_store(&w->observed_epoch, atomic_load(&global_epoch));
+    if (w->nzombies > 0) {
+        reap(w, min_observed_epoch());
+    }
+    if (poll_events(w, turn_timeout(w))) {
+        run_messages(w);
+    }
+    sl__evq_process(w->evq, sl__workers_shared() ? SHARED_BATCH : SIZE_MAX);
+    run_timers(w);
+}
+
+static void
+modules_hook(bool init)
+{
+    const struct sl_module *seen[64];
+    size_t nseen = 0;
+    size_t i;
+    size_t j;
+    const struct sl_module *m;
+
+    if (sl__config == NULL) {
+        return;
+    }
+    for (i = 0; i < sl__config->nlisteners + sl__config->nservices +
+                        sl__config->nfilters;
+         i++) {
+        const struct sl_loaded_module *lm;
+        size_t k = i;
+
+        if (k < sl__config->nlisteners) {
+            lm = sl__config->listeners[k]->protocol_module;
+        } else if ((k -= sl__config->nlisteners) < sl__config->nservices) {
+            lm = sl__config->services[k]->router_module;
+        } else {
+            lm = sl__config->filters[k - sl__config->nservices]->module;
+        }
+        m = lm != NULL ? lm->info : NULL;
+        for (j = 0; m != NULL && j < nseen; j++) {
+            if (seen[j] == m) {
+                m = NULL;
+            }
+        }
+        if (m == NULL || nseen == SL_ARRAY_LEN(seen)) {
+            continue;
+        }
+        seen[nseen++] = m;
+        if (init && m->worker_init != NULL && m->worker_init() != 0) {
+            sl_log_error("module %s: worker_init failed", m->name);
+        } else if (!init && m->worker_finish != NULL) {
+            m->worker_finish();
+        }
+    }
+}
+
+static void *
+worker_main(void *arg)
+{
+    struct sl_worker *w = arg;
+
+    tls_worker = w;
+    w->now_ms = mono_ms();
+    modules_hook(true);
+    while (!loop_done(w)) {
+        loop_turn(w);
+    }
+    if (w->nzombies > 0) {
+        sl_log_warn("worker %d: %zu DCBs still referenced at exit", w->index,
+                    w->nzombies);
+    }
+    modules_hook(false);
+    /* an exited worker must not hold back the others' reclamation */
+    atomic_store(&w->observed_epoch, UINT64_MAX);
+    sl__buf_thread_cleanup();
+    tls_worker = NULL;
+    return NULL;
+}
+
+/* ---- lifecycle ---- */
+
+static int
+epoll_add_ptr(int epfd, int fd, uint32_t events, void *ptr)
+{
+    struct epoll_event ev = {.events = events, .data.ptr = ptr};
+
+    return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) == 0 ? 0 : -errno;
+}
+
+static void worker_delete(struct sl_worker *w);
+
+static struct sl_worker *
+worker_new(int index)
+{
+    struct sl_worker *w = calloc(1, sizeof(*w));
+
+    if (w == NULL) {
+        return NULL;
+    }
+    w->index = index;
+    w->epfd = epoll_create1(EPOLL_CLOEXEC);
+    w->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    pthread_mutex_init(&w->msg_lock, NULL);
+    pthread_mutex_init(&w->dcb_lock, NULL);
+    atomic_init(&w->observed_epoch, 0);
+    sl__evq_init(&w->own_evq, false);
+    w->evq = model == SL_EVENT_MODEL_SHARED ? &shared_evq : &w->own_evq;
+    /* The shared set is level-triggered in each private set: whoever
+     * wakes harvests it; EPOLLEXCLUSIVE is not allowed on epoll fds. */
+    if (w->epfd < 0 || w->efd < 0 ||
+        epoll_add_ptr(w->epfd, w->efd, EPOLLIN | EPOLLET, &w->efd) != 0 ||
+        (model == SL_EVENT_MODEL_SHARED &&
+         epoll_add_ptr(w->epfd, shared_epfd, EPOLLIN, &shared_marker) != 0)) {
+        sl_log_error("worker %d: cannot set up polling: %s", index,
+                     strerror(errno));
+        worker_delete(w);
+        return NULL;
+    }
+    return w;
+}
+
+static void
+worker_delete(struct sl_worker *w)
+{
+    struct wmsg *m;
+
+    sl__worker_reap_all(w);
+    while ((m = w->msg_head) != NULL) {
+        w->msg_head = m->next;
+        free(m);
+    }
+    if (w->epfd >= 0) {
+        close(w->epfd);
+    }
+    if (w->efd >= 0) {
+        close(w->efd);
+    }
+    sl__evq_destroy(&w->own_evq);
+    pthread_mutex_destroy(&w->msg_lock);
+    pthread_mutex_destroy(&w->dcb_lock);
+    free(w->timers);
+    free(w);
+}
+
+int
+sl__workers_init(int n, enum sl_event_model m)
+{
+    int i;
+
+    if (n < 1 || workers != NULL) {
+        return -EINVAL;
+    }
+    model = m;
+    if (m == SL_EVENT_MODEL_SHARED) {
+        shared_epfd = epoll_create1(EPOLL_CLOEXEC);
+        if (shared_epfd < 0) {
+            return -errno;
+        }
+        sl__evq_init(&shared_evq, true);
+    }
+    workers = calloc((size_t)n, sizeof(*workers));
+    if (workers == NULL) {
+        return -ENOMEM;
+    }
+    for (i = 0; i < n; i++) {
+        workers[i] = worker_new(i);
+        nworkers = i + 1;
+        if (workers[i] == NULL) {
+            sl__workers_finish();
+            return -ENOMEM;
+        }
+    }
+    return 0;
+}
+
+int
+sl__workers_start(void)
+{
+    int i;
+    int rc;
+
+    atomic_store(&running, true);
+    for (i = 0; i < nworkers; i++) {
+        rc = pthread_create(&workers[i]->thread, NULL, worker_main,
+                            workers[i]);
+        if (rc != 0) {
+            sl_log_error("cannot start worker %d: %s", i, strerror(rc));
+            sl__workers_stop();
+            return -rc;
+        }
+        workers[i]->started = true;
+    }
+    return 0;
+}
+
+static void
+stop_msg(void *arg)
+{
+    struct sl_worker *w = tls_worker;
+
+    w->stopping = true;
+    w->stop_deadline = w->now_ms + STOP_GRACE_MS;
+    sl__dcb_close_all(w);
+}
+
+void
+sl__workers_stop(void)
+{
+    int i;
+
+    if (!atomic_load(&running)) {
+        return;
+    }
+    sl_worker_broadcast(stop_msg, NULL);
+    for (i = 0; i < nworkers; i++) {
+        if (workers[i]->started) {
+            pthread_join(workers[i]->thread, NULL);
+            workers[i]->started = false;
+        }
+    }
+    atomic_store(&running, false);
+}
+
+void
+sl__workers_finish(void)
+{
+    int i;
+
+    sl__workers_stop();
+    for (i = 0; i < nworkers; i++) {
+        if (workers[i] != NULL) {
+            sl__dcb_close_all(workers[i]);
+        }
+    }
+    /* closed DCBs still linked in a queue are released by one last pass:
+     * their handlers see them closed and do nothing */
+    for (i = 0; i < nworkers; i++) {
+        if (workers[i] != NULL) {
+            while (sl__evq_process_one(workers[i]->evq)) {
+            }
+        }
+    }
+    for (i = 0; i < nworkers; i++) {
+        if (workers[i] != NULL) {
+            worker_delete(workers[i]);
+        }
+    }
+    free(workers);
+    workers = NULL;
+    nworkers = 0;
+    if (shared_epfd >= 0) {
+        close(shared_epfd);
+        shared_epfd = -1;
+        sl__evq_destroy(&shared_evq);
+    }
+}

@@ -1,0 +1,64 @@
+/*
+ * Worker internals shared by worker.c and dcb.c (not installed).
+ */
+#ifndef SLUICE_WORKER_INT_H
+#define SLUICE_WORKER_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sluice/worker.h>
+
+#include "evq.h"
+#include "internal.h"
+
+struct sl_dcb;
+struct wmsg;
+struct wtimer;
+
+struct sl_worker {
+    int index;
+    pthread_t thread;
+    bool started;
+    int epfd;                      /* private epoll: eventfd, own DCBs
+                                    * (pinned) or the shared epoll fd */
+    int efd;                       /* eventfd: messages and nudges */
+    struct sl_evq own_evq;
+    struct sl_evq *evq;            /* own_evq, or the shared queue */
+    atomic_ullong observed_epoch;  /* epoch seen at the last turn start */
+    atomic_bool sleeping;          /* in epoll_wait with a timeout */
+    bool stopping;                 /* stop message seen: drain and exit */
+    uint64_t stop_deadline;
+
+    pthread_mutex_t msg_lock;      /* the only cross-thread queue */
+    struct wmsg *msg_head;
+    struct wmsg *msg_tail;
+
+    struct wtimer *timers;         /* binary min-heap on deadline */
+    size_t ntimers;
+    size_t timers_cap;
+
+    struct sl_dcb *zombies;        /* closed here, not freed yet */
+    size_t nzombies;
+
+    struct sl_dcb *dcbs;           /* every DCB this worker created */
+    pthread_mutex_t dcb_lock;      /* guards dcbs (setup/teardown only) */
+
+    uint64_t now_ms;
+};
+
+/* True in event_model=shared. */
+bool sl__workers_shared(void);
+/* The epoll set a DCB of worker w is registered with. */
+int sl__worker_epfd(const struct sl_worker *w);
+/* Queue events for a DCB item (from outside the poller, e.g. resume). */
+void sl__worker_notify(struct sl_worker *w, struct sl_evq_item *it,
+                       uint32_t events);
+/* Put a closed DCB on the calling worker's zombie list (tagged with a new
+ * epoch) and nudge sleeping workers that have not seen that epoch. */
+void sl__worker_add_zombie(struct sl_dcb *dcb);
+/* Reclaim everything now (only when no worker runs). */
+void sl__worker_reap_all(struct sl_worker *w);
+/* True while worker threads are running. */
+bool sl__workers_running(void);
+
+#endif

@@ -1,0 +1,97 @@
+/*
+ * Internal contract of the mariadbprotocol module: the per-session data
+ * shared by the client and backend sides, the per-service account cache
+ * (mdb_users.c), and the entry points each side exports to the module
+ * table (mdb_module.c).
+ *
+ * Context: everything here runs on the worker owning the DCB, except the
+ * account cache, which has its own loader thread and a mutex (taken only
+ * during authentication, never on the query path).
+ */
+#ifndef MDB_H
+#define MDB_H
+
+#include <sluice/buf-t.h>
+#include <sluice/ccdefs.h>
+#include <sluice/reply.h>
+
+#include "mdb_parse.h"
+
+struct sl_dcb;
+struct sl_service;
+struct sl_backend;
+
+#define MDB_DEFAULT_VERSION "5.5.5-10.11.6-MariaDB-sluice"
+#define MDB_DEFAULT_CHARSET 45   /* utf8mb4_general_ci */
+
+/*
+ * What the backend side needs to log in on the client's behalf. Owned by
+ * the client side (freed in client_free); published to backends through
+ * sl_session_set_protocol_data. User and db come from the session.
+ */
+struct mdb_session {
+    uint8_t sha1pw[MDB_SHA1_LEN];   /* SHA1(password), when has_pw */
+    bool has_pw;
+    uint32_t caps;                  /* client caps & MDB_SERVER_CAPS */
+    uint8_t charset;
+    char program_name[64];          /* client's connect attr, or "" */
+};
+
+/* ---- account cache (mdb_users.c) ---- */
+
+struct mdb_service;
+
+enum mdb_auth_rc {
+    MDB_AUTH_OK,
+    MDB_AUTH_DENIED,
+    MDB_AUTH_WAIT,   /* parked: mdb_client_resume(dcb) will be posted */
+};
+
+struct mdb_auth_req {
+    const char *user;
+    const char *client;            /* peer address text */
+    bool is_unix;
+    const uint8_t *token;
+    size_t token_len;
+    const uint8_t *scramble;       /* MDB_SCRAMBLE_LEN bytes */
+    bool may_reload;               /* false once a reload was waited for */
+};
+
+/* Create the cache and start loading accounts in its own thread. */
+struct mdb_service *mdb_service_create(struct sl_service *svc);
+void mdb_service_free(struct mdb_service *s);
+/* json_t * with the cache's counters. */
+void *mdb_service_diagnostics(struct mdb_service *s);
+/*
+ * Check a mysql_native_password login. On MDB_AUTH_OK, sd->sha1pw and
+ * sd->has_pw are set. On MDB_AUTH_WAIT, the cache holds a reference on dcb
+ * and posts mdb_client_resume(dcb) to its worker after the next load.
+ * Worker-owned caller; takes the cache's mutex briefly.
+ */
+enum mdb_auth_rc mdb_service_authenticate(struct mdb_service *s,
+                                          struct sl_dcb *dcb,
+                                          const struct mdb_auth_req *req,
+                                          struct mdb_session *sd);
+
+/* ---- client side (mdb_client.c) ---- */
+
+void mdb_client_resume(void *dcb);
+int mdb_client_accept(struct sl_dcb *client);
+int mdb_client_read(struct sl_dcb *client);
+void mdb_session_ready(struct sl_dcb *client);
+int mdb_client_reply(struct sl_dcb *client, struct sl_buf *buf,
+                     const struct sl_reply *reply);
+void mdb_client_error(struct sl_dcb *client, uint16_t code,
+                      const char *sqlstate, const char *msg);
+void mdb_client_free(struct sl_dcb *client);
+
+/* ---- backend side (mdb_backend.c) ---- */
+
+int mdb_backend_init(struct sl_dcb *dcb, struct sl_backend *b);
+int mdb_backend_read(struct sl_dcb *dcb);
+int mdb_backend_write(struct sl_dcb *dcb, struct sl_buf *buf);
+void mdb_backend_close(struct sl_dcb *dcb);
+void mdb_backend_free(struct sl_dcb *dcb);
+int mdb_backend_pending(const struct sl_dcb *dcb);
+
+#endif

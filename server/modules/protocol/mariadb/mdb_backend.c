@@ -1,0 +1,547 @@
+/*
+ * The backend side of the MariaDB protocol: log in to a server on the
+ * client's behalf, then pass commands down and track the answers.
+ *
+ *   CONNECTING --Handshake v10--> send HandshakeResponse41 --> AUTH
+ *   AUTH --AuthSwitchRequest (native)--> send token --> AUTH
+ *        --OK--> READY (sl_backend_ready, flush queued commands)
+ *        --ERR--> FAILED (sl_backend_failed with the server's packet)
+ *   READY: commands are written and pushed on the reply tracker's FIFO;
+ *          answers are passed up with sl_backend_reply in chunks of
+ *          complete packets: one call per read, split only where an
+ *          answer completes.
+ *
+ * The login carries the client's user, capabilities (intersected with the
+ * server's), charset and current database, and a mysql_native_password
+ * token made from SHA1(password) (recovered at client authentication) and
+ * this server's scramble. COM_CHANGE_USER from the client is rebuilt the
+ * same way; the server's AuthSwitchRequest for it is answered here and
+ * never reaches the client.
+ *
+ * Context: worker-owned (the backend DCB's worker = its session's).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#define SL_LOG_TAG "mariadbprotocol"
+#include <sluice/buf.h>
+#include <sluice/dcb.h>
+#include <sluice/log.h>
+#include <sluice/mariadb.h>
+#include <sluice/session.h>
+
+#include "mdb.h"
+#include "mdb_reply.h"
+
+enum backend_state {
+    BS_HANDSHAKE,
+    BS_AUTH,
+    BS_READY,
+    BS_FAILED,
+};
+
+/* A command routed before the login finished. */
+struct queued {
+    struct sl_buf *buf;
+    struct queued *next;
+};
+
+struct mdb_backend {
+    enum backend_state state;
+    struct sl_backend *b;
+    uint8_t scramble[MDB_SCRAMBLE_LEN];
+    uint32_t caps;                /* negotiated with the server */
+    struct mdb_tracker trk;
+    struct queued *qhead;
+    struct queued *qtail;
+    int queued_replies;           /* queued commands expecting answers */
+    bool load_data;               /* writing a LOCAL INFILE's packets */
+};
+
+/* The session's login data, or a static empty one. */
+static const struct mdb_session *
+session_data(struct sl_dcb *dcb)
+{
+    static const struct mdb_session none;
+    struct sl_session *ses = sl_dcb_session(dcb);
+    const struct mdb_session *sd =
+        ses != NULL ? sl_session_protocol_data(ses) : NULL;
+
+    return sd != NULL ? sd : &none;
+}
+
+static const char *
+str_or_empty(const char *s)
+{
+    return s != NULL ? s : "";
+}
+
+int
+mdb_backend_init(struct sl_dcb *dcb, struct sl_backend *b)
+{
+    struct mdb_backend *be = calloc(1, sizeof(*be));
+
+    if (be == NULL) {
+        return SL_ERROR;
+    }
+    be->b = b;
+    be->state = BS_HANDSHAKE;
+    mdb_tracker_init(&be->trk, 0);
+    sl_dcb_set_protocol_data(dcb, be);
+    return SL_OK;
+}
+
+/* Take the first packet of the read queue as a heap chain. */
+static struct sl_buf *
+take_packet(struct sl_buf *rq, size_t n)
+{
+    struct sl_buf *buf = sl_buf_new();
+
+    if (buf != NULL && sl_buf_split(rq, n, buf) != 0) {
+        sl_buf_free(buf);
+        buf = NULL;
+    }
+    return buf;
+}
+
+static void
+fail(struct mdb_backend *be, struct sl_buf *errpkt, const char *why)
+{
+    be->state = BS_FAILED;
+    sl_backend_failed(be->b, errpkt, why);
+}
+
+static size_t
+build_attrs(unsigned char *out, size_t cap, const struct mdb_session *sd)
+{
+    size_t n = 0;
+
+    mdb_attrs_put(out, cap, &n, "_client_name", "sluice", 6);
+    if (sd->program_name[0] != '\0') {
+        mdb_attrs_put(out, cap, &n, "program_name", sd->program_name,
+                      strlen(sd->program_name));
+    }
+    return n;
+}
+
+/* Fill a login description for this backend from the session. */
+static void
+make_login(struct sl_dcb *dcb, struct mdb_backend *be, struct mdb_login *l,
+           uint8_t token[MDB_SHA1_LEN], unsigned char *attrs, size_t cap)
+{
+    const struct mdb_session *sd = session_data(dcb);
+    struct sl_session *ses = sl_dcb_session(dcb);
+
+    memset(l, 0, sizeof(*l));
+    l->caps = be->caps;
+    l->charset = sd->charset != 0 ? sd->charset : MDB_DEFAULT_CHARSET;
+    l->user = ses != NULL ? str_or_empty(sl_session_user(ses)) : "";
+    l->db = ses != NULL ? str_or_empty(sl_session_db(ses)) : "";
+    if (sd->has_pw) {
+        mdb_native_token(sd->sha1pw, be->scramble, token);
+        l->token = token;
+    }
+    l->attrs = attrs;
+    l->attrs_len = build_attrs(attrs, cap, sd);
+}
+
+static uint32_t
+negotiate(struct sl_dcb *dcb, uint32_t server_caps)
+{
+    const struct mdb_session *sd = session_data(dcb);
+    struct sl_session *ses = sl_dcb_session(dcb);
+    const char *db = ses != NULL ? sl_session_db(ses) : NULL;
+    uint32_t caps = (sd->caps | SL_CAP_PROTOCOL_41 |
+                     SL_CAP_SECURE_CONNECTION | SL_CAP_PLUGIN_AUTH |
+                     SL_CAP_CONNECT_ATTRS) &
+                    server_caps & ~(uint32_t)(SL_CAP_SSL | SL_CAP_COMPRESS);
+
+    caps &= ~(uint32_t)SL_CAP_CONNECT_WITH_DB;
+    if (db != NULL && db[0] != '\0') {
+        caps |= SL_CAP_CONNECT_WITH_DB & server_caps;
+    }
+    return caps;
+}
+
+static int
+on_handshake(struct sl_dcb *dcb, struct mdb_backend *be,
+             const unsigned char *p, size_t len, uint8_t seq)
+{
+    struct mdb_server_hello h;
+    struct mdb_login l;
+    uint8_t token[MDB_SHA1_LEN];
+    unsigned char attrs[256];
+    unsigned char out[1024];
+    size_t n;
+    struct sl_buf *pkt;
+
+    if (mdb_parse_server_hello(p, len, &h) != 0) {
+        fail(be, NULL, "malformed handshake from server");
+        return SL_OK;
+    }
+    memcpy(be->scramble, h.scramble, MDB_SCRAMBLE_LEN);
+    be->caps = negotiate(dcb, h.caps);
+    mdb_tracker_init(&be->trk, be->caps);
+    make_login(dcb, be, &l, token, attrs, sizeof(attrs));
+    n = mdb_build_login(out, sizeof(out), &l);
+    pkt = n > 0 ? sl_mdb_make_packet((uint8_t)(seq + 1), out, n) : NULL;
+    if (pkt == NULL || sl_dcb_write(dcb, pkt) != 0) {
+        fail(be, NULL, "cannot send the login");
+        return SL_OK;
+    }
+    be->state = BS_AUTH;
+    return SL_OK;
+}
+
+/* AuthSwitchRequest during login or COM_CHANGE_USER: answer natively. */
+static int
+auth_switch(struct sl_dcb *dcb, struct mdb_backend *be,
+            const unsigned char *p, size_t len, uint8_t seq)
+{
+    char plugin[MDB_PLUGIN_MAX];
+    uint8_t data[MDB_SCRAMBLE_LEN];
+    uint8_t token[MDB_SHA1_LEN];
+    size_t dlen;
+    const struct mdb_session *sd = session_data(dcb);
+    struct sl_buf *pkt;
+
+    if (mdb_parse_auth_switch(p, len, plugin, data, &dlen) != 0 ||
+        strcmp(plugin, MDB_NATIVE_PLUGIN) != 0 || dlen != MDB_SCRAMBLE_LEN) {
+        return -1;
+    }
+    memcpy(be->scramble, data, MDB_SCRAMBLE_LEN);
+    if (sd->has_pw) {
+        mdb_native_token(sd->sha1pw, be->scramble, token);
+    }
+    pkt = sl_mdb_make_packet((uint8_t)(seq + 1), token,
+                             sd->has_pw ? MDB_SHA1_LEN : 0);
+    return pkt != NULL && sl_dcb_write(dcb, pkt) == 0 ? 0 : -1;
+}
+
+static int write_command(struct sl_dcb *dcb, struct mdb_backend *be,
+                         struct sl_buf *buf);
+
+static int
+on_login_ok(struct sl_dcb *dcb, struct mdb_backend *be)
+{
+    struct queued *q;
+
+    be->state = BS_READY;
+    sl_backend_ready(be->b);
+    while (sl_dcb_is_open(dcb) && (q = be->qhead) != NULL) {
+        be->qhead = q->next;
+        if (mdb_expects_reply((uint8_t)sl_mdb_command(q->buf))) {
+            be->queued_replies--;
+        }
+        if (write_command(dcb, be, q->buf) != SL_OK) {
+            free(q);
+            return SL_ERROR;
+        }
+        free(q);
+    }
+    be->qtail = NULL;
+    return SL_OK;
+}
+
+/* One complete login packet at the head of rq. */
+static int
+login_step(struct sl_dcb *dcb, struct mdb_backend *be, struct sl_buf *rq,
+           size_t n)
+{
+    unsigned char *p = sl_buf_pullup(rq, n);
+    size_t len = n - SL_MDB_HDR_LEN;
+    uint8_t seq;
+    int rc = SL_OK;
+
+    if (p == NULL) {
+        return SL_ERROR;
+    }
+    seq = p[3];
+    p += SL_MDB_HDR_LEN;
+    if (len > 0 && p[0] == 0xff) {
+        fail(be, take_packet(rq, n), be->state == BS_HANDSHAKE
+                                         ? "server refused the connection"
+                                         : "login to server failed");
+        return SL_OK;
+    }
+    if (be->state == BS_HANDSHAKE) {
+        rc = on_handshake(dcb, be, p, len, seq);
+    } else if (len > 0 && p[0] == 0x00) {
+        sl_buf_consume(rq, n);
+        return on_login_ok(dcb, be);
+    } else if (len > 0 && p[0] == 0xfe) {
+        if (auth_switch(dcb, be, p, len, seq) != 0) {
+            fail(be, NULL, "unsupported authentication switch");
+        }
+    } else {
+        fail(be, NULL, "unexpected packet during login");
+    }
+    sl_buf_consume(rq, n);
+    return rc;
+}
+
+/* ---- reply tracking ---- */
+
+/*
+ * A cursor over the packets of a chain: reads headers and peeks at the
+ * first payload bytes without copying more, crossing segments.
+ */
+struct cursor {
+    const struct sl_seg *seg;
+    size_t pos;      /* offset inside seg */
+    size_t off;      /* offset from the chain's start */
+};
+
+static size_t
+cur_peek(const struct cursor *c, size_t skip, unsigned char *out, size_t n)
+{
+    const struct sl_seg *s = c->seg;
+    size_t pos = c->pos + skip;
+    size_t got = 0;
+
+    while (s != NULL && got < n) {
+        size_t seglen = (size_t)(s->end - s->start);
+
+        if (pos >= seglen) {
+            pos -= seglen;
+            s = s->next;
+            continue;
+        }
+        size_t k = seglen - pos < n - got ? seglen - pos : n - got;
+        memcpy(out + got, s->start + pos, k);
+        got += k;
+        pos += k;
+    }
+    return got;
+}
+
+static void
+cur_advance(struct cursor *c, size_t n)
+{
+    c->off += n;
+    n += c->pos;
+    while (c->seg != NULL && n >= (size_t)(c->seg->end - c->seg->start)) {
+        n -= (size_t)(c->seg->end - c->seg->start);
+        c->seg = c->seg->next;
+    }
+    c->pos = n;
+}
+
+/* Pass the first n bytes of rq up as one chunk. false if the DCB closed. */
+static bool
+deliver(struct sl_dcb *dcb, struct mdb_backend *be, struct sl_buf *rq,
+        size_t n, struct cursor *c)
+{
+    struct sl_buf *chunk = take_packet(rq, n);
+
+    if (chunk == NULL) {
+        return false;
+    }
+    sl_backend_reply(be->b, chunk, &be->trk.reply);
+    c->seg = rq->head;
+    c->pos = 0;
+    c->off = 0;
+    return sl_dcb_is_open(dcb);
+}
+
+/* The server asked a COM_CHANGE_USER to switch plugins: answer it here. */
+static bool
+is_change_user_switch(const struct mdb_backend *be, const unsigned char *p,
+                      uint32_t len)
+{
+    return !be->trk.active && be->trk.qlen > 0 &&
+           be->trk.q[be->trk.qhead] == SL_COM_CHANGE_USER && len > 0 &&
+           p[0] == 0xfe;
+}
+
+static int
+track_replies(struct sl_dcb *dcb, struct mdb_backend *be, struct sl_buf *rq)
+{
+    struct cursor c = {rq->head, 0, 0};
+    unsigned char hdr[SL_MDB_HDR_LEN + MDB_PEEK];
+    size_t got;
+    uint32_t len;
+    int rc;
+
+    for (;;) {
+        got = cur_peek(&c, 0, hdr, sizeof(hdr));
+        if (got < SL_MDB_HDR_LEN) {
+            break;
+        }
+        len = sl_mdb_get_len(hdr);
+        if (c.off + SL_MDB_HDR_LEN + len > rq->len) {
+            break;
+        }
+        if (is_change_user_switch(be, hdr + SL_MDB_HDR_LEN, len)) {
+            if (c.off > 0 && !deliver(dcb, be, rq, c.off, &c)) {
+                return SL_OK;
+            }
+            /* c.off is 0 now: the request is at the head. */
+            unsigned char *p = sl_buf_pullup(rq, SL_MDB_HDR_LEN + len);
+
+            if (p == NULL || auth_switch(dcb, be, p + SL_MDB_HDR_LEN, len,
+                                         hdr[3]) != 0) {
+                return SL_ERROR;
+            }
+            sl_buf_consume(rq, SL_MDB_HDR_LEN + len);
+            c.seg = rq->head;
+            c.pos = 0;
+            continue;
+        }
+        rc = mdb_tracker_packet(&be->trk, len, hdr + SL_MDB_HDR_LEN,
+                                got - SL_MDB_HDR_LEN);
+        cur_advance(&c, SL_MDB_HDR_LEN + len);
+        if (be->trk.reply.state == SL_REPLY_LOAD_DATA) {
+            be->load_data = true;
+        }
+        if (rc != MDB_TRK_MORE && !deliver(dcb, be, rq, c.off, &c)) {
+            return SL_OK;
+        }
+    }
+    if (c.off > 0) {
+        deliver(dcb, be, rq, c.off, &c);
+    }
+    return SL_OK;
+}
+
+int
+mdb_backend_read(struct sl_dcb *dcb)
+{
+    struct mdb_backend *be = sl_dcb_protocol_data(dcb);
+    struct sl_buf *rq = sl_dcb_readq(dcb);
+    size_t n;
+
+    while (be->state == BS_HANDSHAKE || be->state == BS_AUTH) {
+        if ((n = sl_mdb_packet_len(rq)) == 0) {
+            return SL_OK;
+        }
+        if (login_step(dcb, be, rq, n) != SL_OK) {
+            return SL_ERROR;
+        }
+        if (!sl_dcb_is_open(dcb)) {
+            return SL_OK;
+        }
+    }
+    if (be->state != BS_READY) {
+        sl_buf_reset(rq);
+        return SL_OK;
+    }
+    return track_replies(dcb, be, rq);
+}
+
+/* ---- commands ---- */
+
+/* Rebuild the client's COM_CHANGE_USER for this server (takes buf). */
+static struct sl_buf *
+rebuild_change_user(struct sl_dcb *dcb, struct mdb_backend *be,
+                    struct sl_buf *buf)
+{
+    struct mdb_login l;
+    uint8_t token[MDB_SHA1_LEN];
+    unsigned char attrs[256];
+    unsigned char out[1024];
+    size_t n;
+
+    sl_buf_free(buf);
+    make_login(dcb, be, &l, token, attrs, sizeof(attrs));
+    n = mdb_build_change_user(out, sizeof(out), &l);
+    return n > 0 ? sl_mdb_make_packet(0, out, n) : NULL;
+}
+
+static int
+write_command(struct sl_dcb *dcb, struct mdb_backend *be, struct sl_buf *buf)
+{
+    int cmd;
+
+    if (be->load_data) {
+        /* LOCAL INFILE contents: packets, not commands. */
+        if (sl_buf_len(buf) == SL_MDB_HDR_LEN) {
+            be->load_data = false;
+        }
+        return sl_dcb_write(dcb, buf) == 0 ? SL_OK : SL_ERROR;
+    }
+    cmd = sl_mdb_command(buf);
+    if (cmd < 0) {
+        sl_buf_free(buf);
+        return SL_OK;
+    }
+    if (cmd == SL_COM_CHANGE_USER &&
+        (buf = rebuild_change_user(dcb, be, buf)) == NULL) {
+        return SL_ERROR;
+    }
+    if (mdb_tracker_expect(&be->trk, (uint8_t)cmd) != 0) {
+        sl_buf_free(buf);
+        return SL_ERROR;
+    }
+    return sl_dcb_write(dcb, buf) == 0 ? SL_OK : SL_ERROR;
+}
+
+int
+mdb_backend_write(struct sl_dcb *dcb, struct sl_buf *buf)
+{
+    struct mdb_backend *be = sl_dcb_protocol_data(dcb);
+    struct queued *q;
+
+    if (be->state == BS_READY) {
+        return write_command(dcb, be, buf);
+    }
+    if (be->state == BS_FAILED || (q = malloc(sizeof(*q))) == NULL) {
+        sl_buf_free(buf);
+        return SL_ERROR;
+    }
+    q->buf = buf;
+    q->next = NULL;
+    if (be->qtail != NULL) {
+        be->qtail->next = q;
+    } else {
+        be->qhead = q;
+    }
+    be->qtail = q;
+    if (mdb_expects_reply((uint8_t)sl_mdb_command(buf))) {
+        be->queued_replies++;
+    }
+    return SL_OK;
+}
+
+void
+mdb_backend_close(struct sl_dcb *dcb)
+{
+    struct mdb_backend *be = sl_dcb_protocol_data(dcb);
+    static const unsigned char quit[] = {1, 0, 0, 0, SL_COM_QUIT};
+    struct sl_buf *buf;
+
+    if (be != NULL && be->state == BS_READY && !be->load_data &&
+        (buf = sl_buf_from(quit, sizeof(quit))) != NULL) {
+        sl_dcb_write(dcb, buf);
+    }
+}
+
+void
+mdb_backend_free(struct sl_dcb *dcb)
+{
+    struct mdb_backend *be = sl_dcb_protocol_data(dcb);
+    struct queued *q;
+
+    if (be == NULL) {
+        return;
+    }
+    while ((q = be->qhead) != NULL) {
+        be->qhead = q->next;
+        sl_buf_free(q->buf);
+        free(q);
+    }
+    mdb_tracker_free(&be->trk);
+    free(be);
+    sl_dcb_set_protocol_data(dcb, NULL);
+}
+
+int
+mdb_backend_pending(const struct sl_dcb *dcb)
+{
+    const struct mdb_backend *be = sl_dcb_protocol_data(dcb);
+
+    if (be == NULL) {
+        return 0;
+    }
+    return (int)mdb_tracker_pending(&be->trk) + be->queued_replies;
+}

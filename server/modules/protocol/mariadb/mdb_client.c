@@ -1,0 +1,724 @@
+/*
+ * The client side of the MariaDB protocol: greeting, authentication
+ * against the service's account cache, command decoding, errors.
+ *
+ *   accept --Handshake v10--> HELLO
+ *   HELLO --HandshakeResponse41, other plugin--> SWITCH (AuthSwitchRequest)
+ *   HELLO | SWITCH --token--> check --OK--> STARTING (session created)
+ *                                  --no match--> PARKED (accounts reload)
+ *                                  --denied--> ERR 1045, close
+ *   PARKED --reload done--> check again --> STARTING | ERR 1045
+ *   STARTING --session_ready--> OK to the client --> READY
+ *   READY: complete commands --> sl_session_route_query
+ *          COM_CHANGE_USER --> CU_SWITCH / CU_PARKED --> routed or 1045
+ *          LOCAL INFILE: packets are file data until an empty one
+ *
+ * Sequence numbers during login: handshake 0, response 1, OK/ERR 2; after
+ * an auth switch: request 2, response 3, OK/ERR 4.
+ *
+ * Context: worker-owned (the client DCB's worker).
+ */
+#include <openssl/rand.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define SL_LOG_TAG "mariadbprotocol"
+#include <sluice/buf.h>
+#include <sluice/dcb.h>
+#include <sluice/log.h>
+#include <sluice/mariadb.h>
+#include <sluice/params.h>
+#include <sluice/service.h>
+#include <sluice/session.h>
+
+#include "mdb.h"
+
+/* Longest login packet accepted before the client is called malformed. */
+#define MAX_LOGIN_PACKET 65536
+
+enum client_state {
+    CS_HELLO,
+    CS_SWITCH,
+    CS_PARKED,
+    CS_STARTING,
+    CS_READY,
+    CS_CU_SWITCH,
+    CS_CU_PARKED,
+};
+
+struct mdb_client {
+    enum client_state state;
+    uint8_t scramble[MDB_SCRAMBLE_LEN];
+    uint8_t seq;                 /* login: sequence of our next packet */
+    bool reloaded;               /* a reload was already waited for */
+    bool load_data;              /* client is sending a LOCAL INFILE */
+    int8_t cu_seq;               /* seq for the COM_CHANGE_USER answer */
+    struct mdb_hello *hello;     /* during login and COM_CHANGE_USER */
+    struct sl_buf *cu_cmd;       /* the COM_CHANGE_USER being checked */
+    struct mdb_session *sd;      /* handed to the session */
+    char init_db[MDB_DB_MAX];    /* COM_INIT_DB awaiting its OK */
+    bool init_db_pending;
+};
+
+static struct mdb_client *
+client_of(const struct sl_dcb *dcb)
+{
+    return sl_dcb_protocol_data(dcb);
+}
+
+static void
+send_err(struct sl_dcb *dcb, uint8_t seq, uint16_t code, const char *state,
+         const char *msg)
+{
+    struct sl_buf *err = sl_mdb_make_err(seq, code, state, msg);
+
+    if (err != NULL) {
+        sl_dcb_write(dcb, err);
+    }
+}
+
+static int
+send_payload(struct sl_dcb *dcb, uint8_t seq, const void *p, size_t len)
+{
+    struct sl_buf *buf = sl_mdb_make_packet(seq, p, len);
+
+    return buf != NULL && sl_dcb_write(dcb, buf) == 0 ? SL_OK : SL_ERROR;
+}
+
+/* Printable scramble bytes (33..126), as the server makes them: clients
+ * and drivers treat it as a NUL-terminated string. */
+static void
+make_scramble(uint8_t s[MDB_SCRAMBLE_LEN])
+{
+    if (RAND_bytes(s, MDB_SCRAMBLE_LEN) != 1) {
+        for (int i = 0; i < MDB_SCRAMBLE_LEN; i++) {
+            s[i] = (uint8_t)random();
+        }
+    }
+    for (int i = 0; i < MDB_SCRAMBLE_LEN; i++) {
+        s[i] = (uint8_t)(33 + s[i] % 94);
+    }
+}
+
+int
+mdb_client_accept(struct sl_dcb *client)
+{
+    struct mdb_client *cl = calloc(1, sizeof(*cl));
+    const struct sl_params *params = sl_service_params(sl_dcb_service(client));
+    const char *version = params != NULL
+                              ? sl_params_get(params, "version_string")
+                              : NULL;
+    unsigned char p[256];
+    size_t n;
+
+    if (cl == NULL || (cl->sd = calloc(1, sizeof(*cl->sd))) == NULL) {
+        free(cl);
+        return SL_ERROR;
+    }
+    sl_dcb_set_protocol_data(client, cl);
+    cl->cu_seq = -1;
+    make_scramble(cl->scramble);
+    if (version == NULL || version[0] == '\0' || strlen(version) > 128) {
+        version = MDB_DEFAULT_VERSION;
+    }
+    n = mdb_build_handshake(p, sizeof(p), version,
+                            (uint32_t)sl_dcb_id(client), cl->scramble,
+                            MDB_SERVER_CAPS, MDB_DEFAULT_CHARSET);
+    cl->state = CS_HELLO;
+    cl->seq = 2;
+    return send_payload(client, 0, p, n);
+}
+
+/* ---- authentication ---- */
+
+static void
+send_access_denied(struct sl_dcb *dcb, uint8_t seq, const struct mdb_hello *h)
+{
+    char msg[600];
+
+    snprintf(msg, sizeof(msg),
+             "Access denied for user '%s'@'%s' (using password: %s)",
+             h->user, sl_dcb_remote(dcb), h->auth_len > 0 ? "YES" : "NO");
+    send_err(dcb, seq, 1045, "28000", msg);
+}
+
+/* log_auth_warnings=true (the default) logs refusals as warnings. */
+static void
+log_denied(struct sl_dcb *dcb, const struct mdb_hello *h)
+{
+    const struct sl_params *params = sl_service_params(sl_dcb_service(dcb));
+
+    if (params == NULL || sl_params_bool(params, "log_auth_warnings")) {
+        sl_log_warn("authentication failed for '%s'@'%s'", h->user,
+                    sl_dcb_remote(dcb));
+    } else {
+        sl_log_info("authentication failed for '%s'@'%s'", h->user,
+                    sl_dcb_remote(dcb));
+    }
+}
+
+static bool
+needs_switch(const struct mdb_hello *h)
+{
+    if (!(h->caps & SL_CAP_PLUGIN_AUTH)) {
+        return false;   /* cannot switch: its token is native anyway */
+    }
+    if (h->plugin[0] != '\0') {
+        return strcmp(h->plugin, MDB_NATIVE_PLUGIN) != 0;
+    }
+    return h->auth_len != 0 && h->auth_len != MDB_SHA1_LEN;
+}
+
+static int
+send_switch(struct sl_dcb *dcb, uint8_t seq, const uint8_t *scramble)
+{
+    unsigned char p[1 + sizeof(MDB_NATIVE_PLUGIN) + MDB_SCRAMBLE_LEN + 1];
+    size_t n = 0;
+
+    p[n++] = 0xfe;
+    memcpy(p + n, MDB_NATIVE_PLUGIN, sizeof(MDB_NATIVE_PLUGIN));
+    n += sizeof(MDB_NATIVE_PLUGIN);
+    memcpy(p + n, scramble, MDB_SCRAMBLE_LEN);
+    n += MDB_SCRAMBLE_LEN;
+    p[n++] = 0;
+    return send_payload(dcb, seq, p, n);
+}
+
+/* Check the token of cl->hello; on success out gets SHA1(pw). */
+static enum mdb_auth_rc
+check_token(struct sl_dcb *dcb, struct mdb_client *cl,
+            struct mdb_session *out)
+{
+    struct mdb_auth_req req = {
+        .user = cl->hello->user,
+        .client = sl_dcb_remote(dcb),
+        .is_unix = sl_dcb_is_unix(dcb),
+        .token = cl->hello->auth,
+        .token_len = cl->hello->auth_len,
+        .scramble = cl->scramble,
+        .may_reload = !cl->reloaded,
+    };
+    struct sl_service *service = sl_dcb_service(dcb);
+    struct mdb_service *svc = sl_service_protocol_data(service);
+    const struct sl_params *params = sl_service_params(service);
+
+    if (svc == NULL) {
+        return MDB_AUTH_DENIED;
+    }
+    /* MaxScale's rule: root only where the service allows it. */
+    if (strcmp(req.user, "root") == 0 && params != NULL &&
+        !sl_params_bool(params, "enable_root_user")) {
+        return MDB_AUTH_DENIED;
+    }
+    return mdb_service_authenticate(svc, dcb, &req, out);
+}
+
+/* Remember what the backends need from the client's hello. */
+static void
+note_client(struct mdb_client *cl, const struct mdb_hello *h)
+{
+    const unsigned char *v;
+    size_t vlen;
+
+    cl->sd->caps = h->caps & MDB_SERVER_CAPS;
+    cl->sd->charset = h->charset;
+    if (h->attrs != NULL &&
+        mdb_attrs_find(h->attrs, h->attrs_len, "program_name", &v, &vlen)) {
+        if (vlen >= sizeof(cl->sd->program_name)) {
+            vlen = sizeof(cl->sd->program_name) - 1;
+        }
+        memcpy(cl->sd->program_name, v, vlen);
+        cl->sd->program_name[vlen] = '\0';
+    }
+}
+
+static int
+start_session(struct sl_dcb *dcb, struct mdb_client *cl)
+{
+    struct sl_session *ses;
+    struct mdb_hello *h = cl->hello;
+
+    cl->hello = NULL;
+    cl->state = CS_STARTING;
+    ses = sl_session_create(dcb);
+    if (ses == NULL) {
+        free(h);
+        return SL_ERROR;
+    }
+    sl_session_set_user(ses, h->user);
+    sl_session_set_db(ses, h->db);
+    sl_session_set_protocol_data(ses, cl->sd);
+    free(h);
+    return SL_OK;
+}
+
+/* Login: check the token and start the session, park, or refuse. */
+static int
+login(struct sl_dcb *dcb, struct mdb_client *cl)
+{
+    switch (check_token(dcb, cl, cl->sd)) {
+    case MDB_AUTH_OK:
+        return start_session(dcb, cl);
+    case MDB_AUTH_WAIT:
+        cl->state = CS_PARKED;
+        return SL_OK;
+    default:
+        log_denied(dcb, cl->hello);
+        send_access_denied(dcb, cl->seq, cl->hello);
+        return SL_ERROR;
+    }
+}
+
+static int
+bad_handshake(struct sl_dcb *dcb, uint8_t seq)
+{
+    send_err(dcb, seq, 1043, "08S01", "Bad handshake");
+    return SL_ERROR;
+}
+
+/* The next complete login packet's payload, pulled up; NULL if none yet.
+ * *len gets the payload length, *total the packet length. */
+static unsigned char *
+login_packet(struct sl_buf *rq, size_t *len, size_t *total, bool *bad)
+{
+    unsigned char hdr[SL_MDB_HDR_LEN];
+    unsigned char *p;
+
+    /* Judge the announced length at once: garbage (e.g. an HTTP request)
+     * announces megabytes and would otherwise keep the client waiting. */
+    if (sl_buf_copy_out(rq, 0, SL_MDB_HDR_LEN, hdr) == SL_MDB_HDR_LEN &&
+        sl_mdb_get_len(hdr) + SL_MDB_HDR_LEN > MAX_LOGIN_PACKET) {
+        *bad = true;
+        return NULL;
+    }
+    *total = sl_mdb_packet_len(rq);
+    if (*total == 0) {
+        *bad = false;
+        return NULL;
+    }
+    *bad = *total > MAX_LOGIN_PACKET;
+    if (*bad || (p = sl_buf_pullup(rq, *total)) == NULL) {
+        *bad = true;
+        return NULL;
+    }
+    *len = *total - SL_MDB_HDR_LEN;
+    return p + SL_MDB_HDR_LEN;
+}
+
+static int
+read_hello(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *rq)
+{
+    size_t len, total;
+    bool bad;
+    unsigned char *p = login_packet(rq, &len, &total, &bad);
+
+    if (p == NULL) {
+        return bad ? bad_handshake(dcb, 2) : SL_OK;
+    }
+    cl->hello = malloc(sizeof(*cl->hello));
+    if (cl->hello == NULL || mdb_parse_hello(p, len, cl->hello) != 0) {
+        return bad_handshake(dcb, 2);
+    }
+    if (cl->hello->ssl_request) {
+        send_err(dcb, 2, 1043, "08S01", "SSL not supported by this listener");
+        return SL_ERROR;
+    }
+    note_client(cl, cl->hello);
+    /* attrs point into the read queue, which is consumed now. */
+    cl->hello->attrs = NULL;
+    sl_buf_consume(rq, total);
+    if (needs_switch(cl->hello)) {
+        cl->state = CS_SWITCH;
+        cl->seq = 4;
+        return send_switch(dcb, 2, cl->scramble);
+    }
+    return login(dcb, cl);
+}
+
+/* The AuthSwitchResponse (login or COM_CHANGE_USER): the native token. */
+static int
+read_switch_response(struct sl_dcb *dcb, struct mdb_client *cl,
+                     struct sl_buf *rq, bool *ready)
+{
+    size_t len, total;
+    bool bad;
+    unsigned char *p = login_packet(rq, &len, &total, &bad);
+
+    *ready = p != NULL;
+    if (p == NULL) {
+        return bad ? bad_handshake(dcb, cl->seq) : SL_OK;
+    }
+    if (len > MDB_AUTH_MAX) {
+        return bad_handshake(dcb, cl->seq);
+    }
+    memcpy(cl->hello->auth, p, len);
+    cl->hello->auth_len = len;
+    sl_buf_consume(rq, total);
+    return SL_OK;
+}
+
+/* ---- COM_CHANGE_USER ---- */
+
+static void
+drop_change_user(struct mdb_client *cl)
+{
+    sl_buf_free(cl->cu_cmd);
+    cl->cu_cmd = NULL;
+    free(cl->hello);
+    cl->hello = NULL;
+}
+
+/* The new user authenticated locally: switch the session, route. */
+static int
+change_user_ok(struct sl_dcb *dcb, struct mdb_client *cl)
+{
+    struct sl_session *ses = sl_dcb_session(dcb);
+    struct sl_buf *cmd = cl->cu_cmd;
+
+    cl->cu_cmd = NULL;
+    sl_session_set_user(ses, cl->hello->user);
+    sl_session_set_db(ses, cl->hello->db);
+    if (cl->hello->charset != 0) {
+        cl->sd->charset = cl->hello->charset;
+    }
+    free(cl->hello);
+    cl->hello = NULL;
+    cl->state = CS_READY;
+    return sl_session_route_query(ses, cmd) == SL_OK ? SL_OK : SL_ERROR;
+}
+
+static int
+change_user_check(struct sl_dcb *dcb, struct mdb_client *cl)
+{
+    struct mdb_session fresh = {0};
+
+    switch (check_token(dcb, cl, &fresh)) {
+    case MDB_AUTH_OK:
+        memcpy(cl->sd->sha1pw, fresh.sha1pw, MDB_SHA1_LEN);
+        cl->sd->has_pw = fresh.has_pw;
+        return change_user_ok(dcb, cl);
+    case MDB_AUTH_WAIT:
+        cl->state = CS_CU_PARKED;
+        return SL_OK;
+    default:
+        log_denied(dcb, cl->hello);
+        send_access_denied(dcb, (uint8_t)cl->cu_seq, cl->hello);
+        drop_change_user(cl);
+        return SL_ERROR;
+    }
+}
+
+/* A complete COM_CHANGE_USER (cmd, taken) from a READY client. */
+static int
+change_user(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *cmd)
+{
+    size_t len = sl_buf_len(cmd);
+    unsigned char *p = len <= MAX_LOGIN_PACKET ? sl_buf_pullup(cmd, len)
+                                               : NULL;
+
+    cl->hello = malloc(sizeof(*cl->hello));
+    cl->cu_cmd = cmd;
+    if (p == NULL || cl->hello == NULL ||
+        mdb_parse_change_user(p + SL_MDB_HDR_LEN, len - SL_MDB_HDR_LEN,
+                              cl->sd->caps, cl->hello) != 0) {
+        drop_change_user(cl);
+        return bad_handshake(dcb, 1);
+    }
+    cl->hello->attrs = NULL;
+    cl->reloaded = false;
+    if (needs_switch(cl->hello)) {
+        cl->state = CS_CU_SWITCH;
+        cl->seq = 3;
+        cl->cu_seq = 3;
+        return send_switch(dcb, 1, cl->scramble);
+    }
+    cl->cu_seq = 1;
+    return change_user_check(dcb, cl);
+}
+
+/* ---- commands ---- */
+
+static bool
+routable(int cmd)
+{
+    if (cmd >= SL_COM_INIT_DB && cmd <= SL_COM_PING) {
+        return cmd != SL_COM_CONNECT;
+    }
+    return (cmd >= SL_COM_STMT_PREPARE && cmd <= SL_COM_STMT_FETCH) ||
+           cmd == SL_COM_RESET_CONNECTION ||
+           cmd == SL_COM_STMT_BULK_EXECUTE;
+}
+
+static void
+note_init_db(struct mdb_client *cl, const struct sl_buf *cmd)
+{
+    size_t n = sl_buf_len(cmd) - SL_MDB_HDR_LEN - 1;
+
+    if (n >= sizeof(cl->init_db)) {
+        return;
+    }
+    sl_buf_copy_out(cmd, SL_MDB_HDR_LEN + 1, n, cl->init_db);
+    cl->init_db[n] = '\0';
+    cl->init_db_pending = true;
+}
+
+/*
+ * "USE db" sent as COM_QUERY changes the default database like
+ * COM_INIT_DB; remember it so backends opened later log in to it. Only
+ * short statements are looked at; anything unusual is left alone.
+ */
+static void
+note_use(struct mdb_client *cl, const struct sl_buf *cmd)
+{
+    char q[MDB_DB_MAX + 16];
+    size_t n = sl_buf_len(cmd) - SL_MDB_HDR_LEN - 1;
+    char *p, *end, *name;
+
+    if (n < 5 || n >= sizeof(q)) {
+        return;
+    }
+    sl_buf_copy_out(cmd, SL_MDB_HDR_LEN + 1, n, q);
+    q[n] = '\0';
+    p = q + strspn(q, " \t\r\n");
+    if (strncasecmp(p, "use", 3) != 0 || strchr(" \t\r\n`", p[3]) == NULL) {
+        return;
+    }
+    p += 3 + strspn(p + 3, " \t\r\n");
+    if (*p == '`') {
+        name = p + 1;
+        if ((end = strchr(name, '`')) == NULL) {
+            return;
+        }
+    } else {
+        name = p;
+        end = p + strcspn(p, " \t\r\n;");
+    }
+    p = end + (*end == '`');
+    if (end == name || p[strspn(p, " \t\r\n;")] != '\0') {
+        return;
+    }
+    *end = '\0';
+    snprintf(cl->init_db, sizeof(cl->init_db), "%s", name);
+    cl->init_db_pending = true;
+}
+
+/* One complete command of n bytes at the head of rq. */
+static int
+one_command(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *rq,
+            size_t n)
+{
+    struct sl_session *ses = sl_dcb_session(dcb);
+    int cmd = sl_mdb_command(rq);
+    struct sl_buf *buf;
+
+    if (cmd == SL_COM_QUIT) {
+        sl_buf_consume(rq, n);
+        sl_session_close(ses, "client sent COM_QUIT");
+        return SL_DONE;
+    }
+    if (!routable(cmd) && cmd != SL_COM_CHANGE_USER) {
+        sl_buf_consume(rq, n);
+        send_err(dcb, 1, 1047, "08S01", "Unknown command");
+        return SL_OK;
+    }
+    if ((buf = sl_buf_new()) == NULL || sl_buf_split(rq, n, buf) != 0) {
+        sl_buf_free(buf);
+        return SL_ERROR;
+    }
+    if (cmd == SL_COM_CHANGE_USER) {
+        return change_user(dcb, cl, buf);
+    }
+    if (cmd == SL_COM_INIT_DB) {
+        note_init_db(cl, buf);
+    } else if (cmd == SL_COM_QUERY && n <= SL_MDB_HDR_LEN + 1 + MDB_DB_MAX) {
+        note_use(cl, buf);
+    }
+    return sl_session_route_query(ses, buf) == SL_OK ? SL_OK : SL_ERROR;
+}
+
+/* LOCAL INFILE: route each data packet; an empty one ends the file. */
+static int
+one_data_packet(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *rq,
+                size_t n)
+{
+    struct sl_buf *buf = sl_buf_new();
+
+    if (buf == NULL || sl_buf_split(rq, n, buf) != 0) {
+        sl_buf_free(buf);
+        return SL_ERROR;
+    }
+    if (n == SL_MDB_HDR_LEN) {
+        cl->load_data = false;
+    }
+    return sl_session_route_query(sl_dcb_session(dcb), buf) == SL_OK
+               ? SL_OK
+               : SL_ERROR;
+}
+
+static int
+process_commands(struct sl_dcb *dcb, struct mdb_client *cl)
+{
+    struct sl_buf *rq = sl_dcb_readq(dcb);
+    size_t n;
+    int rc = SL_OK;
+
+    while (rc == SL_OK && cl->state == CS_READY) {
+        if (cl->load_data) {
+            if ((n = sl_mdb_packet_len(rq)) == 0) {
+                break;
+            }
+            rc = one_data_packet(dcb, cl, rq, n);
+        } else {
+            if ((n = sl_mdb_command_len(rq)) == 0) {
+                break;
+            }
+            rc = one_command(dcb, cl, rq, n);
+        }
+    }
+    return rc == SL_DONE ? SL_OK : rc;
+}
+
+int
+mdb_client_read(struct sl_dcb *client)
+{
+    struct mdb_client *cl = client_of(client);
+    struct sl_buf *rq = sl_dcb_readq(client);
+    bool ready;
+    int rc;
+
+    switch (cl->state) {
+    case CS_HELLO:
+        return read_hello(client, cl, rq);
+    case CS_SWITCH:
+        rc = read_switch_response(client, cl, rq, &ready);
+        return rc == SL_OK && ready ? login(client, cl) : rc;
+    case CS_CU_SWITCH:
+        rc = read_switch_response(client, cl, rq, &ready);
+        return rc == SL_OK && ready ? change_user_check(client, cl) : rc;
+    case CS_READY:
+        return process_commands(client, cl);
+    default:
+        return SL_OK;   /* parked or starting: keep the bytes queued */
+    }
+}
+
+void
+mdb_client_resume(void *arg)
+{
+    struct sl_dcb *dcb = arg;
+    struct mdb_client *cl;
+    int rc = SL_OK;
+
+    if (sl_dcb_is_open(dcb) && (cl = client_of(dcb)) != NULL) {
+        cl->reloaded = true;
+        if (cl->state == CS_PARKED) {
+            rc = login(dcb, cl);
+        } else if (cl->state == CS_CU_PARKED) {
+            rc = change_user_check(dcb, cl);
+            if (rc == SL_OK && cl->state == CS_READY) {
+                rc = process_commands(dcb, cl);
+            }
+        }
+        if (rc == SL_ERROR) {
+            sl_dcb_close(dcb);
+        }
+    }
+    sl_dcb_unref(dcb);
+}
+
+void
+mdb_session_ready(struct sl_dcb *client)
+{
+    struct mdb_client *cl = client_of(client);
+    struct sl_buf *ok = sl_mdb_make_ok(cl->seq, 0, 0,
+                                       SL_SERVER_STATUS_AUTOCOMMIT, 0);
+
+    if (ok == NULL || sl_dcb_write(client, ok) != 0) {
+        sl_dcb_close(client);
+        return;
+    }
+    cl->state = CS_READY;
+    if (!sl_buf_empty(sl_dcb_readq(client)) &&
+        process_commands(client, cl) == SL_ERROR) {
+        sl_dcb_close(client);
+    }
+}
+
+/* Give the first packet of buf sequence number seq. */
+static void
+set_first_seq(struct sl_buf *buf, uint8_t seq)
+{
+    unsigned char *p = sl_buf_pullup(buf, SL_MDB_HDR_LEN);
+
+    if (p != NULL) {
+        p[3] = seq;
+    }
+}
+
+int
+mdb_client_reply(struct sl_dcb *client, struct sl_buf *buf,
+                 const struct sl_reply *reply)
+{
+    struct mdb_client *cl = client_of(client);
+
+    if (reply->command == SL_COM_CHANGE_USER && cl->cu_seq >= 0) {
+        /* The backend answered its own rebuilt COM_CHANGE_USER. */
+        set_first_seq(buf, (uint8_t)cl->cu_seq);
+        if (reply->complete) {
+            cl->cu_seq = -1;
+        }
+    }
+    if ((reply->command == SL_COM_INIT_DB ||
+         reply->command == SL_COM_QUERY) &&
+        reply->complete && cl->init_db_pending) {
+        cl->init_db_pending = false;
+        if (reply->is_ok) {
+            sl_session_set_db(sl_dcb_session(client), cl->init_db);
+        }
+    }
+    if (reply->state == SL_REPLY_LOAD_DATA && !reply->complete) {
+        cl->load_data = true;
+    }
+    if (sl_dcb_write(client, buf) != 0) {
+        return SL_ERROR;
+    }
+    if (cl->load_data && cl->state == CS_READY &&
+        !sl_buf_empty(sl_dcb_readq(client))) {
+        return process_commands(client, cl);
+    }
+    return SL_OK;
+}
+
+void
+mdb_client_error(struct sl_dcb *client, uint16_t code, const char *sqlstate,
+                 const char *msg)
+{
+    struct mdb_client *cl = client_of(client);
+    uint8_t seq = 1;
+
+    if (cl != NULL && cl->state != CS_READY) {
+        seq = cl->state == CS_CU_PARKED || cl->state == CS_CU_SWITCH
+                  ? (uint8_t)cl->cu_seq
+                  : cl->seq;
+    } else if (cl != NULL && cl->cu_seq >= 0) {
+        seq = (uint8_t)cl->cu_seq;
+    }
+    send_err(client, seq, code, sqlstate, msg);
+}
+
+void
+mdb_client_free(struct sl_dcb *client)
+{
+    struct mdb_client *cl = client_of(client);
+
+    if (cl == NULL) {
+        return;
+    }
+    sl_buf_free(cl->cu_cmd);
+    free(cl->hello);
+    free(cl->sd);
+    free(cl);
+    sl_dcb_set_protocol_data(client, NULL);
+}

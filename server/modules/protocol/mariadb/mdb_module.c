@@ -1,0 +1,74 @@
+/*
+ * The mariadbprotocol module descriptor: the MariaDB/MySQL client-server
+ * protocol on both sides of the proxy. The client side lives in
+ * mdb_client.c, the backend side in mdb_backend.c, the account cache in
+ * mdb_users.c and all pure parsing in the sl_mariadb_parse library.
+ */
+#include <mysql.h>
+
+#include <sluice/module.h>
+#include <sluice/protocol.h>
+
+#include "mdb.h"
+
+static void *
+service_data_create(struct sl_service *svc)
+{
+    return mdb_service_create(svc);
+}
+
+static void
+service_data_free(void *data)
+{
+    mdb_service_free(data);
+}
+
+static void *
+service_diagnostics(void *data)
+{
+    return data != NULL ? mdb_service_diagnostics(data) : NULL;
+}
+
+/* libmariadb must be initialised once before threads use it. */
+static int
+process_init(void)
+{
+    return mysql_library_init(0, NULL, NULL) == 0 ? 0 : -1;
+}
+
+static const struct sl_protocol_ops ops = {
+    .size = sizeof(struct sl_protocol_ops),
+    .service_data_create = service_data_create,
+    .service_data_free = service_data_free,
+    .client_accept = mdb_client_accept,
+    .client_read = mdb_client_read,
+    .session_ready = mdb_session_ready,
+    .client_reply = mdb_client_reply,
+    .client_error = mdb_client_error,
+    .client_free = mdb_client_free,
+    .backend_init = mdb_backend_init,
+    .backend_read = mdb_backend_read,
+    .backend_write = mdb_backend_write,
+    .backend_close = mdb_backend_close,
+    .backend_free = mdb_backend_free,
+    .backend_pending = mdb_backend_pending,
+    .service_diagnostics = service_diagnostics,
+};
+
+static const char *const aliases[] = {
+    "MariaDBClient", "mariadbclient", "MySQLClient", "mysqlclient",
+    "mariadb",       "MariaDBProtocol", NULL,
+};
+
+SL_MODULE_DEFINE({
+    SL_MODULE_HEADER,
+    .type = SL_MODULE_PROTOCOL,
+    .status = SL_MODULE_GA,
+    .name = "mariadbprotocol",
+    .version = "1.0.0",
+    .description = "MariaDB/MySQL client-server protocol",
+    .aliases = aliases,
+    .params = NULL,
+    .process_init = process_init,
+    .ops = &ops,
+})

@@ -1,0 +1,182 @@
+/*
+ * Pure MariaDB protocol code of the protocol module (static library
+ * sl_mariadb_parse): handshake packets of both sides, the
+ * mysql_native_password token math, the account table with MariaDB's host
+ * matching, COM_CHANGE_USER decoding. The reply tracker is in
+ * mdb_reply.h.
+ *
+ * Nothing here does I/O, logs or touches a DCB, so unit tests and fuzz
+ * targets link it directly. Every parser takes untrusted bytes, checks
+ * every length against the input and returns an error instead of reading
+ * past the end.
+ *
+ * Context: pure functions, any thread; struct mdb_users is read-only once
+ * built (mdb_users_sort), so several threads may search it.
+ */
+#ifndef MDB_PARSE_H
+#define MDB_PARSE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <sluice/mariadb.h>
+
+#define MDB_SCRAMBLE_LEN 20
+#define MDB_SHA1_LEN 20
+#define MDB_USER_MAX 385      /* 128 chars of utf8mb3 + NUL */
+#define MDB_DB_MAX 193        /* 64 chars of utf8mb3 + NUL */
+#define MDB_PLUGIN_MAX 65
+#define MDB_AUTH_MAX 255
+#define MDB_NATIVE_PLUGIN "mysql_native_password"
+
+/* The capabilities the proxy offers clients (see docs/design.md). */
+#define MDB_SERVER_CAPS                                                        \
+    (SL_CAP_LONG_PASSWORD | SL_CAP_FOUND_ROWS | SL_CAP_LONG_FLAG |             \
+     SL_CAP_CONNECT_WITH_DB | SL_CAP_LOCAL_FILES | SL_CAP_IGNORE_SPACE |       \
+     SL_CAP_PROTOCOL_41 | SL_CAP_INTERACTIVE | SL_CAP_TRANSACTIONS |           \
+     SL_CAP_SECURE_CONNECTION | SL_CAP_MULTI_STATEMENTS |                      \
+     SL_CAP_MULTI_RESULTS | SL_CAP_PS_MULTI_RESULTS | SL_CAP_PLUGIN_AUTH |     \
+     SL_CAP_CONNECT_ATTRS | SL_CAP_PLUGIN_AUTH_LENENC_DATA |                   \
+     SL_CAP_SESSION_TRACK | SL_CAP_DEPRECATE_EOF)
+
+/* ---- handshake ---- */
+
+/* Build a Handshake v10 payload into out[cap]; returns its length or 0 if
+ * cap is too small. The scramble is 20 bytes; MariaDB extended
+ * capabilities are sent as zero. */
+size_t mdb_build_handshake(unsigned char *out, size_t cap,
+                           const char *version, uint32_t thread_id,
+                           const uint8_t scramble[MDB_SCRAMBLE_LEN],
+                           uint32_t caps, uint8_t charset);
+
+/* A client's HandshakeResponse41 (or SSLRequest), decoded. Strings are
+ * NUL-terminated copies; attrs points into the parsed payload. */
+struct mdb_hello {
+    uint32_t caps;
+    uint32_t max_packet;
+    uint8_t charset;
+    bool ssl_request;                 /* 32-byte SSLRequest with CLIENT_SSL */
+    char user[MDB_USER_MAX];
+    uint8_t auth[MDB_AUTH_MAX];
+    size_t auth_len;
+    char db[MDB_DB_MAX];
+    char plugin[MDB_PLUGIN_MAX];
+    const unsigned char *attrs;       /* connect attrs (pairs), or NULL */
+    size_t attrs_len;
+};
+
+/* 0 on success, -1 on malformed or truncated input. */
+int mdb_parse_hello(const unsigned char *p, size_t len, struct mdb_hello *h);
+
+/* Find a connect attribute by key in an attrs block (lenenc key/value
+ * pairs). true and *val, *vlen set when found. */
+bool mdb_attrs_find(const unsigned char *attrs, size_t len, const char *key,
+                    const unsigned char **val, size_t *vlen);
+
+/* The server's Handshake v10 as the backend side needs it. */
+struct mdb_server_hello {
+    uint8_t protocol;
+    char version[64];
+    uint32_t thread_id;
+    uint8_t scramble[MDB_SCRAMBLE_LEN];
+    uint32_t caps;
+    uint8_t charset;
+    uint16_t status;
+    char plugin[MDB_PLUGIN_MAX];
+};
+
+/* 0 on success, -1 on malformed input. */
+int mdb_parse_server_hello(const unsigned char *p, size_t len,
+                           struct mdb_server_hello *h);
+
+/* AuthSwitchRequest (0xFE, plugin NUL, data): 0 on success, -1 if
+ * malformed. data is copied (at most 20 bytes, trailing NUL dropped). */
+int mdb_parse_auth_switch(const unsigned char *p, size_t len,
+                          char plugin[MDB_PLUGIN_MAX],
+                          uint8_t data[MDB_SCRAMBLE_LEN], size_t *data_len);
+
+/* Parameters of the HandshakeResponse41 the backend side sends. */
+struct mdb_login {
+    uint32_t caps;
+    uint8_t charset;
+    const char *user;
+    const uint8_t *token;   /* 20 bytes, or NULL for an empty password */
+    const char *db;         /* "" for none */
+    const unsigned char *attrs;   /* encoded pairs, may be NULL */
+    size_t attrs_len;
+};
+
+/* Build a HandshakeResponse41 payload into out[cap]; returns its length or
+ * 0 when cap is too small. */
+size_t mdb_build_login(unsigned char *out, size_t cap,
+                       const struct mdb_login *l);
+/* Build a COM_CHANGE_USER payload (same fields, caps decide the layout). */
+size_t mdb_build_change_user(unsigned char *out, size_t cap,
+                             const struct mdb_login *l);
+
+/* Append one key/value pair to an attrs block at out[*off..cap); false when
+ * it does not fit. */
+bool mdb_attrs_put(unsigned char *out, size_t cap, size_t *off,
+                   const char *key, const void *val, size_t vlen);
+
+/* COM_CHANGE_USER payload (starting at the 0x11 byte) decoded against the
+ * session's capabilities. 0 or -1 on malformed input. */
+int mdb_parse_change_user(const unsigned char *p, size_t len, uint32_t caps,
+                          struct mdb_hello *h);
+
+/* ---- mysql_native_password ---- */
+
+void mdb_sha1(const void *data, size_t len, uint8_t out[MDB_SHA1_LEN]);
+/* token = SHA1(pw) XOR SHA1(scramble || SHA1(SHA1(pw))), from SHA1(pw). */
+void mdb_native_token(const uint8_t sha1pw[MDB_SHA1_LEN],
+                      const uint8_t scramble[MDB_SCRAMBLE_LEN],
+                      uint8_t token[MDB_SHA1_LEN]);
+/*
+ * Check a client's token against the stored SHA1(SHA1(pw)). An account
+ * without password (has_pw false) accepts only an empty token. On success
+ * with a password, sha1pw receives SHA1(pw) recovered from the token.
+ */
+bool mdb_native_check(const uint8_t *token, size_t token_len,
+                      const uint8_t scramble[MDB_SCRAMBLE_LEN], bool has_pw,
+                      const uint8_t stored[MDB_SHA1_LEN],
+                      uint8_t sha1pw[MDB_SHA1_LEN]);
+/* Parse "*" + 40 hex digits; 1 for a hash, 0 for "" (no password), -1 for
+ * anything else (another plugin's string). */
+int mdb_parse_stored(const char *s, uint8_t stored[MDB_SHA1_LEN]);
+
+/* ---- accounts and host matching ---- */
+
+struct mdb_account {
+    char *user;
+    char *host;
+    uint8_t stored[MDB_SHA1_LEN];
+    bool has_pw;
+    bool native;        /* usable with mysql_native_password */
+    int rank;           /* host specificity; lower sorts first */
+};
+
+struct mdb_users {
+    struct mdb_account *v;
+    size_t n;
+    size_t cap;
+};
+
+/* Add an account from mysql.user columns (auth may be a `*HEX` hash or
+ * empty; plugin may be NULL or ""). 0 or -1 on allocation failure. */
+int mdb_users_add(struct mdb_users *u, const char *user, const char *host,
+                  const char *auth, const char *plugin);
+/* Sort as MariaDB does: exact hosts, then patterns, '%' last; named users
+ * before anonymous ones. */
+void mdb_users_sort(struct mdb_users *u);
+void mdb_users_free(struct mdb_users *u);
+/* The first account matching user and client (NULL if none). client is the
+ * peer address as text; is_unix for unix-socket clients. Anonymous
+ * accounts are not used. */
+const struct mdb_account *mdb_users_find(const struct mdb_users *u,
+                                         const char *user,
+                                         const char *client, bool is_unix);
+/* Does a mysql.user Host pattern match the client? */
+bool mdb_host_match(const char *pattern, const char *client, bool is_unix);
+
+#endif

@@ -1,0 +1,371 @@
+/*
+ * c_client: a small libmariadb client the system tests drive, so that at
+ * least one client speaks the protocol through the C connector (binary
+ * prepared statements, COM_CHANGE_USER, COM_PING), next to the mariadb CLI
+ * and PyMySQL.
+ *
+ *   c_client HOST PORT USER PASS MODE [ARGS...]
+ *
+ * HOST starting with '/' is a unix socket path (PORT is then ignored).
+ * Modes:
+ *   server_id                 print @@server_id
+ *   query SQL                 run SQL, print each row tab-separated
+ *   ps                        prepared INSERT of 100 rows with bound
+ *                             parameters into a fresh table in `test`,
+ *                             prepared SELECT with bound results, verify
+ *                             every value, print "OK"
+ *   change_user U P [DB]      set a user variable, mysql_change_user(U, P,
+ *                             DB), check the variable is gone, print
+ *                             "CURRENT_USER() DATABASE()"
+ *   ping                      mysql_ping twice, print "OK"
+ *
+ * Exit status 0 on success; 1 with "error CODE (SQLSTATE): MESSAGE" on
+ * stderr for any MySQL error; 2 for usage errors.
+ */
+#include <mysql.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define PS_ROWS 100
+
+static int
+fail(MYSQL *conn, const char *what)
+{
+    fprintf(stderr, "%s: error %u (%s): %s\n", what, mysql_errno(conn),
+            mysql_sqlstate(conn), mysql_error(conn));
+    return 1;
+}
+
+static int
+fail_stmt(MYSQL_STMT *stmt, const char *what)
+{
+    fprintf(stderr, "%s: error %u (%s): %s\n", what, mysql_stmt_errno(stmt),
+            mysql_stmt_sqlstate(stmt), mysql_stmt_error(stmt));
+    return 1;
+}
+
+/* Connect; NULL with the error printed on failure. */
+static MYSQL *
+connect_to(const char *host, const char *port, const char *user,
+           const char *pass, const char *db)
+{
+    MYSQL *conn = mysql_init(NULL);
+    unsigned int timeout = 10;
+    unsigned int read_timeout = 60;
+    const char *socket_path = NULL;
+    unsigned int proto = MYSQL_PROTOCOL_TCP;
+
+    if (conn == NULL) {
+        fprintf(stderr, "mysql_init: out of memory\n");
+        return NULL;
+    }
+    if (host[0] == '/') {
+        socket_path = host;
+        host = "localhost";
+        proto = MYSQL_PROTOCOL_SOCKET;
+    }
+    mysql_options(conn, MYSQL_OPT_CONNECT_TIMEOUT, &timeout);
+    mysql_options(conn, MYSQL_OPT_READ_TIMEOUT, &read_timeout);
+    mysql_options(conn, MYSQL_OPT_WRITE_TIMEOUT, &read_timeout);
+    mysql_options(conn, MYSQL_OPT_PROTOCOL, &proto);
+    if (mysql_real_connect(conn, host, user, pass, db,
+                           (unsigned int)atoi(port), socket_path, 0) == NULL) {
+        fail(conn, "connect");
+        mysql_close(conn);
+        return NULL;
+    }
+    return conn;
+}
+
+/* Run sql and print every row, columns separated by tabs. */
+static int
+run_query(MYSQL *conn, const char *sql)
+{
+    MYSQL_RES *res;
+    MYSQL_ROW row;
+    unsigned int i, n;
+
+    if (mysql_query(conn, sql) != 0) {
+        return fail(conn, "query");
+    }
+    do {
+        res = mysql_store_result(conn);
+        if (res == NULL) {
+            if (mysql_field_count(conn) != 0) {
+                return fail(conn, "store_result");
+            }
+            continue;
+        }
+        n = mysql_num_fields(res);
+        while ((row = mysql_fetch_row(res)) != NULL) {
+            for (i = 0; i < n; i++) {
+                printf("%s%s", i ? "\t" : "", row[i] ? row[i] : "NULL");
+            }
+            printf("\n");
+        }
+        mysql_free_result(res);
+    } while (mysql_next_result(conn) == 0);
+    if (mysql_errno(conn) != 0) {
+        return fail(conn, "next_result");
+    }
+    return 0;
+}
+
+/* Row i of the prepared-statement test data. */
+struct ps_row {
+    int id;
+    char name[64];
+    unsigned long name_len;
+    double val;
+};
+
+static void
+ps_row_make(struct ps_row *r, int i)
+{
+    r->id = i;
+    r->name_len = (unsigned long)snprintf(r->name, sizeof(r->name),
+                                          "row-%d-%s", i,
+                                          i % 2 ? "odd" : "even");
+    r->val = i * 1.5;
+}
+
+static void
+bind_row(MYSQL_BIND *b, struct ps_row *r)
+{
+    memset(b, 0, 3 * sizeof(*b));
+    b[0].buffer_type = MYSQL_TYPE_LONG;
+    b[0].buffer = &r->id;
+    b[1].buffer_type = MYSQL_TYPE_STRING;
+    b[1].buffer = r->name;
+    b[1].buffer_length = sizeof(r->name);
+    b[1].length = &r->name_len;
+    b[2].buffer_type = MYSQL_TYPE_DOUBLE;
+    b[2].buffer = &r->val;
+}
+
+/* Insert PS_ROWS rows with one prepared INSERT executed PS_ROWS times. */
+static int
+ps_insert(MYSQL *conn, const char *table)
+{
+    char sql[256];
+    MYSQL_STMT *stmt = mysql_stmt_init(conn);
+    MYSQL_BIND b[3];
+    struct ps_row r;
+    int i;
+
+    if (stmt == NULL) {
+        return fail(conn, "stmt_init");
+    }
+    snprintf(sql, sizeof(sql), "INSERT INTO %s (id, name, val) "
+             "VALUES (?, ?, ?)", table);
+    if (mysql_stmt_prepare(stmt, sql, strlen(sql)) != 0) {
+        return fail_stmt(stmt, "prepare insert");
+    }
+    if (mysql_stmt_param_count(stmt) != 3) {
+        fprintf(stderr, "insert: %lu params, expected 3\n",
+                mysql_stmt_param_count(stmt));
+        return 1;
+    }
+    bind_row(b, &r);
+    if (mysql_stmt_bind_param(stmt, b) != 0) {
+        return fail_stmt(stmt, "bind_param");
+    }
+    for (i = 0; i < PS_ROWS; i++) {
+        ps_row_make(&r, i);
+        if (mysql_stmt_execute(stmt) != 0) {
+            return fail_stmt(stmt, "execute insert");
+        }
+        if (mysql_stmt_affected_rows(stmt) != 1) {
+            fprintf(stderr, "insert %d: affected rows != 1\n", i);
+            return 1;
+        }
+    }
+    mysql_stmt_close(stmt);
+    return 0;
+}
+
+static int
+ps_check_row(const struct ps_row *got, int i)
+{
+    struct ps_row want;
+
+    ps_row_make(&want, i);
+    if (got->id != want.id || got->val != want.val
+        || got->name_len != want.name_len
+        || memcmp(got->name, want.name, want.name_len) != 0) {
+        fprintf(stderr, "row %d: got (%d, %.*s, %g)\n", i, got->id,
+                (int)got->name_len, got->name, got->val);
+        return 1;
+    }
+    return 0;
+}
+
+/* Read the rows back with a prepared SELECT (bound parameter and bound
+ * results) and verify each; the statement is executed twice. */
+static int
+ps_select(MYSQL *conn, const char *table)
+{
+    char sql[256];
+    MYSQL_STMT *stmt = mysql_stmt_init(conn);
+    MYSQL_BIND param, res[3];
+    struct ps_row r;
+    int from, n, pass;
+
+    if (stmt == NULL) {
+        return fail(conn, "stmt_init");
+    }
+    snprintf(sql, sizeof(sql), "SELECT id, name, val FROM %s "
+             "WHERE id >= ? ORDER BY id", table);
+    if (mysql_stmt_prepare(stmt, sql, strlen(sql)) != 0) {
+        return fail_stmt(stmt, "prepare select");
+    }
+    memset(&param, 0, sizeof(param));
+    param.buffer_type = MYSQL_TYPE_LONG;
+    param.buffer = &from;
+    if (mysql_stmt_bind_param(stmt, &param) != 0) {
+        return fail_stmt(stmt, "bind_param select");
+    }
+    bind_row(res, &r);
+    for (pass = 0; pass < 2; pass++) {
+        from = pass * (PS_ROWS / 2);
+        if (mysql_stmt_execute(stmt) != 0) {
+            return fail_stmt(stmt, "execute select");
+        }
+        if (mysql_stmt_bind_result(stmt, res) != 0) {
+            return fail_stmt(stmt, "bind_result");
+        }
+        if (mysql_stmt_store_result(stmt) != 0) {
+            return fail_stmt(stmt, "store_result");
+        }
+        for (n = from; mysql_stmt_fetch(stmt) == 0; n++) {
+            if (ps_check_row(&r, n) != 0) {
+                return 1;
+            }
+        }
+        if (n != PS_ROWS) {
+            fprintf(stderr, "select from %d: %d rows\n", from, n - from);
+            return 1;
+        }
+        mysql_stmt_free_result(stmt);
+    }
+    mysql_stmt_close(stmt);
+    return 0;
+}
+
+static int
+mode_ps(MYSQL *conn)
+{
+    char table[64], sql[256];
+    int rc;
+
+    snprintf(table, sizeof(table), "test.c_client_ps_%ld", (long)getpid());
+    snprintf(sql, sizeof(sql), "DROP TABLE IF EXISTS %s", table);
+    if (run_query(conn, sql) != 0) {
+        return 1;
+    }
+    snprintf(sql, sizeof(sql), "CREATE TABLE %s (id INT PRIMARY KEY, "
+             "name VARCHAR(64), val DOUBLE)", table);
+    if (run_query(conn, sql) != 0) {
+        return 1;
+    }
+    rc = ps_insert(conn, table);
+    if (rc == 0) {
+        rc = ps_select(conn, table);
+    }
+    snprintf(sql, sizeof(sql), "DROP TABLE %s", table);
+    if (run_query(conn, sql) != 0) {
+        return 1;
+    }
+    if (rc == 0) {
+        printf("OK\n");
+    }
+    return rc;
+}
+
+static int
+mode_change_user(MYSQL *conn, int argc, char **argv)
+{
+    const char *db;
+    MYSQL_RES *res;
+    MYSQL_ROW row;
+
+    if (argc < 2) {
+        fprintf(stderr, "change_user needs USER PASS [DB]\n");
+        return 2;
+    }
+    db = argc > 2 ? argv[2] : NULL;
+    if (mysql_query(conn, "SET @c_client_var = 42") != 0) {
+        return fail(conn, "set");
+    }
+    if (mysql_change_user(conn, argv[0], argv[1], db) != 0) {
+        return fail(conn, "change_user");
+    }
+    /* COM_CHANGE_USER resets the session: the variable must be gone. */
+    if (mysql_query(conn, "SELECT @c_client_var IS NULL") != 0) {
+        return fail(conn, "select after change_user");
+    }
+    res = mysql_store_result(conn);
+    row = res ? mysql_fetch_row(res) : NULL;
+    if (row == NULL || row[0] == NULL || strcmp(row[0], "1") != 0) {
+        fprintf(stderr, "change_user did not reset the session\n");
+        return 1;
+    }
+    mysql_free_result(res);
+    return run_query(conn, "SELECT CURRENT_USER(), DATABASE()");
+}
+
+static int
+mode_ping(MYSQL *conn)
+{
+    if (mysql_ping(conn) != 0 || mysql_ping(conn) != 0) {
+        return fail(conn, "ping");
+    }
+    printf("OK\n");
+    return 0;
+}
+
+static int
+run_mode(MYSQL *conn, const char *mode, int argc, char **argv)
+{
+    if (strcmp(mode, "server_id") == 0) {
+        return run_query(conn, "SELECT @@server_id");
+    }
+    if (strcmp(mode, "query") == 0 && argc >= 1) {
+        return run_query(conn, argv[0]);
+    }
+    if (strcmp(mode, "ps") == 0) {
+        return mode_ps(conn);
+    }
+    if (strcmp(mode, "change_user") == 0) {
+        return mode_change_user(conn, argc, argv);
+    }
+    if (strcmp(mode, "ping") == 0) {
+        return mode_ping(conn);
+    }
+    fprintf(stderr, "unknown mode or missing argument: %s\n", mode);
+    return 2;
+}
+
+int
+main(int argc, char **argv)
+{
+    MYSQL *conn;
+    int rc;
+
+    if (argc < 6) {
+        fprintf(stderr, "usage: %s HOST PORT USER PASS MODE [ARGS...]\n",
+                argv[0]);
+        return 2;
+    }
+    conn = connect_to(argv[1], argv[2], argv[3], argv[4], NULL);
+    if (conn == NULL) {
+        return 1;
+    }
+    rc = run_mode(conn, argv[5], argc - 6, argv + 6);
+    mysql_close(conn);
+    fflush(stdout);
+    return rc;
+}

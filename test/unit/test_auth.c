@@ -1,0 +1,395 @@
+/*
+ * Unit tests of the protocol module's pure login code (sl_mariadb_parse):
+ * mysql_native_password token math, the server and client handshakes as
+ * real MariaDB 10.11 and its `mariadb` client send them (captured through
+ * a relay), truncation at every offset, COM_CHANGE_USER decoding, and
+ * MariaDB's host matching and account order.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "mdb_parse.h"
+
+/* Decode hex into a fresh buffer; *len gets its size. */
+static unsigned char *
+unhex(const char *hex, size_t *len)
+{
+    size_t n = strlen(hex) / 2;
+    unsigned char *p = malloc(n + 1);
+
+    assert_non_null(p);
+    for (size_t i = 0; i < n; i++) {
+        unsigned v;
+        sscanf(hex + 2 * i, "%2x", &v);
+        p[i] = (unsigned char)v;
+    }
+    *len = n;
+    return p;
+}
+
+/*
+ * Known vector, computed with Python hashlib:
+ *   h1 = sha1(b"secret")            = e5e9fa1ba31ecd1ae84f75caaa474f3a663f05f4
+ *   h2 = sha1(h1)  (stored)         = 14e65567abdb5135d0cfd9a70b3032c179a49ee7
+ *   token = h1 XOR sha1(b"abcdefghijklmnopqrst" + h2)
+ *                                   = 8817c50fa779daef010ee7577825b0847df9842e
+ * and the server agrees: SELECT PASSWORD('secret') =
+ *   *14E65567ABDB5135D0CFD9A70B3032C179A49EE7
+ */
+static void
+test_token_vector(void **state)
+{
+    const uint8_t *scramble = (const uint8_t *)"abcdefghijklmnopqrst";
+    uint8_t sha1pw[20], stored[20], token[20], rec[20];
+    size_t n;
+    unsigned char *want_token =
+        unhex("8817c50fa779daef010ee7577825b0847df9842e", &n);
+    unsigned char *want_h1 =
+        unhex("e5e9fa1ba31ecd1ae84f75caaa474f3a663f05f4", &n);
+
+    mdb_sha1("secret", 6, sha1pw);
+    assert_memory_equal(sha1pw, want_h1, 20);
+    assert_int_equal(
+        mdb_parse_stored("*14E65567ABDB5135D0CFD9A70B3032C179A49EE7", stored),
+        1);
+    mdb_native_token(sha1pw, scramble, token);
+    assert_memory_equal(token, want_token, 20);
+    assert_true(mdb_native_check(token, 20, scramble, true, stored, rec));
+    assert_memory_equal(rec, sha1pw, 20);
+    /* Wrong password, wrong length, empty token for a password account. */
+    token[0] ^= 1;
+    assert_false(mdb_native_check(token, 20, scramble, true, stored, rec));
+    assert_false(mdb_native_check(token, 19, scramble, true, stored, rec));
+    assert_false(mdb_native_check(token, 0, scramble, true, stored, rec));
+    /* No password: only an empty token. */
+    assert_true(mdb_native_check(NULL, 0, scramble, false, stored, rec));
+    assert_false(mdb_native_check(token, 20, scramble, false, stored, rec));
+    free(want_token);
+    free(want_h1);
+}
+
+static void
+test_parse_stored(void **state)
+{
+    uint8_t s[20];
+
+    assert_int_equal(mdb_parse_stored("", s), 0);
+    assert_int_equal(mdb_parse_stored(NULL, s), 0);
+    assert_int_equal(mdb_parse_stored("invalid", s), -1);
+    assert_int_equal(
+        mdb_parse_stored("*14E65567ABDB5135D0CFD9A70B3032C179A49EEZ", s), -1);
+    assert_int_equal(
+        mdb_parse_stored("*14e65567abdb5135d0cfd9a70b3032c179a49ee7", s), 1);
+    assert_int_equal(s[0], 0x14);
+}
+
+/* Server greeting and the `mariadb` client's answer for alice/secret. */
+static const char server_hello_hex[] =
+    "0a352e352e352d31302e31312e31392d4d6172696144422d302b6465623132753100"
+    "0b00000022242b4d24675e2300fef7080200ff81150000000000001d000000316b4b"
+    "74265a7766794e5b5d006d7973716c5f6e61746976655f70617373776f726400";
+static const char client_hello_hex[] =
+    "84a2bf000000100021000000000000000000000000000000000000001d000000616c"
+    "69636500145a1c33d0ff60eb2136a809b7007f80e7cf85e4146d7973716c5f6e6174"
+    "6976655f70617373776f7264007f035f6f73054c696e75780c5f636c69656e745f6e"
+    "616d650a6c69626d617269616462045f7069640531333039350f5f636c69656e745f"
+    "76657273696f6e06332e332e3230095f706c6174666f726d067838365f36340c7072"
+    "6f6772616d5f6e616d65056d7973716c0c5f7365727665725f686f7374093132372e"
+    "302e302e31";
+/* root with -D mysql and no password. */
+static const char client_db_hex[] =
+    "8ca2bf000000100021000000000000000000000000000000000000001d000000726f"
+    "6f7400006d7973716c006d7973716c5f6e61746976655f70617373776f7264007f03"
+    "5f6f73054c696e75780c5f636c69656e745f6e616d650a6c69626d61726961646204"
+    "5f7069640531333039380f5f636c69656e745f76657273696f6e06332e332e323009"
+    "5f706c6174666f726d067838365f36340c70726f6772616d5f6e616d65056d797371"
+    "6c0c5f7365727665725f686f7374093132372e302e302e31";
+
+static void
+test_real_login(void **state)
+{
+    size_t sl, cl;
+    unsigned char *s = unhex(server_hello_hex, &sl);
+    unsigned char *c = unhex(client_hello_hex, &cl);
+    struct mdb_server_hello sh;
+    struct mdb_hello h;
+    uint8_t stored[20], rec[20];
+    const unsigned char *v;
+    size_t vlen;
+
+    assert_int_equal(mdb_parse_server_hello(s, sl, &sh), 0);
+    assert_string_equal(sh.version, "5.5.5-10.11.19-MariaDB-0+deb12u1");
+    assert_int_equal(sh.thread_id, 11);
+    assert_string_equal(sh.plugin, MDB_NATIVE_PLUGIN);
+    assert_true(sh.caps & SL_CAP_DEPRECATE_EOF);
+    assert_memory_equal(sh.scramble, "\"$+M$g^#1kKt&ZwfyN[]", 20);
+
+    assert_int_equal(mdb_parse_hello(c, cl, &h), 0);
+    assert_false(h.ssl_request);
+    assert_string_equal(h.user, "alice");
+    assert_int_equal(h.auth_len, 20);
+    assert_string_equal(h.db, "");
+    assert_string_equal(h.plugin, MDB_NATIVE_PLUGIN);
+    assert_int_equal(h.charset, 33);
+    assert_true(h.caps & SL_CAP_CONNECT_ATTRS);
+    assert_true(mdb_attrs_find(h.attrs, h.attrs_len, "program_name", &v,
+                               &vlen));
+    assert_int_equal(vlen, 5);
+    assert_memory_equal(v, "mysql", 5);
+    assert_false(mdb_attrs_find(h.attrs, h.attrs_len, "nope", &v, &vlen));
+
+    /* The real client's token verifies against PASSWORD('secret'). */
+    mdb_parse_stored("*14E65567ABDB5135D0CFD9A70B3032C179A49EE7", stored);
+    assert_true(
+        mdb_native_check(h.auth, h.auth_len, sh.scramble, true, stored, rec));
+    free(s);
+    free(c);
+}
+
+static void
+test_login_with_db(void **state)
+{
+    size_t n;
+    unsigned char *c = unhex(client_db_hex, &n);
+    struct mdb_hello h;
+
+    assert_int_equal(mdb_parse_hello(c, n, &h), 0);
+    assert_string_equal(h.user, "root");
+    assert_int_equal(h.auth_len, 0);
+    assert_string_equal(h.db, "mysql");
+    assert_string_equal(h.plugin, MDB_NATIVE_PLUGIN);
+    free(c);
+}
+
+/* Every proper prefix of a real response either parses to something
+ * consistent or fails: never a crash or an overread (ASan build). */
+static void
+test_truncated(void **state)
+{
+    size_t n;
+    unsigned char *c = unhex(client_db_hex, &n);
+    struct mdb_hello h;
+    size_t ok = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        unsigned char *p = malloc(i ? i : 1);
+
+        memcpy(p, c, i);
+        if (mdb_parse_hello(p, i, &h) == 0) {
+            ok++;
+        }
+        free(p);
+    }
+    /* Only cuts after the auth data can be accepted (optional tails). */
+    assert_true(ok < n / 2);
+    assert_int_equal(mdb_parse_hello(c, 10, &h), -1);
+    free(c);
+
+    unsigned char *s = unhex(server_hello_hex, &n);
+    struct mdb_server_hello sh;
+    for (size_t i = 0; i < n - 23; i++) {
+        unsigned char *p = malloc(i ? i : 1);
+
+        memcpy(p, s, i);
+        assert_int_equal(mdb_parse_server_hello(p, i, &sh), -1);
+        free(p);
+    }
+    free(s);
+}
+
+static void
+test_ssl_request_and_garbage(void **state)
+{
+    unsigned char p[32] = {0};
+    struct mdb_hello h;
+    uint32_t caps = SL_CAP_PROTOCOL_41 | SL_CAP_SSL | SL_CAP_SECURE_CONNECTION;
+
+    memcpy(p, &caps, 4);
+    assert_int_equal(mdb_parse_hello(p, 32, &h), 0);
+    assert_true(h.ssl_request);
+    /* Without PROTOCOL_41 (a pre-4.1 client or garbage). */
+    memset(p, 'G', sizeof(p));
+    p[1] = 0;
+    assert_int_equal(mdb_parse_hello(p, 32, &h), -1);
+    /* Auth length past the end. */
+    unsigned char q[40] = {0};
+    caps = SL_CAP_PROTOCOL_41 | SL_CAP_SECURE_CONNECTION;
+    memcpy(q, &caps, 4);
+    memcpy(q + 32, "bob\0", 4);
+    q[36] = 20;
+    assert_int_equal(mdb_parse_hello(q, sizeof(q), &h), -1);
+    /* Lenenc auth claiming 2^64-1 bytes. */
+    caps |= SL_CAP_PLUGIN_AUTH_LENENC_DATA;
+    memcpy(q, &caps, 4);
+    q[36] = 0xfe;
+    memset(q + 37, 0xff, 3);
+    assert_int_equal(mdb_parse_hello(q, sizeof(q), &h), -1);
+}
+
+static void
+test_build_round_trips(void **state)
+{
+    unsigned char out[512], attrs[128];
+    uint8_t scr[20], tok[20];
+    struct mdb_server_hello sh;
+    struct mdb_hello h;
+    size_t n, an = 0;
+    const unsigned char *v;
+    size_t vlen;
+
+    memcpy(scr, "ABCDEFGHIJKLMNOPQRST", 20);
+    n = mdb_build_handshake(out, sizeof(out), "5.5.5-10.11.6-MariaDB-sluice",
+                            77, scr, MDB_SERVER_CAPS, 45);
+    assert_true(n > 0);
+    assert_int_equal(mdb_parse_server_hello(out, n, &sh), 0);
+    assert_int_equal(sh.thread_id, 77);
+    assert_memory_equal(sh.scramble, scr, 20);
+    assert_int_equal(sh.caps, MDB_SERVER_CAPS);
+    assert_false(sh.caps & (SL_CAP_SSL | SL_CAP_COMPRESS));
+    assert_string_equal(sh.plugin, MDB_NATIVE_PLUGIN);
+    assert_int_equal(mdb_build_handshake(out, 20, "v", 1, scr, 0, 8), 0);
+
+    assert_true(mdb_attrs_put(attrs, sizeof(attrs), &an, "_client_name",
+                              "sluice", 6));
+    memset(tok, 0x5a, 20);
+    struct mdb_login l = {
+        .caps = MDB_SERVER_CAPS,
+        .charset = 45,
+        .user = "alice",
+        .token = tok,
+        .db = "test",
+        .attrs = attrs,
+        .attrs_len = an,
+    };
+    n = mdb_build_login(out, sizeof(out), &l);
+    assert_true(n > 0);
+    assert_int_equal(mdb_parse_hello(out, n, &h), 0);
+    assert_string_equal(h.user, "alice");
+    assert_string_equal(h.db, "test");
+    assert_int_equal(h.auth_len, 20);
+    assert_memory_equal(h.auth, tok, 20);
+    assert_int_equal(h.charset, 45);
+    assert_true(mdb_attrs_find(h.attrs, h.attrs_len, "_client_name", &v,
+                               &vlen));
+
+    /* COM_CHANGE_USER round trip, with and without a password. */
+    n = mdb_build_change_user(out, sizeof(out), &l);
+    assert_true(n > 0);
+    assert_int_equal(mdb_parse_change_user(out, n, MDB_SERVER_CAPS, &h), 0);
+    assert_string_equal(h.user, "alice");
+    assert_string_equal(h.db, "test");
+    assert_int_equal(h.auth_len, 20);
+    assert_int_equal(h.charset, 45);
+    assert_string_equal(h.plugin, MDB_NATIVE_PLUGIN);
+    l.token = NULL;
+    l.db = "";
+    n = mdb_build_change_user(out, sizeof(out), &l);
+    assert_int_equal(mdb_parse_change_user(out, n, MDB_SERVER_CAPS, &h), 0);
+    assert_int_equal(h.auth_len, 0);
+    for (size_t i = 0; i < n; i++) {
+        mdb_parse_change_user(out, i, MDB_SERVER_CAPS, &h);   /* no crash */
+    }
+}
+
+static void
+test_auth_switch_parse(void **state)
+{
+    static const unsigned char req[] =
+        "\xfemysql_native_password\0ABCDEFGHIJKLMNOPQRST";
+    char plugin[MDB_PLUGIN_MAX];
+    uint8_t data[20];
+    size_t n;
+
+    assert_int_equal(
+        mdb_parse_auth_switch(req, sizeof(req), plugin, data, &n), 0);
+    assert_string_equal(plugin, MDB_NATIVE_PLUGIN);
+    assert_int_equal(n, 20);
+    assert_memory_equal(data, "ABCDEFGHIJKLMNOPQRST", 20);
+    assert_int_equal(mdb_parse_auth_switch(req + 1, 5, plugin, data, &n), -1);
+}
+
+static void
+test_host_match(void **state)
+{
+    assert_true(mdb_host_match("%", "10.1.2.3", false));
+    assert_true(mdb_host_match("%", "localhost", true));
+    assert_true(mdb_host_match("10.1.2.3", "10.1.2.3", false));
+    assert_false(mdb_host_match("10.1.2.3", "10.1.2.30", false));
+    assert_true(mdb_host_match("10.1.%", "10.1.2.30", false));
+    assert_false(mdb_host_match("10.1.%", "10.11.2.30", false));
+    assert_true(mdb_host_match("10.1._.3", "10.1.2.3", false));
+    assert_false(mdb_host_match("10.1._.3", "10.1.22.3", false));
+    assert_true(mdb_host_match("10.0.0.0/255.0.0.0", "10.200.1.1", false));
+    assert_false(mdb_host_match("10.0.0.0/255.0.0.0", "11.0.0.1", false));
+    assert_true(mdb_host_match("192.168.1.0/255.255.255.0",
+                               "::ffff:192.168.1.9", false));
+    assert_true(mdb_host_match("localhost", "localhost", true));
+    assert_true(mdb_host_match("localhost", "127.0.0.1", false));
+    assert_true(mdb_host_match("LOCALHOST", "::1", false));
+    assert_false(mdb_host_match("localhost", "10.0.0.1", false));
+    assert_true(mdb_host_match("%.%.%.%", "1.2.3.4", false));
+    assert_true(mdb_host_match("1.2.3.%", "1.2.3.", false));
+    assert_false(mdb_host_match("db.example.com", "10.0.0.1", false));
+    assert_true(mdb_host_match("a\\_b", "a_b", false));
+    assert_false(mdb_host_match("a\\_b", "axb", false));
+}
+
+static void
+test_account_order(void **state)
+{
+    struct mdb_users u = {0};
+    const struct mdb_account *a;
+    const char *h = "*14E65567ABDB5135D0CFD9A70B3032C179A49EE7";
+
+    assert_int_equal(mdb_users_add(&u, "bob", "%", "", NULL), 0);
+    assert_int_equal(mdb_users_add(&u, "bob", "10.%", h, ""), 0);
+    assert_int_equal(mdb_users_add(&u, "bob", "10.1.2.3", h,
+                                   "mysql_native_password"), 0);
+    assert_int_equal(mdb_users_add(&u, "bob", "10.0.0.0/255.0.0.0", h, ""),
+                     0);
+    assert_int_equal(mdb_users_add(&u, "", "localhost", "", NULL), 0);
+    assert_int_equal(mdb_users_add(&u, "sock", "localhost", "invalid",
+                                   "unix_socket"), 0);
+    mdb_users_sort(&u);
+
+    a = mdb_users_find(&u, "bob", "10.1.2.3", false);
+    assert_non_null(a);
+    assert_string_equal(a->host, "10.1.2.3");
+    a = mdb_users_find(&u, "bob", "10.9.9.9", false);
+    assert_string_equal(a->host, "10.0.0.0/255.0.0.0");
+    a = mdb_users_find(&u, "bob", "192.168.0.1", false);
+    assert_string_equal(a->host, "%");
+    assert_false(a->has_pw);
+    /* Anonymous accounts are not used. */
+    assert_null(mdb_users_find(&u, "carol", "localhost", true));
+    a = mdb_users_find(&u, "sock", "localhost", true);
+    assert_non_null(a);
+    assert_false(a->native);
+    mdb_users_free(&u);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_token_vector),
+        cmocka_unit_test(test_parse_stored),
+        cmocka_unit_test(test_real_login),
+        cmocka_unit_test(test_login_with_db),
+        cmocka_unit_test(test_truncated),
+        cmocka_unit_test(test_ssl_request_and_garbage),
+        cmocka_unit_test(test_build_round_trips),
+        cmocka_unit_test(test_auth_switch_parse),
+        cmocka_unit_test(test_host_match),
+        cmocka_unit_test(test_account_order),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,254 @@
+/*
+ * Zombie reclamation with real workers, in both event models.
+ *
+ * Three workers: worker 0 closes a DCB, worker 1 is held inside a message
+ * (it cannot start a new loop turn), worker 2 is idle in epoll_wait. The
+ * closed DCB must not be freed while worker 1 is held, and must be freed
+ * soon after it is released (the idle worker must not stall it). A DCB
+ * with a reference held is not freed until the reference is dropped.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "dcb_int.h"
+#include "worker_int.h"
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static bool held;
+static bool release_hold;
+static bool closed_done;
+static struct sl_dcb *last_dcb;
+static bool take_ref;
+
+static uint64_t
+now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void
+sleep_ms(int ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000,
+                          .tv_nsec = (long)(ms % 1000) * 1000000L};
+
+    nanosleep(&ts, NULL);
+}
+
+/* Wait (bounded) until *flag under mu. */
+static bool
+wait_flag(bool *flag, int ms)
+{
+    uint64_t end = now_ms() + (uint64_t)ms;
+    bool v;
+
+    for (;;) {
+        pthread_mutex_lock(&mu);
+        v = *flag;
+        pthread_mutex_unlock(&mu);
+        if (v || now_ms() > end) {
+            return v;
+        }
+        sleep_ms(2);
+    }
+}
+
+static bool
+wait_freed(uint64_t target, int ms)
+{
+    uint64_t end = now_ms() + (uint64_t)ms;
+
+    while (sl__dcb_freed_count() < target) {
+        if (now_ms() > end) {
+            return false;
+        }
+        sleep_ms(2);
+    }
+    return true;
+}
+
+static void
+hold_worker(void *arg)
+{
+    uint64_t end = now_ms() + 10000;
+
+    pthread_mutex_lock(&mu);
+    held = true;
+    while (!release_hold && now_ms() < end) {
+        struct timespec ts;
+
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 10000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&cv, &mu, &ts);
+    }
+    held = false;
+    pthread_mutex_unlock(&mu);
+}
+
+static uint32_t
+internal_fn(struct sl_dcb *dcb, uint32_t events, void *arg)
+{
+    return 0;
+}
+
+static void
+make_and_close(void *arg)
+{
+    int sv[2];
+    struct sl_dcb *dcb;
+
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv) != 0) {
+        abort();
+    }
+    dcb = sl__dcb_new_internal(sv[0], internal_fn, NULL);
+    if (dcb == NULL || sl__dcb_add(dcb) != 0) {
+        abort();
+    }
+    if (take_ref) {
+        sl_dcb_ref(dcb);
+    }
+    sl_dcb_close(dcb);
+    close(sv[1]);
+    pthread_mutex_lock(&mu);
+    last_dcb = dcb;
+    closed_done = true;
+    pthread_mutex_unlock(&mu);
+}
+
+static void
+start_workers(enum sl_event_model model)
+{
+    held = release_hold = closed_done = take_ref = false;
+    last_dcb = NULL;
+    assert_int_equal(sl__workers_init(3, model), 0);
+    assert_int_equal(sl__workers_start(), 0);
+}
+
+static void
+close_one_on_worker0(void)
+{
+    pthread_mutex_lock(&mu);
+    closed_done = false;
+    pthread_mutex_unlock(&mu);
+    assert_int_equal(sl_worker_post(sl_worker_get(0), make_and_close, NULL),
+                     0);
+    assert_true(wait_flag(&closed_done, 5000));
+}
+
+static void
+run_zombie(enum sl_event_model model)
+{
+    uint64_t freed0;
+    uint64_t t0;
+
+    start_workers(model);
+    /* hold worker 1 inside a message: it cannot begin a new turn */
+    assert_int_equal(sl_worker_post(sl_worker_get(1), hold_worker, NULL), 0);
+    assert_true(wait_flag(&held, 5000));
+    /* worker 2 goes idle in epoll_wait */
+    t0 = now_ms();
+    while (!atomic_load(&sl_worker_get(2)->sleeping) && now_ms() < t0 + 5000) {
+        sleep_ms(1);
+    }
+    assert_true(atomic_load(&sl_worker_get(2)->sleeping));
+
+    freed0 = sl__dcb_freed_count();
+    close_one_on_worker0();
+    assert_false(sl_dcb_is_open(last_dcb));
+    /* worker 0 and the idle worker 2 pass their loops many times here */
+    sleep_ms(300);
+    assert_int_equal(sl__dcb_freed_count(), freed0);
+
+    pthread_mutex_lock(&mu);
+    release_hold = true;
+    pthread_cond_broadcast(&cv);
+    pthread_mutex_unlock(&mu);
+    /* well under the idle poll timeout: nudges, not timeouts, free it */
+    assert_true(wait_freed(freed0 + 1, 5000));
+
+    /* a held reference keeps the memory after every worker passed */
+    take_ref = true;
+    close_one_on_worker0();
+    sleep_ms(300);
+    assert_int_equal(sl__dcb_freed_count(), freed0 + 1);
+    sl_dcb_unref(last_dcb);
+    assert_true(wait_freed(freed0 + 2, 5000));
+
+    sl__workers_finish();
+    assert_int_equal(sl__dcb_count(), 0);
+}
+
+static void
+test_zombie_pinned(void **state)
+{
+    run_zombie(SL_EVENT_MODEL_PINNED);
+}
+
+static void
+test_zombie_shared(void **state)
+{
+    run_zombie(SL_EVENT_MODEL_SHARED);
+}
+
+/* Idle workers alone: a zombie is freed promptly even though two of the
+ * three workers have nothing to do. */
+static void
+run_idle(enum sl_event_model model)
+{
+    uint64_t freed0;
+    uint64_t t0;
+
+    start_workers(model);
+    sleep_ms(50);
+    freed0 = sl__dcb_freed_count();
+    t0 = now_ms();
+    close_one_on_worker0();
+    assert_true(wait_freed(freed0 + 1, 5000));
+    print_message("freed after %llu ms\n",
+                  (unsigned long long)(now_ms() - t0));
+    sl__workers_finish();
+    assert_int_equal(sl__dcb_count(), 0);
+}
+
+static void
+test_idle_pinned(void **state)
+{
+    run_idle(SL_EVENT_MODEL_PINNED);
+}
+
+static void
+test_idle_shared(void **state)
+{
+    run_idle(SL_EVENT_MODEL_SHARED);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_zombie_pinned),
+        cmocka_unit_test(test_zombie_shared),
+        cmocka_unit_test(test_idle_pinned),
+        cmocka_unit_test(test_idle_shared),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
