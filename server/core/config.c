@@ -761,8 +761,8 @@ add_server_ref(void *ctx, const char *name)
                           "services as targets are not supported yet",
                           c->what, name, c->param);
         } else {
-            sl__cfg_error(c->L->d, c->line, "%s refers to unknown server "
-                          "'%s'", c->what, name);
+            sl__cfg_error(c->L->d, c->line, "parameter '%s' of %s refers to "
+                          "unknown server '%s'", c->param, c->what, name);
         }
         return 0;
     }
@@ -906,8 +906,9 @@ add_filter_ref(void *ctx, const char *name)
     struct sl_filter_def *f = find_filter(c->L->cfg, name);
 
     if (f == NULL) {
-        sl__cfg_error(c->L->d, c->line, "service '%s' refers to unknown "
-                      "filter '%s'", c->svc->name, name);
+        sl__cfg_error(c->L->d, c->line, "parameter 'filters' of service "
+                      "'%s' refers to unknown filter '%s'", c->svc->name,
+                      name);
         return 0;
     }
     return push_ptr(&c->svc->filters, &c->svc->nfilters, f);
@@ -987,8 +988,9 @@ fill_listener(struct loader *L, struct sl_listener *l,
     l->fd = -1;
     l->service = find_service(L->cfg, svc);
     if (l->service == NULL) {
-        sl__cfg_error(L->d, sl__params_line(p, "service"), "listener '%s' "
-                      "refers to unknown service '%s'", l->name, svc);
+        sl__cfg_error(L->d, sl__params_line(p, "service"), "parameter "
+                      "'service' of listener '%s' refers to unknown service "
+                      "'%s'", l->name, svc);
     }
     if (!has_port && !has_sock) {
         sl__cfg_error(L->d, s->line, "missing mandatory parameter 'port' "

@@ -101,10 +101,12 @@ test_unknown_server(void **state)
     (void)state;
     expect_error(SERVER "[svc]\ntype=service\nrouter=testmod_router\n"
                  "servers=db1, db9\nuser=u\npassword=p\n",
-                 "test.cnf:8: service 'svc' refers to unknown server 'db9'");
+                 "test.cnf:8: parameter 'servers' of service 'svc' refers to "
+                 "unknown server 'db9'");
     expect_error(SERVER "[mon]\ntype=monitor\nmodule=testmod_monitor\n"
                  "servers=db2\n",
-                 "test.cnf:8: monitor 'mon' refers to unknown server 'db2'");
+                 "test.cnf:8: parameter 'servers' of monitor 'mon' refers to "
+                 "unknown server 'db2'");
 }
 
 static void
@@ -113,8 +115,8 @@ test_unknown_service(void **state)
     (void)state;
     expect_error(SERVER SERVICE "[l1]\ntype=listener\nservice=svx\n"
                  "protocol=testmod_proto\nport=4006\n",
-                 "test.cnf:13: listener 'l1' refers to unknown service "
-                 "'svx'");
+                 "test.cnf:13: parameter 'service' of listener 'l1' refers to "
+                 "unknown service 'svx'");
 }
 
 static void
@@ -123,7 +125,8 @@ test_unknown_filter(void **state)
     (void)state;
     expect_error(SERVER SERVICE "filters=f1|f2\n"
                  "[f1]\ntype=filter\nmodule=testmod_goodfilter\nneeded=1\n",
-                 "test.cnf:11: service 'svc' refers to unknown filter 'f2'");
+                 "test.cnf:11: parameter 'filters' of service 'svc' refers to "
+                 "unknown filter 'f2'");
 }
 
 static void

@@ -1,0 +1,190 @@
+# Shared helpers for scripts/run, scripts/test, scripts/sandbox and
+# bench/run. Source it; it defines paths, the sandbox accounts and small
+# functions. Nothing here starts a process by itself.
+#
+# Everything that knows how the `sluice` daemon is invoked lives in
+# scripts/sluice-exec, so there is one place to adapt its flags.
+
+SLUICE_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+SANDBOX="${SLUICE_SANDBOX:-$SLUICE_ROOT/sandbox}"
+
+# Sandbox accounts. The system tests read the same values from the
+# environment (test/system/conftest.py has the same defaults).
+export SLUICE_APP_USER="${SLUICE_APP_USER:-app}"
+export SLUICE_APP_PASSWORD="${SLUICE_APP_PASSWORD:-app_pw}"
+export SLUICE_SERVICE_USER="${SLUICE_SERVICE_USER:-sluice}"
+export SLUICE_SERVICE_PASSWORD="${SLUICE_SERVICE_PASSWORD:-sluice_pw}"
+export SLUICE_REPL_USER="${SLUICE_REPL_USER:-repl}"
+export SLUICE_REPL_PASSWORD="${SLUICE_REPL_PASSWORD:-repl_pw}"
+
+# Ports: the three servers and the scripts/run instance of Sluice.
+SANDBOX_PORTS=(3311 3312 3313)
+RUN_PRIMARY_PORT=4006
+RUN_REPLICA_PORT=4008
+
+# What a fresh Debian 12 machine needs to build, run and test Sluice.
+BUILD_PACKAGES=(build-essential cmake pkg-config libmariadb-dev libpcre2-dev
+    libjansson-dev libmicrohttpd-dev libcmocka-dev libssl-dev
+    libcurl4-openssl-dev mariadb-server mariadb-client)
+TEST_PACKAGES=(sysbench haproxy python3-pymysql python3-pytest)
+OPTIONAL_PACKAGES=(clang)
+
+say()
+{
+    printf '==> %s\n' "$*"
+}
+
+die()
+{
+    printf 'error: %s\n' "$*" >&2
+    exit 1
+}
+
+# as_root CMD...: run CMD as root (directly, or through sudo).
+as_root()
+{
+    if [ "$(id -u)" -eq 0 ]; then
+        "$@"
+    elif command -v sudo >/dev/null 2>&1; then
+        sudo "$@"
+    else
+        die "need root or sudo to run: $*"
+    fi
+}
+
+# missing_packages PKG...: print the packages that are not installed.
+# One dpkg-query call, so the check is cheap when everything is there.
+missing_packages()
+{
+    local installed
+    installed="$(dpkg-query -W -f='${Package} ${db:Status-Status}\n' \
+        "$@" 2>/dev/null | awk '$2 == "installed" { print $1 }')"
+    local p
+    for p in "$@"; do
+        if ! grep -qx "$p" <<<"$installed"; then
+            printf '%s\n' "$p"
+        fi
+    done
+}
+
+# ensure_packages PKG...: apt-get install what is missing; apt-get update
+# only when something is missing.
+ensure_packages()
+{
+    local missing
+    mapfile -t missing < <(missing_packages "$@")
+    if [ "${#missing[@]}" -eq 0 ]; then
+        return 0
+    fi
+    if ! command -v apt-get >/dev/null 2>&1; then
+        die "missing packages (${missing[*]}) and no apt-get: install them"
+    fi
+    say "installing: ${missing[*]}"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+        --no-install-recommends "${missing[@]}"
+}
+
+# ensure_optional PKG...: like ensure_packages, but a failure only warns.
+ensure_optional()
+{
+    local missing
+    mapfile -t missing < <(missing_packages "$@")
+    if [ "${#missing[@]}" -eq 0 ]; then
+        return 0
+    fi
+    ( ensure_packages "${missing[@]}" ) ||
+        printf 'warning: could not install %s (optional)\n' \
+            "${missing[*]}" >&2
+}
+
+# build DIR [CMAKE ARGS...]: configure (once) and build the tree in DIR.
+build()
+{
+    local dir="$1"
+    shift
+    say "configuring $dir"
+    cmake -S "$SLUICE_ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        "$@" >/dev/null
+    say "building $dir"
+    cmake --build "$dir" -j"$(nproc)"
+}
+
+# pid_alive PID: true when the process exists (and is not a zombie).
+pid_alive()
+{
+    local pid="$1"
+    [ -n "$pid" ] || return 1
+    kill -0 "$pid" 2>/dev/null || return 1
+    local state
+    state="$(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null)"
+    [ "$state" != "Z" ]
+}
+
+# stop_pid PID [TIMEOUT]: TERM, wait up to TIMEOUT seconds (default 20),
+# then KILL. Returns when the process is gone.
+stop_pid()
+{
+    local pid="$1" timeout="${2:-20}" i
+    pid_alive "$pid" || return 0
+    kill -TERM "$pid" 2>/dev/null || true
+    for ((i = 0; i < timeout * 10; i++)); do
+        pid_alive "$pid" || return 0
+        sleep 0.1
+    done
+    printf 'warning: pid %s ignored TERM for %ss, killing\n' "$pid" \
+        "$timeout" >&2
+    kill -KILL "$pid" 2>/dev/null || true
+    for ((i = 0; i < 50; i++)); do
+        pid_alive "$pid" || return 0
+        sleep 0.1
+    done
+}
+
+# stop_pidfile FILE [TIMEOUT]: stop the process recorded in FILE (when it
+# is still the process we started: its command line must mention the
+# sandbox) and remove FILE.
+stop_pidfile()
+{
+    local file="$1" timeout="${2:-20}" pid
+    [ -f "$file" ] || return 0
+    pid="$(cat "$file" 2>/dev/null)"
+    if pid_alive "$pid" && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null |
+            grep -qF "$SANDBOX"; then
+        stop_pid "$pid" "$timeout"
+    fi
+    rm -f "$file"
+}
+
+# wait_port PORT [TIMEOUT] [PID]: wait until 127.0.0.1:PORT accepts TCP
+# connections. Fails early when PID is given and dies.
+wait_port()
+{
+    local port="$1" timeout="${2:-30}" pid="${3:-}" i
+    for ((i = 0; i < timeout * 10; i++)); do
+        if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+            return 0
+        fi
+        if [ -n "$pid" ] && ! pid_alive "$pid"; then
+            return 1
+        fi
+        sleep 0.1
+    done
+    return 1
+}
+
+# render_config TEMPLATE OUT: substitute the @PLACEHOLDERS@ of a config
+# template (etc/sluice.cnf) for this checkout. Extra substitutions come
+# from the variables MODULE_DIR, RUN_DIR, PRIMARY_PORT, REPLICA_PORT.
+render_config()
+{
+    local template="$1" out="$2"
+    sed -e "s|@MODULE_DIR@|${MODULE_DIR}|g" \
+        -e "s|@RUN_DIR@|${RUN_DIR}|g" \
+        -e "s|@SANDBOX@|${SANDBOX}|g" \
+        -e "s|@PRIMARY_PORT@|${PRIMARY_PORT:-$RUN_PRIMARY_PORT}|g" \
+        -e "s|@REPLICA_PORT@|${REPLICA_PORT:-$RUN_REPLICA_PORT}|g" \
+        -e "s|@SERVICE_USER@|${SLUICE_SERVICE_USER}|g" \
+        -e "s|@SERVICE_PASSWORD@|${SLUICE_SERVICE_PASSWORD}|g" \
+        "$template" >"$out"
+}

@@ -1,0 +1,61 @@
+"""Fixtures and hooks for the system tests.
+
+The sandbox cluster (scripts/sandbox) must already run: scripts/test
+starts it, the tests never do; the session fixture `sandbox` checks it.
+Each test module starts its own proxy (proxy.running_proxy) on its own
+ports (41xx), so tests never collide with the Sluice that scripts/run
+keeps on 4006/4008. Shared helpers: sluicetest.py (paths, accounts,
+clients) and proxy.py (starting and stopping proxies).
+
+Environment (scripts/test sets these; the defaults suit a checkout):
+  SLUICE_BUILD_DIR   build tree (build/): bin/sluice, modules/, test-bin/
+  SLUICE_BIN         the daemon binary
+  SLUICE_SANDBOX     the sandbox directory (sandbox/)
+  SLUICE_SKIP_SLOW=1 skip tests marked slow
+  SLUICE_TEST_PROXY=haproxy  run the tests through HAProxy instead of
+                     Sluice, to check the tests' own logic
+"""
+
+import os
+
+import pytest
+
+import sluicetest as st
+from proxy import PROXY
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: long-running (sysbench); "
+                            "skipped with SLUICE_SKIP_SLOW=1")
+    config.addinivalue_line("markers", "sluice_only: needs Sluice itself; "
+                            "skipped with SLUICE_TEST_PROXY=haproxy")
+
+
+def pytest_collection_modifyitems(config, items):
+    skip_slow = os.environ.get("SLUICE_SKIP_SLOW", "0") == "1"
+    for item in items:
+        if skip_slow and "slow" in item.keywords:
+            item.add_marker(pytest.mark.skip(reason="SLUICE_SKIP_SLOW=1"))
+        if PROXY != "sluice" and "sluice_only" in item.keywords:
+            item.add_marker(pytest.mark.skip(reason=f"proxy is {PROXY}"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def sandbox():
+    """Assert the sandbox cluster runs and replicates."""
+    for sid, port in st.SERVERS.items():
+        try:
+            with st.connect(port) as conn:
+                got = st.server_id(conn)
+        except Exception as exc:  # noqa: BLE001
+            pytest.fail(f"sandbox db{sid} (port {port}) unreachable: "
+                        f"{exc!r}; start it with scripts/sandbox start",
+                        pytrace=False)
+        assert got == sid, f"port {port} has server_id {got}"
+    for sid in st.REPLICA_IDS:
+        with st.root(sid) as conn:
+            running = st.scalar(conn, "SELECT VARIABLE_VALUE FROM "
+                                "information_schema.GLOBAL_STATUS WHERE "
+                                "VARIABLE_NAME = 'SLAVE_RUNNING'")
+        assert running == "ON", f"db{sid}: replication not running"
+    return st.SERVERS

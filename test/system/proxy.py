@@ -1,0 +1,311 @@
+"""Proxies for the system tests: start Sluice (or the HAProxy stand-in of
+SLUICE_TEST_PROXY=haproxy) on given ports against the sandbox, wait until
+it routes, and stop it by PID (SIGTERM, then SIGKILL after a timeout).
+
+A test module holds one proxy for all its tests:
+
+    @pytest.fixture(scope="module")
+    def proxy(tmp_path_factory):
+        yield from running_proxy(tmp_path_factory, 4110, 4111)
+
+Sluice must exit by itself with status 0 on SIGTERM and leave no
+sanitizer report in its log; otherwise the module's last test errors.
+"""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+import sluicetest as st
+
+PROXY = os.environ.get("SLUICE_TEST_PROXY", "sluice")
+PIDDIR = os.environ.get("SLUICE_TEST_PIDDIR")
+START_TIMEOUT = 30
+STOP_TIMEOUT = 20
+SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
+                     "runtime error:")
+
+
+def _register_pid(pid):
+    if PIDDIR:
+        Path(PIDDIR, str(pid)).touch()
+
+
+def _unregister_pid(pid):
+    if PIDDIR:
+        Path(PIDDIR, str(pid)).unlink(missing_ok=True)
+
+
+def _port_open(port):
+    try:
+        with socket.create_connection((st.HOST, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+class Daemon:
+    """A process we started, with its log; stopped by PID."""
+
+    def __init__(self, argv, log_path, env=None):
+        self.log_path = Path(log_path)
+        self._log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
+                                     stdout=self._log,
+                                     stderr=subprocess.STDOUT, env=env,
+                                     start_new_session=True)
+        self.pid = self.proc.pid
+        _register_pid(self.pid)
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def log_tail(self, lines=40):
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def wait_ports(self, ports, timeout=START_TIMEOUT):
+        deadline = time.monotonic() + timeout
+        pending = list(ports)
+        while pending and time.monotonic() < deadline:
+            if not self.alive():
+                raise AssertionError(
+                    f"proxy exited with {self.proc.returncode} during "
+                    f"start-up; log {self.log_path}:\n{self.log_tail()}")
+            pending = [p for p in pending if not _port_open(p)]
+            if pending:
+                time.sleep(0.1)
+        if pending:
+            raise AssertionError(f"ports {pending} not listening after "
+                                 f"{timeout}s; log:\n{self.log_tail()}")
+
+    def stop(self, check_exit=True):
+        """SIGTERM, wait, SIGKILL. Returns a list of problems found."""
+        problems = []
+        if self.alive():
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                problems.append(f"pid {self.pid} ignored SIGTERM for "
+                                f"{STOP_TIMEOUT}s; killed")
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+            if check_exit and self.proc.returncode != 0 and not problems:
+                problems.append(f"exit status {self.proc.returncode} "
+                                "after SIGTERM")
+        _unregister_pid(self.pid)
+        self._log.close()
+        log = self.log_path.read_text(errors="replace")
+        for marker in SANITIZER_MARKERS:
+            if marker in log:
+                problems.append(f"sanitizer report ({marker})")
+        if problems:
+            problems.append(f"log {self.log_path}:\n{self.log_tail(60)}")
+        return problems
+
+
+class Proxy:
+    """A running proxy: Primary-Service on primary_port, Replica-Service
+    on replica_port and (optionally) on the unix socket `socket`."""
+
+    def __init__(self, daemon, primary_port, replica_port, sock, run_dir):
+        self.daemon = daemon
+        self.primary_port = primary_port
+        self.replica_port = replica_port
+        self.socket = sock
+        self.run_dir = run_dir
+
+    @property
+    def pid(self):
+        return self.daemon.pid
+
+
+def sluice_config(run_dir, primary_port, replica_port, sock=None,
+                  event_model="pinned", threads="auto", extra=""):
+    """The text of a Sluice config for the sandbox (like etc/sluice.cnf)."""
+    text = f"""\
+[maxscale]
+threads={threads}
+event_model={event_model}
+module_dir={st.MODULE_DIR}
+logdir={run_dir}/log
+datadir={run_dir}/data
+persistdir={run_dir}/persist
+piddir={run_dir}
+admin_enabled=false
+{extra}
+"""
+    for sid, port in st.SERVERS.items():
+        text += f"""
+[db{sid}]
+type=server
+address={st.HOST}
+port={port}
+"""
+    servers = ",".join(f"db{sid}" for sid in st.SERVERS)
+    text += f"""
+[Cluster-Monitor]
+type=monitor
+module=basicmon
+servers={servers}
+user={st.SERVICE_USER}
+password={st.SERVICE_PASSWORD}
+monitor_interval=1000ms
+"""
+    for name, opt, port in (("Primary", "master", primary_port),
+                            ("Replica", "slave", replica_port)):
+        text += f"""
+[{name}-Service]
+type=service
+router=readconnroute
+router_options={opt}
+servers={servers}
+user={st.SERVICE_USER}
+password={st.SERVICE_PASSWORD}
+
+[{name}-Listener]
+type=listener
+service={name}-Service
+protocol=MariaDBClient
+address={st.HOST}
+port={port}
+"""
+    if sock:
+        text += f"""
+[Replica-Socket-Listener]
+type=listener
+service=Replica-Service
+protocol=MariaDBClient
+socket={sock}
+"""
+    return text
+
+
+def haproxy_config(primary_port, replica_port, sock=None, threads=2):
+    """An HAProxy stand-in with the same two services (self-check mode)."""
+    bind_sock = f"    bind {sock} mode 666\n" if sock else ""
+    return f"""\
+global
+    nbthread {threads}
+    maxconn 4000
+defaults
+    mode tcp
+    timeout connect 5s
+    timeout client 10m
+    timeout server 10m
+listen primary
+    bind {st.HOST}:{primary_port}
+    server db1 {st.HOST}:{st.SERVERS[1]}
+listen replica
+    bind {st.HOST}:{replica_port}
+{bind_sock}    balance leastconn
+    server db2 {st.HOST}:{st.SERVERS[2]}
+    server db3 {st.HOST}:{st.SERVERS[3]}
+"""
+
+
+def _wait_ready(proxy):
+    """Wait until logins work and each service reaches the right kind of
+    server (the monitor needs a tick to find the primary)."""
+    quick = {"connect_timeout": 5, "read_timeout": 5, "write_timeout": 5}
+
+    def ready():
+        with st.connect(proxy.primary_port, **quick) as conn:
+            if st.server_id(conn) != st.PRIMARY_ID:
+                return False
+        with st.connect(proxy.replica_port, **quick) as conn:
+            return st.server_id(conn) in st.REPLICA_IDS
+    try:
+        st.wait_until(ready, START_TIMEOUT, interval=0.2,
+                      what="the proxy's services to route")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\nlog:\n{proxy.daemon.log_tail()}")
+
+
+def start_proxy(run_dir, primary_port, replica_port, with_socket=False,
+                event_model="pinned", threads="auto", extra=""):
+    """Start Sluice (or the HAProxy stand-in) and wait until it routes."""
+    run_dir = Path(run_dir)
+    for sub in ("log", "data", "persist"):
+        (run_dir / sub).mkdir(parents=True, exist_ok=True)
+    # Unix socket paths are limited to 107 bytes: keep them short.
+    sock = (Path(tempfile.mkdtemp(prefix="sl-")) / "s.sock"
+            if with_socket else None)
+    if PROXY == "haproxy":
+        cfg = run_dir / "haproxy.cfg"
+        cfg.write_text(haproxy_config(primary_port, replica_port, sock))
+        argv = ["haproxy", "-db", "-f", str(cfg)]
+        env = None
+    else:
+        if not st.SLUICE_BIN.exists():
+            raise AssertionError(f"{st.SLUICE_BIN} not built")
+        cfg = run_dir / "sluice.cnf"
+        cfg.write_text(sluice_config(run_dir, primary_port, replica_port,
+                                     sock, event_model, threads, extra))
+        argv = st.sluice_argv("start", cfg)
+        env = st.sluice_env()
+    for port in (primary_port, replica_port):
+        assert not _port_open(port), f"port {port} already in use"
+    daemon = Daemon(argv, run_dir / "proxy.log", env)
+    proxy = Proxy(daemon, primary_port, replica_port, sock, run_dir)
+    try:
+        daemon.wait_ports([primary_port, replica_port])
+        if sock is not None:
+            st.wait_until(sock.exists, 10, what=f"socket {sock}")
+        _wait_ready(proxy)
+    except BaseException:
+        stop_proxy(proxy)
+        raise
+    return proxy
+
+
+def stop_proxy(proxy):
+    problems = proxy.daemon.stop(check_exit=(PROXY == "sluice"))
+    if proxy.socket is not None:
+        shutil.rmtree(proxy.socket.parent, ignore_errors=True)
+    return problems
+
+
+def running_proxy(tmp_path_factory, primary_port, replica_port, **kw):
+    """Generator for a module fixture: start a proxy, yield it, stop it and
+    fail the module if it did not shut down cleanly."""
+    run_dir = tmp_path_factory.mktemp(f"proxy-{primary_port}")
+    proxy = start_proxy(run_dir, primary_port, replica_port, **kw)
+    try:
+        yield proxy
+    finally:
+        problems = stop_proxy(proxy)
+    if problems:
+        pytest.fail("proxy shutdown: " + "\n".join(problems), pytrace=False)
+
+
+def run_sluice(argv_mode, config, timeout=20):
+    """Run `sluice-exec MODE CONFIG` to completion (for bad configs):
+    returns (exit status, stdout+stderr). A daemon that keeps running past
+    timeout is killed and reported as status None."""
+    proc = subprocess.Popen(st.sluice_argv(argv_mode, config),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True,
+                            env=st.sluice_env(), start_new_session=True)
+    _register_pid(proc.pid)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+        status = proc.returncode
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate(timeout=10)
+        status = None
+    finally:
+        _unregister_pid(proc.pid)
+    return status, out

@@ -1,0 +1,151 @@
+"""Helpers shared by the system tests: paths, the sandbox's accounts, and
+the three clients (the mariadb CLI, PyMySQL, the C client).
+
+Everything here is plain functions; the fixtures that start proxies live
+in conftest.py. Paths and accounts come from the environment that
+scripts/test sets, with defaults for running pytest by hand from the
+checkout (see docs/testing.md).
+"""
+
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pymysql
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD_DIR = Path(os.environ.get("SLUICE_BUILD_DIR", ROOT / "build"))
+SLUICE_BIN = Path(os.environ.get("SLUICE_BIN", BUILD_DIR / "bin" / "sluice"))
+MODULE_DIR = BUILD_DIR / "modules"
+C_CLIENT = BUILD_DIR / "test-bin" / "c_client"
+SANDBOX = Path(os.environ.get("SLUICE_SANDBOX", ROOT / "sandbox"))
+# The one place that knows the daemon's command line (see that script).
+SLUICE_EXEC = ROOT / "scripts" / "sluice-exec"
+
+APP_USER = os.environ.get("SLUICE_APP_USER", "app")
+APP_PASSWORD = os.environ.get("SLUICE_APP_PASSWORD", "app_pw")
+SERVICE_USER = os.environ.get("SLUICE_SERVICE_USER", "sluice")
+SERVICE_PASSWORD = os.environ.get("SLUICE_SERVICE_PASSWORD", "sluice_pw")
+
+# server_id -> port of the sandbox servers; 1 is the primary.
+SERVERS = {1: 3311, 2: 3312, 3: 3313}
+PRIMARY_ID = 1
+REPLICA_IDS = {2, 3}
+
+HOST = "127.0.0.1"
+
+
+def sluice_argv(mode, config):
+    """The command that runs the daemon: mode "start" (foreground, log to
+    stdout) or "check" (validate the config and exit)."""
+    return [str(SLUICE_EXEC), mode, str(config)]
+
+
+def sluice_env():
+    env = dict(os.environ)
+    env["SLUICE_BIN"] = str(SLUICE_BIN)
+    return env
+
+
+def connect(port=None, socket=None, user=APP_USER, password=APP_PASSWORD,
+            database=None, **kw):
+    """A PyMySQL connection to 127.0.0.1:port or a unix socket
+    (autocommit on unless asked otherwise)."""
+    kw.setdefault("connect_timeout", 10)
+    kw.setdefault("autocommit", True)
+    kw.setdefault("read_timeout", 120)
+    kw.setdefault("write_timeout", 120)
+    if socket is not None:
+        return pymysql.connect(unix_socket=str(socket), user=user,
+                               password=password, database=database, **kw)
+    return pymysql.connect(host=HOST, port=port, user=user,
+                           password=password, database=database, **kw)
+
+
+def root(server_id):
+    """root on a sandbox server, directly (over its unix socket)."""
+    return pymysql.connect(unix_socket=str(SANDBOX / f"db{server_id}.sock"),
+                           user="root", password="", connect_timeout=5,
+                           read_timeout=60, autocommit=True)
+
+
+def scalar(conn, sql, args=None):
+    with conn.cursor() as cur:
+        cur.execute(sql, args)
+        row = cur.fetchone()
+    return row[0] if row else None
+
+
+def server_id(conn):
+    return int(scalar(conn, "SELECT @@server_id"))
+
+
+def error_code(exc):
+    """The MySQL error number of a PyMySQL exception."""
+    return exc.args[0] if exc.args else None
+
+
+def cli(sql, port=None, socket=None, user=APP_USER, password=APP_PASSWORD,
+        database=None, timeout=60):
+    """Run the mariadb CLI; returns the CompletedProcess (text)."""
+    argv = ["mariadb", "--no-defaults", f"-u{user}", f"-p{password}",
+            "--batch", "--skip-column-names", "--connect-timeout=10"]
+    if socket is not None:
+        argv.append(f"--socket={socket}")
+    else:
+        argv += [f"-h{HOST}", f"-P{port}", "--protocol=tcp"]
+    if database is not None:
+        argv.append(f"-D{database}")
+    argv += ["-e", sql]
+    return subprocess.run(argv, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def cli_error_code(proc):
+    """The error number in the CLI's "ERROR 1045 (28000)..." or None."""
+    m = re.search(r"ERROR (\d+) \(", proc.stderr)
+    return int(m.group(1)) if m else None
+
+
+def c_client(port_or_socket, mode, *args, user=APP_USER,
+             password=APP_PASSWORD, timeout=120):
+    """Run test/system/c_client; HOST is the socket path for a socket."""
+    if not C_CLIENT.exists():
+        raise AssertionError(f"{C_CLIENT} not built")
+    if isinstance(port_or_socket, int):
+        host, port = HOST, str(port_or_socket)
+    else:
+        host, port = str(port_or_socket), "0"
+    argv = [str(C_CLIENT), host, port, user, password, mode, *args]
+    return subprocess.run(argv, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def wait_until(predicate, timeout, interval=0.1, what="condition"):
+    """Poll predicate() until it is true; AssertionError after timeout."""
+    deadline = time.monotonic() + timeout
+    last_exc = None
+    while time.monotonic() < deadline:
+        try:
+            if predicate():
+                return
+        except Exception as exc:  # noqa: BLE001 - reported below
+            last_exc = exc
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}"
+                         + (f" (last error: {last_exc!r})" if last_exc
+                            else ""))
+
+
+def wait_replicated(timeout=30):
+    """Wait until both replicas have applied everything the primary has
+    written so far."""
+    with root(PRIMARY_ID) as p:
+        target = scalar(p, "SELECT @@gtid_binlog_pos")
+    for sid in sorted(REPLICA_IDS):
+        with root(sid) as r:
+            wait_until(lambda: scalar(
+                r, "SELECT MASTER_GTID_WAIT(%s, 1)", (target,)) == 0,
+                timeout, what=f"db{sid} to reach GTID {target}")

@@ -1,0 +1,130 @@
+"""Client authentication through Sluice: wrong password and unknown user
+get 1045 with MariaDB's message, an account created on the primary a
+moment ago can log in at once (Sluice reloads its account cache before
+refusing), and a default database is honoured: 1049 for one that does not
+exist, 1044 for one the user may not use."""
+
+import re
+import uuid
+
+import pymysql
+import pytest
+
+import sluicetest as st
+from proxy import running_proxy
+
+PRIMARY_PORT, REPLICA_PORT = 4110, 4111
+# A database the app user has a grant on but that does not exist, so the
+# server's answer is 1049 Unknown database (not 1044 Access denied).
+MISSING_DB = "sluice_missing_db"
+DENIED_RE = re.compile(r"Access denied for user '([^']*)'@")
+
+
+@pytest.fixture(scope="module")
+def grants():
+    with st.root(st.PRIMARY_ID) as conn, conn.cursor() as cur:
+        cur.execute(f"GRANT SELECT ON {MISSING_DB}.* TO "
+                    f"'{st.APP_USER}'@'%'")
+    st.wait_replicated()
+    yield
+    with st.root(st.PRIMARY_ID) as conn, conn.cursor() as cur:
+        cur.execute(f"REVOKE SELECT ON {MISSING_DB}.* FROM "
+                    f"'{st.APP_USER}'@'%'")
+
+
+@pytest.fixture(scope="module")
+def proxy(grants, tmp_path_factory):
+    yield from running_proxy(tmp_path_factory, PRIMARY_PORT, REPLICA_PORT)
+
+
+def login_error(port, user, password, database=None):
+    with pytest.raises(pymysql.err.OperationalError) as err:
+        st.connect(port, user=user, password=password,
+                   database=database).close()
+    return st.error_code(err.value), str(err.value.args[1])
+
+
+@pytest.mark.parametrize("port_attr", ["primary_port", "replica_port"])
+def test_wrong_password_is_refused(proxy, port_attr):
+    code, msg = login_error(getattr(proxy, port_attr), st.APP_USER,
+                            "not-the-password")
+    assert code == 1045, msg
+    m = DENIED_RE.search(msg)
+    assert m and m.group(1) == st.APP_USER, msg
+    assert "using password: YES" in msg, msg
+
+
+def test_wrong_password_cli(proxy):
+    proc = st.cli("SELECT 1", port=proxy.primary_port, password="nope")
+    assert proc.returncode != 0
+    assert st.cli_error_code(proc) == 1045, proc.stderr
+    assert "Access denied for user 'app'@" in proc.stderr
+
+
+def test_unknown_user_is_refused(proxy):
+    user = "nobody_" + uuid.uuid4().hex[:8]
+    code, msg = login_error(proxy.primary_port, user, "whatever")
+    assert code == 1045, msg
+    m = DENIED_RE.search(msg)
+    assert m and m.group(1) == user, msg
+
+
+def test_refused_login_does_not_break_the_next(proxy):
+    login_error(proxy.primary_port, st.APP_USER, "bad")
+    with st.connect(proxy.primary_port) as conn:
+        assert st.server_id(conn) == st.PRIMARY_ID
+
+
+def test_account_created_a_moment_ago_works_at_once(proxy):
+    user = "fresh_" + uuid.uuid4().hex[:8]
+    password = "pw_" + uuid.uuid4().hex[:8]
+    with st.root(st.PRIMARY_ID) as root, root.cursor() as cur:
+        cur.execute(f"CREATE USER '{user}'@'%' "
+                    f"IDENTIFIED BY '{password}'")
+        cur.execute(f"GRANT SELECT ON test.* TO '{user}'@'%'")
+    try:
+        with st.connect(proxy.primary_port, user=user,
+                        password=password) as conn:
+            assert st.scalar(conn, "SELECT CURRENT_USER()") == f"{user}@%"
+            assert st.server_id(conn) == st.PRIMARY_ID
+    finally:
+        with st.root(st.PRIMARY_ID) as root, root.cursor() as cur:
+            cur.execute(f"DROP USER '{user}'@'%'")
+
+
+def test_dropped_account_is_refused(proxy):
+    """The reverse: after DROP USER the login must fail (no stale cache
+    letting a removed user in)."""
+    user = "gone_" + uuid.uuid4().hex[:8]
+    with st.root(st.PRIMARY_ID) as root, root.cursor() as cur:
+        cur.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY 'pw'")
+    with st.connect(proxy.primary_port, user=user, password="pw") as conn:
+        assert st.server_id(conn) == st.PRIMARY_ID
+    with st.root(st.PRIMARY_ID) as root, root.cursor() as cur:
+        cur.execute(f"DROP USER '{user}'@'%'")
+    code, msg = login_error(proxy.primary_port, user, "pw")
+    assert code == 1045, msg
+
+
+def test_unknown_database_cli(proxy):
+    proc = st.cli("SELECT 1", port=proxy.primary_port, database=MISSING_DB)
+    assert proc.returncode != 0
+    assert st.cli_error_code(proc) == 1049, proc.stderr
+    assert f"Unknown database '{MISSING_DB}'" in proc.stderr
+
+
+def test_unknown_database_pymysql(proxy):
+    code, msg = login_error(proxy.replica_port, st.APP_USER,
+                            st.APP_PASSWORD, database=MISSING_DB)
+    assert code == 1049, msg
+
+
+def test_forbidden_database(proxy):
+    code, msg = login_error(proxy.primary_port, st.APP_USER,
+                            st.APP_PASSWORD, database="mysql")
+    assert code == 1044, msg
+
+
+def test_default_database_is_used(proxy):
+    with st.connect(proxy.primary_port, database="test") as conn:
+        assert st.scalar(conn, "SELECT DATABASE()") == "test"
