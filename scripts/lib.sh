@@ -18,7 +18,10 @@ export SLUICE_REPL_USER="${SLUICE_REPL_USER:-repl}"
 export SLUICE_REPL_PASSWORD="${SLUICE_REPL_PASSWORD:-repl_pw}"
 
 # Ports: the three servers and the scripts/run instance of Sluice.
-SANDBOX_PORTS=(3311 3312 3313)
+# SLUICE_SANDBOX_PORT_BASE moves the three servers (default 3311..3313).
+SANDBOX_PORT_BASE="${SLUICE_SANDBOX_PORT_BASE:-3311}"
+SANDBOX_PORTS=("$SANDBOX_PORT_BASE" "$((SANDBOX_PORT_BASE + 1))"
+    "$((SANDBOX_PORT_BASE + 2))")
 RUN_PRIMARY_PORT=4006
 RUN_REPLICA_PORT=4008
 
@@ -184,6 +187,9 @@ render_config()
         -e "s|@SANDBOX@|${SANDBOX}|g" \
         -e "s|@PRIMARY_PORT@|${PRIMARY_PORT:-$RUN_PRIMARY_PORT}|g" \
         -e "s|@REPLICA_PORT@|${REPLICA_PORT:-$RUN_REPLICA_PORT}|g" \
+        -e "s|@DB1_PORT@|${SANDBOX_PORTS[0]}|g" \
+        -e "s|@DB2_PORT@|${SANDBOX_PORTS[1]}|g" \
+        -e "s|@DB3_PORT@|${SANDBOX_PORTS[2]}|g" \
         -e "s|@SERVICE_USER@|${SLUICE_SERVICE_USER}|g" \
         -e "s|@SERVICE_PASSWORD@|${SLUICE_SERVICE_PASSWORD}|g" \
         "$template" >"$out"

@@ -70,6 +70,19 @@ SL_EXPORT void sl_session_set_db(struct sl_session *ses, const char *db);
 SL_EXPORT void *sl_session_protocol_data(const struct sl_session *ses);
 SL_EXPORT void sl_session_set_protocol_data(struct sl_session *ses, void *p);
 
+/*
+ * Routing hints for the next command routed in this session: a filter (or
+ * the client protocol) attaches one before passing the command on; the
+ * router takes it when it routes that command. A hint not taken by the
+ * next route_query is dropped. NULL clears.
+ */
+struct sl_hint;
+SL_EXPORT void sl_session_set_hint(struct sl_session *ses,
+                                   const struct sl_hint *hint);
+/* Copy the pending hint into *out and clear it; false if none. */
+SL_EXPORT bool sl_session_take_hint(struct sl_session *ses,
+                                    struct sl_hint *out);
+
 /* Client protocol -> first filter or router. Takes buf: one complete
  * command (all its packets). Returns SL_OK, or SL_ERROR when the session
  * must close. */

@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <sluice/buf.h>
 #include <sluice/dcb.h>
+#include <sluice/classifier.h>
 #include <sluice/session.h>
 
 #include "evq.h"
@@ -103,6 +104,7 @@ struct sl_session {
     char user[128];
     char remote[256];
     char db[128];
+    struct sl_hint hint;            /* for the next routed command */
 };
 
 /* ---- dcb.c ---- */

@@ -231,7 +231,33 @@ sl_session_create(struct sl_dcb *client)
 static int
 to_router(struct sl_session *ses, struct sl_buf *buf)
 {
-    return ses->service->router->route_query(ses->router_session, buf);
+    int rc = ses->service->router->route_query(ses->router_session, buf);
+
+    /* A hint applies to one command: drop it if the router did not take
+     * it. ses may be closing but is still allocated here. */
+    ses->hint.type = SL_HINT_NONE;
+    return rc;
+}
+
+void
+sl_session_set_hint(struct sl_session *ses, const struct sl_hint *hint)
+{
+    if (hint == NULL) {
+        ses->hint.type = SL_HINT_NONE;
+        return;
+    }
+    ses->hint = *hint;
+}
+
+bool
+sl_session_take_hint(struct sl_session *ses, struct sl_hint *out)
+{
+    if (ses->hint.type == SL_HINT_NONE) {
+        return false;
+    }
+    *out = ses->hint;
+    ses->hint.type = SL_HINT_NONE;
+    return true;
 }
 
 static int

@@ -6,7 +6,7 @@ A test module holds one proxy for all its tests:
 
     @pytest.fixture(scope="module")
     def proxy(tmp_path_factory):
-        yield from running_proxy(tmp_path_factory, 4110, 4111)
+        yield from running_proxy(tmp_path_factory, st.port(4110), st.port(4111))
 
 Sluice must exit by itself with status 0 on SIGTERM and leave no
 sanitizer report in its log; otherwise the module's last test errors.

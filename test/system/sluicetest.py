@@ -30,7 +30,17 @@ SERVICE_USER = os.environ.get("SLUICE_SERVICE_USER", "sluice")
 SERVICE_PASSWORD = os.environ.get("SLUICE_SERVICE_PASSWORD", "sluice_pw")
 
 # server_id -> port of the sandbox servers; 1 is the primary.
-SERVERS = {1: 3311, 2: 3312, 3: 3313}
+# SLUICE_SANDBOX_PORT_BASE moves the sandbox (scripts/sandbox honours it
+# too) and SLUICE_PORT_OFFSET every port a test gives Sluice, so several
+# copies of the suite can run side by side on one machine.
+SANDBOX_PORT_BASE = int(os.environ.get("SLUICE_SANDBOX_PORT_BASE", "3311"))
+SERVERS = {i: SANDBOX_PORT_BASE + i - 1 for i in (1, 2, 3)}
+PORT_OFFSET = int(os.environ.get("SLUICE_PORT_OFFSET", "0"))
+
+
+def port(n):
+    """A listener port for Sluice in a test, shifted by SLUICE_PORT_OFFSET."""
+    return n + PORT_OFFSET
 PRIMARY_ID = 1
 REPLICA_IDS = {2, 3}
 

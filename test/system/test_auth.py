@@ -13,7 +13,7 @@ import pytest
 import sluicetest as st
 from proxy import running_proxy
 
-PRIMARY_PORT, REPLICA_PORT = 4110, 4111
+PRIMARY_PORT, REPLICA_PORT = st.port(4110), st.port(4111)
 # A database the app user has a grant on but that does not exist, so the
 # server's answer is 1049 Unknown database (not 1044 Access denied).
 MISSING_DB = "sluice_missing_db"

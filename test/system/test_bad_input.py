@@ -18,9 +18,9 @@ import pytest
 import sluicetest as st
 from proxy import run_sluice, running_proxy, sluice_config
 
-PRIMARY_PORT, REPLICA_PORT = 4150, 4151
+PRIMARY_PORT, REPLICA_PORT = st.port(4150), st.port(4151)
 # Ports for the bad configs: nothing may ever listen there.
-BAD_PRIMARY, BAD_REPLICA = 4158, 4159
+BAD_PRIMARY, BAD_REPLICA = st.port(4158), st.port(4159)
 
 
 def write_bad_config(tmp_path, old, new):

@@ -9,7 +9,7 @@ import pytest
 import sluicetest as st
 from proxy import running_proxy
 
-PORTS = {"pinned": (4130, 4131), "shared": (4132, 4133)}
+PORTS = {"pinned": (4130, st.port(4131)), "shared": (4132, st.port(4133))}
 CLIENTS = 200
 
 

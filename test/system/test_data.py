@@ -15,7 +15,7 @@ from pymysql.constants import CLIENT
 import sluicetest as st
 from proxy import running_proxy
 
-PRIMARY_PORT, REPLICA_PORT = 4120, 4121
+PRIMARY_PORT, REPLICA_PORT = st.port(4120), st.port(4121)
 MIB = 1024 * 1024
 
 

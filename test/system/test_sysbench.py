@@ -15,7 +15,7 @@ from proxy import running_proxy
 
 pytestmark = pytest.mark.slow
 
-PRIMARY_PORT, REPLICA_PORT = 4140, 4141
+PRIMARY_PORT, REPLICA_PORT = st.port(4140), st.port(4141)
 DURATION = int(os.environ.get("SLUICE_SYSBENCH_TIME", "30"))
 TABLES, TABLE_SIZE = 4, 10000
 
