@@ -4,13 +4,18 @@
  * parameters of every other object). Modules are looked up in a directory
  * that does not exist, so no code is ever loaded from fuzz input.
  *
- * The parser and validator sources are compiled into this target (they
- * take precedence over libsluice's copies), because libsluice itself is
- * built without the fuzzer's coverage instrumentation.
+ * With SLUICE_FUZZ=ON the whole tree (libsluice included) is built with
+ * -fsanitize=fuzzer-no-link, so the parser and validator in libsluice are
+ * coverage-instrumented and this target just links against them.
  */
-#include "../server/core/ini.c"
-#include "../server/core/params.c"
-#include "../server/core/config.c"
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <sluice/log.h>
+
+#include "config_int.h"
+#include "internal.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -30,6 +30,12 @@ BUILD_PACKAGES=(build-essential cmake pkg-config libmariadb-dev libpcre2-dev
     libjansson-dev libmicrohttpd-dev libcmocka-dev libssl-dev
     libcurl4-openssl-dev mariadb-server mariadb-client)
 TEST_PACKAGES=(sysbench haproxy python3-pymysql python3-pytest)
+# The client libraries and toolchains of the driver compatibility suite
+# (test/system/test_drivers.py); mysql-connector-python comes from PyPI
+# into a venv the test creates (python3-venv).
+DRIVER_PACKAGES=(python3-mysqldb python3-venv libmariadb-java
+    default-jdk-headless golang-go golang-github-go-sql-driver-mysql-dev
+    nodejs node-mysql)
 OPTIONAL_PACKAGES=(clang)
 
 say()

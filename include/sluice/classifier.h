@@ -33,8 +33,8 @@ enum sl_qc_type {
     SL_QC_BEGIN_TRX = 1u << 8,         /* BEGIN, START TRANSACTION, XA START */
     SL_QC_COMMIT = 1u << 9,            /* COMMIT, XA COMMIT */
     SL_QC_ROLLBACK = 1u << 10,         /* ROLLBACK (not TO SAVEPOINT) */
-    SL_QC_ENABLE_AUTOCOMMIT = 1u << 11,
-    SL_QC_DISABLE_AUTOCOMMIT = 1u << 12,
+    SL_QC_ENABLE_AUTOCOMMIT = 1u << 11,  /* SET autocommit=1: also COMMIT */
+    SL_QC_DISABLE_AUTOCOMMIT = 1u << 12, /* =0: also BEGIN_TRX */
     SL_QC_READ_ONLY_TRX = 1u << 13,    /* START TRANSACTION READ ONLY */
     SL_QC_READ_WRITE_TRX = 1u << 14,   /* START TRANSACTION READ WRITE */
     SL_QC_MASTER_READ = 1u << 15,      /* a read that must go to the primary:
@@ -101,7 +101,13 @@ struct sl_qc_result {
     char name[SL_QC_NAME_MAX];
 };
 
-/* Classify sql[0..len). Always fills *out (SL_QC_UNKNOWN if unsure). */
+/* Classify sql[0..len). Always fills *out (SL_QC_UNKNOWN if unsure).
+ * Several statements (';'-separated; a trailing ';' does not count): the
+ * type bits of all of them OR-ed, plus SL_QC_MULTI_STMT; op and name from
+ * the first. Table names have their quotes removed (`a``b` -> a`b), keep
+ * their case, and are not repeated; only tables[0..min(ntables,
+ * SL_QC_MAX_TABLES)) are written. The first hint comment wins.
+ * Design notes: docs/design.md, "Query classifier". */
 SL_EXPORT void sl_qc_classify(const char *sql, size_t len,
                               struct sl_qc_result *out);
 /* Classify a COM_QUERY / COM_STMT_PREPARE command chain (header included);

@@ -85,4 +85,24 @@ SL_EXPORT void sl_dcb_resume_reading(struct sl_dcb *dcb);
 SL_EXPORT uint64_t sl_dcb_bytes_read(const struct sl_dcb *dcb);
 SL_EXPORT uint64_t sl_dcb_bytes_written(const struct sl_dcb *dcb);
 
+
+/*
+ * TLS (core tls.c). sl_dcb_tls_configured: the DCB's listener (client
+ * DCBs) or server (backend DCBs) has TLS set up. sl_dcb_tls_required: a
+ * client DCB whose listener refuses plain connections. sl_dcb_is_tls: TLS
+ * was started on this DCB.
+ *
+ * sl_dcb_tls_start: switch the connection to TLS now -- a client DCB acts
+ * as the TLS server (after the client's SSLRequest; bytes already in the
+ * read queue are handed to TLS), a backend DCB as the TLS client (after
+ * sending its SSLRequest). The handshake runs inside the DCB's events;
+ * sl_dcb_write queues until it completes, and a failed handshake closes
+ * the DCB like a hangup. 0, or a negative errno (-ENOTSUP when TLS is not
+ * configured). Worker-owned.
+ */
+SL_EXPORT bool sl_dcb_tls_configured(const struct sl_dcb *dcb);
+SL_EXPORT bool sl_dcb_tls_required(const struct sl_dcb *dcb);
+SL_EXPORT bool sl_dcb_is_tls(const struct sl_dcb *dcb);
+SL_EXPORT int sl_dcb_tls_start(struct sl_dcb *dcb);
+
 #endif

@@ -35,6 +35,16 @@ SL_EXPORT void sl__log_ses(int level, const char *tag,
                            const struct sl_session *ses, const char *fmt, ...)
     SL_PRINTF(4, 5);
 
+/*
+ * Log rotation (SIGHUP, `maxctrl rotate logs`) bumps this counter after the
+ * core has reopened its own log. A module that keeps files of its own (the
+ * qlafilter's query logs) compares it with the value it saw when it opened
+ * them and reopens them by path when it changed; each file is reopened by
+ * the thread that writes it, so no cross-thread signalling is needed. Any
+ * thread.
+ */
+SL_EXPORT uint64_t sl_log_rotation_count(void);
+
 static inline bool
 sl_log_enabled(int level)
 {

@@ -152,6 +152,25 @@ SL_EXPORT struct sl_buf *sl_mdb_make_ok(uint8_t seq, uint64_t affected,
 /* A COM_QUERY command for sql (split over packets when large). */
 SL_EXPORT struct sl_buf *sl_mdb_make_query(const char *sql, size_t len);
 
+/*
+ * A complete text result set, as a filter answering a query itself sends
+ * it: the column count, one VARCHAR (utf8) column definition per name, the
+ * EOF after the definitions unless deprecate_eof, nrows rows of ncols
+ * values each (values is row-major, ncols * nrows entries; NULL is SQL
+ * NULL) and the terminator (EOF, or the 0xFE OK packet when
+ * deprecate_eof). Sequence numbers run from seq (1 for an answer to a
+ * command). deprecate_eof must match what the client negotiated: see
+ * sl_session_client_caps(). status goes into the terminator (e.g.
+ * SL_SERVER_STATUS_AUTOCOMMIT). NULL when ncols is 0 or on allocation
+ * failure. Any thread.
+ */
+SL_EXPORT struct sl_buf *sl_mdb_make_resultset(uint8_t seq,
+                                               bool deprecate_eof,
+                                               uint16_t status, size_t ncols,
+                                               const char *const *names,
+                                               size_t nrows,
+                                               const char *const *values);
+
 /* Parse an ERR payload (starting at the 0xFF byte). true if well formed. */
 SL_EXPORT bool sl_mdb_parse_err(const unsigned char *payload, size_t len,
                                 uint16_t *code, char sqlstate[6],

@@ -89,4 +89,8 @@ SL_EXPORT int sl_param_parse_size(const char *s, uint64_t *out);
 SL_EXPORT int sl_param_parse_duration(const char *s, bool bare_seconds,
                                       uint64_t *ms_out);
 
+/* The validated [maxscale] section of the running configuration (NULL
+ * before one is loaded). Immutable; any thread. */
+SL_EXPORT const struct sl_params *sl_global_params(void);
+
 #endif

@@ -34,6 +34,10 @@ SL_EXPORT void *sl_service_protocol_data(const struct sl_service *svc);
 /* Current client sessions of the service. */
 SL_EXPORT int64_t sl_service_sessions(const struct sl_service *svc);
 
+/* The configured service called name, or NULL. Worker threads, after the
+ * configuration is published (services are never freed while running). */
+SL_EXPORT struct sl_service *sl_service_find(const char *name);
+
 SL_EXPORT const char *sl_listener_name(const struct sl_listener *l);
 SL_EXPORT struct sl_service *sl_listener_service(const struct sl_listener *l);
 SL_EXPORT const struct sl_params *sl_listener_params(

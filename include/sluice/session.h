@@ -64,6 +64,12 @@ SL_EXPORT const char *sl_session_remote(const struct sl_session *ses);
 SL_EXPORT const char *sl_session_db(const struct sl_session *ses);
 SL_EXPORT void sl_session_set_user(struct sl_session *ses, const char *user);
 SL_EXPORT void sl_session_set_db(struct sl_session *ses, const char *db);
+/* The capability flags the client negotiated (SL_CAP_*, see mariadb.h),
+ * set by the client protocol when the session starts; 0 before. A filter
+ * that answers with a result set needs SL_CAP_DEPRECATE_EOF from here. */
+SL_EXPORT uint64_t sl_session_client_caps(const struct sl_session *ses);
+SL_EXPORT void sl_session_set_client_caps(struct sl_session *ses,
+                                          uint64_t caps);
 /* The protocol module's per-session data (shared by its client and
  * backend sides, e.g. the SHA1 of the password for backend logins). The
  * protocol frees it in its client_free. */
@@ -82,6 +88,33 @@ SL_EXPORT void sl_session_set_hint(struct sl_session *ses,
 /* Copy the pending hint into *out and clear it; false if none. */
 SL_EXPORT bool sl_session_take_hint(struct sl_session *ses,
                                     struct sl_hint *out);
+
+/*
+ * Internal sessions: a session on another service without a client
+ * socket, e.g. for the tee filter's shadow traffic. It logs in to that
+ * service's servers as the parent session's user (sharing the parent's
+ * protocol data: user, database, password hash, capabilities), runs that
+ * service's filters and router, and delivers every piece of every answer
+ * to fn(arg, buf, reply), which takes buf. When the internal session
+ * closes (by sl_session_close, a backend failure, or because its parent
+ * closed: a parent always closes its internal sessions first), fn is
+ * called once more with buf == NULL and reply == NULL; the pointer must
+ * not be used after that. Commands are sent with sl_session_route_query()
+ * and may be sent at once: the router queues them until its backends have
+ * logged in.
+ *
+ * Returns NULL when the router refuses the session or on allocation
+ * failure (fn is then never called). Worker-owned: the internal session
+ * and its backends live on the caller's worker (pinned model). In the
+ * shared event model its answers may be delivered on another worker than
+ * the parent's current one, so fn must touch no parent state beyond
+ * freeing the buffer (the tee filter only discards them).
+ */
+typedef void (*sl_session_reply_fn)(void *arg, struct sl_buf *buf,
+                                    const struct sl_reply *reply);
+SL_EXPORT struct sl_session *sl_session_create_internal(
+    struct sl_session *parent, struct sl_service *svc, sl_session_reply_fn fn,
+    void *arg);
 
 /* Client protocol -> first filter or router. Takes buf: one complete
  * command (all its packets). Returns SL_OK, or SL_ERROR when the session

@@ -30,6 +30,7 @@
 
 #include "config_int.h"
 #include "ini.h"
+#include "tls.h"
 
 struct sl_config *sl__config;
 bool sl__config_errors_to_log;
@@ -153,6 +154,8 @@ static const struct sl_param_spec global_specs[] = {
     P("admin_secure_gui", SL_PARAM_BOOL, "false", IGN, ""),
     P("admin_pam_readwrite_service", SL_PARAM_STRING, NULL, IGN, ""),
     P("admin_pam_readonly_service", SL_PARAM_STRING, NULL, IGN, ""),
+    P("shutdown_timeout", SL_PARAM_DURATION, "10s", SECS,
+      "On SIGTERM, how long busy sessions may finish their statements"),
     P("writeq_high_water", SL_PARAM_SIZE, "64Ki", 0,
       "Pause reading the peer when a write queue exceeds this (0 = off)"),
     P("writeq_low_water", SL_PARAM_SIZE, "1024", 0,
@@ -180,7 +183,8 @@ static const struct sl_param_spec global_specs[] = {
     P("log_throttling", SL_PARAM_STRING, NULL, IGN, ""),
     P("log_augmentation", SL_PARAM_COUNT, "0", IGN, ""),
     P("log_warn_super_user", SL_PARAM_BOOL, "false", IGN, ""),
-    P("max_auth_errors_until_block", SL_PARAM_COUNT, "10", IGN, ""),
+    P("max_auth_errors_until_block", SL_PARAM_COUNT, "10", 0,
+      "Failed logins from one host before it is blocked for 60s (0 = off)"),
     P("rebalance_period", SL_PARAM_DURATION, "0s", IGN | SECS, ""),
     P("rebalance_threshold", SL_PARAM_COUNT, "20", IGN, ""),
     P("rebalance_window", SL_PARAM_COUNT, "10", IGN, ""),
@@ -196,6 +200,24 @@ static const struct sl_param_spec global_specs[] = {
     P("writeq_high_water_mark", SL_PARAM_SIZE, NULL, IGN, ""),
     SL_PARAM_END,
 };
+
+/* The TLS parameters of servers and listeners (checked in tls.c). */
+#define SL_TLS_PARAM_SPECS(what)                                              \
+    P("ssl", SL_PARAM_BOOL, "false", 0, "TLS for " what),                     \
+    P("ssl_cert", SL_PARAM_PATH, NULL, 0, "Certificate (PEM)"),               \
+    P("ssl_key", SL_PARAM_PATH, NULL, 0, "Private key (PEM)"),                \
+    P("ssl_ca", SL_PARAM_PATH, NULL, 0, "CA certificates (PEM)"),             \
+    P("ssl_ca_cert", SL_PARAM_PATH, NULL, 0, "Old name of ssl_ca"),           \
+    P("ssl_version", SL_PARAM_STRING, "MAX", 0,                               \
+      "TLSv10, TLSv11, TLSv12, TLSv13 or MAX (comma list allowed)"),          \
+    P("ssl_cipher", SL_PARAM_STRING, NULL, 0, "OpenSSL cipher list"),         \
+    P("ssl_verify_peer_certificate", SL_PARAM_BOOL, "false", 0,               \
+      "Verify the peer's certificate against ssl_ca"),                        \
+    P("ssl_verify_peer_host", SL_PARAM_BOOL, "false", 0,                      \
+      "Also check the peer certificate's host name"),                         \
+    P("ssl_cert_verify_depth", SL_PARAM_COUNT, "9", 0,                        \
+      "Longest certificate chain accepted"),                                  \
+    P("ssl_crl", SL_PARAM_PATH, NULL, IGN, "")
 
 static const struct sl_param_spec server_specs[] = {
     P("type", SL_PARAM_STRING, NULL, MAND, "Must be server"),
@@ -217,8 +239,7 @@ static const struct sl_param_spec server_specs[] = {
     P("proxy_protocol", SL_PARAM_BOOL, "false", IGN, ""),
     P("disk_space_threshold", SL_PARAM_STRING, NULL, IGN, ""),
     P("max_routing_connections", SL_PARAM_COUNT, "0", IGN, ""),
-    P("ssl", SL_PARAM_STRING, "false", 0, "Only 'false' (TLS not supported "
-      "yet)"),
+    SL_TLS_PARAM_SPECS("connections to the server"),
     SL_PARAM_END,
 };
 
@@ -247,7 +268,8 @@ static const struct sl_param_spec service_specs[] = {
     P("max_retry_interval", SL_PARAM_DURATION, "3600s", IGN | SECS, ""),
     P("retry_on_failure", SL_PARAM_BOOL, "true", IGN, ""),
     P("session_track_trx_state", SL_PARAM_BOOL, "false", IGN, ""),
-    P("net_write_timeout", SL_PARAM_DURATION, "0s", IGN | SECS, ""),
+    P("net_write_timeout", SL_PARAM_DURATION, "0s", SECS,
+      "Close a client whose writes make no progress this long, 0 = never"),
     P("idle_session_pool_time", SL_PARAM_DURATION, NULL, IGN | SECS, ""),
     P("multiplex_timeout", SL_PARAM_DURATION, NULL, IGN | SECS, ""),
     P("connection_keepalive", SL_PARAM_DURATION, "300s", IGN | SECS, ""),
@@ -280,8 +302,7 @@ static const struct sl_param_spec listener_specs[] = {
     P("sql_mode", SL_PARAM_STRING, NULL, IGN, ""),
     P("connection_init_sql_file", SL_PARAM_PATH, NULL, IGN, ""),
     P("user_mapping_file", SL_PARAM_PATH, NULL, IGN, ""),
-    P("ssl", SL_PARAM_STRING, "false", 0, "Only 'false' (TLS not supported "
-      "yet)"),
+    SL_TLS_PARAM_SPECS("client connections (ssl=true requires TLS)"),
     SL_PARAM_END,
 };
 
@@ -373,19 +394,9 @@ push_ptr(void *arrp, size_t *n, void *v)
     return 0;
 }
 
-static bool
-falsy(const char *v)
-{
-    bool b;
-
-    return strcasecmp(v, "disabled") == 0 ||
-           (sl_param_parse_bool(v, &b) == 0 && !b);
-}
-
 /*
- * A params set from a section's keys. With ssl_check, 'ssl=false' passes
- * and every other ssl* parameter is a "not supported yet" error (dropped
- * from the set so it is not reported twice).
+ * A params set from a section's keys. ssl_check is unused since TLS is
+ * supported (tls.c checks the ssl* parameters); kept for the call sites.
  */
 static struct sl_params *
 section_params(struct loader *L, const struct sl_ini_section *s,
@@ -400,12 +411,6 @@ section_params(struct loader *L, const struct sl_ini_section *s,
     for (size_t i = 0; i < s->nkvs; i++) {
         const struct sl_ini_kv *kv = &s->kvs[i];
 
-        if (ssl_check && strncmp(kv->name, "ssl", 3) == 0 &&
-            !(strcmp(kv->name, "ssl") == 0 && falsy(kv->value))) {
-            sl__cfg_error(L->d, kv->line, "parameter '%s' in %s: TLS is not "
-                          "supported yet", kv->name, what);
-            continue;
-        }
         if (sl__params_set(p, kv->name, kv->value, kv->line) < 0) {
             sl__cfg_error(L->d, kv->line, "out of memory");
             sl__params_free(p);
@@ -838,6 +843,7 @@ fill_server(struct loader *L, struct sl_server *srv,
                      sl_params_get(p, "socket"), "socket", what,
                      sl__params_line(p, "socket"));
     }
+    sl__tls_configure(L->d, p, false, what, &srv->tls);
 }
 
 static int
@@ -854,7 +860,7 @@ load_server(struct loader *L, const struct sl_ini_section *s)
     snprintf(srv->name, sizeof(srv->name), "%s", s->name);
     atomic_init(&srv->lag, SL_SERVER_LAG_UNKNOWN);
     snprintf(what, sizeof(what), "server '%s'", s->name);
-    srv->params = section_params(L, s, what, true);
+    srv->params = section_params(L, s, what, false);
     if (srv->params == NULL) {
         return -ENOMEM;
     }
@@ -865,6 +871,49 @@ load_server(struct loader *L, const struct sl_ini_section *s)
 }
 
 /* ---- filters ---- */
+
+struct filter_server_ctx {
+    struct loader *L;
+    const char *what;
+    const char *param;
+    int line;
+};
+
+/* A server named by a filter: must exist; "->master" & co are routing
+ * targets the filter understands (namedserverfilter). */
+static int
+check_filter_server(void *ctx, const char *name)
+{
+    struct filter_server_ctx *c = ctx;
+
+    if (strncmp(name, "->", 2) != 0 && find_server(c->L->cfg, name) == NULL) {
+        sl__cfg_error(c->L->d, c->line, "parameter '%s' of %s refers to "
+                      "unknown server '%s'", c->param, c->what, name);
+    }
+    return 0;
+}
+
+/* Filters' SL_PARAM_SERVERS parameters (servers are loaded first). */
+static void
+check_filter_servers(struct loader *L, struct sl_filter_def *f,
+                     const char *what)
+{
+    const struct sl_param_spec *spec;
+
+    if (f->module == NULL || f->module->info->params == NULL) {
+        return;
+    }
+    for (spec = f->module->info->params; spec->name != NULL; spec++) {
+        struct filter_server_ctx c = {L, what, spec->name,
+                                      sl__params_line(f->params, spec->name)};
+
+        if (spec->type == SL_PARAM_SERVERS &&
+            sl_params_get(f->params, spec->name) != NULL) {
+            for_each_item(sl_params_get(f->params, spec->name), ',',
+                          check_filter_server, &c);
+        }
+    }
+}
 
 static int
 load_filter(struct loader *L, const struct sl_ini_section *s)
@@ -888,6 +937,7 @@ load_filter(struct loader *L, const struct sl_ini_section *s)
     }
     validate(L, f->params, K_FILTER, f->module, f->module == NULL, what,
              s->line);
+    check_filter_servers(L, f, what);
     return 0;
 }
 
@@ -941,6 +991,9 @@ fill_service(struct loader *L, struct sl_service *svc, const char *what)
                  sl_params_get(p, "password"), "password", what,
                  sl__params_line(p, "password"));
     svc->max_connections = (int64_t)sl_params_count(p, "max_connections");
+    svc->connection_timeout_ms = sl_params_duration_ms(p,
+                                                       "connection_timeout");
+    svc->net_write_timeout_ms = sl_params_duration_ms(p, "net_write_timeout");
     return rc;
 }
 
@@ -1017,6 +1070,7 @@ fill_listener(struct loader *L, struct sl_listener *l,
                      sl_params_get(p, "socket"), "socket", what,
                      sl__params_line(p, "socket"));
     }
+    sl__tls_configure(L->d, p, true, what, &l->tls);
 }
 
 static int
@@ -1035,7 +1089,7 @@ load_listener(struct loader *L, const struct sl_ini_section *s)
     l->fd = -1;
     snprintf(l->name, sizeof(l->name), "%s", s->name);
     snprintf(what, sizeof(what), "listener '%s'", s->name);
-    l->params = section_params(L, s, what, true);
+    l->params = section_params(L, s, what, false);
     if (l->params == NULL) {
         return -ENOMEM;
     }
@@ -1296,6 +1350,7 @@ sl__config_free(struct sl_config *cfg)
         free(cfg->monitors[i]);
     }
     for (size_t i = 0; i < cfg->nlisteners; i++) {
+        sl__tls_free(cfg->listeners[i]->tls);
         sl__params_free(cfg->listeners[i]->params);
         free(cfg->listeners[i]);
     }
@@ -1310,6 +1365,7 @@ sl__config_free(struct sl_config *cfg)
         free(cfg->filters[i]);
     }
     for (size_t i = 0; i < cfg->nservers; i++) {
+        sl__tls_free(cfg->servers[i]->tls);
         sl__params_free(cfg->servers[i]->params);
         free(cfg->servers[i]);
     }
@@ -1396,6 +1452,7 @@ sl__config_load_diag(const char *path, bool create_instances_,
     if (text == NULL) {
         return NULL;
     }
+    text = sl__persist_merge(text, &len);   /* runtime.c */
     cfg = sl__config_load_text(text, len, create_instances_, d);
     free(text);
     return cfg;
@@ -1409,4 +1466,165 @@ sl__config_load(const char *path, bool create_instances_)
 
     sl__cfg_diag_free(&d);
     return cfg;
+}
+
+/* ---- objects added at run time (admin API) ---- */
+
+struct counts {
+    size_t n[K_N];
+};
+
+static void
+take_counts(const struct sl_config *cfg, struct counts *c)
+{
+    c->n[K_SERVER] = cfg->nservers;
+    c->n[K_SERVICE] = cfg->nservices;
+    c->n[K_LISTENER] = cfg->nlisteners;
+    c->n[K_MONITOR] = cfg->nmonitors;
+    c->n[K_FILTER] = cfg->nfilters;
+}
+
+/* Free the objects past the counts in c (they were never published). */
+static void
+drop_new(struct sl_config *cfg, const struct counts *c)
+{
+    struct sl_config tail = {0};
+
+    tail.servers = cfg->servers + c->n[K_SERVER];
+    tail.nservers = cfg->nservers - c->n[K_SERVER];
+    tail.services = cfg->services + c->n[K_SERVICE];
+    tail.nservices = cfg->nservices - c->n[K_SERVICE];
+    tail.listeners = cfg->listeners + c->n[K_LISTENER];
+    tail.nlisteners = cfg->nlisteners - c->n[K_LISTENER];
+    tail.monitors = cfg->monitors + c->n[K_MONITOR];
+    tail.nmonitors = cfg->nmonitors - c->n[K_MONITOR];
+    tail.filters = cfg->filters + c->n[K_FILTER];
+    tail.nfilters = cfg->nfilters - c->n[K_FILTER];
+    free_instances(&tail);
+    for (size_t i = 0; i < tail.nmonitors; i++) {
+        sl__params_free(tail.monitors[i]->params);
+        free(tail.monitors[i]->servers);
+        free(tail.monitors[i]);
+    }
+    for (size_t i = 0; i < tail.nlisteners; i++) {
+        sl__params_free(tail.listeners[i]->params);
+        free(tail.listeners[i]);
+    }
+    for (size_t i = 0; i < tail.nservices; i++) {
+        sl__params_free(tail.services[i]->params);
+        free(tail.services[i]->servers);
+        free(tail.services[i]->filters);
+        free(tail.services[i]);
+    }
+    for (size_t i = 0; i < tail.nfilters; i++) {
+        sl__params_free(tail.filters[i]->params);
+        free(tail.filters[i]);
+    }
+    for (size_t i = 0; i < tail.nservers; i++) {
+        sl__params_free(tail.servers[i]->params);
+        free(tail.servers[i]);
+    }
+    cfg->nservers = c->n[K_SERVER];
+    cfg->nservices = c->n[K_SERVICE];
+    cfg->nlisteners = c->n[K_LISTENER];
+    cfg->nmonitors = c->n[K_MONITOR];
+    cfg->nfilters = c->n[K_FILTER];
+}
+
+static bool
+name_taken(const struct sl_config *cfg, const char *name)
+{
+    struct sl_config *c = (struct sl_config *)cfg;
+
+    for (size_t i = 0; i < c->nlisteners; i++) {
+        if (strcmp(c->listeners[i]->name, name) == 0) {
+            return true;
+        }
+    }
+    for (size_t i = 0; i < c->nmonitors; i++) {
+        if (strcmp(c->monitors[i]->name, name) == 0) {
+            return true;
+        }
+    }
+    return find_server(c, name) || find_service(c, name) ||
+           find_filter(c, name);
+}
+
+/* Instances for the objects past the counts in c. */
+static void
+create_new_instances(struct loader *L, const struct counts *c)
+{
+    struct sl_config *cfg = L->cfg;
+    struct sl_config tail = {.global = cfg->global};
+
+    tail.filters = cfg->filters + c->n[K_FILTER];
+    tail.nfilters = cfg->nfilters - c->n[K_FILTER];
+    tail.services = cfg->services + c->n[K_SERVICE];
+    tail.nservices = cfg->nservices - c->n[K_SERVICE];
+    tail.listeners = cfg->listeners + c->n[K_LISTENER];
+    tail.nlisteners = cfg->nlisteners - c->n[K_LISTENER];
+    tail.monitors = cfg->monitors + c->n[K_MONITOR];
+    tail.nmonitors = cfg->nmonitors - c->n[K_MONITOR];
+    L->cfg = &tail;
+    create_instances(L);
+    L->cfg = cfg;
+}
+
+int
+sl__config_add_text(struct sl_config *cfg, const char *text, size_t len,
+                    struct sl_cfg_diag *d)
+{
+    struct loader L = {.d = d, .cfg = cfg};
+    struct counts before;
+    int rc;
+
+    take_counts(cfg, &before);
+    rc = sl__ini_parse(text, len, &L.ini, ini_error, d);
+    for (size_t i = 0; rc == 0 && i < L.ini.nsections; i++) {
+        const struct sl_ini_section *s = &L.ini.sections[i];
+
+        if (strcasecmp(s->name, "maxscale") == 0 || name_taken(cfg, s->name)) {
+            sl__cfg_error(d, s->line, "an object named '%s' already exists",
+                          s->name);
+        }
+    }
+    if (rc < 0 || d->errors > 0 || classify(&L) < 0) {
+        goto out;
+    }
+    for (int k = 0; k < K_N; k++) {
+        static const enum obj_kind order[K_N] = {
+            K_SERVER, K_FILTER, K_SERVICE, K_LISTENER, K_MONITOR,
+        };
+        static int (*const loaders[K_N])(struct loader *,
+                                         const struct sl_ini_section *) = {
+            [K_SERVER] = load_server, [K_FILTER] = load_filter,
+            [K_SERVICE] = load_service, [K_LISTENER] = load_listener,
+            [K_MONITOR] = load_monitor,
+        };
+
+        for (size_t i = 0; i < L.nby_kind[order[k]]; i++) {
+            if (loaders[order[k]](&L, L.by_kind[order[k]][i]) < 0) {
+                sl__cfg_error(d, 0, "out of memory");
+            }
+        }
+    }
+    check_monitored_once(&L);
+    if (d->errors == 0) {
+        create_new_instances(&L, &before);
+    }
+out:
+    if (d->errors > 0) {
+        drop_new(cfg, &before);
+    }
+    for (int k = 0; k < K_N; k++) {
+        free(L.by_kind[k]);
+    }
+    sl__ini_free(&L.ini);
+    return d->errors > 0 ? -EINVAL : 0;
+}
+
+const struct sl_params *
+sl_global_params(void)
+{
+    return sl__config != NULL ? sl__config->global.params : NULL;
 }

@@ -47,6 +47,20 @@ struct sl_config *sl__config_load_text(const char *text, size_t len,
                                        bool create_instances,
                                        struct sl_cfg_diag *d);
 
+/*
+ * Add the objects of an ini text (no [maxscale]) to a running cfg: the
+ * same validation as at start-up, module instances created; new names
+ * only. On any error nothing is added and -EINVAL is returned with the
+ * messages in d. Admin thread (the only writer of the arrays at run time).
+ */
+int sl__config_add_text(struct sl_config *cfg, const char *text, size_t len,
+                        struct sl_cfg_diag *d);
+
+/* Lay PERSISTDIR/ *.cnf (objects created or changed through the REST
+ * API, runtime.c) over a main configuration text: takes text, returns the
+ * merged text with *len updated. Main thread, while loading. */
+char *sl__persist_merge(char *text, size_t *len);
+
 /* The core's own spec table for an object type ("maxscale", "server",
  * "service", "listener", "monitor", "filter"), or NULL. */
 const struct sl_param_spec *sl__config_core_specs(const char *type);

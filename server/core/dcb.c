@@ -20,6 +20,13 @@
  * Hangups: a client hangup closes its session; a backend hangup is reported
  * to the router (sl_backend_failed path) unless the router closed it.
  *
+ * TLS (sl_dcb_tls_start): reads and writes go through tls.c. Writes queue
+ * while the handshake runs. A TLS read never stops at a short record: it
+ * reads until WANT_READ or the budget, so bytes OpenSSL already decrypted
+ * (SSL_pending) are handled in the re-queued turn without a new
+ * (edge-triggered) epoll event. A read that needs EPOLLOUT or a write that
+ * needs EPOLLIN (TLS 1.3 key update) is retried on that event.
+ *
  * Context: worker-owned. In the shared model the session lock (session.c)
  * is held while a DCB of a session is processed; the state checks after
  * taking it make a DCB closed meanwhile a no-op.
@@ -48,6 +55,7 @@
 
 #include "buf_int.h"
 #include "dcb_int.h"
+#include "tls.h"
 #include "worker_int.h"
 
 #define ACCEPT_BUDGET 64
@@ -212,6 +220,8 @@ sl__dcb_free(struct sl_dcb *dcb)
     }
     sl_buf_reset(&dcb->readq);
     sl_buf_reset(&dcb->writeq);
+    sl__tls_conn_free(dcb->tls);
+    dcb->tls = NULL;
     if (dcb->backend != NULL) {
         dcb->backend->dcb = NULL;
     }
@@ -235,6 +245,43 @@ write_failed(struct sl_dcb *dcb, int err)
     sl__worker_notify(dcb->worker, &dcb->ev, EPOLLHUP);
 }
 
+/* TLS flavour of flush: one segment per SSL_write (at most 16 KiB, one
+ * record); a retried write repeats the same length, as OpenSSL wants. */
+static int
+flush_tls(struct sl_dcb *dcb)
+{
+    const size_t rec = 16384;
+    struct sl_seg *s;
+    size_t want;
+    ssize_t n;
+
+    if (sl__tls_handshaking(dcb->tls)) {
+        return 0;   /* conn_events flushes when the handshake is done */
+    }
+    while (dcb->writeq.len > 0 && !dcb->write_blocked) {
+        s = dcb->writeq.head;
+        want = (size_t)(s->end - s->start);
+        want = want > rec ? rec : want;
+        if (dcb->tls_write_len != 0) {
+            want = dcb->tls_write_len;
+        }
+        n = sl__tls_write(dcb->tls, s->start, want);
+        if (n < 0) {
+            if (errno == EAGAIN) {
+                dcb->tls_write_len = want;
+                dcb->write_blocked = true;
+                return 0;
+            }
+            return -errno;
+        }
+        dcb->tls_write_len = 0;
+        sl_buf_consume(&dcb->writeq, (size_t)n);
+        dcb->bytes_written += (uint64_t)n;
+        dcb->write_progress_ms = sl_worker_now_ms();
+    }
+    return 0;
+}
+
 /* Write as much of the write queue as the kernel takes. 0 or -errno. */
 static int
 flush(struct sl_dcb *dcb)
@@ -245,6 +292,9 @@ flush(struct sl_dcb *dcb)
     size_t want;
     ssize_t n;
 
+    if (dcb->tls != NULL) {
+        return flush_tls(dcb);
+    }
     while (dcb->writeq.len > 0 && !dcb->write_blocked) {
         want = 0;
         msg.msg_iovlen = 0;
@@ -270,6 +320,7 @@ flush(struct sl_dcb *dcb)
         }
         sl_buf_consume(&dcb->writeq, (size_t)n);
         dcb->bytes_written += (uint64_t)n;
+        dcb->write_progress_ms = sl_worker_now_ms();
         if ((size_t)n < want) {
             dcb->write_blocked = true;   /* EPOLLOUT will say when */
         }
@@ -306,6 +357,9 @@ sl_dcb_write(struct sl_dcb *dcb, struct sl_buf *buf)
         sl_buf_free(buf);
         return -EPIPE;
     }
+    if (dcb->writeq.len == 0) {
+        dcb->write_progress_ms = sl_worker_now_ms();
+    }
     sl_buf_append(&dcb->writeq, buf);
     sl_buf_free(buf);
     if (dcb->connecting || dcb->write_blocked) {
@@ -332,6 +386,9 @@ sl__dcb_close_quiet(struct sl_dcb *dcb)
     if (dcb->writeq.len > 0 && !dcb->connecting && dcb->fd >= 0) {
         dcb->write_blocked = false;
         (void)flush(dcb);   /* best effort, never blocks */
+    }
+    if (dcb->tls != NULL && dcb->fd >= 0 && dcb->writeq.len == 0) {
+        sl__tls_shutdown(dcb->tls);
     }
     if (dcb->state == DCB_POLLING && dcb->fd >= 0) {
         epoll_ctl(sl__worker_epfd(dcb->worker), EPOLL_CTL_DEL, dcb->fd, NULL);
@@ -432,12 +489,14 @@ read_some(struct sl_dcb *dcb)
         if (avail > budget - total) {
             avail = budget - total;
         }
-        n = read(dcb->fd, p, avail);
+        n = dcb->tls != NULL ? sl__tls_read(dcb->tls, p, avail)
+                             : read(dcb->fd, p, avail);
         if (n > 0) {
             sl_buf_commit(&dcb->readq, (size_t)n);
             dcb->bytes_read += (uint64_t)n;
+            dcb->last_read_ms = sl_worker_now_ms();
             total += (size_t)n;
-            if ((size_t)n < avail) {
+            if ((size_t)n < avail && dcb->tls == NULL) {
                 return READ_DRAINED;
             }
         } else if (n == 0) {
@@ -505,6 +564,38 @@ connect_done(struct sl_dcb *dcb)
     return true;
 }
 
+/* Drive a TLS handshake and map TLS's cross-direction needs onto the
+ * event set. false if the DCB hung up or must wait for more I/O. */
+static bool
+tls_events(struct sl_dcb *dcb, uint32_t *ev)
+{
+    char who[300];
+    int rc;
+
+    if (sl__tls_handshaking(dcb->tls)) {
+        snprintf(who, sizeof(who), "%s %s",
+                 dcb->role == SL_DCB_CLIENT ? "client" : "server",
+                 dcb->server != NULL ? dcb->server->name : dcb->remote);
+        rc = sl__tls_handshake(dcb->tls, who);
+        if (rc < 0) {
+            hangup(dcb, "TLS handshake failed");
+            return false;
+        }
+        if (rc == 0) {
+            return false;
+        }
+        /* done: send what queued up, read what may have come along */
+        *ev |= EPOLLOUT | EPOLLIN;
+    }
+    if ((*ev & EPOLLOUT) && sl__tls_read_wants_write(dcb->tls)) {
+        *ev |= EPOLLIN;
+    }
+    if ((*ev & EPOLLIN) && sl__tls_write_wants_read(dcb->tls)) {
+        *ev |= EPOLLOUT;
+    }
+    return true;
+}
+
 static uint32_t
 conn_events(struct sl_dcb *dcb, uint32_t ev)
 {
@@ -517,6 +608,9 @@ conn_events(struct sl_dcb *dcb, uint32_t ev)
             return 0;
         }
         ev |= EPOLLOUT;
+    }
+    if (dcb->tls != NULL && !tls_events(dcb, &ev)) {
+        return 0;
     }
     if (ev & EPOLLOUT) {
         dcb->write_blocked = false;
@@ -552,6 +646,84 @@ conn_events(struct sl_dcb *dcb, uint32_t ev)
     return 0;
 }
 
+/* ---- client timeouts: one sweep a second per worker ---- */
+
+#define SWEEP_MS 1000
+
+static __thread bool sweep_armed;
+
+/* Why c must be closed now ("" = keep). */
+static const char *
+timed_out(const struct sl_dcb *c, uint64_t now, char *why, size_t len)
+{
+    const struct sl_service *svc = c->service;
+    uint64_t idle_since;
+
+    why[0] = '\0';
+    if (svc == NULL || c->state != DCB_POLLING || c->session == NULL) {
+        return why;
+    }
+    idle_since = c->last_read_ms > c->write_progress_ms ? c->last_read_ms
+                                                        : c->write_progress_ms;
+    if (svc->net_write_timeout_ms > 0 && c->writeq.len > 0 &&
+        now - c->write_progress_ms > svc->net_write_timeout_ms) {
+        snprintf(why, len, "no write progress for %llu s "
+                 "(net_write_timeout)",
+                 (unsigned long long)(now - c->write_progress_ms) / 1000);
+    } else if (svc->connection_timeout_ms > 0 && c->writeq.len == 0 &&
+               now - idle_since > svc->connection_timeout_ms) {
+        snprintf(why, len, "idle for %llu s (connection_timeout)",
+                 (unsigned long long)(now - idle_since) / 1000);
+    }
+    return why;
+}
+
+/* Close the client DCBs of this worker that timed out. Collected under
+ * the list lock, closed outside it (as in sl__dcb_close_all). */
+static bool
+sweep(void *arg)
+{
+    struct sl_worker *w = sl_worker_current();
+    uint64_t now = sl_worker_now_ms();
+    struct sl_dcb *late[64];
+    char why[128];
+    size_t n = 0;
+
+    (void)arg;
+    pthread_mutex_lock(&w->dcb_lock);
+    for (struct sl_dcb *d = w->dcbs; d != NULL && n < 64; d = d->list_next) {
+        if (d->role == SL_DCB_CLIENT && timed_out(d, now, why,
+                                                  sizeof(why))[0] != '\0') {
+            sl_dcb_ref(d);
+            late[n++] = d;
+        }
+    }
+    pthread_mutex_unlock(&w->dcb_lock);
+    for (size_t i = 0; i < n; i++) {
+        struct sl_dcb *d = late[i];
+
+        sl__session_lock_for_event(d->session);
+        if (timed_out(d, sl_worker_now_ms(), why, sizeof(why))[0] != '\0') {
+            sl_log_notice("closing client %s@%s of service '%s' (session "
+                          "%llu): %s", sl_session_user(d->session),
+                          d->remote, d->service->name,
+                          (unsigned long long)sl_session_id(d->session), why);
+            sl_dcb_close(d);
+        }
+        sl__session_unlock_event();
+        sl_dcb_unref(d);
+    }
+    return true;
+}
+
+static void
+arm_sweep(void)
+{
+    if (!sweep_armed && sl_worker_current() != NULL) {
+        sweep_armed = sl_worker_add_timer(SWEEP_MS, sweep, NULL) != 0;
+    }
+}
+
 static struct sl_dcb *
 new_client(struct sl_dcb *ldcb, int fd, const struct sockaddr_storage *ss)
 {
@@ -583,6 +755,8 @@ new_client(struct sl_dcb *ldcb, int fd, const struct sockaddr_storage *ss)
     }
     atomic_fetch_add(&c->listener->connections, 1);
     atomic_fetch_add(&c->listener->connections_total, 1);
+    c->last_read_ms = c->write_progress_ms = sl_worker_now_ms();
+    arm_sweep();
     return c;
 }
 
@@ -1094,4 +1268,138 @@ uint64_t
 sl_dcb_bytes_written(const struct sl_dcb *dcb)
 {
     return dcb->bytes_written;
+}
+
+/* ---- TLS ---- */
+
+static struct sl_tls *
+tls_config(const struct sl_dcb *dcb)
+{
+    if (dcb->role == SL_DCB_CLIENT && dcb->listener != NULL) {
+        return dcb->listener->tls;
+    }
+    if (dcb->role == SL_DCB_BACKEND && dcb->server != NULL) {
+        return dcb->server->tls;
+    }
+    return NULL;
+}
+
+bool
+sl_dcb_tls_configured(const struct sl_dcb *dcb)
+{
+    return tls_config(dcb) != NULL;
+}
+
+bool
+sl_dcb_tls_required(const struct sl_dcb *dcb)
+{
+    return dcb->role == SL_DCB_CLIENT && sl__tls_required(tls_config(dcb));
+}
+
+bool
+sl_dcb_is_tls(const struct sl_dcb *dcb)
+{
+    return dcb->tls != NULL;
+}
+
+int
+sl_dcb_tls_start(struct sl_dcb *dcb)
+{
+    struct sl_tls *t = tls_config(dcb);
+    bool accept = dcb->role == SL_DCB_CLIENT;
+    char who[300];
+
+    if (t == NULL) {
+        return -ENOTSUP;
+    }
+    if (dcb->tls != NULL || dcb->state == DCB_CLOSED) {
+        return -EINVAL;
+    }
+    /* the plain SSLRequest must be on the wire before TLS bytes */
+    if (dcb->writeq.len > 0 && (flush(dcb) != 0 || dcb->writeq.len > 0)) {
+        return -EAGAIN;
+    }
+    dcb->tls = sl__tls_conn_new(t, dcb->fd, accept,
+                                accept ? &dcb->readq : NULL,
+                                dcb->server != NULL ? dcb->server->address
+                                                    : NULL);
+    if (dcb->tls == NULL) {
+        return -ENOMEM;
+    }
+    snprintf(who, sizeof(who), "%s %s", accept ? "client" : "server",
+             dcb->server != NULL ? dcb->server->name : dcb->remote);
+    return sl__tls_handshake(dcb->tls, who) < 0 ? -EPROTO : 0;
+}
+
+/* The cipher of a TLS DCB, "" when plain (diagnostics, tests). */
+const char *
+sl__dcb_tls_cipher(const struct sl_dcb *dcb)
+{
+    return dcb->tls != NULL ? sl__tls_cipher(dcb->tls) : "";
+}
+
+/* ---- graceful shutdown ---- */
+
+static bool
+client_busy(const struct sl_dcb *c)
+{
+    const struct sl_backend *b;
+
+    if (c->writeq.len > 0) {
+        return true;
+    }
+    for (b = c->session->backends; b != NULL; b = b->next) {
+        if (b->in_flight && b->state != SL_BACKEND_FAILED &&
+            b->state != SL_BACKEND_CLOSED) {
+            return true;
+        }
+    }
+    return false;
+}
+
+int64_t
+sl__dcb_drain_clients(struct sl_worker *w)
+{
+    struct sl_dcb **all = NULL;
+    struct sl_dcb *d;
+    size_t n = 0;
+    size_t cap = 0;
+    int64_t busy = 0;
+
+    pthread_mutex_lock(&w->dcb_lock);
+    for (d = w->dcbs; d != NULL; d = d->list_next) {
+        if (d->role != SL_DCB_CLIENT || d->state == DCB_CLOSED) {
+            continue;
+        }
+        if (n == cap) {
+            struct sl_dcb **a;
+
+            cap = cap ? cap * 2 : 64;
+            a = realloc(all, cap * sizeof(*a));
+            if (a == NULL) {
+                break;
+            }
+            all = a;
+        }
+        sl_dcb_ref(d);
+        all[n++] = d;
+    }
+    pthread_mutex_unlock(&w->dcb_lock);
+    for (size_t i = 0; i < n; i++) {
+        d = all[i];
+        if (d->session != NULL) {
+            sl__session_lock_for_event(d->session);
+        }
+        if (d->state != DCB_CLOSED) {
+            if (d->session != NULL && client_busy(d)) {
+                busy++;
+            } else {
+                sl_dcb_close(d);
+            }
+        }
+        sl__session_unlock_event();
+        sl_dcb_unref(d);
+    }
+    free(all);
+    return busy;
 }

@@ -65,6 +65,11 @@ struct sl_dcb {
     uint64_t zombie_epoch;
     struct sl_dcb *list_prev;       /* worker's list of its DCBs */
     struct sl_dcb *list_next;
+    struct sl_tls_conn *tls;        /* NULL = plain socket (tls.c) */
+    size_t tls_write_len;           /* length of an SSL_write to retry */
+    uint64_t last_read_ms;          /* client: last bytes read */
+    uint64_t write_progress_ms;     /* client: last write progress, or when
+                                     * the write queue became non-empty */
 };
 
 struct sl_filter_session {
@@ -105,6 +110,13 @@ struct sl_session {
     char remote[256];
     char db[128];
     struct sl_hint hint;            /* for the next routed command */
+    uint64_t client_caps;           /* SL_CAP_* the client negotiated */
+    /* Internal sessions (no client DCB; sl_session_create_internal): */
+    sl_session_reply_fn reply_fn;   /* their answers go here */
+    void *reply_arg;
+    struct sl_session *parent;      /* closes them when it closes */
+    struct sl_session *children;    /* internal sessions of this one */
+    struct sl_session *sibling;     /* next in parent->children */
 };
 
 /* ---- dcb.c ---- */
@@ -127,6 +139,11 @@ void sl__dcb_close_quiet(struct sl_dcb *dcb);
 void sl__dcb_close_all(struct sl_worker *w);
 /* DCBs freed since start (tests). */
 uint64_t sl__dcb_freed_count(void);
+/* Graceful shutdown, on worker w: close w's idle client sessions and
+ * count those still busy (a statement in flight or output queued). */
+int64_t sl__dcb_drain_clients(struct sl_worker *w);
+/* The negotiated TLS cipher, "" for a plain DCB. */
+const char *sl__dcb_tls_cipher(const struct sl_dcb *dcb);
 
 /* ---- session.c ---- */
 

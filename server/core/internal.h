@@ -71,6 +71,7 @@ struct sl_server {
     atomic_ullong total_connections;
     atomic_ullong routed_reads;
     atomic_ullong routed_writes;
+    struct sl_tls *tls;               /* backend TLS, NULL = plain */
 };
 
 struct sl_filter_def {
@@ -98,6 +99,8 @@ struct sl_service {
     void *protocol_data;              /* protocol's service_data_create */
     atomic_llong sessions;
     atomic_ullong total_sessions;
+    uint64_t connection_timeout_ms;   /* idle client sessions, 0 = never */
+    uint64_t net_write_timeout_ms;    /* stalled client writes, 0 = never */
 };
 
 struct sl_listener {
@@ -112,6 +115,7 @@ struct sl_listener {
     int fd;                           /* listening socket, -1 until started */
     atomic_ullong connections_total;
     atomic_llong connections;
+    struct sl_tls *tls;               /* NULL = plain (tls.c) */
 };
 
 struct sl_monitor {
@@ -172,6 +176,8 @@ int sl__log_init(const char *path, int level);
 /* Reopen the log file (SIGHUP, log rotation). Any thread. */
 void sl__log_reopen(void);
 void sl__log_finish(void);
+/* The log file's path, "" for stdout. Any thread. */
+const char *sl__log_path(void);
 
 /* Live counts for leak checks and diagnostics. */
 int64_t sl__dcb_count(void);

@@ -32,6 +32,7 @@ atomic_int sl__log_level = SL_LOG_NOTICE;
 static atomic_int log_fd = STDOUT_FILENO;
 static char log_path[4096];
 static pthread_mutex_t reopen_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_ullong rotations;   /* sl__log_reopen calls, for modules */
 
 static const char *const level_names[] = {
     [SL_LOG_ERROR] = "error",  [SL_LOG_WARN] = "warning",
@@ -92,6 +93,20 @@ sl__log_reopen(void)
         }
     }
     pthread_mutex_unlock(&reopen_lock);
+    atomic_fetch_add(&rotations, 1);
+}
+
+uint64_t
+sl_log_rotation_count(void)
+{
+    return atomic_load(&rotations);
+}
+
+/* The log file's path, "" for stdout (admin API). Set before workers. */
+const char *
+sl__log_path(void)
+{
+    return log_path;
 }
 
 void

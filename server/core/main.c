@@ -22,16 +22,23 @@
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <sluice/log.h>
+#include <sluice/worker.h>
 
+#include "admin_int.h"
 #include "config_int.h"
+#include "dcb_int.h"
 #include "internal.h"
+#include "modcmd_int.h"
 
 #define DEFAULT_CONFIG "/etc/sluice.cnf"
 
@@ -261,7 +268,8 @@ out_listeners:
     return rc;
 }
 
-/* Runs until SIGTERM or SIGINT. */
+/* Runs until SIGTERM or SIGINT. SIGUSR1 logs the live object counts
+ * (leak checks in tests). */
 static void
 wait_for_signals(void)
 {
@@ -272,6 +280,7 @@ wait_for_signals(void)
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGUSR1);
     for (;;) {
         if (sigwait(&set, &sig) != 0) {
             continue;
@@ -281,8 +290,92 @@ wait_for_signals(void)
             sl__log_reopen();
             continue;
         }
+        if (sig == SIGUSR1) {
+            sl_log_notice("SIGUSR1: live dcbs=%lld sessions=%lld",
+                          (long long)sl__dcb_count(),
+                          (long long)sl__session_count());
+            continue;
+        }
         sl_log_notice("%s: shutting down", strsignal(sig));
         return;
+    }
+}
+
+/* ---- graceful shutdown ---- */
+
+static atomic_llong drain_busy;
+static atomic_int drain_replies;
+
+static void
+drain_worker(void *arg)
+{
+    (void)arg;
+    atomic_fetch_add(&drain_busy, sl__dcb_drain_clients(sl_worker_current()));
+    atomic_fetch_add(&drain_replies, 1);
+}
+
+static void
+sleep_ms(long ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = ms % 1000 * 1000000};
+
+    nanosleep(&ts, NULL);
+}
+
+/* One pass over every worker: idle sessions closed, busy ones counted.
+ * -1 when the workers did not answer within a second. */
+static int64_t
+drain_pass(void)
+{
+    int n = sl_worker_count();
+
+    atomic_store(&drain_busy, 0);
+    atomic_store(&drain_replies, 0);
+    if (sl_worker_broadcast(drain_worker, NULL) != 0) {
+        return -1;
+    }
+    for (int i = 0; i < 100 && atomic_load(&drain_replies) < n; i++) {
+        sleep_ms(10);
+    }
+    return atomic_load(&drain_replies) < n ? -1 : atomic_load(&drain_busy);
+}
+
+/*
+ * After the listeners closed: close idle sessions at once and let busy
+ * ones (a statement in flight, output queued) finish, for up to
+ * shutdown_timeout; what is left is closed by the workers' shutdown.
+ */
+static void
+drain_sessions(const struct sl_config *cfg)
+{
+    uint64_t timeout = sl_params_duration_ms(cfg->global.params,
+                                             "shutdown_timeout");
+    uint64_t waited = 0;
+    int64_t busy;
+
+    while ((busy = drain_pass()) > 0 && waited < timeout) {
+        if (waited == 0) {
+            sl_log_notice("waiting up to %llu ms for %lld busy sessions",
+                          (unsigned long long)timeout, (long long)busy);
+        }
+        sleep_ms(100);
+        waited += 100;
+    }
+    if (busy > 0) {
+        sl_log_warn("shutdown_timeout: closing %lld busy sessions",
+                    (long long)busy);
+    }
+}
+
+/* Many connections need many descriptors: take the hard limit. */
+static void
+raise_nofile(void)
+{
+    struct rlimit rl;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &rl);
     }
 }
 
@@ -317,6 +410,9 @@ run(const struct options *o)
         fprintf(stderr, "sluice: startup failed, see the log\n");
         goto out_config;
     }
+    if (sl__admin_start(cfg) < 0) {
+        sl_log_error("the REST API is not available");   /* not fatal */
+    }
     pid_path(o, cfg, pidfile, sizeof(pidfile));
     if (pidfile[0] && write_pid(pidfile) < 0) {
         pidfile[0] = '\0';
@@ -325,11 +421,16 @@ run(const struct options *o)
                   SLUICE_VERSION, cfg->global.threads,
                   cfg->global.event_model == SL_EVENT_MODEL_SHARED
                       ? "shared" : "pinned", o->config);
+    sl__modcmd_test_hook_start();   /* tests only: see modcmd.c */
     wait_for_signals();
+    sl__modcmd_test_hook_stop();
+    sl__admin_stop();
     stop_listeners(cfg, cfg->nlisteners);
+    drain_sessions(cfg);
     sl__monitors_stop(cfg);
     sl__workers_stop();
     sl__workers_finish();
+    sl__admin_finish();
     if (pidfile[0]) {
         unlink(pidfile);
     }
@@ -368,6 +469,8 @@ main(int argc, char **argv)
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGUSR1);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
+    raise_nofile();
     return o.check ? config_check(&o) : run(&o);
 }

@@ -9,6 +9,7 @@
  *
  * Context: any thread.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -249,6 +250,131 @@ sl_mdb_make_ok(uint8_t seq, uint64_t affected, uint64_t insert_id,
     p[n++] = (unsigned char)warnings;
     p[n++] = (unsigned char)(warnings >> 8);
     return sl_mdb_make_packet(seq, p, n);
+}
+
+/* Append one packet (payload p[0..n)) with sequence *seq to out. */
+static int
+rs_packet(struct sl_buf *out, uint8_t *seq, const unsigned char *p, size_t n)
+{
+    struct sl_buf *pkt = sl_mdb_make_packet(*seq, p, n);
+
+    if (pkt == NULL) {
+        return -ENOMEM;
+    }
+    *seq = (uint8_t)(*seq + (n / SL_MDB_MAX_PAYLOAD) + 1);
+    sl_buf_append(out, pkt);
+    sl_buf_free(pkt);
+    return 0;
+}
+
+static size_t
+put_lenenc_str(unsigned char *p, const char *s, size_t len)
+{
+    size_t n = sl_mdb_put_lenenc(p, len);
+
+    memcpy(p + n, s, len);
+    return n + len;
+}
+
+/* A column definition (protocol 4.1) of a VARCHAR utf8 column. */
+static int
+rs_coldef(struct sl_buf *out, uint8_t *seq, const char *name)
+{
+    size_t len = strlen(name) > 250 ? 250 : strlen(name);
+    unsigned char p[600];
+    size_t n = 0;
+
+    n += put_lenenc_str(p + n, "def", 3);
+    n += put_lenenc_str(p + n, "", 0);              /* schema */
+    n += put_lenenc_str(p + n, "", 0);              /* table */
+    n += put_lenenc_str(p + n, "", 0);              /* org_table */
+    n += put_lenenc_str(p + n, name, len);
+    n += put_lenenc_str(p + n, name, len);          /* org_name */
+    p[n++] = 0x0c;
+    p[n++] = 33;                                    /* utf8_general_ci */
+    p[n++] = 0;
+    memcpy(p + n, "\xff\xff\x00\x00", 4);            /* length 65535 */
+    n += 4;
+    p[n++] = 0xfd;                                  /* VAR_STRING */
+    memset(p + n, 0, 5);                            /* flags, decimals, */
+    n += 5;                                         /* filler */
+    return rs_packet(out, seq, p, n);
+}
+
+static int
+rs_eof(struct sl_buf *out, uint8_t *seq, bool as_ok, uint16_t status)
+{
+    unsigned char p[7] = {0xfe, 0, 0, 0, 0, 0, 0};
+
+    if (as_ok) {   /* OK packet with the 0xFE header: 0, 0, status, 0 */
+        p[3] = (unsigned char)status;
+        p[4] = (unsigned char)(status >> 8);
+        return rs_packet(out, seq, p, 7);
+    }
+    p[3] = (unsigned char)status;
+    p[4] = (unsigned char)(status >> 8);
+    return rs_packet(out, seq, p, 5);
+}
+
+static int
+rs_row(struct sl_buf *out, uint8_t *seq, size_t ncols,
+       const char *const *values)
+{
+    size_t need = 0;
+    size_t n = 0;
+    unsigned char *p;
+    int rc;
+
+    for (size_t c = 0; c < ncols; c++) {
+        need += 9 + (values[c] != NULL ? strlen(values[c]) : 0);
+    }
+    p = malloc(need + 1);
+    if (p == NULL) {
+        return -ENOMEM;
+    }
+    for (size_t c = 0; c < ncols; c++) {
+        if (values[c] == NULL) {
+            p[n++] = 0xfb;
+        } else {
+            n += put_lenenc_str(p + n, values[c], strlen(values[c]));
+        }
+    }
+    rc = rs_packet(out, seq, p, n);
+    free(p);
+    return rc;
+}
+
+struct sl_buf *
+sl_mdb_make_resultset(uint8_t seq, bool deprecate_eof, uint16_t status,
+                      size_t ncols, const char *const *names, size_t nrows,
+                      const char *const *values)
+{
+    struct sl_buf *out = sl_buf_new();
+    unsigned char p[9];
+    int rc;
+
+    if (out == NULL || ncols == 0) {
+        sl_buf_free(out);
+        return NULL;
+    }
+    rc = rs_packet(out, &seq, p, sl_mdb_put_lenenc(p, ncols));
+    for (size_t c = 0; rc == 0 && c < ncols; c++) {
+        rc = rs_coldef(out, &seq, names[c]);
+    }
+    if (rc == 0 && !deprecate_eof) {
+        rc = rs_eof(out, &seq, false, status);
+    }
+    for (size_t r = 0; rc == 0 && r < nrows; r++) {
+        rc = rs_row(out, &seq, ncols, values + r * ncols);
+    }
+    if (rc == 0) {
+        rc = rs_eof(out, &seq, deprecate_eof, status);
+    }
+    if (rc != 0) {
+        sl_buf_free(out);
+        return NULL;
+    }
+    return out;
 }
 
 struct sl_buf *

@@ -5,6 +5,8 @@
  *
  * Context: any thread.
  */
+#include <string.h>
+
 #include <sluice/service.h>
 
 #include "internal.h"
@@ -76,4 +78,17 @@ const struct sl_params *
 sl_listener_params(const struct sl_listener *l)
 {
     return l->params;
+}
+
+struct sl_service *
+sl_service_find(const char *name)
+{
+    struct sl_config *cfg = sl__config;
+
+    for (size_t i = 0; cfg != NULL && i < cfg->nservices; i++) {
+        if (strcmp(cfg->services[i]->name, name) == 0) {
+            return cfg->services[i];
+        }
+    }
+    return NULL;
 }

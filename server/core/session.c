@@ -110,7 +110,7 @@ session_started(struct sl_session *ses)
 {
     ses->state = SL_SESSION_STARTED;
     sl_log_ses_info(ses, "session started");
-    if (ses->protocol->session_ready != NULL) {
+    if (ses->client != NULL && ses->protocol->session_ready != NULL) {
         ses->protocol->session_ready(ses->client);
     }
 }
@@ -176,7 +176,9 @@ session_abort(struct sl_session *ses)
     for (b = ses->backends; b != NULL; b = b->next) {
         sl_backend_close(b);
     }
-    ses->client->session = NULL;
+    if (ses->client != NULL) {
+        ses->client->session = NULL;
+    }
     atomic_fetch_sub(&ses->service->sessions, 1);
     if (locked_ses == ses) {
         sl__session_unlock_event();
@@ -264,6 +266,10 @@ static int
 to_client(struct sl_session *ses, struct sl_buf *buf,
           const struct sl_reply *reply)
 {
+    if (ses->reply_fn != NULL) {   /* an internal session */
+        ses->reply_fn(ses->reply_arg, buf, reply);
+        return SL_OK;
+    }
     if (!sl_dcb_is_open(ses->client)) {
         sl_buf_free(buf);
         return SL_OK;
@@ -355,9 +361,77 @@ void
 sl_session_send_error(struct sl_session *ses, uint16_t code,
                       const char *sqlstate, const char *msg)
 {
-    if (sl_dcb_is_open(ses->client) && ses->protocol->client_error != NULL) {
+    if (ses->client != NULL && sl_dcb_is_open(ses->client) &&
+        ses->protocol->client_error != NULL) {
         ses->protocol->client_error(ses->client, code, sqlstate, msg);
     }
+}
+
+/* An internal session closed: leave the parent's list, tell the owner,
+ * drop the reference that stood for the missing client DCB. */
+static void
+internal_closed(struct sl_session *ses)
+{
+    struct sl_session **pp;
+
+    if (ses->parent != NULL) {
+        for (pp = &ses->parent->children; *pp != NULL; pp = &(*pp)->sibling) {
+            if (*pp == ses) {
+                *pp = ses->sibling;
+                break;
+            }
+        }
+        ses->parent = NULL;
+    }
+    if (ses->reply_fn != NULL) {
+        sl_session_reply_fn fn = ses->reply_fn;
+
+        ses->reply_fn = NULL;
+        fn(ses->reply_arg, NULL, NULL);
+    }
+    sl__session_unref(ses);
+}
+
+struct sl_session *
+sl_session_create_internal(struct sl_session *parent, struct sl_service *svc,
+                           sl_session_reply_fn fn, void *arg)
+{
+    struct sl_session *ses = calloc(1, sizeof(*ses));
+
+    if (ses == NULL) {
+        return NULL;
+    }
+    ses->id = atomic_fetch_add(&next_session_id, 1);
+    ses->state = SL_SESSION_STARTING;
+    atomic_init(&ses->refs, 1);   /* the owner's, dropped at close */
+    ses->service = svc;
+    ses->protocol = parent->protocol;
+    ses->protocol_data = parent->protocol_data;   /* shared, not owned */
+    ses->client_caps = parent->client_caps;
+    pthread_mutex_init(&ses->lock, NULL);
+    snprintf(ses->remote, sizeof(ses->remote), "%s", parent->remote);
+    snprintf(ses->user, sizeof(ses->user), "%s", parent->user);
+    snprintf(ses->db, sizeof(ses->db), "%s", parent->db);
+    atomic_fetch_add(&session_live, 1);
+    atomic_fetch_add(&svc->sessions, 1);
+    atomic_fetch_add(&svc->total_sessions, 1);
+    if (!create_filter_sessions(ses) ||
+        (ses->router_session = svc->router->new_session(svc->router_instance,
+                                                        ses)) == NULL) {
+        sl_log_ses_warn(ses, "cannot start an internal session on service "
+                        "'%s'", svc->name);
+        session_abort(ses);
+        return NULL;
+    }
+    ses->reply_fn = fn;
+    ses->reply_arg = arg;
+    ses->parent = parent;
+    ses->sibling = parent->children;
+    parent->children = ses;
+    if (ses->state == SL_SESSION_STARTING && ses->backends == NULL) {
+        session_started(ses);
+    }
+    return ses;
 }
 
 void
@@ -370,11 +444,18 @@ sl_session_close(struct sl_session *ses, const char *reason)
     }
     ses->state = SL_SESSION_CLOSING;
     sl_log_ses_info(ses, "session closed: %s", reason ? reason : "");
+    while (ses->children != NULL) {   /* each unlinks itself */
+        sl_session_close(ses->children, "parent session closed");
+    }
     for (b = ses->backends; b != NULL; b = b->next) {
         sl_backend_close(b);
     }
-    sl__dcb_close_quiet(ses->client);
     atomic_fetch_sub(&ses->service->sessions, 1);
+    if (ses->client != NULL) {
+        sl__dcb_close_quiet(ses->client);
+    } else {
+        internal_closed(ses);
+    }
 }
 
 void
@@ -458,6 +539,18 @@ void
 sl_session_set_db(struct sl_session *ses, const char *db)
 {
     snprintf(ses->db, sizeof(ses->db), "%s", db ? db : "");
+}
+
+uint64_t
+sl_session_client_caps(const struct sl_session *ses)
+{
+    return ses->client_caps;
+}
+
+void
+sl_session_set_client_caps(struct sl_session *ses, uint64_t caps)
+{
+    ses->client_caps = caps;
 }
 
 void *

@@ -18,6 +18,12 @@
  *                             DB), check the variable is gone, print
  *                             "CURRENT_USER() DATABASE()"
  *   ping                      mysql_ping twice, print "OK"
+ *   ps_route N                (readwritesplit) a prepared "SELECT
+ *                             @@server_id, ?" executed N times, printing
+ *                             "read=SID" each; a prepared INSERT of
+ *                             @@server_id executed N times, the rows read
+ *                             back, "write=SID" each; the SELECT executed
+ *                             inside a transaction, "trx=SID"; "OK"
  *
  * Exit status 0 on success; 1 with "error CODE (SQLSTATE): MESSAGE" on
  * stderr for any MySQL error; 2 for usage errors.
@@ -327,6 +333,106 @@ mode_ping(MYSQL *conn)
     return 0;
 }
 
+/* Execute the prepared "SELECT @@server_id, ?" once with i; print
+ * "<tag>=SID" after checking the parameter came back. */
+static int
+ps_route_select(MYSQL_STMT *stmt, int i, const char *tag)
+{
+    MYSQL_BIND param, res[2];
+    long long sid = 0, echo = -1;
+    int v = i;
+
+    memset(&param, 0, sizeof(param));
+    param.buffer_type = MYSQL_TYPE_LONG;
+    param.buffer = &v;
+    memset(res, 0, sizeof(res));
+    res[0].buffer_type = MYSQL_TYPE_LONGLONG;
+    res[0].buffer = &sid;
+    res[1].buffer_type = MYSQL_TYPE_LONGLONG;
+    res[1].buffer = &echo;
+    if (mysql_stmt_bind_param(stmt, &param) != 0 ||
+        mysql_stmt_execute(stmt) != 0 ||
+        mysql_stmt_bind_result(stmt, res) != 0 ||
+        mysql_stmt_store_result(stmt) != 0) {
+        return fail_stmt(stmt, "execute select");
+    }
+    if (mysql_stmt_fetch(stmt) != 0 || echo != i) {
+        fprintf(stderr, "select %d: bad row (echo %lld)\n", i, echo);
+        return 1;
+    }
+    mysql_stmt_free_result(stmt);
+    printf("%s=%lld\n", tag, sid);
+    return 0;
+}
+
+static int
+ps_route_insert(MYSQL *conn, const char *table, int n)
+{
+    char sql[256];
+    MYSQL_STMT *stmt = mysql_stmt_init(conn);
+    MYSQL_BIND param;
+    int id;
+
+    snprintf(sql, sizeof(sql), "INSERT INTO %s (id, sid) VALUES "
+             "(?, @@server_id)", table);
+    if (stmt == NULL || mysql_stmt_prepare(stmt, sql, strlen(sql)) != 0) {
+        return stmt ? fail_stmt(stmt, "prepare insert") : 1;
+    }
+    memset(&param, 0, sizeof(param));
+    param.buffer_type = MYSQL_TYPE_LONG;
+    param.buffer = &id;
+    for (id = 0; id < n; id++) {
+        if (mysql_stmt_bind_param(stmt, &param) != 0 ||
+            mysql_stmt_execute(stmt) != 0) {
+            return fail_stmt(stmt, "execute insert");
+        }
+    }
+    mysql_stmt_close(stmt);
+    snprintf(sql, sizeof(sql), "SELECT CONCAT('write=', sid) FROM %s "
+             "ORDER BY id FOR UPDATE", table);
+    return run_query(conn, sql);
+}
+
+static int
+mode_ps_route(MYSQL *conn, int argc, char **argv)
+{
+    const char *sel = "SELECT @@server_id, ?";
+    int n = argc >= 1 ? atoi(argv[0]) : 100;
+    char table[64], sql[256];
+    MYSQL_STMT *stmt = mysql_stmt_init(conn);
+    int rc = 0;
+
+    if (stmt == NULL || mysql_stmt_prepare(stmt, sel, strlen(sel)) != 0) {
+        return stmt ? fail_stmt(stmt, "prepare select") : 1;
+    }
+    for (int i = 0; i < n && rc == 0; i++) {
+        rc = ps_route_select(stmt, i, "read");
+    }
+    if (rc == 0 && run_query(conn, "START TRANSACTION") != 0) {
+        rc = 1;
+    }
+    for (int i = 0; i < 5 && rc == 0; i++) {
+        rc = ps_route_select(stmt, i, "trx");
+    }
+    if (rc == 0 && run_query(conn, "COMMIT") != 0) {
+        rc = 1;
+    }
+    mysql_stmt_close(stmt);
+    snprintf(table, sizeof(table), "test.c_client_psr_%ld", (long)getpid());
+    snprintf(sql, sizeof(sql), "CREATE TABLE %s (id INT PRIMARY KEY, "
+             "sid INT)", table);
+    if (rc != 0 || run_query(conn, sql) != 0) {
+        return 1;
+    }
+    rc = ps_route_insert(conn, table, n);
+    snprintf(sql, sizeof(sql), "DROP TABLE %s", table);
+    if (run_query(conn, sql) != 0 || rc != 0) {
+        return 1;
+    }
+    printf("OK\n");
+    return 0;
+}
+
 static int
 run_mode(MYSQL *conn, const char *mode, int argc, char **argv)
 {
@@ -344,6 +450,9 @@ run_mode(MYSQL *conn, const char *mode, int argc, char **argv)
     }
     if (strcmp(mode, "ping") == 0) {
         return mode_ping(conn);
+    }
+    if (strcmp(mode, "ps_route") == 0) {
+        return mode_ps_route(conn, argc, argv);
     }
     fprintf(stderr, "unknown mode or missing argument: %s\n", mode);
     return 2;

@@ -9,7 +9,8 @@ import pytest
 import sluicetest as st
 from proxy import running_proxy
 
-PORTS = {"pinned": (4130, st.port(4131)), "shared": (4132, st.port(4133))}
+PORTS = {"pinned": (st.port(4130), st.port(4131)),
+         "shared": (st.port(4132), st.port(4133))}
 CLIENTS = 200
 
 

@@ -13,7 +13,8 @@ import pytest
 import sluicetest as st
 from proxy import running_proxy
 
-PORTS = {"pinned": (4100, st.port(4101)), "shared": (4102, st.port(4103))}
+PORTS = {"pinned": (st.port(4100), st.port(4101)),
+         "shared": (st.port(4102), st.port(4103))}
 
 
 @pytest.fixture(scope="module", params=sorted(PORTS))

@@ -219,12 +219,22 @@ test_ssl(void **state)
     struct sl_config *cfg;
 
     (void)state;
-    expect_error(SERVER "ssl=true\n", "test.cnf:5: parameter 'ssl' in "
-                 "server 'db1': TLS is not supported yet");
-    expect_error(SERVER "ssl_cert=/x\n", "test.cnf:5: parameter 'ssl_cert' "
-                 "in server 'db1': TLS is not supported yet");
-    cfg = load(SERVER "ssl=false\n");
+    /* TLS parameters are checked in tls.c, with the line of the culprit */
+    expect_error(SERVER "ssl=true\nssl_ca=/nonexistent/ca.pem\n",
+                 "test.cnf:6: cannot load ssl_ca '/nonexistent/ca.pem' of "
+                 "server 'db1'");
+    expect_error(SERVER "ssl=true\nssl_version=SSLv3\n",
+                 "test.cnf:6: invalid value 'SSLv3' for parameter "
+                 "'ssl_version' in server 'db1'");
+    expect_error(SERVER "ssl=maybe\n", "test.cnf:5:");
+    /* a server may use TLS without a client certificate */
+    cfg = load(SERVER "ssl=true\nssl_version=TLSv12,TLSv13\n");
     assert_non_null(cfg);
+    assert_non_null(cfg->servers[0]->tls);
+    sl__config_free(cfg);
+    cfg = load(SERVER "ssl=false\nssl_cert=/ignored\n");
+    assert_non_null(cfg);
+    assert_null(cfg->servers[0]->tls);
     sl__config_free(cfg);
 }
 

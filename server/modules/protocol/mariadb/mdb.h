@@ -94,4 +94,13 @@ void mdb_backend_close(struct sl_dcb *dcb);
 void mdb_backend_free(struct sl_dcb *dcb);
 int mdb_backend_pending(const struct sl_dcb *dcb);
 
+/* ---- blocking hosts after failed logins (mdb_block.c) ---- */
+
+/* The host is blocked for svc: refuse with 1129. Any worker. */
+bool mdb_host_blocked(const struct sl_service *svc, const char *host);
+/* Count a failed login; blocks the host at max_auth_errors_until_block. */
+void mdb_host_auth_failed(const struct sl_service *svc, const char *host);
+/* A successful login clears the host's count. */
+void mdb_host_auth_ok(const struct sl_service *svc, const char *host);
+
 #endif

@@ -163,6 +163,39 @@ negotiate(struct sl_dcb *dcb, uint32_t server_caps)
     return caps;
 }
 
+/*
+ * Server ssl=true: answer the handshake with an SSLRequest (seq + 1) and
+ * switch to TLS; the login follows inside TLS with seq + 2 (it queues in
+ * the DCB until the TLS handshake is done). 0, or -1 after fail().
+ */
+static int
+start_tls(struct sl_dcb *dcb, struct mdb_backend *be, uint32_t server_caps,
+          uint8_t charset, uint8_t seq)
+{
+    unsigned char req[32] = {0};
+    uint32_t caps = be->caps | SL_CAP_SSL;
+    struct sl_buf *pkt;
+
+    if (!(server_caps & SL_CAP_SSL)) {
+        fail(be, NULL, "server does not support TLS but ssl=true is set");
+        return -1;
+    }
+    req[0] = (unsigned char)caps;
+    req[1] = (unsigned char)(caps >> 8);
+    req[2] = (unsigned char)(caps >> 16);
+    req[3] = (unsigned char)(caps >> 24);
+    req[6] = 0;
+    req[7] = 1;   /* max packet 16 MiB */
+    req[8] = charset;
+    pkt = sl_mdb_make_packet((uint8_t)(seq + 1), req, sizeof(req));
+    if (pkt == NULL || sl_dcb_write(dcb, pkt) != 0 ||
+        sl_dcb_tls_start(dcb) != 0) {
+        fail(be, NULL, "cannot start TLS");
+        return -1;
+    }
+    return 0;
+}
+
 static int
 on_handshake(struct sl_dcb *dcb, struct mdb_backend *be,
              const unsigned char *p, size_t len, uint8_t seq)
@@ -183,6 +216,13 @@ on_handshake(struct sl_dcb *dcb, struct mdb_backend *be,
     be->caps = negotiate(dcb, h.caps);
     mdb_tracker_init(&be->trk, be->caps);
     make_login(dcb, be, &l, token, attrs, sizeof(attrs));
+    if (sl_dcb_tls_configured(dcb)) {
+        if (start_tls(dcb, be, h.caps, l.charset, seq) != 0) {
+            return SL_OK;
+        }
+        l.caps |= SL_CAP_SSL;
+        seq++;
+    }
     n = mdb_build_login(out, sizeof(out), &l);
     pkt = n > 0 ? sl_mdb_make_packet((uint8_t)(seq + 1), out, n) : NULL;
     if (pkt == NULL || sl_dcb_write(dcb, pkt) != 0) {

@@ -16,6 +16,12 @@
  * Sequence numbers during login: handshake 0, response 1, OK/ERR 2; after
  * an auth switch: request 2, response 3, OK/ERR 4.
  *
+ * TLS (listener ssl=true): the handshake offers CLIENT_SSL; the client's
+ * SSLRequest (seq 1) starts TLS (sl_dcb_tls_start) and the real response
+ * follows inside TLS with seq 2, so every later login seq is one higher.
+ * A plain response on such a listener is refused (TLS is required, as in
+ * MaxScale).
+ *
  * Context: worker-owned (the client DCB's worker).
  */
 #include <openssl/rand.h>
@@ -60,6 +66,7 @@ struct mdb_client {
     struct mdb_session *sd;      /* handed to the session */
     char init_db[MDB_DB_MAX];    /* COM_INIT_DB awaiting its OK */
     bool init_db_pending;
+    bool tls_started;            /* SSLRequest seen, TLS running */
 };
 
 static struct mdb_client *
@@ -118,6 +125,14 @@ mdb_client_accept(struct sl_dcb *client)
         return SL_ERROR;
     }
     sl_dcb_set_protocol_data(client, cl);
+    if (mdb_host_blocked(sl_dcb_service(client), sl_dcb_remote(client))) {
+        char msg[200];
+
+        snprintf(msg, sizeof(msg), "Host '%s' is blocked because of many "
+                 "connection errors", sl_dcb_remote(client));
+        send_err(client, 0, 1129, "HY000", msg);
+        return SL_ERROR;
+    }
     cl->cu_seq = -1;
     make_scramble(cl->scramble);
     if (version == NULL || version[0] == '\0' || strlen(version) > 128) {
@@ -125,7 +140,10 @@ mdb_client_accept(struct sl_dcb *client)
     }
     n = mdb_build_handshake(p, sizeof(p), version,
                             (uint32_t)sl_dcb_id(client), cl->scramble,
-                            MDB_SERVER_CAPS, MDB_DEFAULT_CHARSET);
+                            MDB_SERVER_CAPS |
+                                (sl_dcb_tls_configured(client) ? SL_CAP_SSL
+                                                               : 0),
+                            MDB_DEFAULT_CHARSET);
     cl->state = CS_HELLO;
     cl->seq = 2;
     return send_payload(client, 0, p, n);
@@ -250,6 +268,7 @@ start_session(struct sl_dcb *dcb, struct mdb_client *cl)
     sl_session_set_user(ses, h->user);
     sl_session_set_db(ses, h->db);
     sl_session_set_protocol_data(ses, cl->sd);
+    sl_session_set_client_caps(ses, cl->sd->caps);
     free(h);
     return SL_OK;
 }
@@ -260,12 +279,14 @@ login(struct sl_dcb *dcb, struct mdb_client *cl)
 {
     switch (check_token(dcb, cl, cl->sd)) {
     case MDB_AUTH_OK:
+        mdb_host_auth_ok(sl_dcb_service(dcb), sl_dcb_remote(dcb));
         return start_session(dcb, cl);
     case MDB_AUTH_WAIT:
         cl->state = CS_PARKED;
         return SL_OK;
     default:
         log_denied(dcb, cl->hello);
+        mdb_host_auth_failed(sl_dcb_service(dcb), sl_dcb_remote(dcb));
         send_access_denied(dcb, cl->seq, cl->hello);
         return SL_ERROR;
     }
@@ -307,6 +328,43 @@ login_packet(struct sl_buf *rq, size_t *len, size_t *total, bool *bad)
     return p + SL_MDB_HDR_LEN;
 }
 
+/* A plain response where TLS is required is not ok. */
+static bool
+tls_ok(struct sl_dcb *dcb, const struct mdb_client *cl)
+{
+    return cl->tls_started || !sl_dcb_tls_required(dcb);
+}
+
+/* The SSLRequest (or a plain response on a TLS-only listener): start TLS,
+ * or refuse. */
+static int
+start_tls(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *rq,
+          size_t total)
+{
+    if (!cl->hello->ssl_request) {
+        sl_log_warn("client %s@%s refused: listener '%s' requires TLS",
+                    cl->hello->user, sl_dcb_remote(dcb),
+                    sl_listener_name(sl_dcb_listener(dcb)));
+        /* MariaDB's ER_SECURE_TRANSPORT_REQUIRED */
+        send_err(dcb, cl->seq, 3159, "08004",
+                 "Connections using insecure transport are prohibited: "
+                 "this listener requires TLS (connect with --ssl)");
+        return SL_ERROR;
+    }
+    if (!sl_dcb_tls_configured(dcb) || cl->tls_started) {
+        send_err(dcb, cl->seq, 1043, "08S01",
+                 cl->tls_started ? "Bad handshake"
+                                 : "SSL not supported by this listener");
+        return SL_ERROR;
+    }
+    sl_buf_consume(rq, total);
+    free(cl->hello);
+    cl->hello = NULL;
+    cl->tls_started = true;
+    cl->seq++;
+    return sl_dcb_tls_start(dcb) == 0 ? SL_OK : SL_ERROR;
+}
+
 static int
 read_hello(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *rq)
 {
@@ -315,15 +373,15 @@ read_hello(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *rq)
     unsigned char *p = login_packet(rq, &len, &total, &bad);
 
     if (p == NULL) {
-        return bad ? bad_handshake(dcb, 2) : SL_OK;
+        return bad ? bad_handshake(dcb, cl->seq) : SL_OK;
     }
+    free(cl->hello);
     cl->hello = malloc(sizeof(*cl->hello));
     if (cl->hello == NULL || mdb_parse_hello(p, len, cl->hello) != 0) {
-        return bad_handshake(dcb, 2);
+        return bad_handshake(dcb, cl->seq);
     }
-    if (cl->hello->ssl_request) {
-        send_err(dcb, 2, 1043, "08S01", "SSL not supported by this listener");
-        return SL_ERROR;
+    if (cl->hello->ssl_request || !tls_ok(dcb, cl)) {
+        return start_tls(dcb, cl, rq, total);
     }
     note_client(cl, cl->hello);
     /* attrs point into the read queue, which is consumed now. */
@@ -331,8 +389,8 @@ read_hello(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *rq)
     sl_buf_consume(rq, total);
     if (needs_switch(cl->hello)) {
         cl->state = CS_SWITCH;
-        cl->seq = 4;
-        return send_switch(dcb, 2, cl->scramble);
+        cl->seq += 2;
+        return send_switch(dcb, (uint8_t)(cl->seq - 2), cl->scramble);
     }
     return login(dcb, cl);
 }

@@ -1,0 +1,1 @@
+SELECT * FROM t1, db.t2 AS x JOIN `t 3` y ON x.a=y.b FOR UPDATE

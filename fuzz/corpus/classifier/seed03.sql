@@ -1,0 +1,1 @@
+SELECT LAST_INSERT_ID(), NEXT VALUE FOR s, @a := 1, @@version INTO @x

@@ -1,0 +1,1 @@
+WITH c AS (SELECT 1) UPDATE t SET a = (SELECT b FROM (SELECT 1) d, u)

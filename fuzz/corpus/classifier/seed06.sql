@@ -1,0 +1,1 @@
+SET GLOBAL a=1, SESSION autocommit=0, @x := 'y'

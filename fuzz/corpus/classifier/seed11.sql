@@ -1,0 +1,1 @@
+/*!50100 SELECT 1 */; /*M!100100 SET NAMES utf8 */ -- maxscale route to server db2

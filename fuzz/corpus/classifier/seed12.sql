@@ -1,0 +1,1 @@
+SELECT 'a;b\'c''d', "e"";f" /* maxscale route to slave */ # x

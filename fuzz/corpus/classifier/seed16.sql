@@ -1,0 +1,1 @@
+XA START 'x'; XA END 'x'; XA PREPARE 'x'; XA COMMIT 'x'

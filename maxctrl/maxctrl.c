@@ -1,0 +1,248 @@
+/*
+ * maxctrl: the command-line client of Sluice's REST API, with the verbs and
+ * options of MariaDB MaxScale's maxctrl (list, show, set, clear, create,
+ * alter, destroy, link, unlink, call, stop, start, rotate).
+ *
+ * This file: option parsing and the HTTP client (libcurl, basic auth,
+ * JSON in and out). Every failure is reported as one line on stderr and a
+ * non-zero exit: connection refused, authentication failure, unknown
+ * objects and any other API error (its "errors[].detail").
+ */
+#define _GNU_SOURCE
+
+#include <curl/curl.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "maxctrl.h"
+
+struct mc_opts mc_opts = {
+    .user = "admin",
+    .password = "mariadb",
+    .host = "127.0.0.1:8989",
+    .timeout = 10,
+};
+
+struct growbuf {
+    char *data;
+    size_t len;
+};
+
+void
+mc_error(const char *fmt, ...)
+{
+    va_list ap;
+
+    fputs("Error: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+static size_t
+on_data(char *ptr, size_t size, size_t nmemb, void *arg)
+{
+    struct growbuf *b = arg;
+    size_t n = size * nmemb;
+    char *nd = realloc(b->data, b->len + n + 1);
+
+    if (nd == NULL) {
+        return 0;
+    }
+    memcpy(nd + b->len, ptr, n);
+    b->data = nd;
+    b->len += n;
+    b->data[b->len] = '\0';
+    return n;
+}
+
+/* The API's error detail(s), joined by "; ". */
+static void
+print_api_error(long status, const char *text)
+{
+    json_t *doc = text ? json_loads(text, 0, NULL) : NULL;
+    json_t *errs = json_object_get(doc, "errors");
+    size_t i;
+    json_t *e;
+
+    if (status == 401) {
+        mc_error("Authentication failed for user '%s' at %s (wrong user "
+                 "name or password)", mc_opts.user, mc_opts.host);
+    } else if (json_array_size(errs) > 0) {
+        fputs("Error: ", stderr);
+        json_array_foreach(errs, i, e) {
+            fprintf(stderr, "%s%s", i ? "; " : "",
+                    json_string_value(json_object_get(e, "detail")));
+        }
+        fputc('\n', stderr);
+    } else {
+        mc_error("HTTP %ld from %s", status, mc_opts.host);
+    }
+    json_decref(doc);
+}
+
+static int
+finish(long status, struct growbuf *b, json_t **out)
+{
+    json_error_t jerr;
+
+    if (status >= 400) {
+        print_api_error(status, b->data);
+        return -1;
+    }
+    if (out == NULL) {
+        return 0;
+    }
+    *out = b->len ? json_loadb(b->data, b->len, 0, &jerr) : json_object();
+    if (*out == NULL) {
+        mc_error("invalid JSON from %s: %s", mc_opts.host, jerr.text);
+        return -1;
+    }
+    return 0;
+}
+
+int
+mc_request(const char *method, const char *path, json_t *body,
+           json_t **out)
+{
+    CURL *c = curl_easy_init();
+    struct curl_slist *hdr = NULL;
+    struct growbuf b = {0};
+    char url[2048];
+    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    long status = 0;
+    CURLcode rc;
+    int ret;
+
+    if (c == NULL) {
+        mc_error("cannot initialise libcurl");
+        return -1;
+    }
+    snprintf(url, sizeof(url), "%s://%s/v1/%s",
+             mc_opts.secure ? "https" : "http", mc_opts.host, path);
+    hdr = curl_slist_append(hdr, "Content-Type: application/json");
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(c, CURLOPT_HTTPAUTH, CURLAUTH_BASIC);
+    curl_easy_setopt(c, CURLOPT_USERNAME, mc_opts.user);
+    curl_easy_setopt(c, CURLOPT_PASSWORD, mc_opts.password);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, mc_opts.timeout);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    if (text) {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, text);
+    }
+    rc = curl_easy_perform(c);
+    if (rc != CURLE_OK) {
+        mc_error("Could not connect to Sluice at %s: %s", mc_opts.host,
+                 curl_easy_strerror(rc));
+        ret = -1;
+    } else {
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+        ret = finish(status, &b, out);
+    }
+    free(b.data);
+    free(text);
+    curl_slist_free_all(hdr);
+    curl_easy_cleanup(c);
+    return ret;
+}
+
+static void
+usage(FILE *f)
+{
+    fprintf(f,
+        "Usage: maxctrl [OPTIONS] COMMAND ...\n"
+        "Options:\n"
+        "  -u, --user USER        REST API user (default admin)\n"
+        "  -p, --password PASS    its password (default mariadb)\n"
+        "  -h, --hosts HOST:PORT  where Sluice's REST API listens\n"
+        "                         (default 127.0.0.1:8989)\n"
+        "  -s, --secure           use HTTPS\n"
+        "  -t, --timeout SECONDS  request timeout (default 10)\n"
+        "      --tsv              tab-separated output for scripts\n"
+        "      --help             this help\n"
+        "Commands:\n"
+        "  list servers|services|listeners|monitors|filters|sessions|\n"
+        "       threads|users|commands|modules\n"
+        "  show server|service|listener|monitor|filter|session|module\n"
+        "       NAME | show maxscale\n"
+        "  set|clear server NAME maintenance|drain|running|master|slave\n"
+        "  create server NAME HOST PORT [--services S...] [KEY=VALUE...]\n"
+        "  create service NAME ROUTER [KEY=VALUE...] [--servers S...]\n"
+        "         [--filters F...]\n"
+        "  create listener SERVICE NAME PORT [KEY=VALUE...]\n"
+        "  create filter NAME MODULE [KEY=VALUE...]\n"
+        "  create user NAME PASSWORD [--type=admin|basic]\n"
+        "  alter server|service|listener|monitor|filter NAME KEY VALUE...\n"
+        "  alter maxscale KEY VALUE... | alter user NAME PASSWORD\n"
+        "  destroy server|service|listener|monitor|filter|user NAME\n"
+        "  link|unlink service NAME SERVER...\n"
+        "  call command MODULE COMMAND [ARGS...]\n"
+        "  stop|start service|listener|monitor NAME\n"
+        "  rotate logs\n");
+}
+
+int
+main(int argc, char **argv)
+{
+    enum { O_TSV = 256, O_HELP };
+    static const struct option longopts[] = {
+        {"user", required_argument, NULL, 'u'},
+        {"password", required_argument, NULL, 'p'},
+        {"hosts", required_argument, NULL, 'h'},
+        {"secure", no_argument, NULL, 's'},
+        {"timeout", required_argument, NULL, 't'},
+        {"tsv", no_argument, NULL, O_TSV},
+        {"help", no_argument, NULL, O_HELP},
+        {NULL, 0, NULL, 0},
+    };
+    int c;
+    int rc;
+
+    /* '+': options come before the command; command arguments such as
+     * "--servers" are the command's own. */
+    while ((c = getopt_long(argc, argv, "+u:p:h:st:", longopts, NULL)) !=
+           -1) {
+        switch (c) {
+        case 'u':
+            mc_opts.user = optarg;
+            break;
+        case 'p':
+            mc_opts.password = optarg;
+            break;
+        case 'h':
+            mc_opts.host = optarg;
+            break;
+        case 's':
+            mc_opts.secure = true;
+            break;
+        case 't':
+            mc_opts.timeout = atol(optarg) > 0 ? atol(optarg) : 10;
+            break;
+        case O_TSV:
+            mc_opts.tsv = true;
+            break;
+        case O_HELP:
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind >= argc) {
+        usage(stderr);
+        return 2;
+    }
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    rc = mc_run(argc - optind, argv + optind);
+    curl_global_cleanup();
+    return rc;
+}

@@ -1,0 +1,94 @@
+/*
+ * The admin REST API's internals, shared by admin.c (the HTTP server,
+ * authentication and dispatch), admin_json.c (the GET documents),
+ * admin_users.c (the admin accounts) and runtime.c (objects created,
+ * altered and destroyed at run time, and their persistence).
+ *
+ * Context: everything here runs on libmicrohttpd's single internal thread
+ * (requests are handled one at a time), except sl__admin_start/stop (main).
+ * That thread is the only one that changes the configuration's object
+ * arrays after start-up; workers are reached by sl_worker_post only.
+ */
+#ifndef SLUICE_CORE_ADMIN_INT_H
+#define SLUICE_CORE_ADMIN_INT_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <sys/socket.h>
+
+#include "internal.h"
+
+#define SL_ADMIN_MAX_BODY (1024 * 1024)
+
+/* A response: an HTTP status and an optional JSON document (owned). */
+struct admin_resp {
+    int status;
+    json_t *doc;
+};
+
+/* One parsed request. */
+struct admin_req {
+    const char *method;
+    const char *url;                /* path only, as MHD gives it */
+    char *seg[8];                   /* path segments after /v1 */
+    int nseg;
+    char *pathbuf;                  /* storage for seg */
+    json_t *body;                   /* parsed body or NULL */
+    void *conn;                     /* struct MHD_Connection * */
+    const char *user;               /* authenticated user */
+    bool is_admin;                  /* role allows writes */
+    char host[300];                 /* Host header, for links */
+};
+
+/* Start/stop the REST API (main thread). 0 or -errno. */
+int sl__admin_start(const struct sl_config *cfg);
+void sl__admin_stop(void);
+/* Free what run-time changes retired. Main, after the workers stopped. */
+void sl__admin_finish(void);
+/* Seconds since sl__admin_start (the daemon's uptime). */
+uint64_t sl__admin_uptime(void);
+/* True while the default admin/mariadb credentials are in use. */
+bool sl__admin_default_credentials(void);
+
+/* Query argument of the current request, NULL if absent. */
+const char *admin_query(struct admin_req *r, const char *name);
+/* The query's keys in order (module command arguments); their count. */
+int admin_query_args(struct admin_req *r, const char **argv, int max);
+/* Error responses: {"errors":[{"detail": fmt...}]}. */
+struct admin_resp admin_error(int status, const char *fmt, ...)
+    SL_PRINTF(2, 3);
+struct admin_resp admin_ok(json_t *doc);
+struct admin_resp admin_no_content(void);
+/* "http://HOST/v1/" + path, for links. */
+json_t *admin_link(struct admin_req *r, const char *fmt, ...)
+    SL_PRINTF(2, 3);
+
+/* ---- admin_users.c ---- */
+int admin_users_load(const char *datadir);
+void admin_users_free(void);
+/* 1 admin, 0 basic (read-only), -1 refused. local: peer is loopback. */
+int admin_users_check(const char *user, const char *password, bool local);
+struct admin_resp admin_users_get(struct admin_req *r);
+struct admin_resp admin_users_write(struct admin_req *r);
+bool admin_users_default_active(void);
+
+/* ---- admin_json.c: GET resources ---- */
+struct admin_resp admin_get(struct admin_req *r);
+json_t *admin_params_json(const struct sl_params *p);
+struct sl_server *admin_find_server(const char *name);
+struct sl_service *admin_find_service(const char *name);
+struct sl_listener *admin_find_listener(const char *name);
+struct sl_monitor *admin_find_monitor(const char *name);
+struct sl_filter_def *admin_find_filter(const char *name);
+
+/* ---- runtime.c: writes ---- */
+struct admin_resp admin_write(struct admin_req *r);
+/* POST (or GET for passive commands) maxscale/modules/MOD/CMD?args. */
+struct admin_resp admin_modcmd(struct admin_req *r);
+
+/* Stopped-state bookkeeping for services, listeners and monitors. */
+bool admin_is_stopped(const void *obj);
+/* Objects replaced or removed at run time are kept here until exit. */
+void admin_runtime_free(void);
+
+#endif

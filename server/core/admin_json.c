@@ -1,0 +1,791 @@
+/*
+ * GET resources of the REST API, shaped like MaxScale's /v1 JSON:API:
+ * every document has "data" (one resource or an array) and "links"; a
+ * resource has "id", "type", "attributes", "relationships" and "links".
+ *
+ * Configuration objects are read directly: their names and parameters are
+ * immutable once published and their counters are atomics. Worker-owned
+ * data (sessions, per-thread statistics) is collected by posting a message
+ * to every worker (collect_workers) and waiting a bounded time for the
+ * answers; each worker builds its own part of the JSON on its own thread.
+ *
+ * Context: the libmicrohttpd thread.
+ */
+#define _GNU_SOURCE
+#define SL_LOG_TAG "admin"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sluice/log.h>
+#include <sluice/modcmd.h>
+#include <sluice/server.h>
+
+#include "admin_int.h"
+#include "config_int.h"
+#include "dcb_int.h"
+#include "worker_int.h"
+
+#define COLLECT_TIMEOUT_MS 2000
+#define LOG_TAIL_BYTES (32 * 1024)
+
+/* ---- lookups ---- */
+
+#define FIND(fn, type, arr, n)                                           \
+    type *fn(const char *name)                                           \
+    {                                                                    \
+        for (size_t i = 0; sl__config && i < sl__config->n; i++) {       \
+            if (strcmp(sl__config->arr[i]->name, name) == 0) {           \
+                return sl__config->arr[i];                               \
+            }                                                            \
+        }                                                                \
+        return NULL;                                                     \
+    }
+
+FIND(admin_find_server, struct sl_server, servers, nservers)
+FIND(admin_find_service, struct sl_service, services, nservices)
+FIND(admin_find_listener, struct sl_listener, listeners, nlisteners)
+FIND(admin_find_monitor, struct sl_monitor, monitors, nmonitors)
+FIND(admin_find_filter, struct sl_filter_def, filters, nfilters)
+
+/* ---- helpers ---- */
+
+json_t *
+admin_params_json(const struct sl_params *p)
+{
+    json_t *o = json_object();
+    const char *name;
+    const char *value;
+    size_t it = 0;
+
+    while (p && sl_params_next(p, &it, &name, &value)) {
+        const struct sl_param_spec *s = sl__params_spec(p, name);
+
+        if (strcmp(name, "type") == 0) {
+            continue;
+        }
+        if (s && s->type == SL_PARAM_PASSWORD) {
+            value = "*****";
+        }
+        json_object_set_new(o, name, json_string(value));
+    }
+    return o;
+}
+
+static json_t *
+rel(struct admin_req *r, const char *type, const char *const *names,
+    size_t n)
+{
+    json_t *data = json_array();
+
+    for (size_t i = 0; i < n; i++) {
+        json_array_append_new(data, json_pack("{s:s, s:s}", "id", names[i],
+                                              "type", type));
+    }
+    return json_pack("{s:o, s:{s:o}}", "data", data, "links", "self",
+                     admin_link(r, "%s/", type));
+}
+
+/* A relationship from an array of objects whose first field is the name
+ * (every sl_* object starts with char name[SL_NAME_MAX]). */
+static json_t *
+rel_objs(struct admin_req *r, const char *type, void *const *objs, size_t n)
+{
+    const char **names = calloc(n ? n : 1, sizeof(*names));
+    json_t *j;
+
+    if (names == NULL) {
+        return json_null();
+    }
+    for (size_t i = 0; i < n; i++) {
+        names[i] = (const char *)objs[i];
+    }
+    j = rel(r, type, names, n);
+    free(names);
+    return j;
+}
+
+static json_t *
+resource(struct admin_req *r, const char *type, const char *id,
+         json_t *attrs, json_t *rels)
+{
+    return json_pack("{s:s, s:s, s:o, s:o, s:{s:o}}", "id", id, "type", type,
+                     "attributes", attrs, "relationships",
+                     rels ? rels : json_object(), "links", "self",
+                     admin_link(r, "%s%s/%s",
+                                strcmp(type, "threads") == 0 ||
+                                strcmp(type, "modules") == 0 ? "maxscale/"
+                                                             : "",
+                                type, id));
+}
+
+static struct admin_resp
+document(struct admin_req *r, json_t *data)
+{
+    return admin_ok(json_pack("{s:o, s:{s:o}}", "data", data, "links",
+                              "self", admin_link(r, "%s", r->url + 4)));
+}
+
+/* ---- servers ---- */
+
+static json_t *
+server_json(struct admin_req *r, void *obj)
+{
+    struct sl_server *s = obj;
+    const struct sl_config *c = sl__config;
+    json_t *svcs = json_array();
+    json_t *mons = json_array();
+    char state[256];
+    uint64_t rd = atomic_load(&s->routed_reads);
+    uint64_t wr = atomic_load(&s->routed_writes);
+    json_t *attrs;
+    json_t *rels;
+
+    for (size_t i = 0; i < c->nservices; i++) {
+        for (size_t j = 0; j < c->services[i]->nservers; j++) {
+            if (c->services[i]->servers[j] == s) {
+                json_array_append_new(svcs, json_pack(
+                    "{s:s, s:s}", "id", c->services[i]->name, "type",
+                    "services"));
+            }
+        }
+    }
+    for (size_t i = 0; i < c->nmonitors; i++) {
+        for (size_t j = 0; j < c->monitors[i]->nservers; j++) {
+            if (c->monitors[i]->servers[j] == s) {
+                json_array_append_new(mons, json_pack(
+                    "{s:s, s:s}", "id", c->monitors[i]->name, "type",
+                    "monitors"));
+            }
+        }
+    }
+    sl_server_status_str(sl_server_status(s), state, sizeof(state));
+    attrs = json_pack(
+        "{s:s, s:o, s:I, s:I, s:s, s:o, s:{s:I, s:I, s:I, s:I, s:I}}",
+        "state", state, "parameters", admin_params_json(s->params),
+        "replication_lag", (json_int_t)sl_server_replication_lag(s),
+        "server_id", (json_int_t)sl_server_id(s),
+        "version_string", s->version_string, "last_event", json_null(),
+        "statistics",
+        "connections", (json_int_t)sl_server_connections(s),
+        "total_connections", (json_int_t)sl_server_total_connections(s),
+        "routed_reads", (json_int_t)rd, "routed_writes", (json_int_t)wr,
+        "routed_packets", (json_int_t)(rd + wr));
+    rels = json_object();
+    if (json_array_size(svcs)) {
+        json_object_set_new(rels, "services", json_pack("{s:o}", "data",
+                                                        svcs));
+    } else {
+        json_decref(svcs);
+    }
+    if (json_array_size(mons)) {
+        json_object_set_new(rels, "monitors", json_pack("{s:o}", "data",
+                                                        mons));
+    } else {
+        json_decref(mons);
+    }
+    return resource(r, "servers", s->name, attrs, rels);
+}
+
+/* ---- services, listeners, monitors, filters ---- */
+
+static json_t *
+service_json(struct admin_req *r, void *obj)
+{
+    struct sl_service *s = obj;
+    const struct sl_config *c = sl__config;
+    json_t *listeners = json_array();
+    json_t *diag = NULL;
+    json_t *attrs;
+    json_t *rels;
+
+    for (size_t i = 0; i < c->nlisteners; i++) {
+        if (c->listeners[i]->service == s) {
+            json_array_append_new(listeners, json_pack(
+                "{s:s, s:s}", "id", c->listeners[i]->name, "type",
+                "listeners"));
+        }
+    }
+    if (s->router->diagnostics) {
+        diag = s->router->diagnostics(
+            __atomic_load_n(&s->router_instance, __ATOMIC_ACQUIRE));
+    }
+    attrs = json_pack(
+        "{s:s, s:s, s:o, s:I, s:I, s:o, s:{s:I, s:I}}",
+        "router", s->router_module->info->name,
+        "state", admin_is_stopped(s) ? "Stopped" : "Started",
+        "parameters", admin_params_json(s->params),
+        "connections", (json_int_t)atomic_load(&s->sessions),
+        "total_connections", (json_int_t)atomic_load(&s->total_sessions),
+        "router_diagnostics", diag ? diag : json_object(),
+        "statistics", "connections", (json_int_t)atomic_load(&s->sessions),
+        "total_connections",
+        (json_int_t)atomic_load(&s->total_sessions));
+    rels = json_pack("{s:o, s:o, s:{s:o}}",
+                     "servers", rel_objs(r, "servers", (void *const *)
+                                         s->servers, s->nservers),
+                     "filters", rel_objs(r, "filters", (void *const *)
+                                         s->filters, s->nfilters),
+                     "listeners", "data", listeners);
+    return resource(r, "services", s->name, attrs, rels);
+}
+
+static json_t *
+listener_json(struct admin_req *r, void *obj)
+{
+    struct sl_listener *l = obj;
+    const char *n = l->service->name;
+    json_t *attrs = json_pack(
+        "{s:s, s:s, s:o, s:{s:I, s:I}}",
+        "state", admin_is_stopped(l) ? "Stopped" : "Running",
+        "protocol", l->protocol_module->info->name,
+        "parameters", admin_params_json(l->params), "statistics",
+        "connections", (json_int_t)atomic_load(&l->connections),
+        "total_connections", (json_int_t)atomic_load(&l->connections_total));
+
+    return resource(r, "listeners", l->name, attrs,
+                    json_pack("{s:o}", "services", rel(r, "services", &n,
+                                                       1)));
+}
+
+static json_t *
+monitor_json(struct admin_req *r, void *obj)
+{
+    struct sl_monitor *m = obj;
+    json_t *diag = m->ops->diagnostics && m->instance
+                       ? m->ops->diagnostics(m->instance) : NULL;
+    json_t *attrs = json_pack(
+        "{s:s, s:s, s:I, s:o, s:o}", "module", m->module->info->name,
+        "state", admin_is_stopped(m) ? "Stopped" : "Running",
+        "ticks", (json_int_t)atomic_load(&m->ticks),
+        "parameters", admin_params_json(m->params),
+        "monitor_diagnostics", diag ? diag : json_object());
+
+    return resource(r, "monitors", m->name, attrs,
+                    json_pack("{s:o}", "servers",
+                              rel_objs(r, "servers", (void *const *)
+                                       m->servers, m->nservers)));
+}
+
+static json_t *
+filter_json(struct admin_req *r, void *obj)
+{
+    struct sl_filter_def *f = obj;
+    const struct sl_config *c = sl__config;
+    json_t *diag = f->ops->diagnostics && f->instance
+                       ? f->ops->diagnostics(f->instance) : NULL;
+    json_t *svcs = json_array();
+    json_t *attrs = json_pack("{s:s, s:o, s:o}", "module",
+                              f->module->info->name, "parameters",
+                              admin_params_json(f->params),
+                              "filter_diagnostics",
+                              diag ? diag : json_object());
+
+    for (size_t i = 0; i < c->nservices; i++) {
+        for (size_t j = 0; j < c->services[i]->nfilters; j++) {
+            if (c->services[i]->filters[j] == f) {
+                json_array_append_new(svcs, json_pack(
+                    "{s:s, s:s}", "id", c->services[i]->name, "type",
+                    "services"));
+            }
+        }
+    }
+    return resource(r, "filters", f->name, attrs,
+                    json_pack("{s:{s:o}}", "services", "data", svcs));
+}
+
+/* Generic collection/single-object handler over a config array. */
+typedef json_t *(*obj_json_fn)(struct admin_req *r, void *obj);
+
+static struct admin_resp
+objects(struct admin_req *r, const char *kind, void **arr, size_t n,
+        obj_json_fn fn)
+{
+    json_t *data;
+
+    if (r->nseg > 2) {
+        return admin_error(404, "unknown resource '%.200s'", r->url);
+    }
+    if (r->nseg == 2) {
+        for (size_t i = 0; i < n; i++) {
+            if (strcmp((const char *)arr[i], r->seg[1]) == 0) {
+                return document(r, fn(r, arr[i]));
+            }
+        }
+        return admin_error(404, "%s '%s' not found", kind, r->seg[1]);
+    }
+    data = json_array();
+    for (size_t i = 0; i < n; i++) {
+        json_array_append_new(data, fn(r, arr[i]));
+    }
+    return document(r, data);
+}
+
+/* ---- worker data: sessions and threads ---- */
+
+struct collect {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int pending;
+    int refs;
+    bool want_sessions;
+    uint64_t session_id;       /* 0: all */
+    json_t *results[256];      /* per worker index */
+};
+
+static void
+collect_unref(struct collect *c)
+{
+    bool last;
+
+    pthread_mutex_lock(&c->lock);
+    last = --c->refs == 0;
+    pthread_mutex_unlock(&c->lock);
+    if (last) {
+        for (size_t i = 0; i < SL_ARRAY_LEN(c->results); i++) {
+            json_decref(c->results[i]);
+        }
+        pthread_mutex_destroy(&c->lock);
+        pthread_cond_destroy(&c->cond);
+        free(c);
+    }
+}
+
+static json_t *
+session_attrs(struct sl_session *ses)
+{
+    json_t *backends = json_array();
+    char state[16];
+
+    for (struct sl_backend *b = ses->backends; b; b = b->next) {
+        json_array_append_new(backends, json_string(b->server->name));
+    }
+    snprintf(state, sizeof(state), "%s",
+             ses->state == SL_SESSION_STARTING ? "Starting"
+             : ses->state == SL_SESSION_STARTED ? "Started" : "Closing");
+    return json_pack("{s:I, s:s, s:s, s:s, s:s, s:s, s:o, s:I, s:I}",
+                     "id", (json_int_t)ses->id, "service", ses->service->name,
+                     "state", state, "user", ses->user, "remote",
+                     ses->remote, "database", ses->db, "backends", backends,
+                     "bytes_read", (json_int_t)ses->client->bytes_read,
+                     "bytes_written", (json_int_t)ses->client->bytes_written);
+}
+
+/* Runs on a worker: describe its own sessions or DCB counts. */
+static void
+collect_on_worker(void *arg)
+{
+    struct collect *c = arg;
+    struct sl_worker *w = sl_worker_current();
+    json_t *out = c->want_sessions ? json_array() : json_object();
+    json_int_t counts[4] = {0};
+    json_int_t bytes[2] = {0};
+
+    pthread_mutex_lock(&w->dcb_lock);
+    for (struct sl_dcb *d = w->dcbs; d != NULL; d = d->list_next) {
+        if (d->state == DCB_CLOSED) {
+            continue;
+        }
+        counts[d->role < 4 ? d->role : 3]++;
+        bytes[0] += (json_int_t)d->bytes_read;
+        bytes[1] += (json_int_t)d->bytes_written;
+        if (c->want_sessions && d->role == SL_DCB_CLIENT && d->session &&
+            (c->session_id == 0 || c->session_id == d->session->id)) {
+            json_array_append_new(out, session_attrs(d->session));
+        }
+    }
+    pthread_mutex_unlock(&w->dcb_lock);
+    if (!c->want_sessions) {
+        json_object_set_new(out, "stats", json_pack(
+            "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+            "current_descriptors", counts[0] + counts[1] + counts[2] +
+                                       counts[3],
+            "listeners", counts[0], "sessions", counts[1],
+            "backend_connections", counts[2],
+            "zombies", (json_int_t)w->nzombies,
+            "event_queue_length", (json_int_t)w->evq->count,
+            "bytes_read", bytes[0], "bytes_written", bytes[1]));
+    }
+    pthread_mutex_lock(&c->lock);
+    c->results[sl_worker_index(w)] = out;
+    c->pending--;
+    pthread_cond_broadcast(&c->cond);
+    pthread_mutex_unlock(&c->lock);
+    collect_unref(c);
+}
+
+/* Ask every worker; NULL on allocation failure or timeout. */
+static struct collect *
+collect_workers(bool sessions, uint64_t id)
+{
+    struct collect *c = calloc(1, sizeof(*c));
+    int n = sl_worker_count();
+    struct timespec dl;
+
+    if (c == NULL || n > (int)SL_ARRAY_LEN(c->results)) {
+        free(c);
+        return NULL;
+    }
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_cond_init(&c->cond, NULL);
+    c->want_sessions = sessions;
+    c->session_id = id;
+    c->refs = 1;
+    for (int i = 0; i < n; i++) {
+        pthread_mutex_lock(&c->lock);
+        c->refs++;
+        c->pending++;
+        pthread_mutex_unlock(&c->lock);
+        if (sl_worker_post(sl_worker_get(i), collect_on_worker, c) != 0) {
+            pthread_mutex_lock(&c->lock);
+            c->refs--;
+            c->pending--;
+            pthread_mutex_unlock(&c->lock);
+        }
+    }
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += COLLECT_TIMEOUT_MS / 1000;
+    pthread_mutex_lock(&c->lock);
+    while (c->pending > 0) {
+        if (pthread_cond_timedwait(&c->cond, &c->lock, &dl) == ETIMEDOUT) {
+            break;
+        }
+    }
+    pthread_mutex_unlock(&c->lock);
+    return c;
+}
+
+static struct admin_resp
+sessions_get(struct admin_req *r)
+{
+    uint64_t id = 0;
+    struct collect *c;
+    json_t *data = json_array();
+    char idbuf[32];
+
+    if (r->nseg > 2) {
+        json_decref(data);
+        return admin_error(404, "unknown resource '%.200s'", r->url);
+    }
+    if (r->nseg == 2) {
+        char *end;
+
+        id = strtoull(r->seg[1], &end, 10);
+        if (*end != '\0' || id == 0) {
+            json_decref(data);
+            return admin_error(404, "session '%.64s' not found", r->seg[1]);
+        }
+    }
+    c = collect_workers(true, id);
+    if (c == NULL) {
+        json_decref(data);
+        return admin_error(503, "workers did not answer");
+    }
+    pthread_mutex_lock(&c->lock);
+    for (int i = 0; i < sl_worker_count(); i++) {
+        size_t k;
+        json_t *a;
+
+        json_array_foreach(c->results[i], k, a) {
+            snprintf(idbuf, sizeof(idbuf), "%lld", (long long)json_integer_value(
+                         json_object_get(a, "id")));
+            json_array_append_new(data, resource(r, "sessions", idbuf,
+                                                 json_deep_copy(a), NULL));
+        }
+    }
+    pthread_mutex_unlock(&c->lock);
+    collect_unref(c);
+    if (id == 0) {
+        return document(r, data);
+    }
+    if (json_array_size(data) == 0) {
+        json_decref(data);
+        return admin_error(404, "session '%s' not found", r->seg[1]);
+    }
+    json_incref(json_array_get(data, 0));
+    {
+        json_t *one = json_array_get(data, 0);
+
+        json_decref(data);
+        return document(r, one);
+    }
+}
+
+static struct admin_resp
+threads_get(struct admin_req *r)
+{
+    struct collect *c = collect_workers(false, 0);
+    json_t *data = json_array();
+    char id[16];
+
+    if (c == NULL) {
+        json_decref(data);
+        return admin_error(503, "workers did not answer");
+    }
+    pthread_mutex_lock(&c->lock);
+    for (int i = 0; i < sl_worker_count(); i++) {
+        json_t *a = c->results[i] ? json_deep_copy(c->results[i])
+                                  : json_pack("{s:b}", "unresponsive", 1);
+
+        snprintf(id, sizeof(id), "%d", i);
+        if (r->nseg == 3 && strcmp(r->seg[2], id) != 0) {
+            json_decref(a);
+            continue;
+        }
+        json_array_append_new(data, resource(r, "threads", id, a, NULL));
+    }
+    pthread_mutex_unlock(&c->lock);
+    collect_unref(c);
+    if (r->nseg == 3) {
+        json_t *one = json_incref(json_array_get(data, 0));
+
+        json_decref(data);
+        return one ? document(r, one)
+                   : admin_error(404, "thread '%s' not found", r->seg[2]);
+    }
+    return document(r, data);
+}
+
+/* ---- maxscale, modules, logs ---- */
+
+static struct admin_resp
+maxscale_get(struct admin_req *r)
+{
+    const struct sl_global *g = &sl__config->global;
+    char started[64];
+    time_t t = time(NULL) - (time_t)sl__admin_uptime();
+    struct tm tm;
+    json_t *attrs;
+
+    gmtime_r(&t, &tm);
+    strftime(started, sizeof(started), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+    attrs = json_pack(
+        "{s:s, s:s, s:I, s:i, s:i, s:b, s:o}",
+        "version", SLUICE_VERSION, "started_at", started,
+        "uptime", (json_int_t)sl__admin_uptime(), "threads", g->threads,
+        "process_id", (int)getpid(),
+        "default_admin_credentials", sl__admin_default_credentials(),
+        "parameters", admin_params_json(g->params));
+    json_object_set_new(attrs, "event_model", json_string(
+        g->event_model == SL_EVENT_MODEL_SHARED ? "shared" : "pinned"));
+    return document(r, json_pack("{s:s, s:s, s:o, s:{s:o}}", "id",
+                                 "maxscale", "type", "maxscale",
+                                 "attributes", attrs, "links", "self",
+                                 admin_link(r, "maxscale")));
+}
+
+static const char *const param_type_names[] = {
+    "string", "password", "int", "count", "bool", "size", "duration",
+    "enum", "enum_mask", "serverlist", "target", "service", "filters",
+    "path", "regex",
+};
+
+static json_t *
+specs_json(const struct sl_param_spec *specs)
+{
+    json_t *arr = json_array();
+
+    for (const struct sl_param_spec *s = specs; s && s->name; s++) {
+        json_t *p = json_pack(
+            "{s:s, s:s, s:b, s:s}", "name", s->name, "type",
+            (size_t)s->type < SL_ARRAY_LEN(param_type_names)
+                ? param_type_names[s->type] : "unknown",
+            "mandatory", (s->flags & SL_PARAM_F_MANDATORY) != 0,
+            "description", s->description ? s->description : "");
+
+        if (s->default_value) {
+            json_object_set_new(p, "default_value",
+                                json_string(s->default_value));
+        }
+        if (s->enum_values) {
+            json_t *ev = json_array();
+
+            for (const char *const *e = s->enum_values; *e; e++) {
+                json_array_append_new(ev, json_string(*e));
+            }
+            json_object_set_new(p, "enum_values", ev);
+        }
+        json_array_append_new(arr, p);
+    }
+    return arr;
+}
+
+static json_t *
+commands_json(struct admin_req *r, const char *module)
+{
+    json_t *arr = json_array();
+    const struct sl_modcmd_arg_spec *args;
+    const char *mod;
+    const char *cmd;
+    const char *desc;
+    enum sl_modcmd_kind kind;
+    size_t it = 0;
+    int nargs;
+
+    while (sl_modcmd_next(&it, &mod, &cmd, &desc, &kind,
+                                            &args, &nargs)) {
+        json_t *params = json_array();
+
+        if (strcasecmp(mod, module) != 0) {
+            json_decref(params);
+            continue;
+        }
+        for (int i = 0; i < nargs; i++) {
+            json_array_append_new(params, json_pack(
+                "{s:s, s:b, s:i}", "description",
+                args[i].description ? args[i].description : "",
+                "required", !args[i].optional, "type", (int)args[i].type));
+        }
+        json_array_append_new(arr, json_pack(
+            "{s:s, s:s, s:{s:s, s:s, s:o}}", "id", cmd, "type",
+            "module_command", "attributes", "method",
+            kind == SL_MODCMD_ACTIVE ? "POST" : "GET", "description",
+            desc ? desc : "", "parameters", params));
+    }
+    return arr;
+}
+
+static json_t *
+module_json(struct admin_req *r, const struct sl_loaded_module *lm)
+{
+    const struct sl_module *m = lm->info;
+
+    return resource(r, "modules", m->name, json_pack(
+        "{s:s, s:s, s:s, s:s, s:o, s:o}", "module_type",
+        sl__module_type_name(m->type), "version",
+        m->version ? m->version : "", "description",
+        m->description ? m->description : "", "path", lm->path,
+        "parameters", specs_json(m->params), "commands",
+        commands_json(r, m->name)), NULL);
+}
+
+static struct admin_resp
+modules_get(struct admin_req *r)
+{
+    json_t *data = json_array();
+
+    for (size_t i = 0; i < sl__module_count(); i++) {
+        const struct sl_loaded_module *lm = sl__module_at(i);
+
+        if (r->nseg == 3) {
+            if (strcasecmp(lm->info->name, r->seg[2]) == 0) {
+                json_decref(data);
+                return document(r, module_json(r, lm));
+            }
+            continue;
+        }
+        json_array_append_new(data, module_json(r, lm));
+    }
+    if (r->nseg == 3) {
+        json_decref(data);
+        return admin_error(404, "module '%s' not found", r->seg[2]);
+    }
+    return document(r, data);
+}
+
+static json_t *
+log_tail(const char *path)
+{
+    json_t *lines = json_array();
+    FILE *f = path[0] ? fopen(path, "r") : NULL;
+    char *buf;
+    char *save = NULL;
+    long size;
+
+    if (f == NULL) {
+        return lines;
+    }
+    buf = calloc(1, LOG_TAIL_BYTES + 1);
+    if (buf && fseek(f, 0, SEEK_END) == 0 && (size = ftell(f)) >= 0) {
+        size_t n;
+        char *first;
+
+        fseek(f, size > LOG_TAIL_BYTES ? size - LOG_TAIL_BYTES : 0,
+              SEEK_SET);
+        n = fread(buf, 1, LOG_TAIL_BYTES, f);
+        buf[n] = '\0';
+        first = size > LOG_TAIL_BYTES ? strchr(buf, '\n') : buf;
+        for (char *l = strtok_r(first ? first : buf, "\n", &save); l;
+             l = strtok_r(NULL, "\n", &save)) {
+            json_array_append_new(lines, json_string(l));
+        }
+    }
+    free(buf);
+    fclose(f);
+    return lines;
+}
+
+static struct admin_resp
+logs_get(struct admin_req *r)
+{
+    const char *path = sl__log_path();
+
+    return document(r, json_pack(
+        "{s:s, s:s, s:{s:s, s:i, s:o}}", "id", "logs", "type", "logs",
+        "attributes", "log_file", path, "log_level",
+        (int)atomic_load(&sl__log_level), "log", log_tail(path)));
+}
+
+static struct admin_resp
+maxscale_sub(struct admin_req *r)
+{
+    if (r->nseg == 1) {
+        return maxscale_get(r);
+    }
+    if (strcmp(r->seg[1], "threads") == 0 && r->nseg <= 3) {
+        return threads_get(r);
+    }
+    if (strcmp(r->seg[1], "modules") == 0 && r->nseg == 4) {
+        return admin_modcmd(r);
+    }
+    if (strcmp(r->seg[1], "modules") == 0 && r->nseg <= 3) {
+        return modules_get(r);
+    }
+    if (strcmp(r->seg[1], "logs") == 0 && r->nseg == 2) {
+        return logs_get(r);
+    }
+    return admin_error(404, "unknown resource '%.200s'", r->url);
+}
+
+struct admin_resp
+admin_get(struct admin_req *r)
+{
+    struct sl_config *c = sl__config;
+    const char *k = r->nseg ? r->seg[0] : "";
+
+    if (strcmp(k, "maxscale") == 0) {
+        return maxscale_sub(r);
+    }
+    if (strcmp(k, "servers") == 0) {
+        return objects(r, "server", (void **)c->servers, c->nservers,
+                       server_json);
+    }
+    if (strcmp(k, "services") == 0) {
+        return objects(r, "service", (void **)c->services, c->nservices,
+                       service_json);
+    }
+    if (strcmp(k, "listeners") == 0) {
+        return objects(r, "listener", (void **)c->listeners, c->nlisteners,
+                       listener_json);
+    }
+    if (strcmp(k, "monitors") == 0) {
+        return objects(r, "monitor", (void **)c->monitors, c->nmonitors,
+                       monitor_json);
+    }
+    if (strcmp(k, "filters") == 0) {
+        return objects(r, "filter", (void **)c->filters, c->nfilters,
+                       filter_json);
+    }
+    if (strcmp(k, "sessions") == 0) {
+        return sessions_get(r);
+    }
+    if (strcmp(k, "users") == 0) {
+        return admin_users_get(r);
+    }
+    return admin_error(404, "unknown resource '%.200s'", r->url);
+}

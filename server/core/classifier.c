@@ -1,0 +1,1606 @@
+/*
+ * The query classifier (include/sluice/classifier.h): what a statement does,
+ * from its SQL text, in one pass, without a syntax tree, regex or
+ * allocation (sl_qc_classify_buf copies only a statement that spans buffer
+ * segments or packets).
+ *
+ * Two layers:
+ *
+ *   lexer      bytes -> tokens. Skips whitespace and comments (--, #, C
+ *              style; a routing hint in any of them is recorded), reads
+ *              the inside of executable comments (/ *! / *!50100 / *M!
+ *              / *M!100100) as SQL, and returns quoted strings, backticked
+ *              identifiers, @uservars, @@sysvars, numbers, punctuation and
+ *              words. A word is looked up in a keyword hash table while it
+ *              is scanned (its hash is computed on the way), so keywords
+ *              inside strings, comments or longer identifiers never count.
+ *
+ *   statements the first word picks a handler (a flat switch); handlers
+ *              peek at a few following words (START TRANSACTION READ
+ *              ONLY, CREATE TEMPORARY TABLE, SET GLOBAL x=...) and then
+ *              hand the rest to the body scanner, which reacts to a small
+ *              set of keywords (FROM/JOIN start table references, FOR
+ *              UPDATE, LOCK IN SHARE MODE, INTO, master-only functions
+ *              followed by '(', NEXT VALUE FOR, @var := ...).
+ *
+ * Table references are a three-state machine inside the body scanner:
+ *
+ *        FROM, JOIN, INTO (DML), UPDATE/DELETE/LOCK TABLES head
+ *   NONE ------------------------------------------------> EXPECT
+ *    ^                                                    |  name
+ *    |  any reserved word or other token                  v
+ *    +------------------------------------------------- AFTER
+ *                      ',' at the same depth -> EXPECT;  alias, AS x,
+ *                      index hints, PARTITION (...) stay in AFTER
+ *
+ * Statements are separated by ';' (outside strings and comments). Each is
+ * classified and the type bits of all of them are OR-ed; op, name and the
+ * first tables come from the first one that sets them. Two or more
+ * non-empty statements set SL_QC_MULTI_STMT.
+ *
+ * Backslash escapes in strings are assumed on (NO_BACKSLASH_ESCAPES off),
+ * "..." is a string (ANSI_QUOTES off): the server defaults.
+ *
+ * Context: pure functions, any thread. The keyword table is built once on
+ * first use (pthread_once).
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sluice/buf.h>
+#include <sluice/classifier.h>
+#include <sluice/mariadb.h>
+
+/*
+ * Keywords the classifier reacts to. Flags:
+ *   R  reserved here: ends a table reference, never a table name or alias
+ *   N  noise where a table name is expected (INSERT LOW_PRIORITY INTO t)
+ *   F  a function that must run on the primary when followed by '('
+ */
+enum { KF_RES = 1, KF_NOISE = 2, KF_FUNC = 4 };
+#define R KF_RES
+#define N KF_NOISE
+#define F KF_FUNC
+#define KEYWORDS(X)                                                         \
+    X(ALTER, R) X(ANALYZE, R) X(AND, R) X(AS, R) X(ATOMIC, 0)               \
+    X(AUTOCOMMIT, 0) X(BACKUP, 0) X(BEGIN, 0) X(BINLOG, 0) X(CACHE, 0)      \
+    X(CALL, R) X(CASE, R) X(CHAIN, 0) X(CHANGE, R) X(CHARACTER, R)          \
+    X(CHARSET, 0) X(CHECK, R) X(CHECKSUM, 0) X(COMMIT, 0) X(CONCURRENT, 0)  \
+    X(CREATE, R) X(CROSS, R) X(DATA, 0) X(DEALLOCATE, 0) X(DEFAULT, R)      \
+    X(DELAYED, R | N) X(DELETE, R) X(DESC, R) X(DESCRIBE, R) X(DO, 0)       \
+    X(DROP, R) X(DUAL, R) X(END, 0) X(EXCEPT, R) X(EXECUTE, 0)              \
+    X(EXISTS, R) X(EXPLAIN, R) X(FALSE, R) X(FLUSH, 0) X(FOR, R)            \
+    X(FORCE, R) X(FORMAT, 0) X(FOUND_ROWS, F) X(FROM, R | N) X(GET, R)      \
+    X(GET_LOCK, F) X(GLOBAL, 0) X(GRANT, R) X(GROUP, R) X(HANDLER, 0)       \
+    X(HAVING, R) X(HELP, 0) X(HIGH_PRIORITY, R | N) X(IF, R)                \
+    X(IGNORE, R | N) X(IMMEDIATE, 0) X(IN, R) X(INNER, R) X(INSERT, R)      \
+    X(INSTALL, 0) X(INTERSECT, R) X(INTO, R | N) X(IS_FREE_LOCK, F)         \
+    X(IS_USED_LOCK, F) X(JOIN, R) X(KILL, R) X(LASTVAL, F)                  \
+    X(LAST_INSERT_ID, F) X(LEFT, R) X(LIKE, R) X(LIMIT, R) X(LOAD, R)       \
+    X(LOCAL, 0) X(LOCK, R) X(LOOP, R) X(LOW_PRIORITY, R | N) X(NAMES, 0)    \
+    X(NATURAL, R) X(NEXT, 0) X(NEXTVAL, F) X(NO, 0) X(NOT, R) X(OFF, 0)     \
+    X(ON, R) X(ONLINE, 0) X(ONLY, 0) X(OPTIMIZE, R) X(OR, R) X(ORDER, R)    \
+    X(OUTER, R) X(PARTITION, R) X(PASSWORD, 0) X(PERSIST, 0)                \
+    X(PERSIST_ONLY, 0) X(PREPARE, 0) X(PREVIOUS, 0) X(PROCEDURE, R)         \
+    X(PURGE, R) X(QUICK, N) X(READ, 0) X(RECOVER, 0) X(RELEASE, R)          \
+    X(RELEASE_ALL_LOCKS, F) X(RELEASE_LOCK, F) X(RENAME, R) X(REPAIR, 0)    \
+    X(REPEAT, R) X(REPLACE, R) X(RESET, 0) X(RESIGNAL, R) X(RETURNING, R)   \
+    X(REVOKE, R) X(RIGHT, R) X(ROLE, 0) X(ROLLBACK, 0) X(ROW_COUNT, F)      \
+    X(SAVEPOINT, 0) X(SELECT, R) X(SESSION, 0) X(SET, R) X(SETVAL, F)       \
+    X(SHARE, 0) X(SHOW, R) X(SHUTDOWN, 0) X(SIGNAL, R) X(START, 0)          \
+    X(STATEMENT, 0) X(STOP, 0) X(STRAIGHT_JOIN, R) X(TABLE, R | N)          \
+    X(TABLES, N) X(TEMPORARY, N) X(TO, R) X(TRANSACTION, 0) X(TRUE, R)      \
+    X(TRUNCATE, 0) X(UNINSTALL, 0) X(UNION, R) X(UNLOCK, 0) X(UPDATE, R)    \
+    X(USE, R) X(USING, R) X(VALUE, R) X(VALUES, R) X(WHERE, R) X(WHILE, R)  \
+    X(WINDOW, R) X(WITH, R) X(WORK, 0) X(WRITE, 0) X(XA, 0) X(XML, 0)
+
+enum kw {
+    KW_NONE = 0,
+#define X(k, f) KW_##k,
+    KEYWORDS(X)
+#undef X
+    KW__COUNT
+};
+
+struct kwdef {
+    const char *name;
+    uint8_t len;
+    uint8_t flags;
+};
+
+static const struct kwdef kwdefs[KW__COUNT] = {
+#define X(k, f) [KW_##k] = {#k, sizeof(#k) - 1, f},
+    KEYWORDS(X)
+#undef X
+};
+#undef R
+#undef N
+#undef F
+
+#define KW_MAXLEN 17            /* RELEASE_ALL_LOCKS */
+#define KWH_SIZE 512            /* power of two, > 2 * KW__COUNT */
+
+static uint16_t kwhash[KWH_SIZE];       /* keyword id + 0, 0 = empty slot */
+static uint32_t kwhval[KW__COUNT];
+static pthread_once_t kw_once = PTHREAD_ONCE_INIT;
+
+enum cclass { C_OTHER = 0, C_SPACE, C_IDENT, C_DIGIT };
+
+/* Identifier bytes: letters, digits, _ $ and any non-ASCII byte. */
+static const uint8_t cclass[256] = {
+    [' '] = C_SPACE, ['\t'] = C_SPACE, ['\n'] = C_SPACE,
+    ['\r'] = C_SPACE, ['\f'] = C_SPACE, ['\v'] = C_SPACE,
+    ['0' ... '9'] = C_DIGIT,
+    ['A' ... 'Z'] = C_IDENT, ['a' ... 'z'] = C_IDENT,
+    ['_'] = C_IDENT, ['$'] = C_IDENT,
+    [0x80 ... 0xff] = C_IDENT,
+};
+
+static inline unsigned
+upper(unsigned char c)
+{
+    return c - (((unsigned)(c - 'a') < 26u) << 5);
+}
+
+static inline uint32_t
+hash_step(uint32_t h, unsigned char c)
+{
+    return (h ^ upper(c)) * 16777619u;
+}
+
+#define HASH_INIT 2166136261u
+
+static void
+kw_init(void)
+{
+    for (unsigned k = 1; k < KW__COUNT; k++) {
+        uint32_t h = HASH_INIT;
+
+        for (unsigned i = 0; i < kwdefs[k].len; i++) {
+            h = hash_step(h, (unsigned char)kwdefs[k].name[i]);
+        }
+        kwhval[k] = h;
+        for (unsigned i = h & (KWH_SIZE - 1);; i = (i + 1) & (KWH_SIZE - 1)) {
+            if (kwhash[i] == 0) {
+                kwhash[i] = (uint16_t)k;
+                break;
+            }
+        }
+    }
+}
+
+/* True when s[0..n) equals the upper-case word kw, ignoring case. */
+static bool
+ci_equal(const char *s, const char *kw, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (upper((unsigned char)s[i]) != (unsigned char)kw[i]) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static unsigned
+kw_lookup(const char *s, size_t n, uint32_t h)
+{
+    if (n > KW_MAXLEN) {
+        return KW_NONE;
+    }
+    for (unsigned i = h & (KWH_SIZE - 1);; i = (i + 1) & (KWH_SIZE - 1)) {
+        unsigned k = kwhash[i];
+
+        if (k == 0) {
+            return KW_NONE;
+        }
+        if (kwhval[k] == h && kwdefs[k].len == n
+            && ci_equal(s, kwdefs[k].name, n)) {
+            return k;
+        }
+    }
+}
+
+/* ---- lexer ---------------------------------------------------------- */
+
+enum tok_type {
+    T_END,          /* end of input */
+    T_WORD,         /* unquoted word; kw set when it is a keyword */
+    T_QIDENT,       /* `identifier`: s/n inside the backticks, raw */
+    T_STRING,       /* '...' or "...": s/n inside the quotes, raw */
+    T_NUMBER,       /* digits and dots only */
+    T_USERVAR,      /* @name, @'name', @`name` */
+    T_SYSVAR,       /* @@name, @@scope.name: s/n after the @@ */
+    T_ASSIGN,       /* := */
+    T_PUNCT,        /* any other single byte, in c */
+};
+
+struct tok {
+    uint8_t type;
+    uint8_t c;      /* T_PUNCT: the byte */
+    uint16_t kw;    /* T_WORD: enum kw */
+    size_t n;
+    const char *s;
+};
+
+enum tstate { TS_NONE, TS_EXPECT, TS_AFTER };
+
+#define MAX_NEST 8  /* SET STATEMENT ... FOR / ANALYZE <stmt> nesting */
+
+struct qc {
+    const char *p;
+    const char *end;
+    int exec;                   /* executable comments open */
+    bool has_la;
+    struct tok la;              /* lookahead */
+    struct sl_qc_result *out;
+    unsigned nstmt;             /* non-empty statements seen */
+    /* The statement being classified. */
+    uint32_t type;
+    enum sl_qc_op op;
+    int depth;                  /* parentheses */
+    enum tstate ts;
+    int ts_depth;               /* depth of the table list */
+    uint32_t open_lists;        /* bit d: a table list at depth d goes on
+                                 * after the ( derived table ) now open */
+    int nest;
+    bool with_pending;          /* WITH ...: main verb not seen yet */
+    bool into;                  /* SELECT ... INTO seen */
+    bool prev_dot;              /* previous token was '.' */
+};
+
+static bool
+is_space(unsigned char c)
+{
+    return cclass[c] == C_SPACE;
+}
+
+static void hint_parse(struct qc *q, const char *s, const char *e);
+
+/* Skips a comment starting at q->p; false when it is not one. */
+static bool
+skip_comment(struct qc *q)
+{
+    const char *p = q->p, *e = q->end, *s;
+
+    if (*p == '#' || (*p == '-' && e - p >= 2 && p[1] == '-'
+                      && (e - p == 2 || (unsigned char)p[2] <= ' '
+                          || p[2] == 0x7f))) {
+        s = p + (*p == '#' ? 1 : 2);
+        p = memchr(s, '\n', (size_t)(e - s));
+        p = p ? p : e;
+        hint_parse(q, s, p);
+        q->p = p;
+        return true;
+    }
+    if (*p != '/' || e - p < 2 || p[1] != '*') {
+        return false;
+    }
+    if (e - p >= 3 && (p[2] == '!' || (p[2] == 'M' && e - p >= 4
+                                       && p[3] == '!'))) {
+        /* Executable comment: its content is SQL; skip the version. */
+        p += p[2] == '!' ? 3 : 4;
+        for (int i = 0; i < 6 && p < e && cclass[(unsigned char)*p] == C_DIGIT;
+             i++) {
+            p++;
+        }
+        q->exec++;
+        q->p = p;
+        return true;
+    }
+    for (s = p + 2, p = s; p + 1 < e && !(p[0] == '*' && p[1] == '/'); p++) {
+    }
+    if (p + 1 < e) {
+        hint_parse(q, s, p);
+        q->p = p + 2;
+    } else {
+        hint_parse(q, s, e);
+        q->p = e;
+    }
+    return true;
+}
+
+/* Scans a quoted run ending with `quote` at q->p (just past the opening
+ * quote). A doubled quote continues it; backslash escapes unless `. */
+static void
+lex_quoted(struct qc *q, struct tok *t, char quote, uint8_t type)
+{
+    const char *p = q->p, *e = q->end;
+
+    t->type = type;
+    t->s = p;
+    while (p < e) {
+        if (*p == quote) {
+            if (p + 1 < e && p[1] == quote) {
+                p += 2;
+                continue;
+            }
+            break;
+        }
+        p += (*p == '\\' && quote != '`' && p + 1 < e) ? 2 : 1;
+    }
+    t->n = (size_t)(p - t->s);
+    q->p = p < e ? p + 1 : e;
+}
+
+static void
+lex_word(struct qc *q, struct tok *t)
+{
+    const char *p = q->p, *e = q->end;
+    uint32_t h = HASH_INIT;
+
+    while (p < e && cclass[(unsigned char)*p] >= C_IDENT) {
+        h = hash_step(h, (unsigned char)*p++);
+    }
+    t->type = T_WORD;
+    t->s = q->p;
+    t->n = (size_t)(p - q->p);
+    t->kw = (uint16_t)kw_lookup(t->s, t->n, h);
+    q->p = p;
+}
+
+/* A token starting with a digit: a number, or a word like 1e5, 0x1f. */
+static void
+lex_number(struct qc *q, struct tok *t)
+{
+    const char *p = q->p, *e = q->end;
+    bool word = false;
+
+    while (p < e && (cclass[(unsigned char)*p] >= C_IDENT || *p == '.')) {
+        word |= cclass[(unsigned char)*p] == C_IDENT;
+        p++;
+    }
+    t->type = word ? T_WORD : T_NUMBER;
+    t->kw = KW_NONE;
+    t->s = q->p;
+    t->n = (size_t)(p - q->p);
+    q->p = p;
+}
+
+/* @var, @'var', @`var`, @@var, @@scope.var */
+static void
+lex_var(struct qc *q, struct tok *t)
+{
+    const char *p = q->p + 1, *e = q->end;
+    bool sys = p < e && *p == '@';
+
+    p += sys;
+    if (!sys && p < e && (*p == '\'' || *p == '"' || *p == '`')) {
+        q->p = p + 1;
+        lex_quoted(q, t, *p, T_USERVAR);
+        return;
+    }
+    t->s = p;
+    while (p < e && (cclass[(unsigned char)*p] >= C_IDENT || *p == '.')) {
+        p++;
+    }
+    t->type = sys ? T_SYSVAR : T_USERVAR;
+    t->n = (size_t)(p - t->s);
+    q->p = p;
+}
+
+static void
+lex(struct qc *q, struct tok *t)
+{
+    for (;;) {
+        while (q->p < q->end && is_space((unsigned char)*q->p)) {
+            q->p++;
+        }
+        if (q->p >= q->end) {
+            t->type = T_END;
+            return;
+        }
+        unsigned char c = (unsigned char)*q->p;
+
+        if (cclass[c] == C_IDENT) {
+            lex_word(q, t);
+            return;
+        }
+        if (cclass[c] == C_DIGIT) {
+            lex_number(q, t);
+            return;
+        }
+        if ((c == '#' || c == '-' || c == '/') && skip_comment(q)) {
+            continue;
+        }
+        if (c == '*' && q->exec > 0 && q->end - q->p >= 2 && q->p[1] == '/') {
+            q->exec--;
+            q->p += 2;
+            continue;
+        }
+        switch (c) {
+        case '\'':
+        case '"':
+            q->p++;
+            lex_quoted(q, t, (char)c, T_STRING);
+            return;
+        case '`':
+            q->p++;
+            lex_quoted(q, t, '`', T_QIDENT);
+            return;
+        case '@':
+            lex_var(q, t);
+            return;
+        case ':':
+            if (q->end - q->p >= 2 && q->p[1] == '=') {
+                t->type = T_ASSIGN;
+                q->p += 2;
+                return;
+            }
+            break;
+        }
+        t->type = T_PUNCT;
+        t->c = c;
+        q->p++;
+        return;
+    }
+}
+
+static void
+next(struct qc *q, struct tok *t)
+{
+    if (q->has_la) {
+        *t = q->la;
+        q->has_la = false;
+    } else {
+        lex(q, t);
+    }
+}
+
+static const struct tok *
+peek(struct qc *q)
+{
+    if (!q->has_la) {
+        lex(q, &q->la);
+        q->has_la = true;
+    }
+    return &q->la;
+}
+
+static void
+take(struct qc *q)
+{
+    q->has_la = false;
+}
+
+static bool
+is_kw(const struct tok *t, unsigned kw)
+{
+    return t->type == T_WORD && t->kw == kw;
+}
+
+static bool
+is_punct(const struct tok *t, char c)
+{
+    return t->type == T_PUNCT && t->c == (uint8_t)c;
+}
+
+static bool
+ends_stmt(const struct tok *t)
+{
+    return t->type == T_END || is_punct(t, ';');
+}
+
+/* Consumes the next token when it is keyword kw. */
+static bool
+want(struct qc *q, unsigned kw)
+{
+    if (is_kw(peek(q), kw)) {
+        take(q);
+        return true;
+    }
+    return false;
+}
+
+static bool
+is_name(const struct tok *t)
+{
+    return t->type == T_QIDENT
+           || (t->type == T_WORD && !(kwdefs[t->kw].flags & KF_RES));
+}
+
+/* ---- hints and names ------------------------------------------------ */
+
+/* Appends token text to dst (of SL_QC_NAME_MAX, holding *len bytes),
+ * unescaping doubled backticks of a quoted identifier; truncates. */
+static void
+name_append(char *dst, size_t *len, const struct tok *t)
+{
+    size_t j = *len;
+
+    for (size_t i = 0; i < t->n && j < SL_QC_NAME_MAX - 1; i++) {
+        dst[j++] = t->s[i];
+        if (t->type == T_QIDENT && t->s[i] == '`' && i + 1 < t->n) {
+            i++;
+        }
+    }
+    dst[j] = '\0';
+    *len = j;
+}
+
+static void
+name_set(char *dst, const struct tok *t)
+{
+    size_t len = 0;
+
+    name_append(dst, &len, t);
+}
+
+/* The next whitespace-separated word of [*s, e) into *w, *wn. */
+static bool
+hint_word(const char **s, const char *e, const char **w, size_t *wn)
+{
+    const char *p = *s;
+
+    while (p < e && is_space((unsigned char)*p)) {
+        p++;
+    }
+    *w = p;
+    while (p < e && !is_space((unsigned char)*p)) {
+        p++;
+    }
+    *wn = (size_t)(p - *w);
+    *s = p;
+    return *wn > 0;
+}
+
+static bool
+hint_is(const char *w, size_t n, const char *kw)
+{
+    return n == strlen(kw) && ci_equal(w, kw, n);
+}
+
+/* "maxscale route to master|slave|last|all|server NAME" in a comment
+ * body [s, e); the first hint of the input wins. */
+static void
+hint_parse(struct qc *q, const char *s, const char *e)
+{
+    static const char *const words[] = {"MAXSCALE", "ROUTE", "TO"};
+    struct sl_hint *h = &q->out->hint;
+    const char *w;
+    size_t n;
+
+    if (h->type != SL_HINT_NONE) {
+        return;
+    }
+    for (size_t i = 0; i < SL_ARRAY_LEN(words); i++) {
+        if (!hint_word(&s, e, &w, &n) || !hint_is(w, n, words[i])) {
+            return;
+        }
+    }
+    if (!hint_word(&s, e, &w, &n)) {
+        return;
+    }
+    if (hint_is(w, n, "MASTER")) {
+        h->type = SL_HINT_ROUTE_TO_MASTER;
+    } else if (hint_is(w, n, "SLAVE")) {
+        h->type = SL_HINT_ROUTE_TO_SLAVE;
+    } else if (hint_is(w, n, "LAST")) {
+        h->type = SL_HINT_ROUTE_TO_LAST_USED;
+    } else if (hint_is(w, n, "ALL")) {
+        h->type = SL_HINT_ROUTE_TO_ALL;
+    } else if (hint_is(w, n, "SERVER") && hint_word(&s, e, &w, &n)) {
+        h->type = SL_HINT_ROUTE_TO_NAMED_SERVER;
+        n = n < SL_QC_NAME_MAX - 1 ? n : SL_QC_NAME_MAX - 1;
+        memcpy(h->server, w, n);
+        h->server[n] = '\0';
+    }
+}
+
+/* ---- tables --------------------------------------------------------- */
+
+/* Records the table named by t (and ".name" parts that follow). */
+static void
+table_add(struct qc *q, const struct tok *t)
+{
+    struct sl_qc_result *out = q->out;
+    char name[SL_QC_NAME_MAX];
+    size_t len = 0;
+    struct tok part;
+
+    name_append(name, &len, t);
+    while (is_punct(peek(q), '.')) {
+        take(q);
+        next(q, &part);
+        if (part.type != T_WORD && part.type != T_QIDENT) {
+            break;
+        }
+        if (len < SL_QC_NAME_MAX - 1) {
+            name[len++] = '.';
+        }
+        name_append(name, &len, &part);
+    }
+    unsigned stored = out->ntables < SL_QC_MAX_TABLES ? out->ntables
+                                                      : SL_QC_MAX_TABLES;
+    for (unsigned i = 0; i < stored; i++) {
+        if (strcmp(out->tables[i], name) == 0) {
+            return;
+        }
+    }
+    if (stored < SL_QC_MAX_TABLES) {
+        memcpy(out->tables[stored], name, len + 1);
+    }
+    out->ntables++;
+}
+
+static void
+table_expect(struct qc *q)
+{
+    q->ts = TS_EXPECT;
+    q->ts_depth = q->depth;
+}
+
+/* Skips index hints / PARTITION: words up to a (...) group. */
+static void
+skip_group(struct qc *q)
+{
+    struct tok t;
+    int depth = 0;
+
+    while (!ends_stmt(peek(q))) {
+        next(q, &t);
+        if (is_punct(&t, '(')) {
+            depth++;
+        } else if (is_punct(&t, ')') && --depth <= 0) {
+            return;
+        } else if (depth == 0 && t.type != T_WORD) {
+            return;
+        }
+    }
+}
+
+/* The table-reference state machine; true when it consumed t. */
+static bool
+table_state(struct qc *q, const struct tok *t)
+{
+    if (q->ts == TS_EXPECT) {
+        if (t->type == T_WORD && (kwdefs[t->kw].flags & KF_NOISE)) {
+            return true;
+        }
+        if (is_punct(t, '(')) {
+            /* A derived table or a parenthesized join. */
+            if (q->depth < 32) {
+                q->open_lists |= 1u << q->depth;
+            }
+            q->depth++;
+            if (is_name(peek(q))) {
+                q->ts_depth = q->depth;
+            } else {
+                q->ts = TS_NONE;
+            }
+            return true;
+        }
+        if (is_name(t)) {
+            table_add(q, t);
+            q->ts = TS_AFTER;
+            return true;
+        }
+        q->ts = TS_NONE;
+        return false;
+    }
+    if (is_punct(t, ',') && q->depth == q->ts_depth) {
+        q->ts = TS_EXPECT;
+        return true;
+    }
+    if (is_kw(t, KW_AS)) {
+        if (!ends_stmt(peek(q))) {
+            take(q);
+        }
+        return true;
+    }
+    if (is_name(t)) {
+        return true;   /* alias, or READ/WRITE of LOCK TABLES */
+    }
+    if (is_kw(t, KW_USE) || is_kw(t, KW_FORCE) || is_kw(t, KW_IGNORE)
+        || is_kw(t, KW_PARTITION)) {
+        skip_group(q);
+        return true;
+    }
+    q->ts = TS_NONE;
+    return false;
+}
+
+/* ---- statement bodies ----------------------------------------------- */
+
+static void
+set_verb(struct qc *q, enum sl_qc_op op, uint32_t type)
+{
+    q->op = op;
+    q->type |= type;
+}
+
+/* WITH ...: the first DML verb at the WITH's own level decides. */
+static void
+with_verb(struct qc *q, unsigned kw)
+{
+    switch (kw) {
+    case KW_SELECT:
+        set_verb(q, SL_QC_OP_SELECT, SL_QC_READ);
+        break;
+    case KW_INSERT:
+        set_verb(q, SL_QC_OP_INSERT, SL_QC_WRITE);
+        table_expect(q);
+        break;
+    case KW_REPLACE:
+        set_verb(q, SL_QC_OP_REPLACE, SL_QC_WRITE);
+        table_expect(q);
+        break;
+    case KW_UPDATE:
+        set_verb(q, SL_QC_OP_UPDATE, SL_QC_WRITE);
+        table_expect(q);
+        break;
+    case KW_DELETE:
+        set_verb(q, SL_QC_OP_DELETE, SL_QC_WRITE);
+        table_expect(q);
+        break;
+    default:
+        return;
+    }
+    q->with_pending = false;
+}
+
+static void
+body_keyword(struct qc *q, const struct tok *t)
+{
+    const struct tok *la;
+
+    switch (t->kw) {
+    case KW_FROM:
+    case KW_JOIN:
+    case KW_STRAIGHT_JOIN:
+        table_expect(q);
+        return;
+    case KW_TO:
+        if (q->op == SL_QC_OP_RENAME) {
+            table_expect(q);
+        }
+        return;
+    case KW_INTO:
+        if (q->op == SL_QC_OP_SELECT) {
+            q->type |= SL_QC_MASTER_READ;
+            q->into = true;
+        } else {
+            table_expect(q);
+        }
+        return;
+    case KW_FOR:
+        la = peek(q);
+        if (is_kw(la, KW_UPDATE) || is_kw(la, KW_SHARE)) {
+            take(q);
+            q->type |= SL_QC_MASTER_READ;
+        }
+        return;
+    case KW_LOCK:
+        if (want(q, KW_IN)) {
+            q->type |= SL_QC_MASTER_READ;
+        }
+        return;
+    case KW_NEXT:
+    case KW_PREVIOUS:
+        if (want(q, KW_VALUE)) {
+            q->type |= SL_QC_MASTER_READ;
+        }
+        return;
+    default:
+        break;
+    }
+    if ((kwdefs[t->kw].flags & KF_FUNC) && is_punct(peek(q), '(')) {
+        q->type |= SL_QC_MASTER_READ;
+    } else if (q->with_pending && q->depth == 0) {
+        with_verb(q, t->kw);
+    }
+}
+
+/* One token of a statement body. */
+static void
+body_token(struct qc *q, const struct tok *t)
+{
+    bool dot = q->prev_dot;
+
+    q->prev_dot = false;
+    if (q->ts != TS_NONE && table_state(q, t)) {
+        return;
+    }
+    switch (t->type) {
+    case T_PUNCT:
+        if (t->c == '(') {
+            q->depth++;
+        } else if (t->c == ')' && q->depth > 0) {
+            q->depth--;
+            if (q->depth < 32 && (q->open_lists & (1u << q->depth))) {
+                q->open_lists &= ~(1u << q->depth);
+                q->ts = TS_AFTER;
+                q->ts_depth = q->depth;
+            }
+        }
+        q->prev_dot = t->c == '.';
+        break;
+    case T_SYSVAR:
+        q->type |= SL_QC_SYSVAR_READ;
+        break;
+    case T_USERVAR:
+        if (peek(q)->type == T_ASSIGN) {
+            q->type |= SL_QC_USERVAR_WRITE | SL_QC_MASTER_READ;
+        } else {
+            q->type |= q->into ? SL_QC_USERVAR_WRITE : SL_QC_USERVAR_READ;
+        }
+        break;
+    case T_WORD:
+        if (t->kw != KW_NONE && !dot) {
+            body_keyword(q, t);
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+/* The rest of the statement, through its ';' or the end. */
+static void
+scan_body(struct qc *q)
+{
+    struct tok t;
+
+    for (next(q, &t); !ends_stmt(&t); next(q, &t)) {
+        body_token(q, &t);
+    }
+}
+
+/* The rest of the statement, ignored (only hints and ';' matter). */
+static void
+skip_body(struct qc *q)
+{
+    struct tok t;
+
+    for (next(q, &t); !ends_stmt(&t); next(q, &t)) {
+    }
+}
+
+/*
+ * The rest of a statement that may hold a compound body (BEGIN NOT ATOMIC
+ * ... END, CREATE PROCEDURE ... BEGIN ... END): ';' ends it only outside
+ * BEGIN/CASE ... END. END IF/LOOP/WHILE/REPEAT/FOR close constructs that
+ * are not counted (IF is also a function, so it cannot open one).
+ */
+static void
+skip_compound(struct qc *q, int level)
+{
+    struct tok t;
+    const struct tok *la;
+
+    for (next(q, &t); t.type != T_END; next(q, &t)) {
+        if (is_punct(&t, ';') && level <= 0) {
+            return;
+        }
+        if (is_kw(&t, KW_BEGIN) || is_kw(&t, KW_CASE)) {
+            level++;
+        } else if (is_kw(&t, KW_END)) {
+            la = peek(q);
+            if (!is_kw(la, KW_IF) && !is_kw(la, KW_LOOP)
+                && !is_kw(la, KW_WHILE) && !is_kw(la, KW_REPEAT)
+                && !is_kw(la, KW_FOR)) {
+                level--;
+            }
+        }
+    }
+}
+
+/* ---- statement handlers --------------------------------------------- */
+
+static void stmt_dispatch(struct qc *q, const struct tok *first);
+
+/* Continues with the statement starting at the next token (SET STATEMENT
+ * ... FOR stmt, ANALYZE stmt). */
+static void
+stmt_nested(struct qc *q)
+{
+    struct tok t;
+
+    next(q, &t);
+    if (ends_stmt(&t) || q->nest >= MAX_NEST) {
+        q->type |= SL_QC_UNKNOWN;
+        if (!ends_stmt(&t)) {
+            skip_body(q);
+        }
+        return;
+    }
+    q->nest++;
+    stmt_dispatch(q, &t);
+}
+
+/* Reads a name (USE db, PREPARE s) into out->name when it is the first. */
+static void
+stmt_name(struct qc *q)
+{
+    const struct tok *t = peek(q);
+
+    if (t->type == T_WORD || t->type == T_QIDENT) {
+        if (q->out->name[0] == '\0') {
+            name_set(q->out->name, t);
+        }
+        take(q);
+    }
+}
+
+/* COMMIT/ROLLBACK [WORK] [AND [NO] CHAIN] [[NO] RELEASE] */
+static void
+trx_end_tail(struct qc *q)
+{
+    want(q, KW_WORK);
+    if (want(q, KW_AND) && !want(q, KW_NO) && want(q, KW_CHAIN)) {
+        q->type |= SL_QC_BEGIN_TRX;
+    }
+    skip_body(q);
+}
+
+/* START TRANSACTION [READ ONLY | READ WRITE | WITH CONSISTENT SNAPSHOT]
+ * [, ...]; anything else after START (SLAVE, REPLICA, ALL) is admin. */
+static void
+stmt_start(struct qc *q)
+{
+    struct tok t;
+
+    if (!want(q, KW_TRANSACTION)) {
+        set_verb(q, SL_QC_OP_OTHER, SL_QC_WRITE);
+        skip_body(q);
+        return;
+    }
+    set_verb(q, SL_QC_OP_BEGIN, SL_QC_BEGIN_TRX);
+    for (next(q, &t); !ends_stmt(&t); next(q, &t)) {
+        if (!is_kw(&t, KW_READ)) {
+            continue;
+        }
+        if (want(q, KW_ONLY)) {
+            q->type |= SL_QC_READ_ONLY_TRX;
+        } else if (want(q, KW_WRITE)) {
+            q->type |= SL_QC_READ_WRITE_TRX;
+        }
+    }
+}
+
+static void
+stmt_rollback(struct qc *q)
+{
+    want(q, KW_WORK);
+    if (want(q, KW_TO)) {
+        set_verb(q, SL_QC_OP_SAVEPOINT, SL_QC_WRITE);
+        skip_body(q);
+        return;
+    }
+    set_verb(q, SL_QC_OP_ROLLBACK, SL_QC_ROLLBACK);
+    trx_end_tail(q);
+}
+
+static void
+stmt_xa(struct qc *q)
+{
+    const struct tok *t = peek(q);
+
+    set_verb(q, SL_QC_OP_XA, SL_QC_XA | SL_QC_WRITE);
+    if (is_kw(t, KW_START) || is_kw(t, KW_BEGIN)) {
+        q->type |= SL_QC_BEGIN_TRX;
+    } else if (is_kw(t, KW_COMMIT)) {
+        q->type |= SL_QC_COMMIT;
+    } else if (is_kw(t, KW_ROLLBACK)) {
+        q->type |= SL_QC_ROLLBACK;
+    }
+    skip_body(q);
+}
+
+/* CREATE [OR REPLACE] [TEMPORARY] TABLE [IF NOT EXISTS] name ... */
+static void
+stmt_create(struct qc *q)
+{
+    bool tmp;
+    const struct tok *t;
+
+    set_verb(q, SL_QC_OP_CREATE, SL_QC_DDL | SL_QC_WRITE);
+    if (want(q, KW_OR)) {
+        want(q, KW_REPLACE);
+    }
+    tmp = want(q, KW_TEMPORARY);
+    if (!want(q, KW_TABLE)) {
+        skip_compound(q, 0);    /* PROCEDURE, TRIGGER, VIEW, ... */
+        return;
+    }
+    if (want(q, KW_IF)) {
+        want(q, KW_NOT);
+        want(q, KW_EXISTS);
+    }
+    if (tmp) {
+        q->type |= SL_QC_CREATE_TMP_TABLE;
+    }
+    t = peek(q);
+    if (t->type == T_WORD || t->type == T_QIDENT) {
+        struct tok name = *t;
+
+        take(q);
+        table_add(q, &name);
+    }
+    if (want(q, KW_LIKE)) {
+        table_expect(q);
+    }
+    scan_body(q);
+}
+
+/* DROP [TEMPORARY] TABLE [IF EXISTS] a, b | DROP PREPARE s | DROP ... */
+static void
+stmt_drop(struct qc *q)
+{
+    if (want(q, KW_PREPARE)) {
+        set_verb(q, SL_QC_OP_DEALLOCATE,
+                 SL_QC_DEALLOC_PREPARE | SL_QC_SESSION_WRITE);
+        stmt_name(q);
+        skip_body(q);
+        return;
+    }
+    set_verb(q, SL_QC_OP_DROP, SL_QC_DDL | SL_QC_WRITE);
+    want(q, KW_TEMPORARY);
+    if (!want(q, KW_TABLE) && !want(q, KW_TABLES)) {
+        skip_body(q);
+        return;
+    }
+    q->type |= SL_QC_DROP_TABLE;
+    if (want(q, KW_IF)) {
+        want(q, KW_EXISTS);
+    }
+    table_expect(q);
+    scan_body(q);
+}
+
+/* ALTER [ONLINE] [IGNORE] TABLE t, TRUNCATE [TABLE] t, RENAME TABLE a TO b */
+static void
+stmt_ddl_table(struct qc *q, enum sl_qc_op op)
+{
+    set_verb(q, op, SL_QC_DDL | SL_QC_WRITE);
+    want(q, KW_ONLINE);
+    want(q, KW_IGNORE);
+    if (!want(q, KW_TABLE) && !want(q, KW_TABLES) && op != SL_QC_OP_TRUNCATE) {
+        skip_body(q);
+        return;
+    }
+    table_expect(q);
+    if (op == SL_QC_OP_RENAME) {
+        scan_body(q);
+        return;
+    }
+    const struct tok *t = peek(q);
+
+    if (is_name(t)) {
+        struct tok name = *t;
+
+        take(q);
+        table_add(q, &name);
+    }
+    q->ts = TS_NONE;
+    skip_body(q);
+}
+
+/* LOAD DATA|XML [LOW_PRIORITY|CONCURRENT] [LOCAL] INFILE ... INTO TABLE t */
+static void
+stmt_load(struct qc *q)
+{
+    set_verb(q, SL_QC_OP_LOAD, SL_QC_WRITE);
+    if (!want(q, KW_DATA) && !want(q, KW_XML)) {
+        skip_body(q);   /* LOAD INDEX INTO CACHE */
+        return;
+    }
+    want(q, KW_LOW_PRIORITY);
+    want(q, KW_CONCURRENT);
+    if (want(q, KW_LOCAL)) {
+        q->type |= SL_QC_LOAD_LOCAL;
+    }
+    scan_body(q);
+}
+
+/* The statement name after PREPARE/EXECUTE/DEALLOCATE PREPARE. */
+static void
+stmt_ps(struct qc *q, enum sl_qc_op op, uint32_t type, bool body)
+{
+    set_verb(q, op, type);
+    stmt_name(q);
+    if (body) {
+        scan_body(q);
+    } else {
+        skip_body(q);
+    }
+}
+
+static void
+stmt_execute(struct qc *q)
+{
+    if (want(q, KW_IMMEDIATE)) {
+        set_verb(q, SL_QC_OP_EXECUTE, SL_QC_WRITE);
+        scan_body(q);
+        return;
+    }
+    stmt_ps(q, SL_QC_OP_EXECUTE, SL_QC_EXEC_PREPARED, true);
+}
+
+static void
+stmt_analyze(struct qc *q)
+{
+    if (want(q, KW_TABLE)) {
+        set_verb(q, SL_QC_OP_OTHER, SL_QC_WRITE);
+        skip_body(q);
+        return;
+    }
+    if (want(q, KW_FORMAT)) {       /* ANALYZE FORMAT=JSON stmt */
+        if (is_punct(peek(q), '=')) {
+            take(q);
+        }
+        if (peek(q)->type == T_WORD) {
+            take(q);
+        }
+    }
+    stmt_nested(q);
+}
+
+/* ---- SET ------------------------------------------------------------ */
+
+/* The left side of one SET assignment. */
+struct set_lhs {
+    bool uservar;
+    bool global;
+    bool autocommit;
+};
+
+/* @@[global.|session.|local.]name */
+static void
+sysvar_lhs(const struct tok *t, struct set_lhs *lhs)
+{
+    const char *s = t->s, *dot = memchr(s, '.', t->n);
+    size_t n = t->n;
+
+    if (dot != NULL) {
+        size_t pn = (size_t)(dot - s);
+
+        lhs->global = (pn == 6 && ci_equal(s, "GLOBAL", 6))
+                      || (pn == 7 && ci_equal(s, "PERSIST", 7));
+        n -= pn + 1;
+        s = dot + 1;
+    } else {
+        lhs->global = false;
+    }
+    lhs->autocommit = n == 10 && ci_equal(s, "AUTOCOMMIT", 10);
+}
+
+/* 1 for ON/TRUE/1/'ON'..., 0 for OFF/FALSE/0, -1 otherwise. */
+static int
+bool_value(const struct tok *t)
+{
+    static const char *const on[] = {"1", "ON", "TRUE"};
+    static const char *const off[] = {"0", "OFF", "FALSE"};
+
+    if (t->type != T_NUMBER && t->type != T_WORD && t->type != T_STRING) {
+        return -1;
+    }
+    for (size_t i = 0; i < SL_ARRAY_LEN(on); i++) {
+        if (hint_is(t->s, t->n, on[i])) {
+            return 1;
+        }
+        if (hint_is(t->s, t->n, off[i])) {
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static void
+set_apply(struct qc *q, const struct set_lhs *lhs, const struct tok *val,
+          unsigned nval)
+{
+    int v;
+
+    if (lhs->uservar) {
+        q->type |= SL_QC_USERVAR_WRITE | SL_QC_SESSION_WRITE;
+    } else if (lhs->global) {
+        q->type |= SL_QC_GSYSVAR_WRITE | SL_QC_WRITE;
+    } else {
+        q->type |= SL_QC_SESSION_WRITE;
+        v = lhs->autocommit && nval == 1 ? bool_value(val) : -1;
+        /* Like the server: enabling commits an open transaction, and
+         * disabling starts one. */
+        if (v == 1) {
+            q->type |= SL_QC_ENABLE_AUTOCOMMIT | SL_QC_COMMIT;
+        } else if (v == 0) {
+            q->type |= SL_QC_DISABLE_AUTOCOMMIT | SL_QC_BEGIN_TRX;
+        }
+    }
+}
+
+/* One "[scope] lhs = value" of a SET list; false when the statement ended
+ * (its terminator consumed) or is not an assignment list. */
+static bool
+set_assignment(struct qc *q, bool *global)
+{
+    struct set_lhs lhs = {.global = *global};
+    struct tok t, val = {.type = T_END};
+    unsigned nval = 0;
+
+    next(q, &t);
+    if (is_kw(&t, KW_GLOBAL) || is_kw(&t, KW_PERSIST)
+        || is_kw(&t, KW_PERSIST_ONLY) || is_kw(&t, KW_SESSION)
+        || is_kw(&t, KW_LOCAL)) {
+        *global = lhs.global = !is_kw(&t, KW_SESSION) && !is_kw(&t, KW_LOCAL);
+        next(q, &t);
+    }
+    if (is_kw(&t, KW_TRANSACTION)) {
+        q->type |= lhs.global ? SL_QC_GSYSVAR_WRITE | SL_QC_WRITE
+                              : SL_QC_SESSION_WRITE;
+        skip_body(q);
+        return false;
+    }
+    if (t.type == T_USERVAR) {
+        lhs.uservar = true;
+    } else if (t.type == T_SYSVAR) {
+        sysvar_lhs(&t, &lhs);
+    } else if (t.type == T_WORD || t.type == T_QIDENT) {
+        lhs.autocommit = is_kw(&t, KW_AUTOCOMMIT)
+                         || (t.type == T_QIDENT
+                             && hint_is(t.s, t.n, "AUTOCOMMIT"));
+        while (is_punct(peek(q), '.')) {   /* structured: default.x */
+            take(q);
+            next(q, &t);
+        }
+    } else {
+        t.type = T_END;
+    }
+    if (!ends_stmt(&t)) {
+        next(q, &t);
+    }
+    if (!is_punct(&t, '=') && t.type != T_ASSIGN) {
+        q->type |= SL_QC_UNKNOWN;
+        if (!ends_stmt(&t)) {
+            skip_body(q);
+        }
+        return false;
+    }
+    for (next(q, &t); !ends_stmt(&t); next(q, &t)) {
+        if (is_punct(&t, ',') && q->depth == 0) {
+            break;
+        }
+        if (nval++ == 0) {
+            val = t;
+        }
+        body_token(q, &t);
+    }
+    set_apply(q, &lhs, &val, nval);
+    return !ends_stmt(&t);
+}
+
+/*
+ * SET STATEMENT a=1 FOR stmt   the type of stmt
+ * SET NAMES | CHARACTER SET | CHARSET | ROLE       session
+ * SET PASSWORD | DEFAULT ROLE                      write
+ * SET [GLOBAL|SESSION] TRANSACTION ...             session / global
+ * SET [scope] lhs = expr [, [scope] lhs = expr]... (scope is sticky)
+ */
+static void
+stmt_set(struct qc *q)
+{
+    struct tok t;
+    bool global = false;
+
+    q->op = SL_QC_OP_SET;
+    if (want(q, KW_STATEMENT)) {
+        for (next(q, &t); !ends_stmt(&t); next(q, &t)) {
+            if (is_kw(&t, KW_FOR)) {
+                stmt_nested(q);
+                return;
+            }
+        }
+        q->type |= SL_QC_UNKNOWN;
+        return;
+    }
+    if (want(q, KW_NAMES) || want(q, KW_CHARSET) || want(q, KW_CHARACTER)
+        || want(q, KW_ROLE)) {
+        q->type |= SL_QC_SESSION_WRITE;
+        skip_body(q);
+        return;
+    }
+    if (want(q, KW_PASSWORD) || want(q, KW_DEFAULT)) {
+        q->type |= SL_QC_WRITE;
+        skip_body(q);
+        return;
+    }
+    while (set_assignment(q, &global)) {
+    }
+}
+
+/* ---- dispatch ------------------------------------------------------- */
+
+/* BEGIN [WORK] starts a transaction; BEGIN NOT ATOMIC is a compound
+ * statement. */
+static void
+stmt_begin(struct qc *q)
+{
+    if (want(q, KW_NOT)) {
+        set_verb(q, SL_QC_OP_OTHER, SL_QC_WRITE);
+        skip_compound(q, 1);
+        return;
+    }
+    set_verb(q, SL_QC_OP_BEGIN, SL_QC_BEGIN_TRX);
+    skip_body(q);
+}
+
+/* Statements fully decided by their first word: op, type, and whether the
+ * body is scanned (tables, functions, variables) or skipped. */
+static bool
+stmt_simple(struct qc *q, unsigned kw)
+{
+    static const struct {
+        uint8_t op;
+        bool scan;
+        uint32_t type;
+    } simple[KW__COUNT] = {
+        [KW_SELECT] = {SL_QC_OP_SELECT, true, SL_QC_READ},
+        [KW_VALUES] = {SL_QC_OP_SELECT, true, SL_QC_READ},
+        [KW_SHOW] = {SL_QC_OP_SHOW, false, SL_QC_READ | SL_QC_SHOW},
+        [KW_EXPLAIN] = {SL_QC_OP_EXPLAIN, false, SL_QC_READ},
+        [KW_DESCRIBE] = {SL_QC_OP_EXPLAIN, false, SL_QC_READ},
+        [KW_DESC] = {SL_QC_OP_EXPLAIN, false, SL_QC_READ},
+        [KW_HELP] = {SL_QC_OP_OTHER, false, SL_QC_READ},
+        [KW_GET] = {SL_QC_OP_OTHER, false, SL_QC_READ},
+        [KW_CALL] = {SL_QC_OP_CALL, true, SL_QC_WRITE | SL_QC_CALL},
+        [KW_DO] = {SL_QC_OP_DO, true, SL_QC_WRITE},
+        [KW_GRANT] = {SL_QC_OP_GRANT, false, SL_QC_DDL | SL_QC_WRITE},
+        [KW_REVOKE] = {SL_QC_OP_REVOKE, false, SL_QC_DDL | SL_QC_WRITE},
+        [KW_COMMIT] = {SL_QC_OP_COMMIT, false, SL_QC_COMMIT},
+        [KW_SAVEPOINT] = {SL_QC_OP_SAVEPOINT, false, SL_QC_WRITE},
+        [KW_UNLOCK] = {SL_QC_OP_UNLOCK, false, SL_QC_WRITE},
+        [KW_KILL] = {SL_QC_OP_KILL, false, SL_QC_WRITE},
+        [KW_FLUSH] = {SL_QC_OP_FLUSH, false, SL_QC_WRITE},
+        [KW_INSERT] = {SL_QC_OP_INSERT, true, SL_QC_WRITE},
+        [KW_REPLACE] = {SL_QC_OP_REPLACE, true, SL_QC_WRITE},
+        [KW_UPDATE] = {SL_QC_OP_UPDATE, true, SL_QC_WRITE},
+        [KW_DELETE] = {SL_QC_OP_DELETE, true, SL_QC_WRITE},
+        [KW_LOCK] = {SL_QC_OP_LOCK, true, SL_QC_WRITE},
+        [KW_HANDLER] = {SL_QC_OP_HANDLER, true, SL_QC_WRITE},
+#define ADMIN {SL_QC_OP_OTHER, false, SL_QC_WRITE}
+        [KW_RESET] = ADMIN, [KW_PURGE] = ADMIN, [KW_CHANGE] = ADMIN,
+        [KW_STOP] = ADMIN, [KW_INSTALL] = ADMIN, [KW_UNINSTALL] = ADMIN,
+        [KW_OPTIMIZE] = ADMIN, [KW_REPAIR] = ADMIN, [KW_CHECK] = ADMIN,
+        [KW_CHECKSUM] = ADMIN, [KW_CACHE] = ADMIN, [KW_BINLOG] = ADMIN,
+        [KW_SHUTDOWN] = ADMIN, [KW_BACKUP] = ADMIN, [KW_SIGNAL] = ADMIN,
+        [KW_RESIGNAL] = ADMIN,
+#undef ADMIN
+    };
+
+    if (simple[kw].type == 0) {
+        return false;
+    }
+    set_verb(q, simple[kw].op, simple[kw].type);
+    if (kw == KW_COMMIT) {
+        trx_end_tail(q);
+        return true;
+    }
+    /* These name tables right after their verb. */
+    if (kw == KW_INSERT || kw == KW_REPLACE || kw == KW_UPDATE
+        || kw == KW_DELETE || kw == KW_LOCK || kw == KW_HANDLER) {
+        table_expect(q);
+    }
+    if (simple[kw].scan) {
+        scan_body(q);
+    } else {
+        skip_body(q);
+    }
+    return true;
+}
+
+static void
+stmt_keyword(struct qc *q, unsigned kw)
+{
+    if (stmt_simple(q, kw)) {
+        return;
+    }
+    switch (kw) {
+    case KW_WITH:
+        q->with_pending = true;
+        scan_body(q);
+        break;
+    case KW_SET:
+        stmt_set(q);
+        break;
+    case KW_USE:
+        stmt_ps(q, SL_QC_OP_USE, SL_QC_SESSION_WRITE, false);
+        break;
+    case KW_BEGIN:
+        stmt_begin(q);
+        break;
+    case KW_START:
+        stmt_start(q);
+        break;
+    case KW_ROLLBACK:
+        stmt_rollback(q);
+        break;
+    case KW_RELEASE:        /* RELEASE SAVEPOINT s */
+        set_verb(q, SL_QC_OP_SAVEPOINT, SL_QC_WRITE);
+        skip_body(q);
+        break;
+    case KW_XA:
+        stmt_xa(q);
+        break;
+    case KW_CREATE:
+        stmt_create(q);
+        break;
+    case KW_DROP:
+        stmt_drop(q);
+        break;
+    case KW_ALTER:
+        stmt_ddl_table(q, SL_QC_OP_ALTER);
+        break;
+    case KW_TRUNCATE:
+        stmt_ddl_table(q, SL_QC_OP_TRUNCATE);
+        break;
+    case KW_RENAME:
+        stmt_ddl_table(q, SL_QC_OP_RENAME);
+        break;
+    case KW_LOAD:
+        stmt_load(q);
+        break;
+    case KW_PREPARE:
+        stmt_ps(q, SL_QC_OP_PREPARE,
+                SL_QC_PREPARE_NAMED | SL_QC_SESSION_WRITE, false);
+        break;
+    case KW_EXECUTE:
+        stmt_execute(q);
+        break;
+    case KW_DEALLOCATE:
+        want(q, KW_PREPARE);
+        stmt_ps(q, SL_QC_OP_DEALLOCATE,
+                SL_QC_DEALLOC_PREPARE | SL_QC_SESSION_WRITE, false);
+        break;
+    case KW_ANALYZE:
+        stmt_analyze(q);
+        break;
+    default:
+        q->type |= SL_QC_UNKNOWN;
+        skip_body(q);
+        break;
+    }
+}
+
+/* Classifies one statement whose first token is `first`, through its
+ * terminator. Leading '(' (a parenthesized SELECT) are skipped. */
+static void
+stmt_dispatch(struct qc *q, const struct tok *first)
+{
+    struct tok t = *first;
+
+    while (is_punct(&t, '(')) {
+        q->depth++;
+        next(q, &t);
+    }
+    if (t.type == T_WORD && t.kw != KW_NONE) {
+        stmt_keyword(q, t.kw);
+        return;
+    }
+    q->type |= SL_QC_UNKNOWN;
+    if (!ends_stmt(&t)) {
+        skip_body(q);
+    }
+}
+
+static void
+stmt_run(struct qc *q, const struct tok *first)
+{
+    struct sl_qc_result *out = q->out;
+
+    q->type = 0;
+    q->op = SL_QC_OP_UNDEFINED;
+    q->depth = 0;
+    q->ts = TS_NONE;
+    q->open_lists = 0;
+    q->nest = 0;
+    q->with_pending = q->into = q->prev_dot = false;
+    stmt_dispatch(q, first);
+    if (q->op == SL_QC_OP_UNDEFINED) {
+        q->type |= SL_QC_UNKNOWN;       /* e.g. WITH without a verb */
+    }
+    out->type |= q->type;
+    if (++q->nstmt == 1) {
+        out->op = q->op;
+    }
+}
+
+void
+sl_qc_classify(const char *sql, size_t len, struct sl_qc_result *out)
+{
+    struct qc q = {.p = sql, .end = sql + len, .out = out};
+    struct tok t;
+
+    pthread_once(&kw_once, kw_init);
+    out->type = 0;
+    out->op = SL_QC_OP_UNDEFINED;
+    out->hint.type = SL_HINT_NONE;
+    out->hint.server[0] = '\0';
+    out->ntables = 0;
+    out->name[0] = '\0';
+    if (sql == NULL) {
+        q.p = q.end = "";
+    }
+    for (next(&q, &t); t.type != T_END; next(&q, &t)) {
+        if (!is_punct(&t, ';')) {
+            stmt_run(&q, &t);
+        }
+    }
+    if (q.nstmt == 0) {
+        out->type = SL_QC_UNKNOWN;
+    } else if (q.nstmt > 1) {
+        out->type |= SL_QC_MULTI_STMT;
+    }
+}
+
+bool
+sl_qc_classify_buf(const struct sl_buf *cmd, struct sl_qc_result *out)
+{
+    unsigned char hdr[SL_MDB_HDR_LEN + 1];
+    const unsigned char *head;
+    size_t n, plen, total = 0, off = 0;
+    char *copy;
+
+    if (sl_buf_copy_out(cmd, 0, sizeof(hdr), hdr) < sizeof(hdr)
+        || (hdr[4] != SL_COM_QUERY && hdr[4] != SL_COM_STMT_PREPARE)) {
+        return false;
+    }
+    plen = hdr[0] | (size_t)hdr[1] << 8 | (size_t)hdr[2] << 16;
+    if (plen == 0) {
+        return false;   /* hdr[4] belongs to another packet */
+    }
+    head = sl_buf_head_data(cmd, &n);
+    if (plen < SL_MDB_MAX_PAYLOAD && n >= SL_MDB_HDR_LEN + plen) {
+        sl_qc_classify((const char *)head + 5, plen - 1, out);
+        return true;
+    }
+    /* Spans segments or packets: gather the payloads (minus headers). */
+    copy = malloc(sl_buf_len(cmd));
+    if (copy == NULL) {
+        return false;
+    }
+    while (sl_buf_copy_out(cmd, off, SL_MDB_HDR_LEN, hdr) == SL_MDB_HDR_LEN) {
+        plen = hdr[0] | (size_t)hdr[1] << 8 | (size_t)hdr[2] << 16;
+        total += sl_buf_copy_out(cmd, off + SL_MDB_HDR_LEN, plen,
+                                 copy + total);
+        off += SL_MDB_HDR_LEN + plen;
+        if (plen < SL_MDB_MAX_PAYLOAD) {
+            break;
+        }
+    }
+    sl_qc_classify(copy + 1, total - 1, out);
+    free(copy);
+    return true;
+}
+
+const char *
+sl_qc_type_str(uint32_t type, char *buf, size_t len)
+{
+    static const char *const names[32] = {
+        "READ", "WRITE", "DDL", "SESSION_WRITE", "USERVAR_WRITE",
+        "USERVAR_READ", "SYSVAR_READ", "GSYSVAR_WRITE", "BEGIN_TRX",
+        "COMMIT", "ROLLBACK", "ENABLE_AUTOCOMMIT", "DISABLE_AUTOCOMMIT",
+        "READ_ONLY_TRX", "READ_WRITE_TRX", "MASTER_READ", "CREATE_TMP_TABLE",
+        "DROP_TABLE", "PREPARE_NAMED", "DEALLOC_PREPARE", "EXEC_PREPARED",
+        "MULTI_STMT", "XA", "CALL", "LOAD_LOCAL", "SHOW",
+        [31] = "UNKNOWN",
+    };
+    size_t used = 0;
+
+    if (len == 0) {
+        return buf;
+    }
+    buf[0] = '\0';
+    for (unsigned i = 0; i < 32 && used < len; i++) {
+        if (!(type & (1u << i)) || names[i] == NULL) {
+            continue;
+        }
+        int w = snprintf(buf + used, len - used, "%s%s", used ? "|" : "",
+                         names[i]);
+        used += w > 0 ? (size_t)w : 0;
+    }
+    if (used == 0) {
+        snprintf(buf, len, "NONE");
+    }
+    return buf;
+}

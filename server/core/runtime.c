@@ -1,0 +1,1400 @@
+/*
+ * Run-time changes through the REST API: create, alter and destroy
+ * servers, services, listeners, monitors and filters; set and clear server
+ * states; stop and start services, listeners and monitors; module commands;
+ * log rotation. Every change that must survive a restart is written to
+ * PERSISTDIR/NAME.cnf (one ini section), which sl__persist_merge() lays
+ * over the main file at the next start.
+ *
+ * Creation goes through the configuration loader (sl__config_add_text), so
+ * runtime objects get exactly the checks of the main file and the same
+ * error messages naming the parameter.
+ *
+ * Publishing: workers read a service's server array and router instance
+ * without locks. A change builds a new array (never shorter than the old
+ * count, padded with a repeat of the last entry, so any mix of old/new
+ * count and pointer stays in bounds), creates a new router instance over
+ * it and publishes both with release stores. The old array and instance
+ * may still be in use by sessions: they are retired here and freed only at
+ * exit, after the workers have stopped. Destroyed objects are retired the
+ * same way.
+ *
+ * Context: the libmicrohttpd thread, except sl__persist_merge (main, while
+ * loading) and admin_runtime_free (main, after the workers stopped).
+ */
+#define _GNU_SOURCE
+#define SL_LOG_TAG "admin"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sluice/log.h>
+#include <sluice/modcmd.h>
+#include <sluice/server.h>
+
+#include "admin_int.h"
+#include "config_int.h"
+#include "ini.h"
+
+#define PERSIST_DEFAULT "/var/lib/sluice/sluice.cnf.d"
+
+/* ---- retired memory and stopped objects ---- */
+
+enum retired_kind { R_FREE, R_ROUTER };
+
+struct retired {
+    enum retired_kind kind;
+    void *ptr;
+    const struct sl_router_ops *router;
+};
+
+static struct retired *retired;
+static size_t nretired;
+static const void **stopped;
+static size_t nstopped;
+
+static void
+retire(enum retired_kind kind, void *ptr, const struct sl_router_ops *ops)
+{
+    struct retired *nr = realloc(retired, (nretired + 1) * sizeof(*nr));
+
+    if (nr == NULL) {
+        return;   /* leak rather than free memory a worker may read */
+    }
+    retired = nr;
+    retired[nretired++] = (struct retired){kind, ptr, ops};
+}
+
+void
+admin_runtime_free(void)
+{
+    for (size_t i = 0; i < nretired; i++) {
+        if (retired[i].kind == R_ROUTER) {
+            if (retired[i].router->destroy_instance) {
+                retired[i].router->destroy_instance(retired[i].ptr);
+            }
+        } else {
+            free(retired[i].ptr);
+        }
+    }
+    free(retired);
+    retired = NULL;
+    nretired = 0;
+    free(stopped);
+    stopped = NULL;
+    nstopped = 0;
+}
+
+bool
+admin_is_stopped(const void *obj)
+{
+    for (size_t i = 0; i < nstopped; i++) {
+        if (stopped[i] == obj) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static void
+set_stopped(const void *obj, bool stop)
+{
+    for (size_t i = 0; i < nstopped; i++) {
+        if (stopped[i] == obj) {
+            if (!stop) {
+                stopped[i] = stopped[--nstopped];
+            }
+            return;
+        }
+    }
+    if (stop) {
+        const void **ns = realloc(stopped, (nstopped + 1) * sizeof(*ns));
+
+        if (ns != NULL) {
+            stopped = ns;
+            stopped[nstopped++] = obj;
+        }
+    }
+}
+
+/* ---- persistence ---- */
+
+static const char *
+persistdir(void)
+{
+    return sl__config->global.persistdir;
+}
+
+/* Write [name] with the given params (line > 0 only: explicit values)
+ * plus overrides "key=value\n..." (which win). 0 or -errno. */
+static int
+persist_write(const char *name, const struct sl_params *p,
+              const char *overrides)
+{
+    char path[4400];
+    char tmp[4500];
+    const char *k;
+    const char *v;
+    size_t it = 0;
+    FILE *f;
+
+    mkdir(persistdir(), 0750);
+    snprintf(path, sizeof(path), "%.4000s/%s.cnf", persistdir(), name);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    f = fopen(tmp, "w");
+    if (f == NULL) {
+        sl_log_error("cannot persist '%s' to '%s': %s", name, path,
+                     strerror(errno));
+        return -errno;
+    }
+    fchmod(fileno(f), 0600);
+    fprintf(f, "# Written by the Sluice REST API at run time.\n[%s]\n",
+            name);
+    while (p && sl_params_next(p, &it, &k, &v)) {
+        char needle[SL_NAME_MAX + 3];
+
+        snprintf(needle, sizeof(needle), "%s=", k);
+        if (sl__params_line(p, k) > 0 &&
+            (overrides == NULL || strncmp(overrides, needle,
+                                          strlen(needle)) != 0) &&
+            (overrides == NULL || strstr(overrides, needle) == NULL ||
+             strstr(overrides, needle)[-1] != '\n')) {
+            fprintf(f, "%s=%s\n", k, v);
+        }
+    }
+    fputs(overrides ? overrides : "", f);
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return -EIO;
+    }
+    return 0;
+}
+
+static void
+persist_remove(const char *name)
+{
+    char path[4400];
+
+    snprintf(path, sizeof(path), "%.4000s/%s.cnf", persistdir(), name);
+    unlink(path);
+}
+
+/* Blank every line of the sections of text whose name is in names[]. */
+static void
+blank_sections(char *text, size_t len, char **names, size_t n)
+{
+    bool blank = false;
+    char *line = text;
+
+    while (line < text + len) {
+        char *eol = memchr(line, '\n', (size_t)(text + len - line));
+        char *end = eol ? eol : text + len;
+        char *s = line;
+
+        while (s < end && isspace((unsigned char)*s)) {
+            s++;
+        }
+        if (s < end && *s == '[') {
+            char *close = memchr(s, ']', (size_t)(end - s));
+
+            blank = false;
+            for (size_t i = 0; close && i < n; i++) {
+                if (strlen(names[i]) == (size_t)(close - s - 1) &&
+                    strncmp(names[i], s + 1, (size_t)(close - s - 1)) == 0) {
+                    blank = true;
+                }
+            }
+        }
+        if (blank) {
+            memset(line, ' ', (size_t)(end - line));
+        }
+        line = end + 1;
+    }
+}
+
+static void
+quiet_error(void *ctx, int line, const char *msg)
+{
+}
+
+static void
+find_persistdir(const char *text, size_t len, char *out, size_t outlen)
+{
+    struct sl_ini ini;
+
+    snprintf(out, outlen, "%s", PERSIST_DEFAULT);
+    if (sl__ini_parse(text, len, &ini, quiet_error, NULL) < 0) {
+        return;
+    }
+    for (size_t i = 0; i < ini.nsections; i++) {
+        if (strcasecmp(ini.sections[i].name, "maxscale") == 0) {
+            const struct sl_ini_kv *kv = sl__ini_find(&ini.sections[i],
+                                                      "persistdir");
+
+            if (kv != NULL) {
+                snprintf(out, outlen, "%s", kv->value);
+            }
+        }
+    }
+    sl__ini_free(&ini);
+}
+
+static int
+add_file(const char *path, char **buf, size_t *len, char ***names,
+         size_t *nnames)
+{
+    FILE *f = fopen(path, "rb");
+    char chunk[65536];
+    size_t n;
+    char *nb;
+    struct sl_ini ini;
+
+    if (f == NULL) {
+        return -errno;
+    }
+    n = fread(chunk, 1, sizeof(chunk) - 1, f);
+    fclose(f);
+    chunk[n] = '\0';
+    nb = realloc(*buf, *len + n + 64);
+    if (nb == NULL) {
+        return -ENOMEM;
+    }
+    *buf = nb;
+    *len += (size_t)sprintf(*buf + *len, "\n%.*s\n", (int)n, chunk);
+    if (sl__ini_parse(chunk, n, &ini, quiet_error, NULL) == 0) {
+        for (size_t i = 0; i < ini.nsections; i++) {
+            char **nn = realloc(*names, (*nnames + 1) * sizeof(*nn));
+
+            if (nn != NULL) {
+                *names = nn;
+                nn[(*nnames)++] = strdup(ini.sections[i].name);
+            }
+        }
+        sl__ini_free(&ini);
+    }
+    return 0;
+}
+
+char *
+sl__persist_merge(char *text, size_t *len)
+{
+    char dir[4096];
+    char path[4400];
+    struct dirent *de;
+    char *extra = NULL;
+    size_t extralen = 0;
+    char **names = NULL;
+    size_t nnames = 0;
+    DIR *d;
+    char *out;
+
+    find_persistdir(text, *len, dir, sizeof(dir));
+    d = opendir(dir);
+    if (d == NULL) {
+        return text;
+    }
+    while ((de = readdir(d)) != NULL) {
+        size_t n = strlen(de->d_name);
+
+        if (n > 4 && strcmp(de->d_name + n - 4, ".cnf") == 0) {
+            snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+            add_file(path, &extra, &extralen, &names, &nnames);
+        }
+    }
+    closedir(d);
+    blank_sections(text, *len, names, nnames);
+    out = realloc(text, *len + extralen + 1);
+    if (out != NULL && extralen > 0) {
+        memcpy(out + *len, extra, extralen);
+        *len += extralen;
+        out[*len] = '\0';
+        sl_log_notice("loaded %zu persisted object(s) from '%s'", nnames,
+                      dir);
+    }
+    for (size_t i = 0; i < nnames; i++) {
+        free(names[i]);
+    }
+    free(names);
+    free(extra);
+    return out ? out : text;
+}
+
+/* ---- JSON to ini ---- */
+
+static bool
+safe_text(const char *s)
+{
+    return s != NULL && strpbrk(s, "\r\n") == NULL;
+}
+
+static bool
+safe_key(const char *s)
+{
+    for (const char *c = s; *c; c++) {
+        if (!isalnum((unsigned char)*c) && *c != '_') {
+            return false;
+        }
+    }
+    return s[0] != '\0';
+}
+
+/* Write key=value lines for a parameters object to f. 0, or -1 with the
+ * reason in err. */
+static int
+params_to_ini(json_t *params, FILE *f, char *err, size_t errlen)
+{
+    const char *k;
+    json_t *v;
+
+    if (params != NULL && !json_is_object(params)) {
+        snprintf(err, errlen, "'parameters' must be a JSON object");
+        return -1;
+    }
+    json_object_foreach(params, k, v) {
+        char val[4096];
+
+        if (!safe_key(k)) {
+            snprintf(err, errlen, "invalid parameter name '%.100s'", k);
+            return -1;
+        }
+        if (json_is_string(v)) {
+            snprintf(val, sizeof(val), "%s", json_string_value(v));
+        } else if (json_is_integer(v)) {
+            snprintf(val, sizeof(val), "%lld",
+                     (long long)json_integer_value(v));
+        } else if (json_is_boolean(v)) {
+            snprintf(val, sizeof(val), "%s", json_is_true(v) ? "true"
+                                                             : "false");
+        } else if (json_is_null(v)) {
+            continue;
+        } else {
+            snprintf(err, errlen, "invalid value for parameter '%s' "
+                     "(expected a string, number or boolean)", k);
+            return -1;
+        }
+        if (!safe_text(val)) {
+            snprintf(err, errlen, "invalid value for parameter '%s' "
+                     "(line breaks are not allowed)", k);
+            return -1;
+        }
+        fprintf(f, "%s=%s\n", k, val);
+    }
+    return 0;
+}
+
+/* "a<sep>b<sep>c" from a relationship {"data":[{"id":..},..]}; NULL with
+ * err set when malformed. The caller frees. */
+static char *
+rel_ids(json_t *relobj, char sep, char *err, size_t errlen)
+{
+    json_t *data = json_object_get(relobj, "data");
+    char *out = NULL;
+    size_t len = 0;
+    FILE *f;
+    size_t i;
+    json_t *e;
+
+    if (!json_is_array(data)) {
+        snprintf(err, errlen, "a relationship needs a 'data' array");
+        return NULL;
+    }
+    f = open_memstream(&out, &len);
+    if (f == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    json_array_foreach(data, i, e) {
+        const char *id = json_string_value(json_object_get(e, "id"));
+
+        if (id == NULL || !safe_text(id) || strpbrk(id, ",|")) {
+            snprintf(err, errlen, "relationship entry %zu has no valid 'id'",
+                     i);
+            fclose(f);
+            free(out);
+            return NULL;
+        }
+        fprintf(f, "%s%s", i ? (sep == '|' ? "|" : ",") : "", id);
+    }
+    fclose(f);
+    return out;
+}
+
+/* ---- service server lists ---- */
+
+/* Publish a new server list for svc (see the top of the file). 0, or -1
+ * with err set. */
+static int
+service_set_servers(struct sl_service *svc, struct sl_server **list,
+                    size_t n, char *err, size_t errlen)
+{
+    size_t oldn = svc->nservers;
+    size_t cap = n > oldn ? n : oldn;
+    struct sl_server **arr = calloc(cap ? cap : 1, sizeof(*arr));
+    struct sl_server **oldarr = svc->servers;
+    void *oldinst = svc->router_instance;
+    void *inst;
+
+    if (arr == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < cap; i++) {
+        arr[i] = i < n ? list[i] : (n ? list[n - 1] : NULL);
+    }
+    if (n == 0 && cap > 0) {
+        arr[0] = NULL;
+    }
+    /* Growing: pointer first, then count; shrinking: count first. */
+    if (n >= oldn) {
+        __atomic_store_n(&svc->servers, arr, __ATOMIC_RELEASE);
+        __atomic_store_n(&svc->nservers, n, __ATOMIC_RELEASE);
+    } else {
+        __atomic_store_n(&svc->nservers, n, __ATOMIC_RELEASE);
+        __atomic_store_n(&svc->servers, arr, __ATOMIC_RELEASE);
+    }
+    inst = svc->router->create_instance(svc, svc->params);
+    if (inst == NULL) {
+        __atomic_store_n(&svc->nservers, n < oldn ? n : oldn,
+                         __ATOMIC_RELEASE);
+        __atomic_store_n(&svc->servers, oldarr, __ATOMIC_RELEASE);
+        __atomic_store_n(&svc->nservers, oldn, __ATOMIC_RELEASE);
+        retire(R_FREE, arr, NULL);
+        snprintf(err, errlen, "router of service '%s' refused the new server "
+                 "list", svc->name);
+        return -1;
+    }
+    __atomic_store_n(&svc->router_instance, inst, __ATOMIC_RELEASE);
+    retire(R_FREE, oldarr, NULL);
+    retire(R_ROUTER, oldinst, svc->router);
+    return 0;
+}
+
+static int
+persist_service(struct sl_service *svc)
+{
+    char *over = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&over, &len);
+    int rc;
+
+    if (f == NULL) {
+        return -ENOMEM;
+    }
+    fprintf(f, "servers=");
+    for (size_t i = 0; i < svc->nservers; i++) {
+        fprintf(f, "%s%s", i ? "," : "", svc->servers[i]->name);
+    }
+    fprintf(f, "\n");
+    fclose(f);
+    rc = persist_write(svc->name, svc->params, over);
+    free(over);
+    return rc;
+}
+
+/* Set svc's servers to the comma list ids. */
+static struct admin_resp
+relink_service(struct sl_service *svc, const char *ids)
+{
+    struct sl_server *list[256];
+    size_t n = 0;
+    char *copy = strdup(ids);
+    char *save = NULL;
+    char err[512];
+
+    for (char *t = copy ? strtok_r(copy, ",", &save) : NULL; t;
+         t = strtok_r(NULL, ",", &save)) {
+        struct sl_server *s = admin_find_server(t);
+
+        if (s == NULL || n == SL_ARRAY_LEN(list)) {
+            free(copy);
+            return admin_error(s ? 400 : 404, "server '%.128s' not found",
+                               t);
+        }
+        for (size_t i = 0; i < n; i++) {
+            if (list[i] == s) {
+                s = NULL;
+            }
+        }
+        if (s != NULL) {
+            list[n++] = s;
+        }
+    }
+    free(copy);
+    if (service_set_servers(svc, list, n, err, sizeof(err)) < 0) {
+        return admin_error(400, "%s", err);
+    }
+    persist_service(svc);
+    sl_log_notice("service '%s' now has %zu server(s)", svc->name, n);
+    return admin_no_content();
+}
+
+/* Add (or remove) srv to/from svc. */
+static struct admin_resp
+link_one(struct sl_service *svc, struct sl_server *srv, bool add)
+{
+    char *ids = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&ids, &len);
+    struct admin_resp res;
+    bool first = true;
+
+    if (f == NULL) {
+        return admin_error(500, "out of memory");
+    }
+    for (size_t i = 0; i < svc->nservers; i++) {
+        if (svc->servers[i] != srv) {
+            fprintf(f, "%s%s", first ? "" : ",", svc->servers[i]->name);
+            first = false;
+        }
+    }
+    if (add) {
+        fprintf(f, "%s%s", first ? "" : ",", srv->name);
+    }
+    fclose(f);
+    res = relink_service(svc, ids);
+    free(ids);
+    return res;
+}
+
+/* ---- create ---- */
+
+static const char *const kinds[][2] = {
+    {"servers", "server"}, {"services", "service"},
+    {"listeners", "listener"}, {"monitors", "monitor"},
+    {"filters", "filter"},
+};
+
+/* The ini section for a POST body; NULL with *res set on error. */
+static char *
+body_to_ini(struct admin_req *r, const char *kind, const char *svcname,
+            const char **idp, struct admin_resp *res)
+{
+    json_t *data = json_object_get(r->body, "data");
+    json_t *attrs = json_object_get(data, "attributes");
+    json_t *rels = json_object_get(data, "relationships");
+    const char *id = json_string_value(json_object_get(data, "id"));
+    const char *modkey = strcmp(kind, "service") == 0 ? "router" : "module";
+    const char *mod = json_string_value(json_object_get(attrs, modkey));
+    static const char *const relmap[][3] = {
+        {"servers", "servers", ","}, {"filters", "filters", "|"},
+        {"services", "service", ","},
+    };
+    char err[512];
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f;
+
+    if (!json_is_object(data) || id == NULL || !safe_text(id) ||
+        strpbrk(id, "[]") || id[0] == '\0') {
+        *res = admin_error(400, "the body needs data.id (the new object's "
+                           "name)");
+        return NULL;
+    }
+    *idp = id;
+    f = open_memstream(&text, &len);
+    if (f == NULL) {
+        *res = admin_error(500, "out of memory");
+        return NULL;
+    }
+    fprintf(f, "[%s]\ntype=%s\n", id, kind);
+    if (mod != NULL && safe_text(mod)) {
+        fprintf(f, "%s=%s\n", modkey, mod);
+    }
+    if (svcname != NULL) {
+        fprintf(f, "service=%s\n", svcname);
+    }
+    if (params_to_ini(json_object_get(attrs, "parameters"), f, err,
+                      sizeof(err)) < 0) {
+        goto out_bad;
+    }
+    for (size_t i = 0; i < SL_ARRAY_LEN(relmap) &&
+                       strcmp(kind, "server") != 0; i++) {
+        json_t *ro = json_object_get(rels, relmap[i][0]);
+        char *ids;
+
+        if (ro == NULL) {
+            continue;
+        }
+        ids = rel_ids(ro, relmap[i][2][0], err, sizeof(err));
+        if (ids == NULL) {
+            goto out_bad;
+        }
+        if (ids[0]) {
+            fprintf(f, "%s=%s\n", relmap[i][1], ids);
+        }
+        free(ids);
+    }
+    fclose(f);
+    return text;
+
+out_bad:
+    fclose(f);
+    free(text);
+    *res = admin_error(400, "%s", err);
+    return NULL;
+}
+
+/* The first diagnostic line without the "runtime:N: " prefix. */
+static struct admin_resp
+diag_error(struct sl_cfg_diag *d)
+{
+    const char *t = d->text ? d->text : "invalid object";
+    const char *p = strstr(t, ": ");
+    const char *nl;
+
+    if (p && strncmp(t, "runtime", 7) == 0) {
+        t = p + 2;
+        p = strstr(t, ": ");
+        if (p && isdigit((unsigned char)t[0])) {
+            t = p + 2;
+        }
+    }
+    nl = strchr(t, '\n');
+    return admin_error(400, "%.*s", nl ? (int)(nl - t) : (int)strlen(t), t);
+}
+
+static int
+start_new(const char *kind, const char *id, struct admin_resp *res)
+{
+    struct sl_listener *l = strcmp(kind, "listener") == 0
+                                ? admin_find_listener(id) : NULL;
+    int rc;
+
+    if (l == NULL) {
+        return 0;
+    }
+    rc = sl__listener_start(l);
+    if (rc < 0) {
+        *res = admin_error(400, "listener '%s' cannot listen: %s", id,
+                           strerror(-rc));
+        set_stopped(l, true);
+        return rc;
+    }
+    return 0;
+}
+
+static struct admin_resp
+create_object(struct admin_req *r, const char *kind, const char *svcname)
+{
+    struct sl_cfg_diag d = {.file = "runtime", .quiet = true};
+    struct admin_resp res;
+    const char *id = NULL;
+    char *text;
+    json_t *rels;
+    int rc;
+
+    if (strcmp(kind, "monitor") == 0) {
+        return admin_error(501, "creating monitors at run time is not "
+                           "supported yet; add it to the configuration");
+    }
+    text = body_to_ini(r, kind, svcname, &id, &res);
+    if (text == NULL) {
+        return res;
+    }
+    rc = sl__config_add_text(sl__config, text, strlen(text), &d);
+    free(text);
+    if (rc < 0) {
+        res = d.text && strstr(d.text, "already exists")
+                  ? admin_error(409, "an object named '%s' already exists",
+                                id)
+                  : diag_error(&d);
+        sl__cfg_diag_free(&d);
+        return res;
+    }
+    sl__cfg_diag_free(&d);
+    sl_log_notice("created %s '%s' through the REST API", kind, id);
+    if (strcmp(kind, "server") == 0) {
+        struct sl_server *srv = admin_find_server(id);
+
+        persist_write(id, srv->params, NULL);
+        rels = json_object_get(json_object_get(json_object_get(
+            r->body, "data"), "relationships"), "services");
+        for (size_t i = 0; i < json_array_size(json_object_get(rels,
+                                                               "data"));
+             i++) {
+            const char *s = json_string_value(json_object_get(
+                json_array_get(json_object_get(rels, "data"), i), "id"));
+            struct sl_service *svc = s ? admin_find_service(s) : NULL;
+
+            if (svc != NULL) {
+                link_one(svc, srv, true);
+            }
+        }
+        return admin_no_content();
+    }
+    if (start_new(kind, id, &res) < 0) {
+        return res;
+    }
+    for (size_t i = 0; i < SL_ARRAY_LEN(kinds); i++) {
+        const struct sl_params *p = NULL;
+
+        if (strcmp(kinds[i][1], kind) != 0) {
+            continue;
+        }
+        p = strcmp(kind, "service") == 0
+                ? admin_find_service(id)->params
+            : strcmp(kind, "listener") == 0
+                ? admin_find_listener(id)->params
+                : admin_find_filter(id)->params;
+        persist_write(id, p, NULL);
+    }
+    return admin_no_content();
+}
+
+/* ---- alter ---- */
+
+static const struct sl_param_spec *
+find_spec(const struct sl_param_spec *t, const char *name)
+{
+    for (; t && t->name; t++) {
+        if (strcmp(t->name, name) == 0) {
+            return t;
+        }
+    }
+    return NULL;
+}
+
+/* Check parameters against the core table for kind and a module's table;
+ * write accepted ones as ini lines to f. 0, or -1 with *res set. */
+static int
+check_params(const char *kind, const struct sl_param_spec *modspecs,
+             json_t *params, FILE *f, struct admin_resp *res)
+{
+    const struct sl_param_spec *core = sl__config_core_specs(kind);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *tmp = open_memstream(&text, &len);
+    char err[512];
+    char why[256];
+    const char *k;
+    json_t *v;
+
+    if (tmp == NULL || params_to_ini(params, tmp, err, sizeof(err)) < 0) {
+        if (tmp) {
+            fclose(tmp);
+        }
+        free(text);
+        *res = admin_error(400, "%s", tmp ? err : "out of memory");
+        return -1;
+    }
+    fclose(tmp);
+    free(text);
+    json_object_foreach(params, k, v) {
+        const struct sl_param_spec *s = find_spec(core, k);
+        char val[4096];
+
+        s = s ? s : find_spec(modspecs, k);
+        if (s == NULL || strcmp(k, "type") == 0) {
+            *res = admin_error(400, "unknown parameter '%s' for %s", k,
+                               kind);
+            return -1;
+        }
+        snprintf(val, sizeof(val), "%s", json_is_string(v)
+                 ? json_string_value(v) : json_is_true(v) ? "true"
+                 : json_is_false(v) ? "false" : "");
+        if (json_is_integer(v)) {
+            snprintf(val, sizeof(val), "%lld",
+                     (long long)json_integer_value(v));
+        }
+        if (sl__param_check(s, val, why, sizeof(why)) < 0) {
+            *res = admin_error(400, "invalid value '%s' for parameter '%s' "
+                               "(%s)", val, k, why);
+            return -1;
+        }
+        fprintf(f, "%s=%s\n", k, val);
+    }
+    return 0;
+}
+
+static struct admin_resp
+alter_maxscale(json_t *params)
+{
+    static const char *const levels[] = {"log_warning", "log_notice",
+                                         "log_info", "log_debug"};
+    const char *k;
+    json_t *v;
+
+    if (!json_is_object(params)) {
+        return admin_error(400, "the body needs data.attributes.parameters");
+    }
+    json_object_foreach(params, k, v) {
+        size_t i;
+
+        for (i = 0; i < SL_ARRAY_LEN(levels); i++) {
+            if (strcmp(k, levels[i]) == 0) {
+                break;
+            }
+        }
+        if (i == SL_ARRAY_LEN(levels)) {
+            return find_spec(sl__config_core_specs("maxscale"), k)
+                       ? admin_error(400, "parameter '%s' cannot be changed "
+                                     "at run time", k)
+                       : admin_error(400, "unknown parameter '%s'", k);
+        }
+        if (!json_is_boolean(v)) {
+            return admin_error(400, "invalid value for parameter '%s' "
+                               "(expected true or false)", k);
+        }
+        if (json_is_true(v)) {
+            atomic_store(&sl__log_level, (int)i + SL_LOG_WARN);
+        } else if (atomic_load(&sl__log_level) >= (int)i + SL_LOG_WARN) {
+            atomic_store(&sl__log_level, (int)i + SL_LOG_WARN - 1);
+        }
+    }
+    return admin_no_content();
+}
+
+/* PATCH servers/NAME: parameters (persisted; effective after a restart)
+ * and relationships.services (live). */
+static struct admin_resp
+alter_server(struct sl_server *srv, json_t *data)
+{
+    json_t *params = json_object_get(json_object_get(data, "attributes"),
+                                     "parameters");
+    json_t *svcs = json_object_get(json_object_get(data, "relationships"),
+                                   "services");
+    struct admin_resp res = admin_no_content();
+    char *over = NULL;
+    size_t len = 0;
+    FILE *f;
+
+    if (params != NULL) {
+        f = open_memstream(&over, &len);
+        if (f == NULL || check_params("server", NULL, params, f, &res) < 0) {
+            if (f) {
+                fclose(f);
+            }
+            free(over);
+            return res;
+        }
+        fclose(f);
+        persist_write(srv->name, srv->params, over);
+        free(over);
+    }
+    if (svcs != NULL) {
+        char err[256];
+        char *ids = rel_ids(svcs, ',', err, sizeof(err));
+
+        if (ids == NULL) {
+            return admin_error(400, "%s", err);
+        }
+        for (size_t i = 0; i < sl__config->nservices && res.status < 300;
+             i++) {
+            struct sl_service *svc = sl__config->services[i];
+            char needle[SL_NAME_MAX + 2];
+            char hay[8192];
+            bool want;
+            bool has = false;
+
+            snprintf(needle, sizeof(needle), ",%s,", svc->name);
+            snprintf(hay, sizeof(hay), ",%s,", ids);
+            want = strstr(hay, needle) != NULL;
+            for (size_t j = 0; j < svc->nservers; j++) {
+                has = has || svc->servers[j] == srv;
+            }
+            if (want != has) {
+                res = link_one(svc, srv, want);
+            }
+        }
+        free(ids);
+    }
+    return res;
+}
+
+static struct admin_resp
+alter_object(struct admin_req *r)
+{
+    json_t *data = json_object_get(r->body, "data");
+    json_t *attrs = json_object_get(data, "attributes");
+    json_t *params = json_object_get(attrs, "parameters");
+    const char *k = r->seg[0];
+    struct admin_resp res = admin_no_content();
+    char *over = NULL;
+    size_t len = 0;
+    FILE *f;
+
+    if (r->body == NULL || !json_is_object(data)) {
+        return admin_error(400, "the body needs a 'data' object");
+    }
+    if (strcmp(k, "maxscale") == 0) {
+        return alter_maxscale(params);
+    }
+    if (strcmp(k, "servers") == 0) {
+        struct sl_server *s = admin_find_server(r->seg[1]);
+
+        return s ? alter_server(s, data)
+                 : admin_error(404, "server '%s' not found", r->seg[1]);
+    }
+    if (strcmp(k, "services") == 0) {
+        struct sl_service *svc = admin_find_service(r->seg[1]);
+        json_t *srvs = json_object_get(json_object_get(data,
+                                                       "relationships"),
+                                       "servers");
+
+        if (svc == NULL) {
+            return admin_error(404, "service '%s' not found", r->seg[1]);
+        }
+        if (params != NULL) {
+            f = open_memstream(&over, &len);
+            if (f == NULL ||
+                check_params("service", svc->router_module->info->params,
+                             params, f, &res) < 0) {
+                if (f) {
+                    fclose(f);
+                }
+                free(over);
+                return res;
+            }
+            fclose(f);
+            persist_write(svc->name, svc->params, over);
+            free(over);
+        }
+        if (srvs != NULL) {
+            char err[256];
+            char *ids = rel_ids(srvs, ',', err, sizeof(err));
+
+            if (ids == NULL) {
+                return admin_error(400, "%s", err);
+            }
+            res = relink_service(svc, ids);
+            free(ids);
+        }
+        return res;
+    }
+    return admin_error(405, "PATCH is not supported on %s", k);
+}
+
+/* ---- destroy ---- */
+
+static void
+remove_at(void *arrp, size_t *n, size_t i)
+{
+    void **arr = *(void ***)arrp;
+
+    memmove(&arr[i], &arr[i + 1], (*n - i - 1) * sizeof(void *));
+    (*n)--;
+}
+
+static size_t
+index_of(void **arr, size_t n, const void *obj)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (arr[i] == obj) {
+            return i;
+        }
+    }
+    return n;
+}
+
+static struct admin_resp
+destroy_server(struct sl_server *srv)
+{
+    struct sl_config *c = sl__config;
+
+    for (size_t i = 0; i < c->nservices; i++) {
+        if (index_of((void **)c->services[i]->servers,
+                     c->services[i]->nservers, srv) <
+            c->services[i]->nservers) {
+            return admin_error(400, "server '%s' is used by service '%s'; "
+                               "unlink it first", srv->name,
+                               c->services[i]->name);
+        }
+    }
+    for (size_t i = 0; i < c->nmonitors; i++) {
+        if (index_of((void **)c->monitors[i]->servers,
+                     c->monitors[i]->nservers, srv) <
+            c->monitors[i]->nservers) {
+            return admin_error(400, "server '%s' is monitored by '%s'",
+                               srv->name, c->monitors[i]->name);
+        }
+    }
+    remove_at(&c->servers, &c->nservers,
+              index_of((void **)c->servers, c->nservers, srv));
+    persist_remove(srv->name);
+    sl_log_notice("destroyed server '%s'", srv->name);
+    retire(R_FREE, srv, NULL);   /* params leak by design: tiny */
+    return admin_no_content();
+}
+
+/* Wait (bounded) until a stopped listener has closed its socket. */
+static bool
+listener_closed(struct sl_listener *l)
+{
+    for (int i = 0; i < 200; i++) {
+        if (__atomic_load_n(&l->fd, __ATOMIC_ACQUIRE) < 0) {
+            return true;
+        }
+        usleep(10000);
+    }
+    return false;
+}
+
+static struct admin_resp
+destroy_listener(struct sl_listener *l)
+{
+    struct sl_config *c = sl__config;
+
+    if (!admin_is_stopped(l)) {
+        sl__listener_stop(l);
+    }
+    listener_closed(l);
+    set_stopped(l, false);
+    remove_at(&c->listeners, &c->nlisteners,
+              index_of((void **)c->listeners, c->nlisteners, l));
+    persist_remove(l->name);
+    sl_log_notice("destroyed listener '%s'", l->name);
+    retire(R_FREE, l, NULL);
+    return admin_no_content();
+}
+
+static struct admin_resp
+destroy_object(struct admin_req *r)
+{
+    struct sl_config *c = sl__config;
+    const char *k = r->seg[0];
+    const char *name = r->seg[1];
+
+    if (strcmp(k, "servers") == 0) {
+        struct sl_server *s = admin_find_server(name);
+
+        return s ? destroy_server(s)
+                 : admin_error(404, "server '%s' not found", name);
+    }
+    if (strcmp(k, "listeners") == 0 || (strcmp(k, "services") == 0 &&
+                                        r->nseg == 4)) {
+        struct sl_listener *l = admin_find_listener(r->seg[r->nseg - 1]);
+
+        return l ? destroy_listener(l)
+                 : admin_error(404, "listener '%s' not found",
+                               r->seg[r->nseg - 1]);
+    }
+    if (strcmp(k, "services") == 0) {
+        struct sl_service *svc = admin_find_service(name);
+
+        if (svc == NULL) {
+            return admin_error(404, "service '%s' not found", name);
+        }
+        for (size_t i = 0; i < c->nlisteners; i++) {
+            if (c->listeners[i]->service == svc) {
+                return admin_error(400, "service '%s' has listener '%s'; "
+                                   "destroy it first", name,
+                                   c->listeners[i]->name);
+            }
+        }
+        remove_at(&c->services, &c->nservices,
+                  index_of((void **)c->services, c->nservices, svc));
+        persist_remove(name);
+        retire(R_FREE, svc, NULL);
+        return admin_no_content();
+    }
+    if (strcmp(k, "filters") == 0) {
+        struct sl_filter_def *f = admin_find_filter(name);
+
+        if (f == NULL) {
+            return admin_error(404, "filter '%s' not found", name);
+        }
+        for (size_t i = 0; i < c->nservices; i++) {
+            if (index_of((void **)c->services[i]->filters,
+                         c->services[i]->nfilters, f) <
+                c->services[i]->nfilters) {
+                return admin_error(400, "filter '%s' is used by service "
+                                   "'%s'", name, c->services[i]->name);
+            }
+        }
+        remove_at(&c->filters, &c->nfilters,
+                  index_of((void **)c->filters, c->nfilters, f));
+        persist_remove(name);
+        retire(R_FREE, f, NULL);
+        return admin_no_content();
+    }
+    if (strcmp(k, "monitors") == 0) {
+        return admin_find_monitor(name)
+                   ? admin_error(501, "destroying monitors at run time is "
+                                 "not supported yet")
+                   : admin_error(404, "monitor '%s' not found", name);
+    }
+    return admin_error(405, "DELETE is not supported on %s", k);
+}
+
+/* ---- states, stop/start ---- */
+
+static bool
+monitored(const struct sl_server *srv)
+{
+    for (size_t i = 0; i < sl__config->nmonitors; i++) {
+        const struct sl_monitor *m = sl__config->monitors[i];
+
+        if (index_of((void **)m->servers, m->nservers, srv) < m->nservers) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* PUT servers/NAME/set|clear?state=maintenance|drain|running|master|
+ * slave (the last three only for servers no monitor watches). */
+static struct admin_resp
+server_state(struct admin_req *r, struct sl_server *srv, bool set)
+{
+    static const struct {
+        const char *name;
+        uint32_t bits;
+        bool admin;     /* allowed on monitored servers */
+    } states[] = {
+        {"maintenance", SL_SRV_MAINT, true},
+        {"drain", SL_SRV_DRAINING, true},
+        {"running", SL_SRV_RUNNING, false},
+        {"master", SL_SRV_MASTER | SL_SRV_RUNNING, false},
+        {"slave", SL_SRV_SLAVE | SL_SRV_RUNNING, false},
+    };
+    const char *st = admin_query(r, "state");
+
+    for (size_t i = 0; st && i < SL_ARRAY_LEN(states); i++) {
+        if (strcasecmp(st, states[i].name) != 0) {
+            continue;
+        }
+        if (!states[i].admin && monitored(srv)) {
+            return admin_error(400, "server '%s' is monitored: its '%s' "
+                               "state is set by the monitor", srv->name, st);
+        }
+        if (set) {
+            atomic_fetch_or(&srv->status, states[i].bits);
+        } else {
+            uint32_t bits = states[i].bits;
+
+            if (bits != SL_SRV_RUNNING) {
+                bits &= ~(uint32_t)SL_SRV_RUNNING;
+            }
+            atomic_fetch_and(&srv->status, ~bits);
+        }
+        sl_log_notice("server '%s': %s state '%s'", srv->name,
+                      set ? "set" : "cleared", st);
+        return admin_no_content();
+    }
+    return admin_error(400, "invalid or missing 'state' parameter '%s' "
+                       "(expected maintenance, drain, running, master or "
+                       "slave)", st ? st : "");
+}
+
+static struct admin_resp
+listener_run(struct sl_listener *l, bool start)
+{
+    int rc;
+
+    if (start == !admin_is_stopped(l)) {
+        return admin_no_content();
+    }
+    if (!start) {
+        sl__listener_stop(l);
+        set_stopped(l, true);
+        listener_closed(l);
+        return admin_no_content();
+    }
+    if (!listener_closed(l)) {
+        return admin_error(503, "listener '%s' is still closing", l->name);
+    }
+    rc = sl__listener_start(l);
+    if (rc < 0) {
+        return admin_error(400, "listener '%s' cannot listen: %s", l->name,
+                           strerror(-rc));
+    }
+    set_stopped(l, false);
+    return admin_no_content();
+}
+
+static struct admin_resp
+stop_start(struct admin_req *r)
+{
+    const char *k = r->seg[0];
+    bool start = strcmp(r->seg[2], "start") == 0;
+    struct admin_resp res = admin_no_content();
+
+    if (strcmp(k, "listeners") == 0) {
+        struct sl_listener *l = admin_find_listener(r->seg[1]);
+
+        return l ? listener_run(l, start)
+                 : admin_error(404, "listener '%s' not found", r->seg[1]);
+    }
+    if (strcmp(k, "services") == 0) {
+        struct sl_service *svc = admin_find_service(r->seg[1]);
+
+        if (svc == NULL) {
+            return admin_error(404, "service '%s' not found", r->seg[1]);
+        }
+        for (size_t i = 0; i < sl__config->nlisteners; i++) {
+            if (sl__config->listeners[i]->service == svc &&
+                res.status < 300) {
+                res = listener_run(sl__config->listeners[i], start);
+            }
+        }
+        set_stopped(svc, !start);
+        return res;
+    }
+    return admin_find_monitor(r->seg[1])
+               ? admin_error(501, "stopping and starting monitors at run "
+                             "time is not supported yet")
+               : admin_error(404, "monitor '%s' not found", r->seg[1]);
+}
+
+/* ---- module commands ---- */
+
+struct admin_resp
+admin_modcmd(struct admin_req *r)
+{
+    const char *argv[16];
+    int argc = admin_query_args(r, argv, (int)SL_ARRAY_LEN(argv));
+    void *out = NULL;
+    char *err = NULL;
+    int rc;
+
+    rc = sl_modcmd_call(r->seg[2], r->seg[3], argv, argc, &out, &err);
+    if (rc < 0) {
+        struct admin_resp res = admin_error(
+            rc == -ENOENT ? 404 : 400, "%s", err ? err
+            : rc == -ENOENT ? "no such module command" : "command failed");
+
+        free(err);
+        json_decref(out);
+        return res;
+    }
+    free(err);
+    if (out == NULL) {
+        return admin_no_content();
+    }
+    return admin_ok(json_pack("{s:o}", "meta", (json_t *)out));
+}
+
+/* ---- dispatch ---- */
+
+static int
+kind_index(const char *seg)
+{
+    for (size_t i = 0; i < SL_ARRAY_LEN(kinds); i++) {
+        if (strcmp(kinds[i][0], seg) == 0) {
+            return (int)i;
+        }
+    }
+    return -1;
+}
+
+static struct admin_resp
+post(struct admin_req *r)
+{
+    int k = r->nseg ? kind_index(r->seg[0]) : -1;
+
+    if (r->nseg == 3 && strcmp(r->seg[0], "maxscale") == 0 &&
+        strcmp(r->seg[1], "logs") == 0 && strcmp(r->seg[2], "rotate") == 0) {
+        sl__log_reopen();
+        sl_log_notice("log rotated through the REST API");
+        return admin_no_content();
+    }
+    if (r->nseg == 4 && strcmp(r->seg[0], "maxscale") == 0 &&
+        strcmp(r->seg[1], "modules") == 0) {
+        return admin_modcmd(r);
+    }
+    if (r->nseg >= 1 && strcmp(r->seg[0], "users") == 0) {
+        return admin_users_write(r);
+    }
+    if (r->body == NULL && k >= 0) {
+        return admin_error(400, "POST needs a JSON body");
+    }
+    if (k >= 0 && r->nseg == 1) {
+        return create_object(r, kinds[k][1], NULL);
+    }
+    if (r->nseg == 3 && strcmp(r->seg[0], "services") == 0 &&
+        strcmp(r->seg[2], "listeners") == 0) {
+        if (admin_find_service(r->seg[1]) == NULL) {
+            return admin_error(404, "service '%s' not found", r->seg[1]);
+        }
+        return create_object(r, "listener", r->seg[1]);
+    }
+    return admin_error(405, "POST is not supported on '%.200s'", r->url);
+}
+
+static struct admin_resp
+put(struct admin_req *r)
+{
+    if (r->nseg == 3 && strcmp(r->seg[0], "servers") == 0 &&
+        (strcmp(r->seg[2], "set") == 0 || strcmp(r->seg[2], "clear") == 0)) {
+        struct sl_server *s = admin_find_server(r->seg[1]);
+
+        return s ? server_state(r, s, strcmp(r->seg[2], "set") == 0)
+                 : admin_error(404, "server '%s' not found", r->seg[1]);
+    }
+    if (r->nseg == 3 && (strcmp(r->seg[2], "stop") == 0 ||
+                         strcmp(r->seg[2], "start") == 0) &&
+        (strcmp(r->seg[0], "services") == 0 ||
+         strcmp(r->seg[0], "listeners") == 0 ||
+         strcmp(r->seg[0], "monitors") == 0)) {
+        return stop_start(r);
+    }
+    return admin_error(405, "PUT is not supported on '%.200s'", r->url);
+}
+
+static struct admin_resp
+patch(struct admin_req *r)
+{
+    if (r->nseg >= 1 && strcmp(r->seg[0], "users") == 0) {
+        return admin_users_write(r);
+    }
+    if (r->nseg == 4 && strcmp(r->seg[0], "services") == 0 &&
+        strcmp(r->seg[2], "relationships") == 0 &&
+        strcmp(r->seg[3], "servers") == 0) {
+        struct sl_service *svc = admin_find_service(r->seg[1]);
+        char err[256];
+        char *ids;
+        struct admin_resp res;
+
+        if (svc == NULL) {
+            return admin_error(404, "service '%s' not found", r->seg[1]);
+        }
+        ids = rel_ids(r->body, ',', err, sizeof(err));
+        if (ids == NULL) {
+            return admin_error(400, "%s", err);
+        }
+        res = relink_service(svc, ids);
+        free(ids);
+        return res;
+    }
+    if ((r->nseg == 2 && kind_index(r->seg[0]) >= 0) ||
+        (r->nseg == 1 && strcmp(r->seg[0], "maxscale") == 0)) {
+        return alter_object(r);
+    }
+    return admin_error(405, "PATCH is not supported on '%.200s'", r->url);
+}
+
+struct admin_resp
+admin_write(struct admin_req *r)
+{
+    if (strcmp(r->method, "POST") == 0) {
+        return post(r);
+    }
+    if (strcmp(r->method, "PUT") == 0) {
+        return put(r);
+    }
+    if (strcmp(r->method, "PATCH") == 0) {
+        return patch(r);
+    }
+    if (strcmp(r->method, "DELETE") == 0) {
+        if (r->nseg >= 1 && strcmp(r->seg[0], "users") == 0) {
+            return admin_users_write(r);
+        }
+        if ((r->nseg == 2 && kind_index(r->seg[0]) >= 0) ||
+            (r->nseg == 4 && strcmp(r->seg[0], "services") == 0 &&
+             strcmp(r->seg[2], "listeners") == 0)) {
+            return destroy_object(r);
+        }
+        return admin_error(405, "DELETE is not supported on '%.200s'",
+                           r->url);
+    }
+    return admin_error(405, "method %.16s is not allowed", r->method);
+}

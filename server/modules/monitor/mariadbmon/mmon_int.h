@@ -1,0 +1,79 @@
+/*
+ * mariadbmon instance state shared by mariadbmon.c (probing, roles,
+ * module glue) and mmon_ops.c (failover, switchover, rejoin).
+ *
+ * Locking: inst->lock is held for a whole tick and for a whole command,
+ * so the MYSQL handles and views have one user at a time (monitors are not
+ * the hot path). The diagnostics snapshot has its own lock so the admin
+ * API never waits for a switchover.
+ */
+#ifndef SLUICE_MMON_INT_H
+#define SLUICE_MMON_INT_H
+
+#include <jansson.h>
+#include <mysql.h>
+#include <pthread.h>
+
+#include <sluice/monitor.h>
+#include <sluice/server.h>
+
+#include "mmon.h"
+
+struct mmon_server {
+    struct sl_server *srv;
+    MYSQL *conn;
+    unsigned logged_errno;       /* last connect error logged, 0 none */
+    bool auth_error;
+    bool diverged_logged;        /* "cannot rejoin" said once */
+    bool ro_enforced_logged;
+    char last_error[256];
+};
+
+struct mmon_instance {
+    struct sl_monitor *mon;
+    struct mmon_server *servers; /* config order */
+    struct mmon_view *views;     /* this tick's probe, same order */
+    int n;
+    pthread_mutex_t lock;        /* tick and commands */
+    int primary;                 /* index or -1 */
+    int lost;                    /* primary that went down, -1 none */
+    uint64_t lost_ticks;         /* consecutive ticks it stayed down */
+    bool verify_logged;
+    bool no_candidate_logged;
+
+    /* parameters */
+    bool auto_failover;
+    bool auto_rejoin;
+    bool verify_master_failure;
+    bool enforce_read_only_slaves;
+    uint64_t failcount;
+    uint64_t switchover_timeout_ms;
+    uint64_t failover_timeout_ms;
+    char repl_user[256];
+    char repl_password[256];
+
+    pthread_mutex_t snap_lock;
+    json_t *snapshot;            /* diagnostics, under snap_lock */
+};
+
+/* mariadbmon.c: probe every server into inst->views (lock held). */
+void mmon_probe_all(struct mmon_instance *inst);
+/* Run one statement on server i; 0, or -1 with err[] set (and logged). */
+int mmon_exec(struct mmon_instance *inst, int i, const char *sql,
+              char *err, size_t errlen);
+
+/* mmon_ops.c. All with inst->lock held; 0 or -1 with err[] set. */
+int mmon_failover(struct mmon_instance *inst, int old, const char *reason,
+                  char *err, size_t errlen);
+int mmon_switchover(struct mmon_instance *inst, int new_primary, int old,
+                    char *err, size_t errlen);
+int mmon_rejoin(struct mmon_instance *inst, int i, char *err,
+                size_t errlen);
+/* Can server i rejoin the current primary? why[] when not. */
+bool mmon_rejoin_allowed(struct mmon_instance *inst, int i, char *why,
+                         size_t whylen);
+
+#define SRVNAME(inst, i) sl_server_name((inst)->servers[i].srv)
+#define MONNAME(inst) sl_monitor_name((inst)->mon)
+
+#endif

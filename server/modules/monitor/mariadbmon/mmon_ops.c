@@ -1,0 +1,359 @@
+/*
+ * mariadbmon's cluster operations: failover, switchover and rejoin, as
+ * sequences of SQL on the monitor's connections. All assume GTID
+ * replication (MASTER_USE_GTID=slave_pos) and a simple topology: one
+ * primary, replicas of it.
+ *
+ *   failover(old):   pick the replica that received the most (GTID)
+ *                    -> wait until it applied what it received
+ *                    -> STOP SLAVE; RESET SLAVE ALL; read_only=0 on it
+ *                    -> redirect the other replicas of old to it
+ *   switchover(new, old):
+ *                    read_only=1 on old -> read old's gtid_binlog_pos
+ *                    -> MASTER_GTID_WAIT on new until it has it
+ *                       (timeout: read_only=0 on old again, give up)
+ *                    -> promote new -> old replicates from new
+ *                    -> redirect the other replicas of old to new
+ *   rejoin(s):       only when s's GTID history is contained in the
+ *                    primary's (mmon_can_rejoin); read_only=1 with
+ *                    enforce_read_only_slaves; gtid_slave_pos = what s
+ *                    has; CHANGE MASTER TO the primary; START SLAVE
+ *
+ * Every step is logged; every function runs with inst->lock held (monitor
+ * thread or a command's thread) and returns 0 or -1 with err[] set.
+ */
+#define _GNU_SOURCE
+#define SL_LOG_TAG "mariadbmon"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <sluice/log.h>
+
+#include "mmon_int.h"
+
+static uint64_t
+now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Copy s into out with ' and \ escaped for a single-quoted SQL literal. */
+static void
+sql_quote(const char *s, char *out, size_t len)
+{
+    size_t o = 0;
+
+    for (; *s != '\0' && o + 3 < len; s++) {
+        if (*s == '\'' || *s == '\\') {
+            out[o++] = '\\';
+        }
+        out[o++] = *s;
+    }
+    out[o] = '\0';
+}
+
+/* Per domain, the later of two positions (what a server "has"). */
+static void
+merge_pos(const struct mmon_gtid_pos *a, const struct mmon_gtid_pos *b,
+          struct mmon_gtid_pos *out)
+{
+    *out = *a;
+    for (int i = 0; i < b->n; i++) {
+        const struct mmon_gtid *g = &b->g[i];
+        bool found = false;
+
+        for (int j = 0; j < out->n; j++) {
+            if (out->g[j].domain == g->domain) {
+                found = true;
+                if (g->seq > out->g[j].seq) {
+                    out->g[j] = *g;
+                }
+            }
+        }
+        if (!found && out->n < MMON_MAX_DOMAINS) {
+            out->g[out->n++] = *g;
+        }
+    }
+}
+
+/* One integer from a query; -1 with err[] on failure. */
+static int
+query_int(struct mmon_instance *inst, int i, const char *sql, long long *out,
+          char *err, size_t errlen)
+{
+    MYSQL *c;
+    MYSQL_RES *res;
+    MYSQL_ROW row;
+
+    if (mmon_exec(inst, i, "DO 1", err, errlen) < 0) {
+        return -1;   /* (re)connects if needed */
+    }
+    c = inst->servers[i].conn;
+    if (mysql_query(c, sql) != 0 || (res = mysql_store_result(c)) == NULL) {
+        snprintf(err, errlen, "server '%s': '%s' failed: %s",
+                 SRVNAME(inst, i), sql, mysql_error(c));
+        return -1;
+    }
+    row = mysql_fetch_row(res);
+    *out = (row != NULL && row[0] != NULL) ? strtoll(row[0], NULL, 10) : -1;
+    mysql_free_result(res);
+    return 0;
+}
+
+/* Wait until server i has applied pos (MASTER_GTID_WAIT in one-second
+ * steps, so no call outlives backend_read_timeout). */
+static int
+wait_applied(struct mmon_instance *inst, int i,
+             const struct mmon_gtid_pos *pos, uint64_t deadline, char *err,
+             size_t errlen)
+{
+    char gtid[1024];
+    char sql[1200];
+    long long r = -1;
+
+    if (pos->n == 0) {
+        return 0;
+    }
+    mmon_gtid_format(pos, gtid, sizeof(gtid));
+    snprintf(sql, sizeof(sql), "SELECT MASTER_GTID_WAIT('%s', 1)", gtid);
+    do {
+        if (query_int(inst, i, sql, &r, err, errlen) < 0) {
+            return -1;
+        }
+    } while (r != 0 && now_ms() < deadline);
+    if (r != 0) {
+        snprintf(err, errlen, "server '%s' did not reach GTID %s in time",
+                 SRVNAME(inst, i), gtid);
+        return -1;
+    }
+    return 0;
+}
+
+static int
+promote(struct mmon_instance *inst, int i, char *err, size_t errlen)
+{
+    if (mmon_exec(inst, i, "STOP SLAVE", err, errlen) < 0 ||
+        mmon_exec(inst, i, "RESET SLAVE ALL", err, errlen) < 0 ||
+        mmon_exec(inst, i, "SET GLOBAL read_only=0", err, errlen) < 0) {
+        return -1;
+    }
+    sl_log_notice("Monitor '%s': promoted '%s': replication stopped and reset, read_only=0", MONNAME(inst), SRVNAME(inst, i));
+    return 0;
+}
+
+/*
+ * Make server i replicate from target. slave_pos, when given, first sets
+ * gtid_slave_pos (for a server that was a primary: where it stands).
+ */
+static int
+redirect(struct mmon_instance *inst, int i, int target,
+         const struct mmon_gtid_pos *slave_pos, char *err, size_t errlen)
+{
+    struct sl_server *t = inst->servers[target].srv;
+    char user[600], pw[600], host[600], gtid[1024];
+    char sql[3000];
+
+    sql_quote(inst->repl_user, user, sizeof(user));
+    sql_quote(inst->repl_password, pw, sizeof(pw));
+    sql_quote(sl_server_address(t), host, sizeof(host));
+    if (inst->enforce_read_only_slaves &&
+        mmon_exec(inst, i, "SET GLOBAL read_only=1", err, errlen) < 0) {
+        return -1;
+    }
+    /* STOP SLAVE on a server without replication only warns. */
+    if (mmon_exec(inst, i, "STOP SLAVE", err, errlen) < 0) {
+        return -1;
+    }
+    if (slave_pos != NULL) {
+        if (mmon_exec(inst, i, "RESET SLAVE ALL", err, errlen) < 0) {
+            return -1;
+        }
+        snprintf(sql, sizeof(sql), "SET GLOBAL gtid_slave_pos='%s'",
+                 mmon_gtid_format(slave_pos, gtid, sizeof(gtid)));
+        if (mmon_exec(inst, i, sql, err, errlen) < 0) {
+            return -1;
+        }
+    }
+    snprintf(sql, sizeof(sql), "CHANGE MASTER TO MASTER_HOST='%s', "
+             "MASTER_PORT=%d, MASTER_USER='%s', MASTER_PASSWORD='%s', "
+             "MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1", host,
+             sl_server_port(t), user, pw);
+    if (mmon_exec(inst, i, sql, err, errlen) < 0 ||
+        mmon_exec(inst, i, "START SLAVE", err, errlen) < 0) {
+        return -1;
+    }
+    sl_log_notice("Monitor '%s': '%s' now replicates from '%s'", MONNAME(inst), SRVNAME(inst, i), SRVNAME(inst, target));
+    return 0;
+}
+
+/* Point every other replica of old at new_primary; failures are logged
+ * and do not stop the operation (the primary has already changed). */
+static void
+redirect_replicas(struct mmon_instance *inst, int old, int new_primary)
+{
+    char err[1024];
+
+    for (int j = 0; j < inst->n; j++) {
+        const struct mmon_view *v = &inst->views[j];
+
+        if (j == old || j == new_primary || !v->running || v->maint ||
+            !v->slave.present || v->slave.master != old) {
+            continue;
+        }
+        if (redirect(inst, j, new_primary, NULL, err, sizeof(err)) < 0) {
+            sl_log_error("Monitor '%s': could not redirect '%s' to '%s': %s", MONNAME(inst), SRVNAME(inst, j), SRVNAME(inst, new_primary), err);
+        }
+    }
+}
+
+int
+mmon_failover(struct mmon_instance *inst, int old, const char *reason,
+              char *err, size_t errlen)
+{
+    uint64_t deadline = now_ms() + inst->failover_timeout_ms;
+    char why[256], gtid[1024];
+    int cand = mmon_pick_promotion(inst->views, inst->n, old, why,
+                                   sizeof(why));
+    const struct mmon_view *c;
+
+    if (cand < 0) {
+        snprintf(err, errlen, "cannot replace '%s': %s", SRVNAME(inst, old),
+                 why);
+        return -1;
+    }
+    c = &inst->views[cand];
+    sl_log_warn("Monitor '%s': failover: promoting '%s' (received GTID %s) to replace '%s': %s", MONNAME(inst), SRVNAME(inst, cand), mmon_gtid_format(&c->slave.io_pos, gtid, sizeof(gtid)), SRVNAME(inst, old), reason);
+    /* Everything the candidate received must be applied before it takes
+     * writes, or those transactions would be lost. */
+    if (wait_applied(inst, cand, &c->slave.io_pos, deadline, err,
+                     errlen) < 0 ||
+        promote(inst, cand, err, errlen) < 0) {
+        sl_log_error("Monitor '%s': failover to '%s' failed: %s", MONNAME(inst), SRVNAME(inst, cand), err);
+        return -1;
+    }
+    redirect_replicas(inst, old, cand);
+    inst->primary = cand;
+    inst->lost = -1;
+    inst->lost_ticks = 0;
+    sl_log_notice("Monitor '%s': failover done: '%s' is the primary", MONNAME(inst), SRVNAME(inst, cand));
+    return 0;
+}
+
+/* Check the arguments of a switchover; fills *new_primary and *old. */
+static int
+switchover_check(struct mmon_instance *inst, int *new_primary, int *old,
+                 char *err, size_t errlen)
+{
+    char why[256];
+    const struct mmon_view *v;
+
+    if (inst->primary < 0) {
+        snprintf(err, errlen, "no primary to switch over from");
+        return -1;
+    }
+    if (*old >= 0 && *old != inst->primary) {
+        snprintf(err, errlen, "'%s' is not the primary ('%s' is)",
+                 SRVNAME(inst, *old), SRVNAME(inst, inst->primary));
+        return -1;
+    }
+    *old = inst->primary;
+    if (*new_primary < 0) {
+        *new_primary = mmon_pick_promotion(inst->views, inst->n, *old, why,
+                                           sizeof(why));
+        if (*new_primary < 0) {
+            snprintf(err, errlen, "no replica to promote: %s", why);
+            return -1;
+        }
+    }
+    v = &inst->views[*new_primary];
+    if (*new_primary == *old || !v->running || v->maint ||
+        v->no_promotion || !v->slave.present || v->slave.master != *old) {
+        snprintf(err, errlen, "'%s' cannot be promoted: it must be a running "
+                 "replica of '%s', not in maintenance or "
+                 "servers_no_promotion", SRVNAME(inst, *new_primary),
+                 SRVNAME(inst, *old));
+        return -1;
+    }
+    return 0;
+}
+
+int
+mmon_switchover(struct mmon_instance *inst, int new_primary, int old,
+                char *err, size_t errlen)
+{
+    uint64_t deadline = now_ms() + inst->switchover_timeout_ms;
+    struct mmon_gtid_pos pos;
+    char gtid[1024], ignored[256];
+
+    if (switchover_check(inst, &new_primary, &old, err, errlen) < 0) {
+        return -1;
+    }
+    sl_log_notice("Monitor '%s': switchover from '%s' to '%s' started", MONNAME(inst), SRVNAME(inst, old), SRVNAME(inst, new_primary));
+    if (mmon_exec(inst, old, "SET GLOBAL read_only=1", err, errlen) < 0) {
+        return -1;
+    }
+    /* No new writes on old from here: its binlog position is final. */
+    mmon_probe_all(inst);
+    pos = inst->views[old].binlog_pos;
+    if (!inst->views[old].running ||
+        wait_applied(inst, new_primary, &pos, deadline, err, errlen) < 0) {
+        sl_log_warn("Monitor '%s': switchover aborted, '%s' stays the primary: %s", MONNAME(inst), SRVNAME(inst, old), err);
+        mmon_exec(inst, old, "SET GLOBAL read_only=0", ignored,
+                  sizeof(ignored));
+        return -1;
+    }
+    if (promote(inst, new_primary, err, errlen) < 0) {
+        return -1;
+    }
+    merge_pos(&inst->views[old].binlog_pos, &inst->views[old].slave_pos,
+              &pos);
+    if (redirect(inst, old, new_primary, &pos, err, errlen) < 0) {
+        sl_log_error("Monitor '%s': old primary '%s' could not be demoted: %s", MONNAME(inst), SRVNAME(inst, old), err);
+    }
+    redirect_replicas(inst, old, new_primary);
+    inst->primary = new_primary;
+    sl_log_notice("Monitor '%s': switchover done: '%s' is the primary (at GTID %s), '%s' replicates from it", MONNAME(inst), SRVNAME(inst, new_primary), mmon_gtid_format(&inst->views[old].binlog_pos, gtid, sizeof(gtid)), SRVNAME(inst, old));
+    return 0;
+}
+
+bool
+mmon_rejoin_allowed(struct mmon_instance *inst, int i, char *why,
+                    size_t whylen)
+{
+    const struct mmon_view *s = &inst->views[i];
+    const struct mmon_view *p;
+    struct mmon_gtid_pos has;
+
+    if (inst->primary < 0 || i == inst->primary) {
+        snprintf(why, whylen, inst->primary < 0 ? "there is no primary"
+                                                : "'%s' is the primary",
+                 SRVNAME(inst, i));
+        return false;
+    }
+    if (!s->running) {
+        snprintf(why, whylen, "'%s' is not running", SRVNAME(inst, i));
+        return false;
+    }
+    p = &inst->views[inst->primary];
+    merge_pos(&s->binlog_pos, &s->slave_pos, &has);
+    return mmon_can_rejoin(&has, &p->binlog_pos, &p->slave_pos, p->server_id,
+                           why, whylen);
+}
+
+int
+mmon_rejoin(struct mmon_instance *inst, int i, char *err, size_t errlen)
+{
+    const struct mmon_view *s = &inst->views[i];
+    struct mmon_gtid_pos has;
+    char gtid[1024];
+
+    merge_pos(&s->binlog_pos, &s->slave_pos, &has);
+    sl_log_notice("Monitor '%s': rejoining '%s' (GTID %s) as a replica of '%s'", MONNAME(inst), SRVNAME(inst, i), mmon_gtid_format(&has, gtid, sizeof(gtid)), SRVNAME(inst, inst->primary));
+    return redirect(inst, i, inst->primary, &has, err, errlen);
+}

@@ -1,0 +1,481 @@
+/*
+ * readwritesplit: statement-level read/write splitting, as in MaxScale.
+ *
+ * A session keeps one connection to the primary and up to
+ * max_slave_connections to replicas. Writes, transactions and anything
+ * that must see the primary's state go to the primary; reads outside
+ * transactions go to a replica chosen by slave_selection_criteria; session
+ * commands go to every connection and are kept in a history replayed on
+ * connections opened later. See rws.h for how the source is split and
+ * docs/design.md (## readwritesplit) for the decisions.
+ *
+ * This file: the module descriptor and parameters, the instance, session
+ * set-up and teardown, opening connections, diagnostics.
+ *
+ * Context: create/destroy_instance in the main thread; session callbacks
+ * on the session's worker; diagnostics in the admin thread (atomics only).
+ */
+#define SL_LOG_TAG "readwritesplit"
+
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <openssl/evp.h>
+
+#include <sluice/buf.h>
+#include <sluice/log.h>
+#include <sluice/module.h>
+#include <sluice/params.h>
+#include <sluice/router.h>
+#include <sluice/server.h>
+#include <sluice/service.h>
+#include <sluice/session.h>
+#include <sluice/worker.h>
+
+#include "rws.h"
+
+static const char *const criteria_names[] = {
+    "LEAST_CURRENT_OPERATIONS", "ADAPTIVE_ROUTING", "LEAST_BEHIND_MASTER",
+    "LEAST_GLOBAL_CONNECTIONS", "LEAST_ROUTER_CONNECTIONS", NULL,
+};
+static const char *const failure_names[] = {
+    "fail_instantly", "fail_on_write", "error_on_write", NULL,
+};
+static const char *const vars_names[] = {"all", "master", NULL};
+/* MaxScale 2.5+ values, plus the old boolean spelling. Only none and
+ * local are distinct here: every other mode behaves as local. */
+static const char *const causal_names[] = {
+    "none", "local", "global", "fast", "fast_global", "universal",
+    "fast_universal", "true", "false", "on", "off", NULL,
+};
+
+uint64_t
+rws_now_us(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* "255", "50%": the number of replica connections for n servers. */
+static unsigned
+parse_max_slaves(const char *s, size_t nservers)
+{
+    char *end;
+    long v = strtol(s != NULL ? s : "255", &end, 10);
+
+    if (v < 0) {
+        v = 0;
+    }
+    if (*end == '%') {
+        size_t slaves = nservers > 0 ? nservers - 1 : 0;
+        v = (long)((slaves * (size_t)v + 99) / 100);
+    }
+    return (unsigned)v;
+}
+
+static void
+read_config(struct rws_config *c, const struct sl_params *p, size_t n)
+{
+    int causal = sl_params_enum(p, "causal_reads");
+
+    c->criteria = (enum rws_criteria)sl_params_enum(
+        p, "slave_selection_criteria");
+    c->max_lag_s = (int64_t)(
+        sl_params_duration_ms(p, "max_slave_replication_lag") / 1000);
+    c->master_accept_reads = sl_params_bool(p, "master_accept_reads");
+    c->max_slave_conns =
+        parse_max_slaves(sl_params_get(p, "max_slave_connections"), n);
+    c->lazy_connect = sl_params_bool(p, "lazy_connect");
+    c->failure_mode =
+        (enum rws_failure_mode)sl_params_enum(p, "master_failure_mode");
+    c->retry_failed_reads = sl_params_bool(p, "retry_failed_reads");
+    c->delayed_retry = sl_params_bool(p, "delayed_retry");
+    c->delayed_retry_ms = sl_params_duration_ms(p, "delayed_retry_timeout");
+    c->strict_multi_stmt = sl_params_bool(p, "strict_multi_stmt");
+    c->strict_sp_calls = sl_params_bool(p, "strict_sp_calls");
+    c->vars_in_master = sl_params_enum(p, "use_sql_variables_in") == 1;
+    c->causal = (causal <= 0 || causal == 8 || causal == 10)
+                    ? RWS_CAUSAL_NONE
+                    : RWS_CAUSAL_LOCAL;
+    c->causal_timeout_s =
+        sl_params_duration_ms(p, "causal_reads_timeout") / 1000;
+    if (c->causal_timeout_s == 0) {
+        c->causal_timeout_s = 1;
+    }
+    c->trx_replay = sl_params_bool(p, "transaction_replay");
+    c->trx_replay_max = sl_params_size(p, "transaction_replay_max_size");
+    c->trx_replay_attempts =
+        (unsigned)sl_params_count(p, "transaction_replay_attempts");
+    c->max_history = (unsigned)sl_params_count(p, "max_sescmd_history");
+    c->prune_history = sl_params_bool(p, "prune_sescmd_history");
+    c->disable_history = sl_params_bool(p, "disable_sescmd_history");
+    if (c->trx_replay) {
+        c->delayed_retry = true;   /* as MaxScale: replay implies it */
+    }
+}
+
+static void *
+rws_create_instance(struct sl_service *svc, const struct sl_params *params)
+{
+    struct rws_instance *inst = calloc(1, sizeof(*inst));
+
+    if (inst == NULL) {
+        sl_log_error("Service '%s': out of memory", sl_service_name(svc));
+        return NULL;
+    }
+    inst->svc = svc;
+    inst->servers = sl_service_servers(svc, &inst->nservers);
+    read_config(&inst->cfg, params, inst->nservers);
+    inst->stats = calloc(inst->nservers ? inst->nservers : 1,
+                         sizeof(*inst->stats));
+    if (inst->stats == NULL) {
+        sl_log_error("Service '%s': out of memory", sl_service_name(svc));
+        free(inst);
+        return NULL;
+    }
+    atomic_init(&inst->seed, (unsigned)time(NULL));
+    return inst;
+}
+
+static void
+rws_destroy_instance(void *instance)
+{
+    struct rws_instance *inst = instance;
+
+    if (inst == NULL) {
+        return;
+    }
+    free(inst->stats);
+    free(inst);
+}
+
+bool
+rws_be_live(const struct rws_be *be)
+{
+    return be->b != NULL;
+}
+
+void
+rws_send_error(struct rws_session *rs, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    sl_log_ses_warn(rs->ses, "%s", msg);
+    sl_session_send_error(rs->ses, RWS_ERR_CODE, RWS_ERR_STATE, msg);
+}
+
+/*
+ * Open a connection to server idx and replay the session command history
+ * on it (its answers are checked and dropped). 0, or -1 when the
+ * connection cannot start or the history was lost (hist_overflow: a new
+ * connection would not have the session's state). Worker-owned.
+ */
+int
+rws_connect(struct rws_session *rs, unsigned idx, bool as_master)
+{
+    struct rws_be *be = &rs->be[idx];
+    struct sl_backend *b;
+
+    if (rws_be_live(be)) {
+        return 0;
+    }
+    if (rs->hist_overflow) {
+        sl_log_ses_info(rs->ses, "Not connecting to '%s': the session command history was exceeded", sl_server_name(be->srv));
+        return -1;
+    }
+    b = sl_backend_connect(rs->ses, be->srv);
+    if (b == NULL) {
+        return -1;
+    }
+    be->b = b;
+    be->is_master_conn = as_master;
+    sl_backend_set_router_data(b, be);
+    atomic_fetch_add(&rs->inst->stats[idx].conns, 1);
+    rws_replay_history(rs, idx);
+    sl_log_ses_info(rs->ses, "Connected to '%s' as %s",
+                    sl_server_name(be->srv), as_master ? "master" : "slave");
+    return 0;
+}
+
+/* A server the monitor calls Master (not connected to), or -1. */
+static int
+master_server(const struct rws_session *rs)
+{
+    for (unsigned i = 0; i < rs->inst->nservers; i++) {
+        uint32_t st = sl_server_status(rs->be[i].srv);
+
+        if (sl_server_is_usable(st) && (st & SL_SRV_MASTER)) {
+            return (int)i;
+        }
+    }
+    return -1;
+}
+
+/* The initial connections: the primary and up to max_slave_connections
+ * replicas (none with lazy_connect). false when the session must be
+ * refused (the client has the error). */
+static bool
+connect_initial(struct rws_session *rs)
+{
+    const struct rws_config *c = &rs->inst->cfg;
+    int m = rws_master_index(rs, !c->lazy_connect);
+    unsigned slaves = 0;
+
+    if (m < 0 && c->lazy_connect) {
+        m = master_server(rs);
+    }
+    if (m < 0 && c->failure_mode == RWS_FAIL_INSTANTLY) {
+        rws_send_error(rs, "Service '%s': no master server available (master_failure_mode=fail_instantly)", sl_service_name(rs->inst->svc));
+        return false;
+    }
+    if (c->lazy_connect) {
+        return true;
+    }
+    for (unsigned i = 0; i < rs->inst->nservers; i++) {
+        uint32_t st = sl_server_status(rs->be[i].srv);
+
+        if (slaves >= c->max_slave_conns) {
+            break;
+        }
+        if ((int)i == m || !sl_server_is_usable(st) ||
+            !(st & SL_SRV_SLAVE) || (st & (SL_SRV_DRAINING | SL_SRV_MASTER))) {
+            continue;
+        }
+        if (rws_connect(rs, i, false) == 0) {
+            slaves++;
+        }
+    }
+    if (m < 0 && slaves == 0) {
+        rws_send_error(rs, "Service '%s': no servers available",
+                       sl_service_name(rs->inst->svc));
+        return false;
+    }
+    return true;
+}
+
+static void
+free_rs(struct rws_session *rs)
+{
+    free(rs->be);
+    free(rs->ps);
+    free(rs->tmp);
+    free(rs->trx_log);
+    EVP_MD_CTX_free(rs->sha);
+    free(rs);
+}
+
+static void *
+rws_new_session(void *instance, struct sl_session *ses)
+{
+    struct rws_instance *inst = instance;
+    struct rws_session *rs = calloc(1, sizeof(*rs));
+
+    if (rs == NULL || (rs->be = calloc(inst->nservers ? inst->nservers : 1,
+                                       sizeof(*rs->be))) == NULL ||
+        (rs->sha = EVP_MD_CTX_new()) == NULL) {
+        sl_session_send_error(ses, RWS_ERR_CODE, RWS_ERR_STATE,
+                              "Out of memory");
+        if (rs != NULL) {
+            free_rs(rs);
+        }
+        return NULL;
+    }
+    rs->inst = inst;
+    rs->ses = ses;
+    rs->master = -1;
+    rs->ro_target = -1;
+    rs->cur_target = -1;
+    rs->last_used = -1;
+    rs->autocommit = true;
+    rs->next_ps = 1;
+    rs->rotate = (unsigned)atomic_fetch_add(&inst->sessions, 1);
+    for (unsigned i = 0; i < inst->nservers; i++) {
+        rs->be[i].srv = inst->servers[i];
+        rs->be[i].idx = i;
+    }
+    if (!connect_initial(rs)) {
+        for (unsigned i = 0; i < inst->nservers; i++) {
+            if (rws_be_live(&rs->be[i])) {
+                sl_backend_close(rs->be[i].b);
+                atomic_fetch_sub(&inst->stats[i].conns, 1);
+            }
+            rws_queue_clear(rs, &rs->be[i]);
+            free(rs->be[i].q);
+        }
+        rws_history_free(rs);
+        free_rs(rs);
+        return NULL;
+    }
+    return rs;
+}
+
+static void
+rws_free_session(void *rsession)
+{
+    struct rws_session *rs = rsession;
+
+    rs->closing = true;
+    if (rs->timer != 0) {
+        sl_worker_cancel_timer(rs->timer);
+        rs->timer = 0;
+    }
+    for (unsigned i = 0; i < rs->inst->nservers; i++) {
+        struct rws_be *be = &rs->be[i];
+
+        if (rws_be_live(be)) {
+            if (sl_backend_state(be->b) != SL_BACKEND_CLOSED &&
+                sl_backend_state(be->b) != SL_BACKEND_FAILED) {
+                sl_backend_close(be->b);
+            }
+            be->b = NULL;
+            atomic_fetch_sub(&rs->inst->stats[i].conns, 1);
+        }
+        rws_queue_clear(rs, be);
+        free(be->q);
+    }
+    rws_ps_free_all(rs);
+    rws_history_free(rs);
+    rws_trx_log_clear(rs);
+    sl_buf_free(rs->cur);
+    sl_buf_free(rs->waiting);
+    sl_buf_free(rs->gtid_buf);
+    free_rs(rs);
+}
+
+static void *
+rws_diagnostics(void *instance)
+{
+    struct rws_instance *inst = instance;
+    json_t *servers = json_array();
+
+    for (size_t i = 0; i < inst->nservers; i++) {
+        struct rws_srv_stats *s = &inst->stats[i];
+        json_array_append_new(
+            servers,
+            json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:f}", "id",
+                      sl_server_name(inst->servers[i]), "connections",
+                      (json_int_t)atomic_load(&s->conns), "current_operations",
+                      (json_int_t)atomic_load(&s->ops), "route_all",
+                      (json_int_t)atomic_load(&s->all), "route_master",
+                      (json_int_t)atomic_load(&s->writes), "route_slave",
+                      (json_int_t)atomic_load(&s->reads), "avg_response_ms",
+                      (double)atomic_load(&s->resp_us) / 1000.0));
+    }
+    return json_pack(
+        "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:o}", "connections",
+        (json_int_t)atomic_load(&inst->sessions), "queries",
+        (json_int_t)atomic_load(&inst->queries), "route_master",
+        (json_int_t)atomic_load(&inst->route_master), "route_slave",
+        (json_int_t)atomic_load(&inst->route_slave), "route_all",
+        (json_int_t)atomic_load(&inst->route_all), "retried_reads",
+        (json_int_t)atomic_load(&inst->retried_reads), "replayed_transactions",
+        (json_int_t)atomic_load(&inst->replayed_trx), "causal_fallbacks",
+        (json_int_t)atomic_load(&inst->causal_fallbacks),
+        "slave_selection_criteria", criteria_names[inst->cfg.criteria],
+        "server_query_statistics", servers);
+}
+
+static void *
+rws_session_diagnostics(void *rsession)
+{
+    struct rws_session *rs = rsession;
+    json_t *conns = json_array();
+
+    for (unsigned i = 0; i < rs->inst->nservers; i++) {
+        if (rws_be_live(&rs->be[i])) {
+            json_array_append_new(conns,
+                                  json_string(sl_server_name(rs->be[i].srv)));
+        }
+    }
+    return json_pack("{s:o, s:s?, s:b, s:b, s:I, s:I}", "backends", conns,
+                     "master", rs->master >= 0
+                                   ? sl_server_name(rs->be[rs->master].srv)
+                                   : NULL,
+                     "trx_open", rs->trx_active, "trx_read_only", rs->trx_ro,
+                     "sescmd_history", (json_int_t)rs->hist_len,
+                     "prepared_statements", (json_int_t)rs->nps);
+}
+
+static const struct sl_param_spec rws_params[] = {
+    {"slave_selection_criteria", SL_PARAM_ENUM, "LEAST_CURRENT_OPERATIONS",
+     0, criteria_names, "How a replica is chosen for a read"},
+    {"max_slave_replication_lag", SL_PARAM_DURATION, "0s", SL_PARAM_F_SECONDS,
+     NULL, "Replicas lagging more (or of unknown lag) take no reads; 0: off"},
+    {"master_accept_reads", SL_PARAM_BOOL, "false", 0, NULL,
+     "The primary is a candidate for reads too"},
+    {"max_slave_connections", SL_PARAM_STRING, "255", 0, NULL,
+     "Replica connections per session: a count or a percentage"},
+    {"slave_connections", SL_PARAM_COUNT, "255", SL_PARAM_F_IGNORED, NULL,
+     "Accepted for MaxScale compatibility"},
+    {"lazy_connect", SL_PARAM_BOOL, "false", 0, NULL,
+     "Connect to servers only when a statement needs them"},
+    {"master_failure_mode", SL_PARAM_ENUM, "fail_instantly", 0,
+     failure_names, "What a session does when the primary is lost"},
+    {"retry_failed_reads", SL_PARAM_BOOL, "true", 0, NULL,
+     "Retry a read on another server when its server fails"},
+    {"delayed_retry", SL_PARAM_BOOL, "false", 0, NULL,
+     "Hold a statement that has no server until one appears"},
+    {"delayed_retry_timeout", SL_PARAM_DURATION, "10s", SL_PARAM_F_SECONDS,
+     NULL, "How long delayed_retry waits"},
+    {"strict_multi_stmt", SL_PARAM_BOOL, "false", 0, NULL,
+     "After a multi-statement, route everything to the primary"},
+    {"strict_sp_calls", SL_PARAM_BOOL, "false", 0, NULL,
+     "After a CALL, route everything to the primary"},
+    {"use_sql_variables_in", SL_PARAM_ENUM, "all", 0, vars_names,
+     "Where reads of user variables go"},
+    {"causal_reads", SL_PARAM_ENUM, "none", 0, causal_names,
+     "Reads after a write wait for the write's GTID on the replica"},
+    {"causal_reads_timeout", SL_PARAM_DURATION, "10s", SL_PARAM_F_SECONDS,
+     NULL, "Longest GTID wait before the read goes to the primary"},
+    {"transaction_replay", SL_PARAM_BOOL, "false", 0, NULL,
+     "Replay a transaction interrupted by a primary failure"},
+    {"transaction_replay_max_size", SL_PARAM_SIZE, "1Mi", 0, NULL,
+     "Largest transaction (statement bytes) kept for replay"},
+    {"transaction_replay_attempts", SL_PARAM_COUNT, "5", 0, NULL,
+     "Replays of one transaction before giving up"},
+    {"master_reconnection", SL_PARAM_BOOL, "true", SL_PARAM_F_IGNORED, NULL,
+     "Accepted for MaxScale compatibility: always on"},
+    {"max_sescmd_history", SL_PARAM_COUNT, "50", 0, NULL,
+     "Session commands kept for replay on new connections"},
+    {"prune_sescmd_history", SL_PARAM_BOOL, "true", 0, NULL,
+     "Drop the oldest command when the history is full"},
+    {"disable_sescmd_history", SL_PARAM_BOOL, "false", 0, NULL,
+     "Keep no history (no connections opened later)"},
+    SL_PARAM_END,
+};
+
+static const struct sl_router_ops rws_ops = {
+    .size = sizeof(struct sl_router_ops),
+    .capabilities = SL_RCAP_TRANSACTION_TRACKING | SL_RCAP_REPLY_TRACKING,
+    .create_instance = rws_create_instance,
+    .destroy_instance = rws_destroy_instance,
+    .new_session = rws_new_session,
+    .free_session = rws_free_session,
+    .route_query = rws_route_query,
+    .client_reply = rws_client_reply,
+    .handle_error = rws_handle_error,
+    .diagnostics = rws_diagnostics,
+    .session_diagnostics = rws_session_diagnostics,
+};
+
+SL_MODULE_DEFINE({
+    SL_MODULE_HEADER,
+    .type = SL_MODULE_ROUTER,
+    .status = SL_MODULE_GA,
+    .name = "readwritesplit",
+    .version = "1.0.0",
+    .description = "Statement-level read/write splitting",
+    .aliases = NULL,
+    .params = rws_params,
+    .ops = &rws_ops,
+})

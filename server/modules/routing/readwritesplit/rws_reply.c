@@ -1,0 +1,818 @@
+/*
+ * readwritesplit's answers and failures.
+ *
+ * Each connection's FIFO of struct rws_expect says what its next answer
+ * is for (rws.h); client_reply pops the head when an answer completes:
+ *
+ *   RK_CLIENT      to the client; the transaction state is refreshed from
+ *                  the server status; a causal_reads write then asks the
+ *                  primary for @@last_gtid (RK_LAST_GTID)
+ *   RK_SESCMD      to the client if this connection is the command's
+ *                  replier; every connection's OK/ERR is compared with the
+ *                  replier's and a connection that disagrees is closed
+ *   RK_REPLAY      history replayed on a new connection: compared, dropped
+ *   RK_GTID_WAIT   MASTER_GTID_WAIT before a causal read: on a timeout
+ *                  the read's answer is dropped and the read re-sent to
+ *                  the primary
+ *   RK_TRX_REPLAY  a replayed transaction statement: SHA1 of its answer
+ *                  compared with the original's
+ *
+ * Failures (handle_error): a replica lost with a read pending re-sends
+ * the read elsewhere (retry_failed_reads) if the client has not seen a
+ * byte of the answer; a primary lost inside a transaction starts a replay
+ * (transaction_replay) once a primary is back; otherwise
+ * master_failure_mode decides.
+ *
+ * Transaction replay:
+ *
+ *   IDLE --primary lost in trx--> WAITING (timer, delayed_retry_timeout)
+ *   WAITING --a primary is usable--> REPLAYING (statements re-sent)
+ *   REPLAYING --all checksums match--> IDLE (held command routed)
+ *   REPLAYING --mismatch/timeout--> error to the client, session closed
+ *
+ * Context: worker-owned.
+ */
+#define SL_LOG_TAG "readwritesplit"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/evp.h>
+
+#include <sluice/buf.h>
+#include <sluice/log.h>
+#include <sluice/mariadb.h>
+#include <sluice/server.h>
+#include <sluice/session.h>
+#include <sluice/worker.h>
+
+#include "rws.h"
+
+#define RWS_TIMER_MS 200
+
+static struct rws_expect *
+head(struct rws_be *be)
+{
+    return be->qlen > 0 ? &be->q[be->qhead] : NULL;
+}
+
+static void
+pop(struct rws_session *rs, struct rws_be *be)
+{
+    struct rws_expect *e = head(be);
+    struct rws_srv_stats *s = &rs->inst->stats[be->idx];
+
+    if (e == NULL) {
+        return;
+    }
+    if (e->sent_us != 0) {
+        uint64_t t = rws_now_us() - e->sent_us;
+        uint64_t avg = atomic_load_explicit(&s->resp_us,
+                                            memory_order_relaxed);
+        atomic_store_explicit(&s->resp_us, avg ? (avg * 7 + t) / 8 : t,
+                              memory_order_relaxed);
+    }
+    atomic_fetch_sub_explicit(&s->ops, 1, memory_order_relaxed);
+    rws_sescmd_unref(rs, e->sc);
+    be->qhead = (be->qhead + 1) % be->qcap;
+    be->qlen--;
+}
+
+void
+rws_queue_clear(struct rws_session *rs, struct rws_be *be)
+{
+    while (be->qlen > 0) {
+        struct rws_expect *e = head(be);
+        e->sent_us = 0;
+        pop(rs, be);
+    }
+    be->qhead = 0;
+}
+
+static bool has_client_answer(const struct rws_be *be);
+static bool retry_read(struct rws_session *rs, struct rws_be *failed);
+
+/* Close a connection whose session state diverged; the server is not used
+ * again by this session. A read waiting on it is retried elsewhere. */
+static void
+drop_backend(struct rws_session *rs, struct rws_be *be, const char *why)
+{
+    bool pending = has_client_answer(be) && rs->cur_target == (int)be->idx;
+
+    sl_log_ses_warn(rs->ses, "Closing connection to '%s': %s",
+                    sl_server_name(be->srv), why);
+    be->diverged = true;
+    if (rws_be_live(be)) {
+        sl_backend_close(be->b);
+        be->b = NULL;
+        atomic_fetch_sub(&rs->inst->stats[be->idx].conns, 1);
+    }
+    rws_queue_clear(rs, be);
+    if (rs->master == (int)be->idx) {
+        rs->master = -1;
+    }
+    if (pending && !retry_read(rs, be)) {
+        rws_send_error(rs, "Lost the connection to '%s': %s",
+                       sl_server_name(be->srv), why);
+    }
+}
+
+/* ---- transaction log ---- */
+
+void
+rws_trx_log_clear(struct rws_session *rs)
+{
+    for (size_t i = 0; i < rs->ntrx; i++) {
+        sl_buf_free(rs->trx_log[i].buf);
+    }
+    rs->ntrx = 0;
+    rs->trx_bytes = 0;
+    rs->trx_log_ok = false;
+}
+
+bool
+rws_trx_log_add(struct rws_session *rs, const struct sl_buf *buf)
+{
+    struct rws_trx_stmt *st;
+
+    if (!rs->trx_log_ok) {
+        return false;
+    }
+    rs->trx_bytes += sl_buf_len(buf);
+    if (rs->trx_bytes > rs->inst->cfg.trx_replay_max) {
+        rws_trx_log_clear(rs);   /* too big: cannot be replayed */
+        return false;
+    }
+    if (rs->ntrx == rs->cap_trx) {
+        size_t cap = rs->cap_trx ? rs->cap_trx * 2 : 8;
+        struct rws_trx_stmt *n = realloc(rs->trx_log, cap * sizeof(*n));
+        if (n == NULL) {
+            rws_trx_log_clear(rs);
+            return false;
+        }
+        rs->trx_log = n;
+        rs->cap_trx = cap;
+    }
+    st = &rs->trx_log[rs->ntrx];
+    st->buf = sl_buf_clone_new(buf);
+    memset(st->sha1, 0, sizeof(st->sha1));
+    if (st->buf == NULL) {
+        rws_trx_log_clear(rs);
+        return false;
+    }
+    rs->ntrx++;
+    return true;
+}
+
+static void
+sha_update(struct rws_session *rs, const struct sl_buf *buf)
+{
+    for (const struct sl_seg *s = buf->head; s != NULL; s = s->next) {
+        EVP_DigestUpdate(rs->sha, s->start, (size_t)(s->end - s->start));
+    }
+}
+
+/* ---- held commands and the timer ---- */
+
+static void finish_replay(struct rws_session *rs);
+static bool start_replay(struct rws_session *rs);
+
+/* Route the held command, if any. */
+static int
+release_waiting(struct rws_session *rs)
+{
+    struct sl_buf *buf = rs->waiting;
+    struct sl_hint hint = rs->waiting_hint;
+
+    if (buf == NULL) {
+        return SL_OK;
+    }
+    rs->waiting = NULL;
+    return rws_route_cmd(rs, buf, &hint);
+}
+
+static bool
+on_timer(void *arg)
+{
+    struct rws_session *rs = arg;
+    bool expired = rws_now_us() / 1000 >= rs->wait_deadline;
+    int rc;
+
+    if (rs->closing) {
+        rs->timer = 0;
+        return false;
+    }
+    if (rs->replaying) {
+        if (rs->replay_left == 0 && start_replay(rs)) {
+            rs->timer = 0;
+            return false;
+        }
+        if (!expired) {
+            return true;
+        }
+        rs->timer = 0;
+        rs->replaying = false;
+        rws_send_error(rs, "Transaction replay failed: no master server within delayed_retry_timeout");
+        sl_session_close(rs->ses, "transaction replay failed");
+        return false;
+    }
+    if (rs->waiting == NULL) {
+        rs->timer = 0;
+        return false;
+    }
+    if (rws_master_index(rs, false) < 0 && !expired) {
+        for (unsigned i = 0; i < rs->inst->nservers; i++) {
+            uint32_t st = sl_server_status(rs->be[i].srv);
+            if (sl_server_is_usable(st) && (st & SL_SRV_MASTER)) {
+                expired = true;   /* a master appeared: try now */
+            }
+        }
+        if (!expired) {
+            return true;
+        }
+    }
+    rs->timer = 0;
+    /* A master is back, or the last attempt: route without holding. */
+    rs->no_hold = rws_now_us() / 1000 >= rs->wait_deadline;
+    rc = release_waiting(rs);
+    rs->no_hold = false;
+    if (rc == SL_ERROR) {
+        sl_session_close(rs->ses, "no master for a held write");
+    }
+    return false;
+}
+
+void
+rws_start_timer(struct rws_session *rs)
+{
+    if (rs->timer == 0) {
+        rs->timer = sl_worker_add_timer(RWS_TIMER_MS, on_timer, rs);
+    }
+}
+
+/* ---- transaction replay ---- */
+
+/* A primary is usable again: connect and re-send the transaction. true
+ * when the replay started (or failed for good). */
+static bool
+start_replay(struct rws_session *rs)
+{
+    int m = rws_master_index(rs, true);
+
+    if (m < 0) {
+        return false;
+    }
+    sl_log_ses_notice(rs->ses, "Replaying %zu statements of the open transaction on '%s'", rs->ntrx, sl_server_name(rs->be[m].srv));
+    rs->replay_left = rs->ntrx;
+    for (size_t i = 0; i < rs->ntrx; i++) {
+        struct sl_buf *copy = sl_buf_clone_new(rs->trx_log[i].buf);
+        struct rws_expect e = {.kind = RK_TRX_REPLAY, .index = i};
+
+        if (copy == NULL) {
+            rs->replay_failed = true;
+            continue;
+        }
+        e.sent_us = rws_now_us();
+        rws_push(&rs->be[m], &e);
+        atomic_fetch_add(&rs->inst->stats[m].ops, 1);
+        sl_backend_write(rs->be[m].b, copy);
+    }
+    if (rs->ntrx == 0) {
+        finish_replay(rs);
+    }
+    return true;
+}
+
+static void
+finish_replay(struct rws_session *rs)
+{
+    rs->replaying = false;
+    rs->replay_left = 0;
+    if (rs->replay_failed) {
+        rws_send_error(rs, "Transaction replay failed: the replayed results differ from the original ones");
+        sl_session_close(rs->ses, "transaction replay checksum mismatch");
+        return;
+    }
+    atomic_fetch_add(&rs->inst->replayed_trx, 1);
+    sl_log_ses_notice(rs->ses, "Transaction replay succeeded");
+    if (rs->cur != NULL && !rs->cur_started && rs->cur_is_write) {
+        /* The statement interrupted by the failure: send it again; it is
+         * already in the log (its checksum is computed now). */
+        struct sl_buf *copy = rs->cur;
+
+        rs->cur = NULL;
+        rws_route_cmd(rs, copy, &(struct sl_hint){.type = SL_HINT_NONE});
+        return;
+    }
+    release_waiting(rs);
+}
+
+static void
+replay_answer(struct rws_session *rs, struct rws_expect *e,
+              const struct sl_buf *buf, const struct sl_reply *reply)
+{
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned mdlen = 0;
+
+    if (!e->started) {
+        EVP_DigestInit_ex(rs->sha, EVP_sha1(), NULL);
+    }
+    sha_update(rs, buf);
+    if (!reply->complete) {
+        return;
+    }
+    EVP_DigestFinal_ex(rs->sha, md, &mdlen);
+    if (e->index < rs->ntrx &&
+        memcmp(md, rs->trx_log[e->index].sha1, 20) != 0) {
+        sl_log_ses_warn(rs->ses, "Replayed statement %zu gave a different result", e->index);
+        rs->replay_failed = true;
+    }
+    if (rs->replay_left > 0 && --rs->replay_left == 0) {
+        finish_replay(rs);
+    }
+}
+
+/* ---- session commands ---- */
+
+static void refresh_trx(struct rws_session *rs, const struct sl_reply *reply);
+
+static int8_t
+result_of(const struct sl_reply *reply)
+{
+    return reply->is_err ? 2 : 1;
+}
+
+/* Compare a connection's answer with the replier's; close it if they
+ * disagree (it no longer has the session's state). */
+static void
+check_sescmd(struct rws_session *rs, struct rws_be *be,
+             struct rws_sescmd *sc, int8_t res)
+{
+    if ((int)be->idx == sc->replier) {
+        sc->result = res;
+        for (unsigned i = 0; i < rs->inst->nservers; i++) {
+            if (sc->results[i] != 0 && sc->results[i] != res &&
+                rws_be_live(&rs->be[i])) {
+                drop_backend(rs, &rs->be[i], "its session command answer differs from the master's");
+            }
+            sc->results[i] = 0;
+        }
+        return;
+    }
+    if (sc->result == 0) {
+        sc->results[be->idx] = res;   /* checked when the replier answers */
+    } else if (sc->result != res) {
+        drop_backend(rs, be, "its session command answer differs from the master's");
+    }
+}
+
+/* The first packet of a prepare OK carries the statement id: map it and
+ * give the client our id instead. */
+static void
+prepare_answer(struct rws_session *rs, struct rws_be *be,
+               struct rws_sescmd *sc, struct sl_buf *buf,
+               const struct sl_reply *reply, bool to_client)
+{
+    struct rws_ps *ps = rws_ps_find(rs, sc->ps_id);
+    unsigned char *p;
+
+    if (reply->complete && reply->is_err && be->last_prepare == sc->ps_id) {
+        be->last_prepare = 0;   /* "-1" would name an older statement */
+    }
+    if (ps == NULL || !reply->complete || reply->is_err) {
+        goto rewrite;
+    }
+    ps->bids[be->idx] = reply->stmt_id;
+    ps->params = reply->param_count;
+rewrite:
+    if (to_client && ps != NULL && buf != NULL && sl_buf_len(buf) >= 9 &&
+        (p = sl_buf_pullup(buf, 9)) != NULL && p[4] == 0x00) {
+        p[5] = (unsigned char)ps->id;
+        p[6] = (unsigned char)(ps->id >> 8);
+        p[7] = (unsigned char)(ps->id >> 16);
+        p[8] = (unsigned char)(ps->id >> 24);
+    }
+}
+
+static int
+sescmd_answer(struct rws_session *rs, struct rws_be *be,
+              struct rws_expect *e, struct sl_buf *buf,
+              const struct sl_reply *reply)
+{
+    struct rws_sescmd *sc = e->sc;
+    bool to_client = e->kind == RK_SESCMD && (int)be->idx == sc->replier;
+    bool first = !e->started;
+
+    if (sc->cmd == SL_COM_STMT_PREPARE) {
+        prepare_answer(rs, be, sc, first ? buf : NULL, reply, to_client);
+    }
+    if (reply->complete) {
+        check_sescmd(rs, be, sc, result_of(reply));
+        if (to_client && (int)be->idx == rs->master) {
+            refresh_trx(rs, reply);   /* SET autocommit=... */
+        }
+    }
+    if (to_client) {
+        return sl_session_reply(rs->ses, buf, reply);
+    }
+    sl_buf_free(buf);
+    return SL_OK;
+}
+
+/* ---- causal reads ---- */
+
+static void
+ask_last_gtid(struct rws_session *rs, unsigned idx)
+{
+    static const char sql[] = "SELECT @@last_gtid";
+    struct sl_buf *q = sl_mdb_make_query(sql, sizeof(sql) - 1);
+
+    if (q != NULL && rws_write(rs, idx, q, RK_LAST_GTID, NULL) == SL_OK) {
+        rs->gtid_pending = true;
+    }
+}
+
+/* The single-row, single-column answer's value into out (lenenc string
+ * of the row packet: the packet before the terminator). */
+static void
+parse_single_value(struct sl_buf *all, char *out, size_t outlen)
+{
+    size_t len = sl_buf_len(all);
+    unsigned char *p = len > 0 ? sl_buf_pullup(all, len) : NULL;
+    size_t off = 0, prev = 0, prev2 = 0;
+
+    out[0] = '\0';
+    if (p == NULL) {
+        return;
+    }
+    while (off + 4 <= len) {
+        size_t plen = sl_mdb_get_len(p + off);
+        prev2 = prev;
+        prev = off;
+        off += 4 + plen;
+    }
+    if (prev2 < len && p[prev2 + 4] != 0xfe && p[prev2 + 4] != 0xff) {
+        uint64_t sl = 0;
+        size_t plen = sl_mdb_get_len(p + prev2);
+        size_t n = sl_mdb_get_lenenc(p + prev2 + 4, plen, &sl);
+        if (n > 0 && n + sl <= plen && sl < outlen) {
+            memcpy(out, p + prev2 + 4 + n, sl);
+            out[sl] = '\0';
+        }
+    }
+}
+
+static void
+gtid_answer(struct rws_session *rs, struct sl_buf *buf,
+            const struct sl_reply *reply)
+{
+    if (rs->gtid_buf == NULL) {
+        rs->gtid_buf = sl_buf_new();
+    }
+    if (rs->gtid_buf != NULL) {
+        sl_buf_append(rs->gtid_buf, buf);
+    }
+    sl_buf_free(buf);
+    if (!reply->complete) {
+        return;
+    }
+    if (rs->gtid_buf != NULL && !reply->is_err) {
+        char g[64];
+        parse_single_value(rs->gtid_buf, g, sizeof(g));
+        if (g[0] != '\0' && strspn(g, "0123456789-,") == strlen(g)) {
+            memcpy(rs->gtid, g, sizeof(g));
+        }
+    }
+    sl_buf_free(rs->gtid_buf);
+    rs->gtid_buf = NULL;
+    rs->gtid_pending = false;
+    if (!rs->replaying) {
+        release_waiting(rs);
+    }
+}
+
+static void
+wait_answer(struct rws_session *rs, struct sl_buf *buf,
+            const struct sl_reply *reply)
+{
+    char v[32] = "";
+
+    if (rs->gtid_buf == NULL) {
+        rs->gtid_buf = sl_buf_new();
+    }
+    if (rs->gtid_buf != NULL) {
+        sl_buf_append(rs->gtid_buf, buf);
+    }
+    sl_buf_free(buf);
+    if (!reply->complete) {
+        return;
+    }
+    if (rs->gtid_buf != NULL && !reply->is_err) {
+        parse_single_value(rs->gtid_buf, v, sizeof(v));
+    }
+    sl_buf_free(rs->gtid_buf);
+    rs->gtid_buf = NULL;
+    if (strcmp(v, "0") != 0) {
+        rs->causal_failed = true;   /* the read's answer is stale */
+        atomic_fetch_add(&rs->inst->causal_fallbacks, 1);
+    }
+}
+
+/* ---- the client's answers ---- */
+
+static void
+refresh_trx(struct rws_session *rs, const struct sl_reply *reply)
+{
+    uint16_t st = reply->server_status;
+
+    if ((reply->command != SL_COM_QUERY &&
+         reply->command != SL_COM_STMT_EXECUTE) ||
+        !(reply->is_ok || reply->state == SL_REPLY_DONE) || reply->is_err) {
+        return;   /* only OK and EOF packets carry the status */
+    }
+    rs->autocommit = (st & SL_SERVER_STATUS_AUTOCOMMIT) != 0;
+    if (rs->autocommit && !(st & SL_SERVER_STATUS_IN_TRANS)) {
+        if (rs->trx_active) {
+            rs->trx_active = false;
+            rs->trx_ro = false;
+            rs->ro_target = -1;
+            rws_trx_log_clear(rs);
+        }
+    } else if (!rs->autocommit && !rs->trx_active) {
+        rs->trx_active = true;
+        rws_trx_log_clear(rs);
+        rs->trx_log_ok = true;
+    }
+}
+
+static int
+client_answer(struct rws_session *rs, struct rws_be *be, struct rws_expect *e,
+              struct sl_buf *buf, const struct sl_reply *reply)
+{
+    bool logging = rs->inst->cfg.trx_replay && (int)be->idx == rs->master &&
+                   rs->trx_log_ok && rs->ntrx > 0 && rs->cur_is_write;
+    int rc;
+
+    if (rs->causal_failed && (int)be->idx != rs->master) {
+        sl_buf_free(buf);
+        if (reply->complete) {
+            struct sl_buf *again = rs->cur;
+            int m;
+
+            rs->causal_failed = false;
+            rs->cur = NULL;
+            m = rws_master_index(rs, true);
+            if (again == NULL || m < 0 ||
+                rws_resend(rs, m, again) != SL_OK) {
+                rws_send_error(rs, "Causal read failed: no master");
+            } else {
+                rs->cur_target = m;
+            }
+        }
+        return SL_OK;
+    }
+    if (logging) {
+        if (!e->started) {
+            EVP_DigestInit_ex(rs->sha, EVP_sha1(), NULL);
+        }
+        sha_update(rs, buf);
+        if (reply->complete) {
+            unsigned mdlen;
+            EVP_DigestFinal_ex(rs->sha, rs->trx_log[rs->ntrx - 1].sha1,
+                               &mdlen);
+        }
+    }
+    rs->cur_started = true;
+    if (reply->complete) {
+        bool wrote = (int)be->idx == rs->master && rs->cur_is_write;
+
+        if (rs->trx_active || (int)be->idx == rs->master) {
+            refresh_trx(rs, reply);
+        }
+        sl_buf_free(rs->cur);
+        rs->cur = NULL;
+        rs->cur_target = -1;
+        if (wrote && rs->inst->cfg.causal == RWS_CAUSAL_LOCAL &&
+            !rs->trx_active && !reply->is_err) {
+            ask_last_gtid(rs, be->idx);
+        }
+    }
+    rc = sl_session_reply(rs->ses, buf, reply);
+    return rc;
+}
+
+int
+rws_client_reply(void *rsession, struct sl_backend *b, struct sl_buf *buf,
+                 const struct sl_reply *reply)
+{
+    struct rws_session *rs = rsession;
+    struct rws_be *be = sl_backend_router_data(b);
+    struct rws_expect *e;
+    int rc = SL_OK;
+
+    if (be == NULL || be->b != b || (e = head(be)) == NULL) {
+        sl_buf_free(buf);   /* an answer nobody asked for */
+        return SL_OK;
+    }
+    switch (e->kind) {
+    case RK_CLIENT:
+        rc = client_answer(rs, be, e, buf, reply);
+        break;
+    case RK_SESCMD:
+    case RK_REPLAY:
+        rc = sescmd_answer(rs, be, e, buf, reply);
+        break;
+    case RK_LAST_GTID:
+        gtid_answer(rs, buf, reply);
+        break;
+    case RK_GTID_WAIT:
+        wait_answer(rs, buf, reply);
+        break;
+    case RK_TRX_REPLAY:
+        replay_answer(rs, e, buf, reply);
+        sl_buf_free(buf);
+        break;
+    default:
+        sl_buf_free(buf);
+        break;
+    }
+    /* The answer may have closed this connection (a divergent session
+     * command), which already emptied its FIFO. */
+    if (be->b == b && (e = head(be)) != NULL) {
+        e->started = true;
+        if (reply->complete) {
+            pop(rs, be);
+        }
+    }
+    return rc;
+}
+
+/* ---- failures ---- */
+
+/* A session command whose replier failed: another connection answers. */
+static bool
+reassign_sescmds(struct rws_session *rs, struct rws_be *failed)
+{
+    bool ok = true;
+
+    for (size_t k = 0; k < failed->qlen; k++) {
+        struct rws_expect *e = &failed->q[(failed->qhead + k) % failed->qcap];
+        struct rws_sescmd *sc = e->sc;
+
+        if (e->kind != RK_SESCMD || sc->replier != (int)failed->idx) {
+            continue;
+        }
+        if (e->started) {
+            return false;   /* the client has part of its answer */
+        }
+        sc->replier = -1;
+        for (unsigned i = 0; i < rs->inst->nservers && sc->replier < 0;
+             i++) {
+            struct rws_be *o = &rs->be[i];
+            for (size_t j = 0; o != failed && rws_be_live(o) && j < o->qlen;
+                 j++) {
+                if (o->q[(o->qhead + j) % o->qcap].sc == sc) {
+                    sc->replier = (int)i;
+                }
+            }
+        }
+        ok = ok && sc->replier >= 0;
+    }
+    return ok;
+}
+
+static int
+any_live_backend(const struct rws_session *rs)
+{
+    for (unsigned i = 0; i < rs->inst->nservers; i++) {
+        if (rws_be_live(&rs->be[i])) {
+            return (int)i;
+        }
+    }
+    return -1;
+}
+
+/* Was the client's pending answer on this connection? */
+static bool
+has_client_answer(const struct rws_be *be)
+{
+    for (size_t k = 0; k < be->qlen; k++) {
+        if (be->q[(be->qhead + k) % be->qcap].kind == RK_CLIENT) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static bool
+retry_read(struct rws_session *rs, struct rws_be *failed)
+{
+    struct sl_buf *again = rs->cur;
+    int idx;
+
+    if (!rs->inst->cfg.retry_failed_reads || again == NULL ||
+        rs->cur_started || !rs->cur_is_read) {
+        return false;
+    }
+    idx = rws_slave_index(rs, (int)failed->idx);
+    if (idx < 0) {
+        idx = rws_master_index(rs, true);
+    }
+    if (idx < 0) {
+        return false;
+    }
+    rs->cur = NULL;
+    sl_log_ses_info(rs->ses, "Retrying a read from '%s' on '%s'",
+                    sl_server_name(failed->srv),
+                    sl_server_name(rs->be[idx].srv));
+    atomic_fetch_add(&rs->inst->retried_reads, 1);
+    rs->cur = sl_buf_clone_new(again);
+    rs->cur_target = idx;
+    rs->last_used = idx;
+    sl_server_count_route(rs->be[idx].srv, idx == rs->master);
+    return rws_resend(rs, idx, again) == SL_OK;
+}
+
+static bool
+master_failed(struct rws_session *rs, bool pending)
+{
+    const struct rws_config *c = &rs->inst->cfg;
+
+    if (rs->replaying) {
+        /* The new primary's connection failed too (the monitor has not
+         * noticed yet): the same attempt goes on waiting. */
+        rs->replay_left = 0;
+        rs->replay_failed = false;
+        rws_start_timer(rs);
+        return true;
+    }
+    if (c->trx_replay && rs->trx_active && !rs->trx_ro && rs->trx_log_ok &&
+        rs->replay_attempts < c->trx_replay_attempts &&
+        (!pending || !rs->cur_started)) {
+        rs->replay_attempts++;
+        rs->replaying = true;
+        if (pending && rs->cur != NULL && rs->ntrx > 0) {
+            /* The interrupted statement is re-sent after the replay (and
+             * logged again then), not replayed. */
+            rs->ntrx--;
+            sl_buf_free(rs->trx_log[rs->ntrx].buf);
+        }
+        rs->replay_failed = false;
+        rs->replay_left = 0;
+        rs->wait_deadline = rws_now_us() / 1000 + c->delayed_retry_ms;
+        sl_log_ses_notice(rs->ses, "Master lost inside a transaction: waiting to replay it");
+        rws_start_timer(rs);
+        return true;
+    }
+    if (c->failure_mode == RWS_FAIL_INSTANTLY) {
+        return false;
+    }
+    if (pending) {
+        rws_send_error(rs, "Lost connection to the master server");
+        return c->failure_mode == RWS_ERROR_ON_WRITE;
+    }
+    return true;
+}
+
+bool
+rws_handle_error(void *rsession, struct sl_backend *b,
+                 const struct sl_buf *errpkt, const char *reason)
+{
+    struct rws_session *rs = rsession;
+    struct rws_be *be = sl_backend_router_data(b);
+    bool pending, was_master, ok;
+
+    (void)errpkt;
+    if (be == NULL || be->b != b) {
+        return true;   /* a connection the router already dropped */
+    }
+    sl_log_ses_info(rs->ses, "Server '%s' failed: %s",
+                    sl_server_name(be->srv), reason ? reason : "unknown");
+    pending = has_client_answer(be) && rs->cur_target == (int)be->idx;
+    was_master = rs->master == (int)be->idx;
+    ok = reassign_sescmds(rs, be);
+    be->b = NULL;   /* the core closes the failed connection */
+    atomic_fetch_sub(&rs->inst->stats[be->idx].conns, 1);
+    rws_queue_clear(rs, be);
+    if (was_master) {
+        rs->master = -1;
+    }
+    if (!ok) {
+        return false;
+    }
+    if (sl_session_state(rs->ses) == SL_SESSION_STARTING &&
+        (was_master || any_live_backend(rs) < 0)) {
+        return false;   /* login failed (e.g. unknown database) */
+    }
+    if (was_master) {
+        return master_failed(rs, pending);
+    }
+    if (pending && !retry_read(rs, be)) {
+        rws_send_error(rs, "Lost connection to server '%s'",
+                       sl_server_name(be->srv));
+    }
+    if (rs->ro_target == (int)be->idx) {
+        rs->ro_target = -1;
+    }
+    return true;
+}

@@ -1,0 +1,1187 @@
+/*
+ * readwritesplit's route_query: where each command goes.
+ *
+ *   COM_QUERY        classified (sl_qc_classify_buf); see decide()
+ *   COM_STMT_PREPARE a session command (every connection), classified to
+ *                    decide where its executions go; the client gets an id
+ *                    of ours and each connection's own id is mapped
+ *   COM_STMT_EXECUTE/FETCH/RESET/CLOSE/SEND_LONG_DATA  the id rewritten
+ *                    for the chosen connection (CLOSE, SEND_LONG_DATA and
+ *                    RESET go to every connection that has the statement)
+ *   COM_INIT_DB, COM_SET_OPTION, COM_CHANGE_USER, COM_RESET_CONNECTION
+ *                    session commands
+ *   others           the primary
+ *
+ * Session commands get an id and are kept (refcounted) in the history
+ * until pruned; every connection receives a copy, the client gets the
+ * answer of one of them (the primary when it has one), the others'
+ * answers are compared with it in rws_reply.c.
+ *
+ * Context: worker-owned.
+ */
+#define SL_LOG_TAG "readwritesplit"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <sluice/buf.h>
+#include <sluice/log.h>
+#include <sluice/mariadb.h>
+#include <sluice/server.h>
+#include <sluice/service.h>
+#include <sluice/session.h>
+
+#include "rws.h"
+
+enum target {
+    T_MASTER,
+    T_SLAVE,
+    T_ALL,
+    T_NAMED,
+    T_LAST,
+};
+
+void
+rws_push(struct rws_be *be, const struct rws_expect *e)
+{
+    if (be->qlen == be->qcap) {
+        size_t cap = be->qcap ? be->qcap * 2 : 8;
+        struct rws_expect *q = malloc(cap * sizeof(*q));
+
+        if (q == NULL) {
+            return;   /* the answer will be dropped as unexpected */
+        }
+        for (size_t i = 0; i < be->qlen; i++) {
+            q[i] = be->q[(be->qhead + i) % be->qcap];
+        }
+        free(be->q);
+        be->q = q;
+        be->qcap = cap;
+        be->qhead = 0;
+    }
+    be->q[(be->qhead + be->qlen) % be->qcap] = *e;
+    be->qlen++;
+}
+
+static bool
+expects_reply(int cmd)
+{
+    return cmd != SL_COM_QUIT && cmd != SL_COM_STMT_CLOSE &&
+           cmd != SL_COM_STMT_SEND_LONG_DATA;
+}
+
+/*
+ * Write buf (taken) to connection idx and remember what its answer is
+ * for. SL_OK or SL_ERROR (the connection is gone; buf freed).
+ */
+int
+rws_write(struct rws_session *rs, unsigned idx, struct sl_buf *buf,
+          enum rws_kind kind, struct rws_sescmd *sc)
+{
+    struct rws_be *be = &rs->be[idx];
+    int cmd = sl_mdb_command(buf);
+    struct rws_expect e = {.kind = (uint8_t)kind, .sc = sc};
+
+    if (!rws_be_live(be)) {
+        sl_buf_free(buf);
+        return SL_ERROR;
+    }
+    if (cmd == SL_COM_STMT_PREPARE && sc != NULL) {
+        be->last_prepare = sc->ps_id;
+    }
+    if (expects_reply(cmd)) {
+        e.sent_us = rws_now_us();
+        if (sc != NULL) {
+            sc->refs++;
+        }
+        rws_push(be, &e);
+        atomic_fetch_add_explicit(&rs->inst->stats[idx].ops, 1,
+                                  memory_order_relaxed);
+    }
+    return sl_backend_write(be->b, buf);
+}
+
+/* ---- session commands ---- */
+
+void
+rws_sescmd_unref(struct rws_session *rs, struct rws_sescmd *sc)
+{
+    (void)rs;
+    if (sc == NULL || --sc->refs > 0) {
+        return;
+    }
+    sl_buf_free(sc->buf);
+    free(sc->results);
+    free(sc);
+}
+
+void
+rws_history_free(struct rws_session *rs)
+{
+    struct rws_sescmd *sc = rs->hist_head;
+
+    while (sc != NULL) {
+        struct rws_sescmd *next = sc->next;
+        rws_sescmd_unref(rs, sc);
+        sc = next;
+    }
+    rs->hist_head = rs->hist_tail = NULL;
+    rs->hist_len = 0;
+}
+
+/* Unlink sc from the history (no-op if absent). */
+static void
+history_remove(struct rws_session *rs, struct rws_sescmd *sc)
+{
+    struct rws_sescmd **pp = &rs->hist_head;
+    struct rws_sescmd *prev = NULL;
+
+    while (*pp != NULL && *pp != sc) {
+        prev = *pp;
+        pp = &(*pp)->next;
+    }
+    if (*pp == NULL) {
+        return;
+    }
+    *pp = sc->next;
+    if (rs->hist_tail == sc) {
+        rs->hist_tail = prev;
+    }
+    rs->hist_len--;
+    rws_sescmd_unref(rs, sc);
+}
+
+static void
+history_add(struct rws_session *rs, struct rws_sescmd *sc)
+{
+    const struct rws_config *c = &rs->inst->cfg;
+
+    if (c->disable_history) {
+        rs->hist_overflow = true;
+        return;
+    }
+    if (rs->hist_len >= c->max_history) {
+        if (!c->prune_history || rs->hist_head == NULL) {
+            rs->hist_overflow = true;
+            return;
+        }
+        history_remove(rs, rs->hist_head);
+    }
+    sc->refs++;
+    sc->next = NULL;
+    if (rs->hist_tail != NULL) {
+        rs->hist_tail->next = sc;
+    } else {
+        rs->hist_head = sc;
+    }
+    rs->hist_tail = sc;
+    rs->hist_len++;
+}
+
+void
+rws_replay_history(struct rws_session *rs, unsigned idx)
+{
+    for (struct rws_sescmd *sc = rs->hist_head; sc != NULL; sc = sc->next) {
+        struct sl_buf *copy = sl_buf_clone_new(sc->buf);
+
+        if (copy == NULL ||
+            rws_write(rs, idx, copy, RK_REPLAY, sc) != SL_OK) {
+            return;
+        }
+    }
+}
+
+/* Any live connection, the master first; -1 when none. */
+static int
+any_live(struct rws_session *rs)
+{
+    if (rs->master >= 0 && rws_be_live(&rs->be[rs->master])) {
+        return rs->master;
+    }
+    for (unsigned i = 0; i < rs->inst->nservers; i++) {
+        if (rws_be_live(&rs->be[i])) {
+            return (int)i;
+        }
+    }
+    return -1;
+}
+
+/*
+ * Send a session command (buf taken) to every live connection; the
+ * client gets the answer of the master's (or the first live one's).
+ * ps_id: the client's id for COM_STMT_PREPARE, else 0.
+ */
+static int
+exec_sescmd(struct rws_session *rs, struct sl_buf *buf, uint32_t ps_id)
+{
+    struct rws_instance *inst = rs->inst;
+    struct rws_sescmd *sc = calloc(1, sizeof(*sc));
+    int sent = 0;
+
+    if (any_live(rs) < 0) {
+        rws_master_index(rs, true);
+        if (any_live(rs) < 0) {
+            rws_slave_index(rs, -1);
+        }
+    }
+    if (sc == NULL || (sc->results = calloc(inst->nservers + 1, 1)) == NULL ||
+        any_live(rs) < 0) {
+        free(sc);
+        sl_buf_free(buf);
+        rws_send_error(rs, "No server available for a session command");
+        return SL_OK;
+    }
+    sc->id = ++rs->next_sescmd;
+    sc->refs = 1;
+    sc->cmd = (uint8_t)sl_mdb_command(buf);
+    sc->ps_id = ps_id;
+    sc->buf = buf;
+    sc->replier = any_live(rs);
+    for (unsigned i = 0; i < inst->nservers; i++) {
+        struct sl_buf *copy;
+
+        if (!rws_be_live(&rs->be[i])) {
+            continue;
+        }
+        copy = sl_buf_clone_new(buf);
+        if (copy != NULL &&
+            rws_write(rs, i, copy, RK_SESCMD, sc) == SL_OK) {
+            sent++;
+            sl_server_count_route(rs->be[i].srv, false);
+            atomic_fetch_add(&inst->stats[i].all, 1);
+        }
+    }
+    atomic_fetch_add(&inst->route_all, 1);
+    history_add(rs, sc);
+    rws_sescmd_unref(rs, sc);
+    if (sent == 0) {
+        rws_send_error(rs, "Could not send a session command");
+    }
+    return SL_OK;
+}
+
+/* ---- prepared statements ---- */
+
+struct rws_ps *
+rws_ps_find(struct rws_session *rs, uint32_t id)
+{
+    for (size_t i = 0; i < rs->nps; i++) {
+        if (rs->ps[i].id == id) {
+            return &rs->ps[i];
+        }
+    }
+    return NULL;
+}
+
+static void
+ps_release(struct rws_session *rs, struct rws_ps *ps)
+{
+    if (ps->sc != NULL) {
+        history_remove(rs, ps->sc);
+        rws_sescmd_unref(rs, ps->sc);
+    }
+    free(ps->bids);
+    free(ps->types);
+}
+
+void
+rws_ps_free_all(struct rws_session *rs)
+{
+    for (size_t i = 0; i < rs->nps; i++) {
+        ps_release(rs, &rs->ps[i]);
+    }
+    rs->nps = 0;
+}
+
+static struct rws_ps *
+ps_add(struct rws_session *rs)
+{
+    struct rws_ps *ps;
+
+    if (rs->nps == rs->cap_ps) {
+        size_t cap = rs->cap_ps ? rs->cap_ps * 2 : 8;
+        struct rws_ps *n = realloc(rs->ps, cap * sizeof(*n));
+        if (n == NULL) {
+            return NULL;
+        }
+        rs->ps = n;
+        rs->cap_ps = cap;
+    }
+    ps = &rs->ps[rs->nps];
+    memset(ps, 0, sizeof(*ps));
+    ps->bids = calloc(rs->inst->nservers + 1, sizeof(*ps->bids));
+    if (ps->bids == NULL) {
+        return NULL;
+    }
+    ps->id = rs->next_ps++;
+    ps->last = -1;
+    rs->nps++;
+    return ps;
+}
+
+static void
+ps_remove(struct rws_session *rs, struct rws_ps *ps)
+{
+    size_t i = (size_t)(ps - rs->ps);
+
+    ps_release(rs, ps);
+    rs->ps[i] = rs->ps[rs->nps - 1];
+    rs->nps--;
+}
+
+/* The client's statement id of a COM_STMT_* command (bytes 5..8). */
+static uint32_t
+cmd_stmt_id(const struct sl_buf *buf)
+{
+    unsigned char b[4] = {0};
+
+    sl_buf_copy_out(buf, 5, 4, b);
+    return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
+           (uint32_t)b[3] << 24;
+}
+
+/* A flat copy of a COM_STMT_* command carrying backend id bid. */
+static struct sl_buf *
+with_id(const struct sl_buf *buf, uint32_t bid)
+{
+    struct sl_buf *copy = sl_buf_flatten_new(buf);
+    unsigned char *p;
+
+    if (copy == NULL || (p = sl_buf_pullup(copy, 9)) == NULL) {
+        sl_buf_free(copy);
+        return NULL;
+    }
+    p[5] = (unsigned char)bid;
+    p[6] = (unsigned char)(bid >> 8);
+    p[7] = (unsigned char)(bid >> 16);
+    p[8] = (unsigned char)(bid >> 24);
+    return copy;
+}
+
+static int
+route_prepare(struct rws_session *rs, struct sl_buf *buf)
+{
+    struct sl_qc_result qc;
+    struct rws_ps *ps = ps_add(rs);
+
+    if (ps == NULL) {
+        sl_buf_free(buf);
+        rws_send_error(rs, "Out of memory");
+        return SL_OK;
+    }
+    if (!sl_qc_classify_buf(buf, &qc)) {
+        qc.type = SL_QC_UNKNOWN;
+    }
+    ps->is_read = (qc.type & SL_QC_READ) &&
+                  !(qc.type & (SL_QC_WRITE | SL_QC_DDL | SL_QC_MASTER_READ |
+                               SL_QC_UNKNOWN | SL_QC_CALL));
+    if (exec_sescmd(rs, buf, ps->id) != SL_OK) {
+        return SL_ERROR;
+    }
+    /* The history holds the PREPARE while the statement lives. */
+    ps->sc = rs->hist_tail != NULL && rs->hist_tail->ps_id == ps->id
+                 ? rs->hist_tail
+                 : NULL;
+    if (ps->sc != NULL) {
+        ps->sc->refs++;
+    }
+    return SL_OK;
+}
+
+/* Rebuild an execute whose "new params bound" flag is 0 so it carries the
+ * parameter types (the server has not seen them on this connection). */
+static struct sl_buf *
+add_types(const struct sl_buf *exec, const struct rws_ps *ps)
+{
+    size_t nb = ((size_t)ps->params + 7) / 8;
+    size_t off = 4 + 1 + 4 + 1 + 4 + nb;   /* hdr cmd id flags iter nulls */
+    size_t len = sl_buf_len(exec);
+    size_t tl = 2 * (size_t)ps->params;
+    unsigned char *out;
+    struct sl_buf *pkt;
+
+    if (len <= off || sl_buf_byte(exec, off) != 0 || ps->types == NULL ||
+        len - 4 >= SL_MDB_MAX_PAYLOAD || (out = malloc(len + tl)) == NULL) {
+        return NULL;
+    }
+    sl_buf_copy_out(exec, 4, off - 4, out);
+    out[off - 4] = 1;
+    memcpy(out + off - 3, ps->types, tl);
+    sl_buf_copy_out(exec, off + 1, len - off - 1, out + off - 3 + tl);
+    pkt = sl_mdb_make_packet(0, out, len - 4 + tl);
+    free(out);
+    return pkt;
+}
+
+/* Remember the parameter types of an execute that carries them. */
+static void
+save_types(const struct sl_buf *exec, struct rws_ps *ps)
+{
+    size_t nb = ((size_t)ps->params + 7) / 8;
+    size_t off = 4 + 1 + 4 + 1 + 4 + nb;
+    size_t tl = 2 * (size_t)ps->params;
+
+    if (ps->params == 0 || sl_buf_len(exec) < off + 1 + tl ||
+        sl_buf_byte(exec, off) != 1) {
+        return;
+    }
+    if (ps->types == NULL && (ps->types = malloc(tl)) == NULL) {
+        return;
+    }
+    sl_buf_copy_out(exec, off + 1, tl, ps->types);
+    ps->types_sent = 0;
+}
+
+static int route_to(struct rws_session *rs, int idx, struct sl_buf *buf,
+                    bool is_write);
+static void causal_wait(struct rws_session *rs, int idx);
+static bool causal_hold(struct rws_session *rs, struct sl_buf *buf,
+                        const struct sl_hint *hint);
+
+/* The connection's PREPARE of ps is still unanswered and was its last
+ * one: the server's id "-1" (the last statement prepared) names it. */
+static bool
+prepare_pending(const struct rws_session *rs, int idx, const struct rws_ps *ps)
+{
+    return rws_be_live(&rs->be[idx]) && rs->be[idx].last_prepare == ps->id;
+}
+
+static uint32_t
+backend_id(const struct rws_session *rs, int idx, const struct rws_ps *ps)
+{
+    if (ps->bids[idx] != 0) {
+        return ps->bids[idx];
+    }
+    return prepare_pending(rs, idx, ps) ? 0xffffffffu : 0;
+}
+
+/* The client's COM_STMT_EXECUTE/FETCH (not taken) for connection idx: its
+ * statement id, and the parameter types if idx has not seen them. */
+static struct sl_buf *
+exec_for(struct rws_session *rs, struct rws_ps *ps, const struct sl_buf *buf,
+         int idx)
+{
+    uint32_t bid = backend_id(rs, idx, ps);
+    struct sl_buf *out = NULL;
+    unsigned char *p;
+
+    if (sl_mdb_command(buf) == SL_COM_STMT_EXECUTE && ps->params > 0 &&
+        idx < 64 && !(ps->types_sent & (1ull << idx)) && ps->types != NULL) {
+        out = add_types(buf, ps);
+    }
+    if (out == NULL) {
+        out = with_id(buf, bid);
+    } else {
+        p = sl_buf_pullup(out, 9);
+        p[5] = (unsigned char)bid;
+        p[6] = (unsigned char)(bid >> 8);
+        p[7] = (unsigned char)(bid >> 16);
+        p[8] = (unsigned char)(bid >> 24);
+    }
+    if (out != NULL && idx < 64 && sl_mdb_command(buf) == SL_COM_STMT_EXECUTE) {
+        ps->types_sent |= 1ull << idx;   /* now it has seen them */
+    }
+    return out;
+}
+
+static int
+route_execute(struct rws_session *rs, struct sl_buf *buf, struct rws_ps *ps,
+              int cmd)
+{
+    bool to_master = !ps->is_read || rs->trx_active || rs->locked_to_master;
+    int idx, rc;
+    struct sl_buf *out;
+
+    if (cmd == SL_COM_STMT_FETCH && ps->last >= 0 &&
+        rws_be_live(&rs->be[ps->last])) {
+        idx = ps->last;
+    } else if (rs->trx_ro && rs->ro_target >= 0 && ps->is_read) {
+        idx = rs->ro_target;
+    } else if (!to_master && causal_hold(rs, buf, NULL)) {
+        return SL_OK;
+    } else {
+        idx = to_master ? rws_master_index(rs, true) : rws_slave_index(rs, -1);
+        if (idx < 0 && !to_master) {
+            idx = rws_master_index(rs, true);
+        }
+    }
+    if (idx < 0 || (ps->bids[idx] == 0 && !prepare_pending(rs, idx, ps))) {
+        idx = -1;
+        for (unsigned i = 0; i < rs->inst->nservers && idx < 0; i++) {
+            if (rws_be_live(&rs->be[i]) && ps->bids[i] != 0) {
+                idx = (int)i;
+            }
+        }
+    }
+    if (idx < 0) {
+        sl_buf_free(buf);
+        rws_send_error(rs, "Prepared statement %u is not prepared on any available server", ps->id);
+        return SL_OK;
+    }
+    if (cmd == SL_COM_STMT_EXECUTE) {
+        save_types(buf, ps);
+    }
+    out = exec_for(rs, ps, buf, idx);
+    if (out == NULL) {
+        sl_buf_free(buf);
+        rws_send_error(rs, "Out of memory");
+        return SL_OK;
+    }
+    ps->last = idx;
+    if (cmd == SL_COM_STMT_EXECUTE) {
+        causal_wait(rs, idx);
+    }
+    rc = route_to(rs, idx, out, idx == rs->master);
+    /* A retry re-routes the client's command, not this connection's. */
+    if (rs->cur != NULL) {
+        sl_buf_free(rs->cur);
+        rs->cur = buf;
+    } else {
+        sl_buf_free(buf);
+    }
+    return rc;
+}
+
+/*
+ * Send the client's current command (buf taken) again to connection idx:
+ * a read whose server failed, or a causal read that timed out. Prepared
+ * statement ids are rewritten for idx. SL_OK or SL_ERROR (not sent).
+ */
+int
+rws_resend(struct rws_session *rs, int idx, struct sl_buf *buf)
+{
+    int cmd = sl_mdb_command(buf);
+
+    if (cmd == SL_COM_STMT_EXECUTE || cmd == SL_COM_STMT_FETCH) {
+        struct rws_ps *ps = rws_ps_find(rs, cmd_stmt_id(buf));
+        struct sl_buf *out = NULL;
+
+        if (ps != NULL && backend_id(rs, idx, ps) != 0) {
+            out = exec_for(rs, ps, buf, idx);
+        }
+        sl_buf_free(buf);
+        if (out == NULL) {
+            return SL_ERROR;
+        }
+        ps->last = idx;
+        buf = out;
+    }
+    return rws_write(rs, (unsigned)idx, buf, RK_CLIENT, NULL);
+}
+
+/* CLOSE, SEND_LONG_DATA and RESET: every connection with the statement;
+ * RESET's answer comes from one of them (a session command's rule). */
+static int
+route_ps_all(struct rws_session *rs, struct sl_buf *buf, struct rws_ps *ps,
+             int cmd)
+{
+    int replier = -1;
+
+    for (unsigned i = 0; i < rs->inst->nservers; i++) {
+        struct sl_buf *copy;
+
+        if (!rws_be_live(&rs->be[i]) || ps->bids[i] == 0) {
+            continue;
+        }
+        copy = with_id(buf, ps->bids[i]);
+        if (copy == NULL) {
+            continue;
+        }
+        if (cmd == SL_COM_STMT_RESET) {
+            enum rws_kind k = replier < 0 ? RK_CLIENT : RK_IGNORE;
+            if (replier < 0) {
+                replier = (int)i;
+                rs->cur_target = (int)i;
+                rs->cur_started = false;
+                rs->cur_is_read = false;
+            }
+            rws_write(rs, i, copy, k, NULL);
+        } else {
+            rws_write(rs, i, copy, RK_IGNORE, NULL);
+        }
+    }
+    if (cmd == SL_COM_STMT_CLOSE) {
+        ps_remove(rs, ps);
+    } else if (cmd == SL_COM_STMT_RESET && replier < 0) {
+        rws_send_error(rs, "Prepared statement %u: no server", ps->id);
+    }
+    sl_buf_free(buf);
+    return SL_OK;
+}
+
+static int
+route_ps_cmd(struct rws_session *rs, struct sl_buf *buf, int cmd)
+{
+    struct rws_ps *ps = rws_ps_find(rs, cmd_stmt_id(buf));
+
+    if (ps == NULL) {
+        /* Unknown statement: let the primary answer with its error. */
+        int m = rws_master_index(rs, true);
+        if (m >= 0) {
+            return route_to(rs, m, buf, true);
+        }
+        sl_buf_free(buf);
+        if (expects_reply(cmd)) {
+            sl_session_send_error(rs->ses, 1243, "HY000",
+                                  "Unknown prepared statement handler");
+        }
+        return SL_OK;
+    }
+    if (cmd == SL_COM_STMT_EXECUTE || cmd == SL_COM_STMT_FETCH) {
+        return route_execute(rs, buf, ps, cmd);
+    }
+    return route_ps_all(rs, buf, ps, cmd);
+}
+
+/* ---- targets ---- */
+
+static bool
+master_status_ok(uint32_t st)
+{
+    return sl_server_is_usable(st) && (st & SL_SRV_MASTER);
+}
+
+/*
+ * The session's master connection, connecting (when `connect`) to the
+ * server the monitor calls Master if there is none; -1 when there is no
+ * usable master. A master connection whose server lost the role is not
+ * used (and is replaced when a new master exists).
+ */
+int
+rws_master_index(struct rws_session *rs, bool connect)
+{
+    if (rs->master >= 0) {
+        struct rws_be *be = &rs->be[rs->master];
+        if (rws_be_live(be) && master_status_ok(sl_server_status(be->srv))) {
+            return rs->master;
+        }
+    }
+    for (unsigned i = 0; i < rs->inst->nservers; i++) {
+        uint32_t st = sl_server_status(rs->be[i].srv);
+
+        if (!master_status_ok(st) || (st & SL_SRV_DRAINING)) {
+            continue;
+        }
+        if (!rws_be_live(&rs->be[i]) &&
+            (!connect || rws_connect(rs, i, true) != 0)) {
+            continue;
+        }
+        rs->master = (int)i;
+        return (int)i;
+    }
+    return -1;
+}
+
+static unsigned
+live_slaves(const struct rws_session *rs)
+{
+    unsigned n = 0;
+
+    for (unsigned i = 0; i < rs->inst->nservers; i++) {
+        if ((int)i != rs->master && rws_be_live(&rs->be[i])) {
+            n++;
+        }
+    }
+    return n;
+}
+
+static bool
+slave_ok(const struct rws_session *rs, unsigned i, uint32_t st)
+{
+    const struct rws_config *c = &rs->inst->cfg;
+    int64_t lag;
+
+    if (!sl_server_is_usable(st) || (st & SL_SRV_DRAINING) ||
+        rs->be[i].diverged) {
+        return false;
+    }
+    if (st & SL_SRV_MASTER) {
+        return c->master_accept_reads && (int)i == rs->master;
+    }
+    if (!(st & SL_SRV_SLAVE)) {
+        return false;
+    }
+    if (c->max_lag_s > 0) {
+        lag = sl_server_replication_lag(rs->be[i].srv);
+        if (lag < 0 || lag > c->max_lag_s) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/*
+ * A connection for a read: the best replica (connecting to one if the
+ * session is below max_slave_connections), or -1. `exclude` is skipped
+ * (a server that just failed).
+ */
+int
+rws_slave_index(struct rws_session *rs, int exclude)
+{
+    struct rws_instance *inst = rs->inst;
+    struct rws_cand cand[64];
+    size_t n = inst->nservers < 64 ? inst->nservers : 64;
+    bool may_connect = live_slaves(rs) < inst->cfg.max_slave_conns &&
+                       !rs->hist_overflow;
+    int idx;
+
+    for (size_t i = 0; i < n; i++) {
+        struct rws_be *be = &rs->be[i];
+        struct rws_srv_stats *s = &inst->stats[i];
+
+        cand[i].connected = rws_be_live(be);
+        cand[i].ok = (int)i != exclude &&
+                     slave_ok(rs, (unsigned)i, sl_server_status(be->srv)) &&
+                     (cand[i].connected || may_connect);
+        cand[i].operations = atomic_load_explicit(&s->ops,
+                                                  memory_order_relaxed);
+        cand[i].global_conns = sl_server_connections(be->srv);
+        cand[i].router_conns = atomic_load_explicit(&s->conns,
+                                                    memory_order_relaxed);
+        cand[i].lag = sl_server_replication_lag(be->srv);
+        cand[i].resp_us = atomic_load_explicit(&s->resp_us,
+                                               memory_order_relaxed);
+    }
+    idx = rws_select(cand, n, inst->cfg.criteria, rs->rotate++,
+                     (uint32_t)rand());
+    if (idx >= 0 && !cand[idx].connected &&
+        rws_connect(rs, (unsigned)idx, false) != 0) {
+        return -1;
+    }
+    return idx;
+}
+
+static int
+named_index(struct rws_session *rs, const char *name)
+{
+    for (unsigned i = 0; i < rs->inst->nservers; i++) {
+        uint32_t st = sl_server_status(rs->be[i].srv);
+
+        if (strcasecmp(sl_server_name(rs->be[i].srv), name) != 0 ||
+            !sl_server_is_usable(st)) {
+            continue;
+        }
+        if (!rws_be_live(&rs->be[i]) &&
+            rws_connect(rs, i, (st & SL_SRV_MASTER) != 0) != 0) {
+            return -1;
+        }
+        return (int)i;
+    }
+    return -1;
+}
+
+/* Send the client's command (taken) to connection idx. */
+static int
+route_to(struct rws_session *rs, int idx, struct sl_buf *buf, bool is_write)
+{
+    struct rws_instance *inst = rs->inst;
+    int cmd = sl_mdb_command(buf);
+
+    sl_buf_free(rs->cur);
+    rs->cur = NULL;
+    rs->cur_target = idx;
+    rs->cur_is_read = !is_write;
+    rs->cur_is_write = is_write;
+    rs->cur_started = false;
+    rs->last_used = idx;
+    if (expects_reply(cmd) && (!is_write || rs->inst->cfg.trx_replay)) {
+        rs->cur = sl_buf_clone_new(buf);   /* for a retry or a replay */
+    }
+    if (is_write && rs->inst->cfg.trx_replay && rs->trx_active &&
+        !rs->trx_ro) {
+        rws_trx_log_add(rs, buf);
+    }
+    sl_server_count_route(rs->be[idx].srv, is_write);
+    atomic_fetch_add_explicit(is_write ? &inst->stats[idx].writes
+                                       : &inst->stats[idx].reads,
+                              1, memory_order_relaxed);
+    atomic_fetch_add_explicit(is_write ? &inst->route_master
+                                       : &inst->route_slave,
+                              1, memory_order_relaxed);
+    if (!expects_reply(cmd)) {
+        rws_write(rs, (unsigned)idx, buf, RK_IGNORE, NULL);
+        return SL_OK;   /* no answer: nothing to tell the client */
+    }
+    if (rws_write(rs, (unsigned)idx, buf, RK_CLIENT, NULL) != SL_OK) {
+        rws_send_error(rs, "Lost connection to server '%s'",
+                       sl_server_name(rs->be[idx].srv));
+    }
+    return SL_OK;
+}
+
+/* ---- classification ---- */
+
+static bool
+is_tmp_table(const struct rws_session *rs, const struct sl_qc_result *qc)
+{
+    for (unsigned t = 0; t < qc->ntables && t < SL_QC_MAX_TABLES; t++) {
+        const char *name = qc->tables[t];
+        const char *dot = strrchr(name, '.');
+
+        for (size_t i = 0; i < rs->ntmp; i++) {
+            if (strcasecmp(rs->tmp[i], name) == 0 ||
+                (dot != NULL && strcasecmp(rs->tmp[i], dot + 1) == 0)) {
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+static void
+track_tmp_tables(struct rws_session *rs, const struct sl_qc_result *qc)
+{
+    if ((qc->type & SL_QC_CREATE_TMP_TABLE) && qc->ntables > 0) {
+        char(*n)[SL_QC_NAME_MAX] =
+            realloc(rs->tmp, (rs->ntmp + 1) * sizeof(*rs->tmp));
+        if (n != NULL) {
+            const char *dot = strrchr(qc->tables[0], '.');
+            rs->tmp = n;
+            snprintf(rs->tmp[rs->ntmp++], SL_QC_NAME_MAX, "%s",
+                     dot != NULL ? dot + 1 : qc->tables[0]);
+        }
+    } else if ((qc->type & SL_QC_DROP_TABLE) && rs->ntmp > 0) {
+        for (unsigned t = 0; t < qc->ntables && t < SL_QC_MAX_TABLES; t++) {
+            const char *dot = strrchr(qc->tables[t], '.');
+            const char *name = dot != NULL ? dot + 1 : qc->tables[t];
+            for (size_t i = 0; i < rs->ntmp; i++) {
+                if (strcasecmp(rs->tmp[i], name) == 0) {
+                    memcpy(rs->tmp[i], rs->tmp[--rs->ntmp], SL_QC_NAME_MAX);
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/* Transaction state before routing (the answers refine it). */
+static void
+track_trx(struct rws_session *rs, uint32_t type)
+{
+    if (type & SL_QC_BEGIN_TRX) {
+        rs->trx_active = true;
+        rs->trx_ro = (type & SL_QC_READ_ONLY_TRX) != 0;
+        rs->ro_target = -1;
+        rws_trx_log_clear(rs);
+        rs->trx_log_ok = true;
+    }
+    if (type & SL_QC_DISABLE_AUTOCOMMIT) {
+        rs->autocommit = false;
+        if (!rs->trx_active) {
+            rs->trx_active = true;
+            rs->trx_ro = false;
+            rws_trx_log_clear(rs);
+            rs->trx_log_ok = true;
+        }
+    }
+    if (type & SL_QC_ENABLE_AUTOCOMMIT) {
+        rs->autocommit = true;
+    }
+}
+
+static enum target
+decide(struct rws_session *rs, const struct sl_qc_result *qc)
+{
+    const struct rws_config *c = &rs->inst->cfg;
+    uint32_t t = qc->type;
+
+    if (t & (SL_QC_SESSION_WRITE | SL_QC_ENABLE_AUTOCOMMIT |
+             SL_QC_DISABLE_AUTOCOMMIT | SL_QC_PREPARE_NAMED |
+             SL_QC_DEALLOC_PREPARE)) {
+        if (!(t & (SL_QC_WRITE | SL_QC_DDL | SL_QC_READ | SL_QC_MULTI_STMT |
+                   SL_QC_GSYSVAR_WRITE | SL_QC_UNKNOWN))) {
+            return T_ALL;
+        }
+        if ((t & SL_QC_USERVAR_WRITE) && !(t & (SL_QC_WRITE | SL_QC_DDL |
+                                                SL_QC_MULTI_STMT))) {
+            return T_ALL;   /* SET @a = (SELECT ...) */
+        }
+    }
+    if (rs->locked_to_master) {
+        return T_MASTER;
+    }
+    if (rs->trx_active && rs->trx_ro) {
+        return T_SLAVE;   /* all of it, BEGIN to COMMIT, on one replica */
+    }
+    if (rs->trx_active && !rs->trx_ro) {
+        return T_MASTER;
+    }
+    if (!(t & SL_QC_READ) ||
+        (t & (SL_QC_WRITE | SL_QC_DDL | SL_QC_MASTER_READ | SL_QC_UNKNOWN |
+              SL_QC_CALL | SL_QC_MULTI_STMT | SL_QC_USERVAR_WRITE |
+              SL_QC_GSYSVAR_WRITE | SL_QC_CREATE_TMP_TABLE |
+              SL_QC_LOAD_LOCAL | SL_QC_EXEC_PREPARED))) {
+        return T_MASTER;
+    }
+    if (c->vars_in_master && (t & SL_QC_USERVAR_READ)) {
+        return T_MASTER;
+    }
+    if (rs->ntmp > 0 && is_tmp_table(rs, qc)) {
+        return T_MASTER;
+    }
+    return T_SLAVE;
+}
+
+static void
+after_route(struct rws_session *rs, const struct sl_qc_result *qc)
+{
+    const struct rws_config *c = &rs->inst->cfg;
+
+    if ((c->strict_multi_stmt && (qc->type & SL_QC_MULTI_STMT)) ||
+        (c->strict_sp_calls && (qc->type & SL_QC_CALL))) {
+        rs->locked_to_master = true;
+    }
+    track_tmp_tables(rs, qc);
+}
+
+/* Hold buf until a server appears (delayed_retry), else answer with an
+ * error. */
+int
+rws_hold(struct rws_session *rs, struct sl_buf *buf,
+         const struct sl_hint *hint)
+{
+    if (rs->inst->cfg.delayed_retry && !rs->no_hold && rs->waiting == NULL) {
+        rs->waiting = buf;
+        rs->waiting_hint = hint != NULL ? *hint
+                                        : (struct sl_hint){.type = 0};
+        if (rs->wait_deadline == 0) {
+            rs->wait_deadline = rws_now_us() / 1000 +
+                                rs->inst->cfg.delayed_retry_ms;
+        }
+        rws_start_timer(rs);
+        return SL_OK;
+    }
+    sl_buf_free(buf);
+    if (rs->inst->cfg.failure_mode == RWS_FAIL_ON_WRITE ||
+        rs->inst->cfg.failure_mode == RWS_FAIL_INSTANTLY) {
+        rws_send_error(rs, "No master server available for a write: closing the session");
+        return SL_ERROR;
+    }
+    rws_send_error(rs, "No master server available for a write");
+    return SL_OK;
+}
+
+static int
+route_write(struct rws_session *rs, struct sl_buf *buf,
+            const struct sl_hint *hint)
+{
+    int m = rws_master_index(rs, true);
+
+    if (m < 0) {
+        return rws_hold(rs, buf, hint);
+    }
+    rs->wait_deadline = 0;
+    return route_to(rs, m, buf, true);
+}
+
+static int
+route_read(struct rws_session *rs, struct sl_buf *buf,
+           const struct sl_hint *hint);
+
+static int
+route_by_hint(struct rws_session *rs, struct sl_buf *buf,
+              const struct sl_hint *h, bool *done)
+{
+    int idx = -1;
+
+    *done = true;
+    switch (h->type) {
+    case SL_HINT_ROUTE_TO_MASTER:
+        return route_write(rs, buf, h);
+    case SL_HINT_ROUTE_TO_SLAVE:
+        return route_read(rs, buf, h);
+    case SL_HINT_ROUTE_TO_NAMED_SERVER:
+        idx = named_index(rs, h->server);
+        break;
+    case SL_HINT_ROUTE_TO_LAST_USED:
+        idx = rs->last_used >= 0 && rws_be_live(&rs->be[rs->last_used])
+                  ? rs->last_used
+                  : -1;
+        break;
+    default:
+        break;
+    }
+    if (idx < 0) {
+        *done = false;   /* a hint that cannot be honoured is ignored */
+        return SL_OK;
+    }
+    return route_to(rs, idx, buf, idx == rs->master);
+}
+
+/* causal_reads: make replica idx wait for the session's last write. */
+static void
+causal_wait(struct rws_session *rs, int idx)
+{
+    char sql[160];
+    struct sl_buf *wait;
+
+    if (rs->inst->cfg.causal != RWS_CAUSAL_LOCAL || rs->gtid[0] == '\0' ||
+        idx == rs->master) {
+        return;
+    }
+    snprintf(sql, sizeof(sql), "SELECT MASTER_GTID_WAIT('%s', %llu)",
+             rs->gtid, (unsigned long long)rs->inst->cfg.causal_timeout_s);
+    wait = sl_mdb_make_query(sql, strlen(sql));
+    if (wait != NULL) {
+        rws_write(rs, (unsigned)idx, wait, RK_GTID_WAIT, NULL);
+    }
+}
+
+/* causal_reads: a read while the write's GTID is being fetched waits for
+ * it (buf taken). */
+static bool
+causal_hold(struct rws_session *rs, struct sl_buf *buf,
+            const struct sl_hint *hint)
+{
+    if (rs->inst->cfg.causal != RWS_CAUSAL_LOCAL || !rs->gtid_pending) {
+        return false;
+    }
+    rs->waiting = buf;   /* routed when the write's GTID is known */
+    rs->waiting_hint = hint != NULL ? *hint : (struct sl_hint){.type = 0};
+    return true;
+}
+
+/* A read outside a read-write transaction. */
+static int
+route_read(struct rws_session *rs, struct sl_buf *buf,
+           const struct sl_hint *hint)
+{
+    int idx;
+
+    if (rs->trx_ro && rs->trx_active && rs->ro_target >= 0 &&
+        rws_be_live(&rs->be[rs->ro_target])) {
+        return route_to(rs, rs->ro_target, buf, false);
+    }
+    if (causal_hold(rs, buf, hint)) {
+        return SL_OK;
+    }
+    idx = rws_slave_index(rs, -1);
+    if (idx < 0) {
+        idx = rws_master_index(rs, true);
+    }
+    if (idx < 0) {
+        return rws_hold(rs, buf, hint);
+    }
+    rs->wait_deadline = 0;
+    if (rs->trx_ro && rs->trx_active) {
+        rs->ro_target = idx;
+    }
+    causal_wait(rs, idx);
+    return route_to(rs, idx, buf, idx == rs->master);
+}
+
+static int
+route_query_text(struct rws_session *rs, struct sl_buf *buf,
+                 const struct sl_hint *hint)
+{
+    struct sl_qc_result qc;
+    enum target t;
+    bool done = false;
+    int rc;
+
+    if (!sl_qc_classify_buf(buf, &qc)) {
+        memset(&qc, 0, sizeof(qc));
+        qc.type = SL_QC_UNKNOWN;
+    }
+    track_trx(rs, qc.type);
+    t = decide(rs, &qc);
+    if (t != T_ALL) {
+        const struct sl_hint *h = hint->type != SL_HINT_NONE ? hint
+                                                             : &qc.hint;
+        if (h->type != SL_HINT_NONE) {
+            rc = route_by_hint(rs, buf, h, &done);
+            if (done) {
+                after_route(rs, &qc);
+                return rc;
+            }
+        }
+    }
+    switch (t) {
+    case T_ALL:
+        rc = exec_sescmd(rs, buf, 0);
+        break;
+    case T_SLAVE:
+        rc = route_read(rs, buf, hint);
+        break;
+    default:
+        rc = route_write(rs, buf, hint);
+        break;
+    }
+    after_route(rs, &qc);
+    return rc;
+}
+
+/*
+ * Route one client command (buf taken), possibly again: a held command
+ * comes back here when its wait ends. Worker-owned.
+ */
+int
+rws_route_cmd(struct rws_session *rs, struct sl_buf *buf,
+              const struct sl_hint *hint)
+{
+    int cmd = sl_mdb_command(buf);
+
+    atomic_fetch_add_explicit(&rs->inst->queries, 1, memory_order_relaxed);
+    switch (cmd) {
+    case SL_COM_QUIT:
+        sl_buf_free(buf);
+        return SL_OK;
+    case SL_COM_QUERY:
+        return route_query_text(rs, buf, hint);
+    case SL_COM_STMT_PREPARE:
+        return route_prepare(rs, buf);
+    case SL_COM_STMT_EXECUTE:
+    case SL_COM_STMT_FETCH:
+    case SL_COM_STMT_RESET:
+    case SL_COM_STMT_CLOSE:
+    case SL_COM_STMT_SEND_LONG_DATA:
+        return route_ps_cmd(rs, buf, cmd);
+    case SL_COM_RESET_CONNECTION:
+        rws_ps_free_all(rs);
+        rws_history_free(rs);
+        rs->ntmp = 0;
+        rs->trx_active = rs->trx_ro = false;
+        rs->autocommit = true;
+        return exec_sescmd(rs, buf, 0);
+    case SL_COM_CHANGE_USER:
+        rws_ps_free_all(rs);
+        rws_history_free(rs);
+        rs->ntmp = 0;
+        return exec_sescmd(rs, buf, 0);
+    case SL_COM_INIT_DB:
+    case SL_COM_SET_OPTION:
+        return exec_sescmd(rs, buf, 0);
+    case SL_COM_FIELD_LIST:
+        if (!rs->trx_active || rs->trx_ro) {
+            return route_read(rs, buf, hint);
+        }
+        return route_write(rs, buf, hint);
+    default:
+        return route_write(rs, buf, hint);
+    }
+}
+
+int
+rws_route_query(void *rsession, struct sl_buf *buf)
+{
+    struct rws_session *rs = rsession;
+    struct sl_hint hint = {.type = SL_HINT_NONE};
+
+    sl_session_take_hint(rs->ses, &hint);
+    if (rs->waiting != NULL || rs->replaying) {
+        /* A command arrived while one is held: keep order by holding it
+         * too is not possible with one slot; the client protocol is
+         * request/response, so this is a pipelining client. */
+        if (rs->waiting == NULL) {
+            rs->waiting = buf;
+            rs->waiting_hint = hint;
+            return SL_OK;
+        }
+        sl_buf_free(buf);
+        rws_send_error(rs, "Command pipelining while a command is held is not supported");
+        return SL_ERROR;
+    }
+    return rws_route_cmd(rs, buf, &hint);
+}

@@ -1,0 +1,442 @@
+"""The REST API and maxctrl against a running Sluice on the sandbox: every
+GET resource has the JSON:API shape and numbers that move; maintenance set
+through maxctrl stops routing to a server (proven by @@server_id); a
+server, service and listener created at run time serve clients and survive
+a restart; errors are 4xx with an errors document; maxctrl fails with one
+line and a non-zero exit; a flood of bad requests does not disturb
+client traffic."""
+
+import base64
+import json
+import os
+import socket
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+import sluicetest as st
+import proxy as px
+
+ADMIN_PORT = st.port(4400)
+PRIMARY = st.port(4401)
+REPLICA = st.port(4402)
+NEW_LISTENER = st.port(4405)
+MAXCTRL = st.BUILD_DIR / "bin" / "maxctrl"
+FLOOD = int(os.environ.get("SLUICE_ADMIN_FLOOD", "1000"))
+BASE = f"http://{st.HOST}:{ADMIN_PORT}/v1"
+
+
+def admin_config(run_dir):
+    text = px.sluice_config(run_dir, PRIMARY, REPLICA)
+    # A mariadbmon without servers: its module commands exist and fail
+    # cleanly, which is all the API path needs.
+    text += f"""
+[Empty-Monitor]
+type=monitor
+module=mariadbmon
+user={st.SERVICE_USER}
+password={st.SERVICE_PASSWORD}
+"""
+    return text.replace("admin_enabled=false",
+                        f"admin_host={st.HOST}\nadmin_port={ADMIN_PORT}")
+
+
+def start(run_dir):
+    for sub in ("log", "data", "persist"):
+        (run_dir / sub).mkdir(parents=True, exist_ok=True)
+    cfg = run_dir / "sluice.cnf"
+    cfg.write_text(admin_config(run_dir))
+    daemon = px.Daemon(st.sluice_argv("start", cfg), run_dir / "proxy.log",
+                       st.sluice_env())
+    prx = px.Proxy(daemon, PRIMARY, REPLICA, None, run_dir)
+    try:
+        daemon.wait_ports([PRIMARY, REPLICA, ADMIN_PORT])
+        px._wait_ready(prx)
+    except BaseException:
+        px.stop_proxy(prx)
+        raise
+    return prx
+
+
+@pytest.fixture(scope="module")
+def sluice(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("admin")
+    holder = {"proxy": start(run_dir), "dir": run_dir}
+    yield holder
+    problems = px.stop_proxy(holder["proxy"])
+    if problems:
+        pytest.fail("proxy shutdown: " + "\n".join(problems), pytrace=False)
+
+
+def http(method, path, body=None, user="admin", password="mariadb",
+         raw=None):
+    """(status, parsed JSON or None)."""
+    data = raw if raw is not None else (
+        json.dumps(body).encode() if body is not None else None)
+    req = urllib.request.Request(BASE + path, data=data, method=method)
+    if user is not None:
+        tok = base64.b64encode(f"{user}:{password}".encode()).decode()
+        req.add_header("Authorization", "Basic " + tok)
+    req.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            text = resp.read()
+            return resp.status, json.loads(text) if text else None
+    except urllib.error.HTTPError as exc:
+        text = exc.read()
+        return exc.code, json.loads(text) if text else None
+
+
+def get(path, **kw):
+    status, doc = http("GET", path, **kw)
+    assert status == 200, (path, doc)
+    return doc
+
+
+def maxctrl(*args, user="admin", password="mariadb", port=ADMIN_PORT):
+    return subprocess.run([str(MAXCTRL), "-u", user, "-p", password,
+                           "--hosts", f"{st.HOST}:{port}", *args],
+                          capture_output=True, text=True, timeout=30)
+
+
+def ok(*args):
+    proc = maxctrl(*args)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def error_detail(doc):
+    assert isinstance(doc["errors"], list) and doc["errors"]
+    return doc["errors"][0]["detail"]
+
+
+# ---- GET resources ----
+
+def test_collections_have_jsonapi_shape(sluice):
+    expected = {
+        "/servers": ("servers", {"db1", "db2", "db3"}),
+        "/services": ("services", {"Primary-Service", "Replica-Service"}),
+        "/listeners": ("listeners", {"Primary-Listener",
+                                     "Replica-Listener"}),
+        "/monitors": ("monitors", {"Cluster-Monitor"}),
+        "/filters": ("filters", set()),
+        "/maxscale/threads": ("threads", None),
+        "/maxscale/modules": ("modules", {"readconnroute", "basicmon"}),
+        "/users/inet": ("inet", {"admin"}),
+        "/sessions": ("sessions", None),
+    }
+    for path, (rtype, ids) in expected.items():
+        doc = get(path)
+        assert doc["links"]["self"].endswith("/v1" + path), path
+        got = {r["id"] for r in doc["data"]}
+        for r in doc["data"]:
+            assert r["type"] == rtype and "attributes" in r, (path, r)
+            assert r["links"]["self"].startswith("http://"), r
+        if ids is not None:
+            assert ids <= got, (path, got)
+
+
+def test_single_resources(sluice):
+    srv = get("/servers/db1")["data"]
+    assert srv["id"] == "db1" and srv["type"] == "servers"
+    assert srv["attributes"]["state"] == "Master, Running"
+    assert srv["attributes"]["parameters"]["port"] == str(st.SERVERS[1])
+    assert srv["attributes"]["server_id"] == 1
+    rel = srv["relationships"]
+    assert {"Primary-Service", "Replica-Service"} == \
+        {d["id"] for d in rel["services"]["data"]}
+    assert rel["monitors"]["data"][0]["id"] == "Cluster-Monitor"
+    svc = get("/services/Primary-Service")["data"]
+    assert svc["attributes"]["router"] == "readconnroute"
+    assert svc["attributes"]["parameters"]["password"] == "*****"
+    assert {d["id"] for d in svc["relationships"]["servers"]["data"]} == \
+        {"db1", "db2", "db3"}
+    lst = get("/listeners/Primary-Listener")["data"]
+    assert lst["attributes"]["parameters"]["port"] == str(PRIMARY)
+    assert lst["attributes"]["state"] == "Running"
+    mon = get("/monitors/Cluster-Monitor")["data"]
+    assert mon["attributes"]["module"] == "basicmon"
+    mx = get("/maxscale")["data"]
+    assert mx["attributes"]["version"] and mx["attributes"]["threads"] >= 1
+    assert mx["attributes"]["default_admin_credentials"] is True
+    assert "admin_port" in mx["attributes"]["parameters"]
+    mod = get("/maxscale/modules/readconnroute")["data"]
+    names = {p["name"] for p in mod["attributes"]["parameters"]}
+    assert "router_options" in names
+    logs = get("/maxscale/logs")["data"]
+    # sluice-exec logs to stdout: no file, no recent lines.
+    assert logs["attributes"]["log_file"] == ""
+    assert isinstance(logs["attributes"]["log"], list)
+    assert http("POST", "/maxscale/logs/rotate")[0] == 204
+
+
+def test_counters_move_with_sessions(sluice):
+    before_srv = get("/servers/db1")["data"]["attributes"]["statistics"]
+    before_svc = get("/services/Primary-Service")["data"]["attributes"]
+    conns = [st.connect(PRIMARY) for _ in range(3)]
+    try:
+        for c in conns:
+            assert st.server_id(c) == st.PRIMARY_ID
+        srv = get("/servers/db1")["data"]["attributes"]["statistics"]
+        assert srv["connections"] >= before_srv["connections"] + 3
+        assert srv["total_connections"] >= \
+            before_srv["total_connections"] + 3
+        svc = get("/services/Primary-Service")["data"]["attributes"]
+        assert svc["connections"] == before_svc["connections"] + 3
+        sessions = get("/sessions")["data"]
+        mine = [s for s in sessions
+                if s["attributes"]["service"] == "Primary-Service"]
+        assert len(mine) >= 3
+        assert all(s["attributes"]["user"] == st.APP_USER for s in mine)
+        one = get(f"/sessions/{mine[0]['id']}")["data"]
+        assert one["id"] == mine[0]["id"]
+        threads = get("/maxscale/threads")["data"]
+        assert sum(t["attributes"]["stats"]["sessions"]
+                   for t in threads) >= 3
+        lst = get("/listeners/Primary-Listener")["data"]["attributes"]
+        assert lst["statistics"]["total_connections"] >= 3
+        out = ok("list", "sessions")
+        assert "Primary-Service" in out
+    finally:
+        for c in conns:
+            c.close()
+    st.wait_until(lambda: get("/services/Primary-Service")["data"]
+                  ["attributes"]["connections"]
+                  == before_svc["connections"], 10,
+                  what="sessions to close")
+
+
+# ---- maxctrl ----
+
+def test_maxctrl_list_servers_table_and_tsv(sluice):
+    out = ok("list", "servers")
+    header = out.splitlines()[1]
+    for col in ("Server", "Address", "Port", "Connections", "State"):
+        assert col in header
+    assert "Master, Running" in out
+    tsv = ok("--tsv", "list", "servers")
+    rows = {line.split("\t")[0]: line.split("\t")
+            for line in tsv.splitlines()}
+    assert rows["db1"][1:3] == [st.HOST, str(st.SERVERS[1])]
+    assert rows["db1"][4] == "Master, Running"
+    for what in ("services", "listeners", "monitors", "filters", "threads",
+                 "users", "commands", "modules"):
+        ok("list", what)
+    assert "Cluster-Monitor" in ok("show", "monitor", "Cluster-Monitor")
+    assert "default_admin_credentials" in ok("show", "maxscale")
+
+
+def test_maintenance_through_maxctrl(sluice):
+    def replica_ids(n=6):
+        return {st.server_id(c) for c in
+                [st.connect(REPLICA) for _ in range(n)]}
+    ok("set", "server", "db2", "maintenance")
+    try:
+        state = get("/servers/db2")["data"]["attributes"]["state"]
+        assert "Maintenance" in state
+        # The monitor keeps the admin bit across ticks.
+        time.sleep(1.5)
+        for _ in range(6):
+            with st.connect(REPLICA) as c:
+                assert st.server_id(c) == 3
+    finally:
+        ok("clear", "server", "db2", "maintenance")
+    assert "Maintenance" not in \
+        get("/servers/db2")["data"]["attributes"]["state"]
+    st.wait_until(lambda: 2 in replica_ids(), 10,
+                  what="db2 back in rotation")
+
+
+def test_runtime_objects_serve_and_persist(sluice):
+    ok("create", "server", "rt-db3", st.HOST, str(st.SERVERS[3]))
+    ok("create", "service", "RT-Service", "readconnroute",
+       "router_options=running", f"user={st.SERVICE_USER}",
+       f"password={st.SERVICE_PASSWORD}", "--servers", "rt-db3")
+    ok("create", "listener", "RT-Service", "RT-Listener",
+       str(NEW_LISTENER), f"address={st.HOST}")
+    # Nothing monitors rt-db3: set its state by hand (as in MaxScale).
+    ok("set", "server", "rt-db3", "running")
+    with st.connect(NEW_LISTENER) as c:
+        assert st.server_id(c) == 3
+    assert (sluice["dir"] / "persist" / "RT-Listener.cnf").exists()
+    # Link another server at run time: the service now reaches it too.
+    ok("create", "server", "rt-db2", st.HOST, str(st.SERVERS[2]))
+    ok("set", "server", "rt-db2", "running")
+    ok("link", "service", "RT-Service", "rt-db2")
+    rel = get("/services/RT-Service")["data"]["relationships"]["servers"]
+    assert {d["id"] for d in rel["data"]} == {"rt-db3", "rt-db2"}
+    ids = set()
+    for _ in range(8):
+        with st.connect(NEW_LISTENER) as c:
+            ids.add(st.server_id(c))
+    assert ids == {2, 3}
+
+    # Restart: the objects come back from the persist directory.
+    problems = px.stop_proxy(sluice["proxy"])
+    assert not problems, problems
+    sluice["proxy"] = start(sluice["dir"])
+    assert get("/listeners/RT-Listener")["data"]["attributes"]["state"] \
+        == "Running"
+    rel = get("/services/RT-Service")["data"]["relationships"]["servers"]
+    assert {d["id"] for d in rel["data"]} == {"rt-db3", "rt-db2"}
+    ok("set", "server", "rt-db3", "running")
+    ok("unlink", "service", "RT-Service", "rt-db2")
+    with st.connect(NEW_LISTENER) as c:
+        assert st.server_id(c) == 3
+
+    # Destroy: in-use objects are refused, then everything goes.
+    proc = maxctrl("destroy", "server", "rt-db3")
+    assert proc.returncode != 0 and "RT-Service" in proc.stderr
+    ok("destroy", "server", "rt-db2")
+    ok("destroy", "listener", "RT-Service", "RT-Listener")
+    ok("destroy", "service", "RT-Service")
+    assert http("GET", "/services/RT-Service")[0] == 404
+    with pytest.raises(OSError):
+        socket.create_connection((st.HOST, NEW_LISTENER), timeout=2).close()
+    assert not (sluice["dir"] / "persist" / "RT-Listener.cnf").exists()
+
+
+def test_listener_stop_start(sluice):
+    ok("stop", "listener", "Replica-Listener")
+    try:
+        assert get("/listeners/Replica-Listener")["data"]["attributes"][
+            "state"] == "Stopped"
+        with pytest.raises(OSError):
+            socket.create_connection((st.HOST, REPLICA), timeout=2).close()
+    finally:
+        ok("start", "listener", "Replica-Listener")
+    with st.connect(REPLICA) as c:
+        assert st.server_id(c) in st.REPLICA_IDS
+
+
+# ---- errors ----
+
+def test_error_documents(sluice):
+    status, doc = http("GET", "/servers/nope")
+    assert status == 404 and "nope" in error_detail(doc)
+    status, doc = http("POST", "/servers", raw=b'{"data": {')
+    assert status == 400 and "invalid JSON" in error_detail(doc)
+    status, doc = http("POST", "/servers", {"data": {
+        "id": "x1", "attributes": {"parameters": {
+            "address": st.HOST, "prot": 3306}}}})
+    assert status == 400 and "'prot'" in error_detail(doc)
+    status, doc = http("PATCH", "/servers/db1", {"data": {"attributes": {
+        "parameters": {"weight": "heavy"}}}})
+    assert status == 400 and "'weight'" in error_detail(doc)
+    status, doc = http("PUT", "/servers")
+    assert status == 405 and error_detail(doc)
+    status, doc = http("GET", "/servers", user=None)
+    assert status == 401 and error_detail(doc)
+    status, doc = http("GET", "/servers", password="wrong")
+    assert status == 401
+    # A body over 1 MiB is refused before it is read.
+    with socket.create_connection((st.HOST, ADMIN_PORT), timeout=5) as s:
+        s.sendall(b"POST /v1/servers HTTP/1.1\r\nHost: x\r\n"
+                  b"Authorization: Basic YWRtaW46bWFyaWFkYg==\r\n"
+                  b"Content-Length: 1048600\r\n\r\n" + b"x" * 1000)
+        reply = s.recv(65536).decode(errors="replace")
+    assert reply.startswith("HTTP/1.1 413"), reply
+    assert '"errors"' in reply
+    status, doc = http("PUT", "/servers/db1/set?state=sleepy")
+    assert status == 400 and "state" in error_detail(doc)
+    status, doc = http("GET", "/nope")
+    assert status == 404
+
+
+def test_readonly_user(sluice):
+    status, _ = http("POST", "/users/inet", {"data": {
+        "id": "viewer", "attributes": {"password": "v-pw",
+                                       "account": "basic"}}})
+    assert status == 204
+    try:
+        assert get("/servers", user="viewer", password="v-pw")["data"]
+        status, doc = http("PUT", "/servers/db1/set?state=maintenance",
+                           user="viewer", password="v-pw")
+        assert status == 403 and error_detail(doc)
+        assert "Maintenance" not in \
+            get("/servers/db1")["data"]["attributes"]["state"]
+        stored = (sluice["dir"] / "data" / "passwd").read_text()
+        assert "v-pw" not in stored and "$6$" in stored
+    finally:
+        assert http("DELETE", "/users/inet/viewer")[0] == 204
+
+
+def test_maxctrl_errors(sluice):
+    proc = maxctrl("list", "servers", port=st.port(4449))
+    assert proc.returncode != 0
+    assert proc.stderr.count("\n") == 1 and "connect" in proc.stderr
+    proc = maxctrl("list", "servers", password="wrong")
+    assert proc.returncode != 0
+    assert proc.stderr.count("\n") == 1 and "Authentication" in proc.stderr
+    proc = maxctrl("show", "server", "nope")
+    assert proc.returncode != 0
+    assert proc.stderr.strip() == "Error: server 'nope' not found"
+
+
+def test_flood_of_bad_requests_keeps_clients_working(sluice):
+    errors = []
+    done = threading.Event()
+    queries = [0]
+
+    def client():
+        try:
+            with st.connect(PRIMARY) as c:
+                while not done.is_set():
+                    assert st.server_id(c) == st.PRIMARY_ID
+                    queries[0] += 1
+        except Exception as exc:   # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    # (request, answered): garbage gets no answer; MHD drops it after
+    # its idle timeout, so the test does not wait for one.
+    bad = [(b"GET /v1/servers HTTP/1.1\r\nHost: x\r\n\r\n", True),
+           (b"POST /v1/servers HTTP/1.1\r\nContent-Length: 5\r\n"
+            b"Authorization: Basic YWRtaW46bWFyaWFkYg==\r\n\r\n{{{{{", True),
+           (b"\x00\xff garbage\r\n\r\n", False),
+           (b"GET /" + b"a" * 70000 + b"\r\n", True),
+           (b"PATCH /v1/maxscale HTTP/1.1\r\nContent-Length: 99999999\r\n"
+            b"\r\nxx", True)]
+    t = threading.Thread(target=client)
+    t.start()
+    try:
+        for i in range(FLOOD):
+            try:
+                with socket.create_connection((st.HOST, ADMIN_PORT),
+                                              timeout=5) as s:
+                    payload, answered = bad[i % len(bad)]
+                    s.sendall(payload)
+                    s.shutdown(socket.SHUT_WR)
+                    if answered:
+                        s.settimeout(5)
+                        assert s.recv(12).startswith(b"HTTP/1.1 4")
+            except OSError:
+                pass
+    finally:
+        done.set()
+        t.join(30)
+    assert not errors, errors
+    assert queries[0] > 0
+    assert get("/maxscale")["data"]["id"] == "maxscale"
+    with st.connect(PRIMARY) as c:
+        assert st.server_id(c) == st.PRIMARY_ID
+
+
+def test_module_commands(sluice):
+    mod = get("/maxscale/modules/mariadbmon")["data"]
+    cmds = {c["id"] for c in mod["attributes"]["commands"]}
+    assert {"switchover", "failover", "rejoin"} <= cmds
+    assert "switchover" in ok("list", "commands")
+    status, doc = http("POST", "/maxscale/modules/mariadbmon/switchover"
+                       "?Empty-Monitor")
+    assert status == 400 and "primary" in error_detail(doc)
+    status, doc = http("POST", "/maxscale/modules/mariadbmon/switchover"
+                       "?No-Such-Monitor")
+    assert status == 400 and "No-Such-Monitor" in error_detail(doc)
+    status, doc = http("POST", "/maxscale/modules/nomod/nocmd")
+    assert status == 404 and error_detail(doc)
+    proc = maxctrl("call", "command", "nomod", "nocmd")
+    assert proc.returncode != 0 and proc.stderr.count("\n") == 1

@@ -1,0 +1,471 @@
+"""readwritesplit on the real cluster: routing proven by @@server_id and by
+the data the servers hold.
+
+Services (ports st.port(4302..4308); 4300/4301 are the stock
+readconnroute services of proxy.py):
+  RW-Service      defaults
+  Lag-Service     max_slave_replication_lag=2s
+  Causal-Service  causal_reads=local
+  Replay-Service  transaction_replay=true
+  Lazy-Service    lazy_connect=true, max_slave_connections=1
+  Hist-Service    lazy_connect=true, max_sescmd_history=2
+  ErrW-Service    master_failure_mode=error_on_write
+Destructive tests (replica killed, replication delayed, primary restarted)
+restore the sandbox before they end."""
+
+import subprocess
+import threading
+import time
+
+import pymysql
+import pytest
+
+import sluicetest as st
+from proxy import running_proxy
+
+pytestmark = pytest.mark.sluice_only
+
+PRIMARY_PORT, REPLICA_PORT = st.port(4300), st.port(4301)
+RW_PORT = st.port(4302)
+LAG_PORT = st.port(4303)
+CAUSAL_PORT = st.port(4304)
+REPLAY_PORT = st.port(4305)
+LAZY_PORT = st.port(4306)
+HIST_PORT = st.port(4307)
+ERRW_PORT = st.port(4308)
+SERVERS = ",".join(f"db{sid}" for sid in st.SERVERS)
+
+
+def rw_service(name, port, params=""):
+    return f"""
+[{name}]
+type=service
+router=readwritesplit
+servers={SERVERS}
+user={st.SERVICE_USER}
+password={st.SERVICE_PASSWORD}
+{params}
+
+[{name}-Listener]
+type=listener
+service={name}
+protocol=MariaDBClient
+address={st.HOST}
+port={port}
+"""
+
+
+EXTRA = (rw_service("RW-Service", RW_PORT)
+         + rw_service("Lag-Service", LAG_PORT,
+                      "max_slave_replication_lag=2s")
+         + rw_service("Causal-Service", CAUSAL_PORT,
+                      "causal_reads=local\ncausal_reads_timeout=10s")
+         + rw_service("Replay-Service", REPLAY_PORT,
+                      "transaction_replay=true\n"
+                      "delayed_retry_timeout=60s")
+         + rw_service("Lazy-Service", LAZY_PORT,
+                      "lazy_connect=true\nmax_slave_connections=1\n"
+                      "slave_selection_criteria=LEAST_GLOBAL_CONNECTIONS")
+         + rw_service("Hist-Service", HIST_PORT,
+                      "lazy_connect=true\nmax_sescmd_history=2")
+         + rw_service("ErrW-Service", ERRW_PORT,
+                      "master_failure_mode=error_on_write"))
+
+
+@pytest.fixture(scope="module")
+def proxy(tmp_path_factory):
+    with st.root(st.PRIMARY_ID) as conn:
+        with conn.cursor() as cur:
+            cur.execute("CREATE DATABASE IF NOT EXISTS test")
+            cur.execute("DROP TABLE IF EXISTS test.rws")
+            cur.execute("CREATE TABLE test.rws (id INT PRIMARY KEY, "
+                        "sid INT, note VARCHAR(64))")
+    st.wait_replicated()
+    yield from running_proxy(tmp_path_factory, PRIMARY_PORT, REPLICA_PORT,
+                             extra=EXTRA)
+
+
+def wait_routes(port, timeout=20):
+    """The monitor has classified the servers: a read reaches a replica."""
+    def ok():
+        with st.connect(port, connect_timeout=5) as c:
+            return st.server_id(c) in st.REPLICA_IDS
+    st.wait_until(ok, timeout, interval=0.3, what=f"port {port} to route")
+
+
+def ids_of(conn, sql, n):
+    return [int(st.scalar(conn, sql)) for _ in range(n)]
+
+
+def test_reads_go_to_both_replicas(proxy):
+    wait_routes(RW_PORT)
+    with st.connect(RW_PORT) as conn:
+        ids = ids_of(conn, "SELECT @@server_id", 30)
+    assert set(ids) == st.REPLICA_IDS, ids
+    seen = set()
+    for _ in range(6):
+        with st.connect(RW_PORT) as conn:
+            seen.add(st.server_id(conn))
+    assert seen <= st.REPLICA_IDS
+
+
+def test_writes_and_transactions_go_to_primary(proxy):
+    with st.connect(RW_PORT) as conn, conn.cursor() as cur:
+        cur.execute("DELETE FROM test.rws WHERE id BETWEEN 1 AND 9")
+        cur.execute("INSERT INTO test.rws VALUES (1, @@server_id, 'w')")
+        cur.execute("START TRANSACTION")
+        cur.execute("INSERT INTO test.rws VALUES (2, @@server_id, 't')")
+        cur.execute("SELECT @@server_id")
+        assert cur.fetchone()[0] == st.PRIMARY_ID
+        cur.execute("SELECT sid FROM test.rws WHERE id = 2")
+        assert cur.fetchone()[0] == st.PRIMARY_ID   # own uncommitted row
+        cur.execute("COMMIT")
+        cur.execute("SELECT @@server_id")
+        assert cur.fetchone()[0] in st.REPLICA_IDS   # trx over
+    with st.root(st.PRIMARY_ID) as p:
+        assert st.scalar(p, "SELECT sid FROM test.rws WHERE id=1") == 1
+        assert st.scalar(p, "SELECT sid FROM test.rws WHERE id=2") == 1
+
+
+def test_lazy_connect_one_replica(proxy):
+    wait_routes(LAZY_PORT)
+    with st.connect(LAZY_PORT) as conn, conn.cursor() as cur:
+        cur.execute("SET @lazy = 5")
+        ids = ids_of(conn, "SELECT @@server_id", 8)
+        assert len(set(ids)) == 1 and set(ids) <= st.REPLICA_IDS, ids
+        cur.execute("SELECT @lazy")
+        assert cur.fetchone()[0] == 5
+        cur.execute("REPLACE INTO test.rws VALUES (40, @@server_id, 'lz')")
+    with st.root(st.PRIMARY_ID) as p:
+        assert st.scalar(p, "SELECT sid FROM test.rws WHERE id=40") == 1
+
+
+def test_history_replayed_and_pruned(proxy):
+    """A replica connected after three SETs gets the last two replayed
+    (max_sescmd_history=2, pruned): @c and @b are there, @a is not."""
+    wait_routes(HIST_PORT)
+    with st.connect(HIST_PORT) as conn, conn.cursor() as cur:
+        cur.execute("SET @a = 1")
+        cur.execute("SET @b = 2")
+        cur.execute("SET @c = 3")
+        cur.execute("SELECT @a, @b, @c, @@server_id")
+        a, b, c, sid = cur.fetchone()
+        assert sid in st.REPLICA_IDS
+        assert (a, b, c) == (None, 2, 3)
+        cur.execute("SELECT @a, @@server_id -- maxscale route to master")
+        assert cur.fetchone() == (1, st.PRIMARY_ID)
+
+
+def test_autocommit_off_is_a_transaction(proxy):
+    with st.connect(RW_PORT, autocommit=False) as conn, \
+            conn.cursor() as cur:
+        cur.execute("SELECT @@server_id")
+        assert cur.fetchone()[0] == st.PRIMARY_ID
+        conn.rollback()
+        cur.execute("SET autocommit=1")
+        ids = {int(st.scalar(conn, "SELECT @@server_id")) for _ in range(6)}
+        assert ids <= st.REPLICA_IDS
+
+
+def test_read_only_transaction_uses_one_replica(proxy):
+    with st.connect(RW_PORT) as conn, conn.cursor() as cur:
+        cur.execute("START TRANSACTION READ ONLY")
+        ids = set()
+        for _ in range(8):
+            cur.execute("SELECT @@server_id")
+            ids.add(cur.fetchone()[0])
+        cur.execute("COMMIT")
+    assert len(ids) == 1 and ids <= st.REPLICA_IDS, ids
+
+
+def test_select_for_update_goes_to_primary(proxy):
+    with st.connect(RW_PORT) as conn:
+        for _ in range(4):
+            assert st.scalar(conn, "SELECT @@server_id FROM test.rws "
+                             "LIMIT 1 FOR UPDATE") == st.PRIMARY_ID
+        assert st.scalar(conn, "SELECT LAST_INSERT_ID(), @@server_id") == 0
+
+
+def test_user_variable_consistent(proxy):
+    with st.connect(RW_PORT) as conn, conn.cursor() as cur:
+        cur.execute("SET @a = 42")
+        seen = set()
+        for _ in range(12):
+            cur.execute("SELECT @a, @@server_id")
+            a, sid = cur.fetchone()
+            assert a == 42, sid
+            seen.add(sid)
+        assert seen == st.REPLICA_IDS
+
+
+def test_use_db_applies_everywhere(proxy):
+    with st.connect(RW_PORT) as conn, conn.cursor() as cur:
+        cur.execute("USE test")
+        for sid in sorted(st.SERVERS):
+            cur.execute("SELECT DATABASE(), @@server_id "
+                        f"-- maxscale route to server db{sid}")
+            assert cur.fetchone() == ("test", sid)
+        for _ in range(6):
+            cur.execute("SELECT DATABASE()")
+            assert cur.fetchone()[0] == "test"
+
+
+def test_hints(proxy):
+    with st.connect(RW_PORT) as conn:
+        assert st.scalar(conn, "SELECT @@server_id "
+                         "-- maxscale route to master") == st.PRIMARY_ID
+        assert st.scalar(conn, "SELECT @@server_id "
+                         "-- maxscale route to server db3") == 3
+        assert st.scalar(conn, "SELECT @@server_id "
+                         "-- maxscale route to last") == 3
+
+
+def test_temporary_table(proxy):
+    with st.connect(RW_PORT) as conn, conn.cursor() as cur:
+        cur.execute("CREATE TEMPORARY TABLE test.rws_tmp (a INT)")
+        cur.execute("INSERT INTO test.rws_tmp VALUES (5), (6)")
+        cur.execute("SELECT SUM(a), @@server_id FROM test.rws_tmp")
+        assert cur.fetchone() == (11, st.PRIMARY_ID)
+        cur.execute("USE test")
+        cur.execute("SELECT COUNT(*) FROM rws_tmp")
+        assert cur.fetchone()[0] == 2
+
+
+def test_session_command_error_same_everywhere(proxy):
+    with st.connect(RW_PORT) as conn, conn.cursor() as cur:
+        with pytest.raises(pymysql.MySQLError) as exc:
+            cur.execute("USE no_such_db_rws")   # app may not see it
+        assert st.error_code(exc.value) == 1044
+        ids = {int(st.scalar(conn, "SELECT @@server_id")) for _ in range(8)}
+        assert ids == st.REPLICA_IDS   # no backend was dropped
+
+
+def test_divergent_session_command_drops_replicas(proxy):
+    """SET @x from a table that only the primary has: the replicas answer
+    with an error, the primary with OK; the replicas are dropped from the
+    session and its reads go to the primary, which has @x."""
+    with st.root(st.PRIMARY_ID) as p, p.cursor() as cur:
+        cur.execute("SET sql_log_bin = 0")
+        cur.execute("DROP TABLE IF EXISTS test.rws_primary_only")
+        cur.execute("CREATE TABLE test.rws_primary_only (a INT)")
+        cur.execute("INSERT INTO test.rws_primary_only VALUES (7)")
+    try:
+        with st.connect(RW_PORT) as conn, conn.cursor() as cur:
+            cur.execute("SELECT @@server_id")
+            assert cur.fetchone()[0] in st.REPLICA_IDS
+            cur.execute("SET @x = (SELECT a FROM test.rws_primary_only)")
+            for _ in range(6):
+                cur.execute("SELECT @x, @@server_id")
+                assert cur.fetchone() == (7, st.PRIMARY_ID)
+        with st.connect(RW_PORT) as conn:   # other sessions unaffected
+            ids = ids_of(conn, "SELECT @@server_id", 6)
+            assert set(ids) == st.REPLICA_IDS
+    finally:
+        with st.root(st.PRIMARY_ID) as p, p.cursor() as cur:
+            cur.execute("SET sql_log_bin = 0")
+            cur.execute("DROP TABLE IF EXISTS test.rws_primary_only")
+
+
+def test_prepared_statements_100(proxy):
+    proc = st.c_client(RW_PORT, "ps_route", "100")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.split()
+    reads = [int(x.split("=")[1]) for x in lines if x.startswith("read=")]
+    writes = [int(x.split("=")[1]) for x in lines if x.startswith("write=")]
+    trx = [int(x.split("=")[1]) for x in lines if x.startswith("trx=")]
+    assert len(reads) == 100 and set(reads) == st.REPLICA_IDS, proc.stdout
+    assert len(writes) == 100 and set(writes) == {st.PRIMARY_ID}
+    assert trx and set(trx) == {st.PRIMARY_ID}
+    assert "OK" in lines
+
+
+def test_c_client_modes(proxy):
+    """The C connector's binary protocol, COM_CHANGE_USER (a session
+    command on every connection: the variable set before must be gone on
+    the replicas too) and COM_PING. The "ps" mode reads back rows it has
+    just written, so it runs on the causal_reads service."""
+    proc = st.c_client(CAUSAL_PORT, "ps")
+    assert proc.returncode == 0 and proc.stdout.strip() == "OK", \
+        proc.stdout + proc.stderr
+    proc = st.c_client(RW_PORT, "change_user", st.APP_USER,
+                       st.APP_PASSWORD, "test")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.split() == [f"{st.APP_USER}@%", "test"], proc.stdout
+    proc = st.c_client(RW_PORT, "ping")
+    assert proc.returncode == 0 and proc.stdout.strip() == "OK"
+
+
+def test_prepared_statements_pymysql_text_and_binary_mix(proxy):
+    with st.connect(RW_PORT) as conn, conn.cursor() as cur:
+        cur.execute("PREPARE s1 FROM 'SELECT ? + 1, @@server_id'")
+        seen = set()
+        for i in range(6):
+            cur.execute(f"SET @v = {i}")
+            cur.execute("EXECUTE s1 USING @v")
+            v, sid = cur.fetchone()
+            assert v == i + 1
+            seen.add(sid)
+        cur.execute("DEALLOCATE PREPARE s1")
+    assert seen <= set(st.SERVERS)
+
+
+def replica_lag_ok(port, sid_avoided, n=20):
+    with st.connect(port) as conn:
+        ids = ids_of(conn, "SELECT @@server_id", n)
+    return sid_avoided not in ids and set(ids) <= st.REPLICA_IDS
+
+
+def set_delay(sid, seconds):
+    with st.root(sid) as r, r.cursor() as cur:
+        cur.execute("STOP SLAVE")
+        cur.execute(f"CHANGE MASTER TO MASTER_DELAY={seconds}")
+        cur.execute("START SLAVE")
+
+
+def test_lagging_replica_avoided(proxy):
+    wait_routes(LAG_PORT)
+    with st.connect(LAG_PORT) as conn:
+        assert set(ids_of(conn, "SELECT @@server_id", 20)) == st.REPLICA_IDS
+    set_delay(2, 30)
+    try:
+        with st.connect(RW_PORT) as conn, conn.cursor() as cur:
+            cur.execute("REPLACE INTO test.rws VALUES (50, 1, 'lag')")
+
+        def lagging():
+            with st.root(2) as r, r.cursor(pymysql.cursors.DictCursor) as c:
+                c.execute("SHOW SLAVE STATUS")
+                lag = c.fetchone()["Seconds_Behind_Master"]
+            return lag is not None and lag >= 4
+        st.wait_until(lagging, 20, what="db2 to lag")
+        time.sleep(1.5)   # a monitor tick
+        with st.connect(LAG_PORT) as conn:
+            ids = ids_of(conn, "SELECT @@server_id", 20)
+        assert set(ids) == {3}, ids
+        with st.connect(RW_PORT) as conn:   # no lag limit: still used
+            assert 2 in ids_of(conn, "SELECT @@server_id", 20)
+    finally:
+        set_delay(2, 0)
+        st.wait_replicated()
+
+
+def kill_server(sid):
+    """SIGKILL one sandbox server, as a crash would."""
+    subprocess.run([str(st.ROOT / "scripts" / "sandbox"), "kill-server",
+                    str(sid)], check=True, capture_output=True, timeout=60)
+
+
+def restart_sandbox():
+    subprocess.run([str(st.ROOT / "scripts" / "sandbox"), "start"],
+                   check=True, capture_output=True, timeout=180)
+
+
+def running_query_on(sid, text):
+    with st.root(sid) as r:
+        return bool(st.scalar(r, "SELECT COUNT(*) FROM information_schema."
+                              "PROCESSLIST WHERE INFO LIKE %s",
+                              (f"%{text}%",)))
+
+
+def test_replica_killed_mid_read_retried(proxy):
+    with st.connect(RW_PORT) as conn:
+        assert set(ids_of(conn, "SELECT @@server_id", 10)) == st.REPLICA_IDS
+        result = {}
+
+        def slow_read():
+            try:
+                result["row"] = st.scalar(
+                    conn, "SELECT @@server_id + 0 * SLEEP(3) /*rwskill*/")
+            except Exception as exc:  # noqa: BLE001
+                result["error"] = exc
+        t = threading.Thread(target=slow_read)
+        t.start()
+        victim = None
+        try:
+            deadline = time.monotonic() + 5
+            while victim is None and time.monotonic() < deadline:
+                for sid in sorted(st.REPLICA_IDS):
+                    if running_query_on(sid, "rwskill*/"):
+                        victim = sid
+                time.sleep(0.05)
+            assert victim is not None, "the read never reached a replica"
+            kill_server(victim)
+            t.join(30)
+            assert "error" not in result, result
+            other = (st.REPLICA_IDS - {victim}).pop()
+            assert result["row"] == other
+            ids = ids_of(conn, "SELECT @@server_id", 10)
+            assert set(ids) == {other}
+        finally:
+            t.join(30)
+            restart_sandbox()
+
+
+def test_causal_reads_see_own_write(proxy):
+    wait_routes(CAUSAL_PORT)
+    for sid in st.REPLICA_IDS:
+        set_delay(sid, 1)
+    try:
+        with st.connect(RW_PORT) as conn, conn.cursor() as cur:
+            cur.execute("REPLACE INTO test.rws VALUES (60, 1, 'ctl')")
+            cur.execute("SELECT COUNT(*), @@server_id FROM test.rws "
+                        "WHERE id = 60 AND note = 'ctl'")
+            count, sid = cur.fetchone()
+            assert sid in st.REPLICA_IDS
+            assert count == 0, "control: the replica had the row at once"
+        with st.connect(CAUSAL_PORT) as conn, conn.cursor() as cur:
+            for i in range(3):
+                cur.execute(f"REPLACE INTO test.rws VALUES ({61 + i}, 1, "
+                            "'causal')")
+                cur.execute("SELECT COUNT(*), @@server_id FROM test.rws "
+                            f"WHERE id = {61 + i}")
+                count, sid = cur.fetchone()
+                assert count == 1
+                assert sid in st.REPLICA_IDS
+    finally:
+        for sid in st.REPLICA_IDS:
+            set_delay(sid, 0)
+        st.wait_replicated()
+
+
+def error_on_write_while_primary_down(conn):
+    """master_failure_mode=error_on_write: with the primary down a write
+    gets an error, reads keep working on the replicas, the session stays."""
+    with conn.cursor() as cur:
+        with pytest.raises(pymysql.MySQLError) as exc:
+            cur.execute("INSERT INTO test.rws VALUES (80, 1, 'no')")
+        assert st.error_code(exc.value) == 1105
+        cur.execute("SELECT @@server_id")
+        assert cur.fetchone()[0] in st.REPLICA_IDS
+
+
+def test_transaction_replay_survives_primary_restart(proxy):
+    wait_routes(REPLAY_PORT)
+    with st.connect(REPLAY_PORT, read_timeout=120) as conn, \
+            conn.cursor() as cur:
+        cur.execute("DELETE FROM test.rws WHERE id IN (70, 71)")
+        cur.execute("START TRANSACTION")
+        cur.execute("INSERT INTO test.rws VALUES (70, @@server_id, 'a')")
+        cur.execute("SELECT COUNT(*) FROM test.rws WHERE id = 70")
+        assert cur.fetchone()[0] == 1
+        errw = st.connect(ERRW_PORT)
+        try:
+            kill_server(st.PRIMARY_ID)
+            time.sleep(0.5)
+            error_on_write_while_primary_down(errw)
+            restart_sandbox()
+            cur.execute("INSERT INTO test.rws VALUES (71, @@server_id, 'b')")
+            cur.execute("SELECT COUNT(*) FROM test.rws WHERE id IN (70,71)")
+            assert cur.fetchone()[0] == 2
+            cur.execute("COMMIT")
+            with errw.cursor() as ecur:   # a new primary connection
+                ecur.execute("REPLACE INTO test.rws VALUES (81, "
+                             "@@server_id, 'again')")
+        finally:
+            errw.close()
+            restart_sandbox()
+    with st.root(st.PRIMARY_ID) as p:
+        assert st.scalar(p, "SELECT COUNT(*) FROM test.rws "
+                         "WHERE id IN (70, 71)") == 2
+        assert st.scalar(p, "SELECT sid FROM test.rws WHERE id = 81") == 1
+        assert st.scalar(p, "SELECT COUNT(*) FROM test.rws "
+                         "WHERE id = 80") == 0
