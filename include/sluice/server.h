@@ -63,4 +63,14 @@ SL_EXPORT uint64_t sl_server_total_connections(const struct sl_server *s);
 /* Routed-statement counters (routers bump them). */
 SL_EXPORT void sl_server_count_route(struct sl_server *s, bool is_write);
 
+/*
+ * The server's @@gtid_current_pos as last seen by its monitor ("" when
+ * unknown), e.g. "0-1-42,1-2-7". The monitor sets it every tick; routers
+ * copy it out (NUL-terminated, truncated to len) to know what a replica
+ * has applied. Any thread; a short spinlock guards the string.
+ */
+SL_EXPORT void sl_server_set_gtid_pos(struct sl_server *s, const char *pos);
+SL_EXPORT void sl_server_gtid_pos(const struct sl_server *s, char *buf,
+                                  size_t len);
+
 #endif

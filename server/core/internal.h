@@ -72,6 +72,8 @@ struct sl_server {
     atomic_ullong routed_reads;
     atomic_ullong routed_writes;
     struct sl_tls *tls;               /* backend TLS, NULL = plain */
+    atomic_flag gtid_lock;            /* guards gtid_pos (clear = free) */
+    char gtid_pos[256];               /* gtid_current_pos, monitor's view */
 };
 
 struct sl_filter_def {

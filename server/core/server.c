@@ -156,3 +156,39 @@ sl_server_count_route(struct sl_server *s, bool is_write)
                                        : &s->routed_reads,
                               1, memory_order_relaxed);
 }
+
+static void
+gtid_lock(struct sl_server *s)
+{
+    while (atomic_flag_test_and_set_explicit(&s->gtid_lock,
+                                             memory_order_acquire)) {
+        /* the holder copies at most 256 bytes */
+    }
+}
+
+static void
+gtid_unlock(struct sl_server *s)
+{
+    atomic_flag_clear_explicit(&s->gtid_lock, memory_order_release);
+}
+
+void
+sl_server_set_gtid_pos(struct sl_server *s, const char *pos)
+{
+    gtid_lock(s);
+    snprintf(s->gtid_pos, sizeof(s->gtid_pos), "%s", pos ? pos : "");
+    gtid_unlock(s);
+}
+
+void
+sl_server_gtid_pos(const struct sl_server *s, char *buf, size_t len)
+{
+    struct sl_server *w = (struct sl_server *)s;   /* the lock only */
+
+    if (len == 0) {
+        return;
+    }
+    gtid_lock(w);
+    snprintf(buf, len, "%s", s->gtid_pos);
+    gtid_unlock(w);
+}

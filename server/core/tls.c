@@ -313,8 +313,8 @@ sl__tls_configure(struct sl_cfg_diag *d, const struct sl_params *p,
     SSL_CTX_set_mode(t->ctx, SSL_MODE_ENABLE_PARTIAL_WRITE |
                                  SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
                                  SSL_MODE_RELEASE_BUFFERS);
-    /* Idle TLS connections should cost little: no session cache tickets
-     * for backends, and released buffers while idle. */
+    /* RELEASE_BUFFERS above: an idle TLS connection keeps no record
+     * buffers. Session resumption needs an id context on the server. */
     if (listener) {
         SSL_CTX_set_session_id_context(t->ctx, (const unsigned char *)"sl",
                                        2);

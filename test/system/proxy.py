@@ -35,6 +35,8 @@ SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
 
 def _register_pid(pid):
     if PIDDIR:
+        # a test that rebuilds the sandbox (start --fresh) removes the dir
+        Path(PIDDIR).mkdir(parents=True, exist_ok=True)
         Path(PIDDIR, str(pid)).touch()
 
 

@@ -10,6 +10,7 @@ readconnroute services of proxy.py):
   Lazy-Service    lazy_connect=true, max_slave_connections=1
   Hist-Service    lazy_connect=true, max_sescmd_history=2
   ErrW-Service    master_failure_mode=error_on_write
+  None-Service    causal_reads=none (the old default; port st.port(4600))
 Destructive tests (replica killed, replication delayed, primary restarted)
 restore the sandbox before they end."""
 
@@ -33,6 +34,7 @@ REPLAY_PORT = st.port(4305)
 LAZY_PORT = st.port(4306)
 HIST_PORT = st.port(4307)
 ERRW_PORT = st.port(4308)
+NONE_PORT = st.port(4600)
 SERVERS = ",".join(f"db{sid}" for sid in st.SERVERS)
 
 
@@ -69,7 +71,8 @@ EXTRA = (rw_service("RW-Service", RW_PORT)
          + rw_service("Hist-Service", HIST_PORT,
                       "lazy_connect=true\nmax_sescmd_history=2")
          + rw_service("ErrW-Service", ERRW_PORT,
-                      "master_failure_mode=error_on_write"))
+                      "master_failure_mode=error_on_write")
+         + rw_service("None-Service", NONE_PORT, "causal_reads=none"))
 
 
 @pytest.fixture(scope="module")
@@ -120,8 +123,14 @@ def test_writes_and_transactions_go_to_primary(proxy):
         cur.execute("SELECT sid FROM test.rws WHERE id = 2")
         assert cur.fetchone()[0] == st.PRIMARY_ID   # own uncommitted row
         cur.execute("COMMIT")
-        cur.execute("SELECT @@server_id")
-        assert cur.fetchone()[0] in st.REPLICA_IDS   # trx over
+
+        # trx over: reads leave the primary again, once the monitor has
+        # seen a replica apply the commit (read_your_writes, the default)
+        def on_replica():
+            cur.execute("SELECT @@server_id")
+            return cur.fetchone()[0] in st.REPLICA_IDS
+        st.wait_until(on_replica, 10, interval=0.2,
+                      what="a read on a replica after the commit")
     with st.root(st.PRIMARY_ID) as p:
         assert st.scalar(p, "SELECT sid FROM test.rws WHERE id=1") == 1
         assert st.scalar(p, "SELECT sid FROM test.rws WHERE id=2") == 1
@@ -405,7 +414,8 @@ def test_causal_reads_see_own_write(proxy):
     for sid in st.REPLICA_IDS:
         set_delay(sid, 1)
     try:
-        with st.connect(RW_PORT) as conn, conn.cursor() as cur:
+        wait_routes(NONE_PORT)
+        with st.connect(NONE_PORT) as conn, conn.cursor() as cur:
             cur.execute("REPLACE INTO test.rws VALUES (60, 1, 'ctl')")
             cur.execute("SELECT COUNT(*), @@server_id FROM test.rws "
                         "WHERE id = 60 AND note = 'ctl'")

@@ -267,6 +267,28 @@ run_probe_query(struct bm_server *bs)
     return 0;
 }
 
+/* Publish the server's gtid_current_pos for read-your-writes routing
+ * (readwritesplit); "" where the server has none (MySQL, failure). */
+static void
+query_gtid_pos(struct bm_server *bs)
+{
+    MYSQL_RES *res;
+    MYSQL_ROW row;
+    const char *pos = "";
+
+    if (mysql_query(bs->conn, "SELECT @@gtid_current_pos") != 0 ||
+        (res = mysql_store_result(bs->conn)) == NULL) {
+        sl_server_set_gtid_pos(bs->srv, "");
+        return;
+    }
+    row = mysql_fetch_row(res);
+    if (row != NULL && row[0] != NULL) {
+        pos = row[0];
+    }
+    sl_server_set_gtid_pos(bs->srv, pos);
+    mysql_free_result(res);
+}
+
 /* Probe one server into bs->probe (monitor thread). */
 static void
 probe_server(struct bm_instance *inst, struct bm_server *bs)
@@ -291,6 +313,7 @@ probe_server(struct bm_instance *inst, struct bm_server *bs)
         }
     }
     bs->probe.bits = SL_SRV_RUNNING;
+    query_gtid_pos(bs);
     if (bs->probe.role_known && !bs->probe.writable) {
         sl_server_set_replication_lag(bs->srv, query_lag(bs));
     } else if (bs->probe.role_known) {

@@ -290,6 +290,7 @@ query_vars(struct mmon_instance *inst, int i)
         sl_server_set_version(inst->servers[i].srv,
                               mysql_get_server_version(c), col(row, 2));
         mmon_gtid_parse(col(row, 3), &v->current_pos);
+        sl_server_set_gtid_pos(inst->servers[i].srv, col(row, 3));
         mmon_gtid_parse(col(row, 4), &v->binlog_pos);
         mmon_gtid_parse(col(row, 5), &v->slave_pos);
     }

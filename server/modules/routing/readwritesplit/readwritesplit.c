@@ -46,12 +46,15 @@ static const char *const failure_names[] = {
     "fail_instantly", "fail_on_write", "error_on_write", NULL,
 };
 static const char *const vars_names[] = {"all", "master", NULL};
-/* MaxScale 2.5+ values, plus the old boolean spelling. Only none and
- * local are distinct here: every other mode behaves as local. */
+/* MaxScale 2.5+ values, plus the old boolean spelling, plus Sluice's
+ * read_your_writes (the default). none, local and read_your_writes are
+ * distinct here: every other MaxScale mode behaves as local. */
 static const char *const causal_names[] = {
     "none", "local", "global", "fast", "fast_global", "universal",
-    "fast_universal", "true", "false", "on", "off", NULL,
+    "fast_universal", "true", "false", "on", "off", "read_your_writes",
+    NULL,
 };
+#define CAUSAL_RYW 11   /* index of "read_your_writes" */
 
 uint64_t
 rws_now_us(void)
@@ -100,9 +103,13 @@ read_config(struct rws_config *c, const struct sl_params *p, size_t n)
     c->strict_multi_stmt = sl_params_bool(p, "strict_multi_stmt");
     c->strict_sp_calls = sl_params_bool(p, "strict_sp_calls");
     c->vars_in_master = sl_params_enum(p, "use_sql_variables_in") == 1;
-    c->causal = (causal <= 0 || causal == 8 || causal == 10)
-                    ? RWS_CAUSAL_NONE
-                    : RWS_CAUSAL_LOCAL;
+    if (causal == CAUSAL_RYW) {
+        c->causal = RWS_CAUSAL_RYW;
+    } else if (causal <= 0 || causal == 8 || causal == 10) {
+        c->causal = RWS_CAUSAL_NONE;
+    } else {
+        c->causal = RWS_CAUSAL_LOCAL;
+    }
     c->causal_timeout_s =
         sl_params_duration_ms(p, "causal_reads_timeout") / 1000;
     if (c->causal_timeout_s == 0) {
@@ -139,7 +146,6 @@ rws_create_instance(struct sl_service *svc, const struct sl_params *params)
         free(inst);
         return NULL;
     }
-    atomic_init(&inst->seed, (unsigned)time(NULL));
     return inst;
 }
 
@@ -299,6 +305,7 @@ rws_new_session(void *instance, struct sl_session *ses)
     rs->autocommit = true;
     rs->next_ps = 1;
     rs->rotate = (unsigned)atomic_fetch_add(&inst->sessions, 1);
+    rs->rnd = (uint32_t)(sl_session_id(ses) * 2654435761u) | 1u;
     for (unsigned i = 0; i < inst->nservers; i++) {
         rs->be[i].srv = inst->servers[i];
         rs->be[i].idx = i;
@@ -357,9 +364,13 @@ rws_diagnostics(void *instance)
 {
     struct rws_instance *inst = instance;
     json_t *servers = json_array();
+    uint64_t reads = 0, writes = 0;
 
     for (size_t i = 0; i < inst->nservers; i++) {
         struct rws_srv_stats *s = &inst->stats[i];
+
+        reads += atomic_load(&s->reads);
+        writes += atomic_load(&s->writes);
         json_array_append_new(
             servers,
             json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:f}", "id",
@@ -374,9 +385,9 @@ rws_diagnostics(void *instance)
     return json_pack(
         "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:o}", "connections",
         (json_int_t)atomic_load(&inst->sessions), "queries",
-        (json_int_t)atomic_load(&inst->queries), "route_master",
-        (json_int_t)atomic_load(&inst->route_master), "route_slave",
-        (json_int_t)atomic_load(&inst->route_slave), "route_all",
+        (json_int_t)(reads + writes + atomic_load(&inst->route_all)),
+        "route_master", (json_int_t)writes, "route_slave", (json_int_t)reads,
+        "route_all",
         (json_int_t)atomic_load(&inst->route_all), "retried_reads",
         (json_int_t)atomic_load(&inst->retried_reads), "replayed_transactions",
         (json_int_t)atomic_load(&inst->replayed_trx), "causal_fallbacks",
@@ -433,8 +444,9 @@ static const struct sl_param_spec rws_params[] = {
      "After a CALL, route everything to the primary"},
     {"use_sql_variables_in", SL_PARAM_ENUM, "all", 0, vars_names,
      "Where reads of user variables go"},
-    {"causal_reads", SL_PARAM_ENUM, "none", 0, causal_names,
-     "Reads after a write wait for the write's GTID on the replica"},
+    {"causal_reads", SL_PARAM_ENUM, "read_your_writes", 0, causal_names,
+     "Reads after a write: read_your_writes (a replica that has the "
+     "write, else the primary), local (wait on the replica), none"},
     {"causal_reads_timeout", SL_PARAM_DURATION, "10s", SL_PARAM_F_SECONDS,
      NULL, "Longest GTID wait before the read goes to the primary"},
     {"transaction_replay", SL_PARAM_BOOL, "false", 0, NULL,

@@ -45,6 +45,8 @@ enum rws_failure_mode {
 enum rws_causal {
     RWS_CAUSAL_NONE,
     RWS_CAUSAL_LOCAL,
+    RWS_CAUSAL_RYW,     /* read_your_writes: replica with the GTID, else
+                         * the primary; never waits */
 };
 
 struct rws_config {
@@ -85,9 +87,8 @@ struct rws_instance {
     struct rws_config cfg;
     struct rws_srv_stats *stats;  /* [nservers] */
     atomic_ullong sessions;
-    atomic_ullong queries, route_master, route_slave, route_all;
+    atomic_ullong route_all;      /* session commands */
     atomic_ullong retried_reads, replayed_trx, causal_fallbacks;
-    atomic_uint seed;
 };
 
 /* A session command: kept while in the history or while answers are
@@ -184,6 +185,8 @@ struct rws_session {
     bool cur_is_write;
     int last_used;
     unsigned rotate;
+    uint32_t rnd;                 /* ADAPTIVE_ROUTING's random state */
+    unsigned samples;             /* answers seen, to sample timings */
 
     /* waiting: a command held back (causal GTID, delayed retry, replay) */
     struct sl_buf *waiting;
@@ -197,6 +200,9 @@ struct rws_session {
     bool gtid_pending;
     struct sl_buf *gtid_buf;
     bool causal_failed;           /* next read answer dropped, re-sent */
+    bool gtid_unknown;            /* last write's GTID unknown: primary */
+    bool routing_read;            /* route_to: this command is a read */
+    bool cur_pure_read;           /* the command being answered is one */
 
     /* transaction_replay */
     struct rws_trx_stmt *trx_log;

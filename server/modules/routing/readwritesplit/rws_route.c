@@ -153,6 +153,71 @@ history_remove(struct rws_session *rs, struct rws_sescmd *sc)
     rws_sescmd_unref(rs, sc);
 }
 
+static bool
+same_bytes(const struct sl_buf *a, const struct sl_buf *b)
+{
+    size_t n = sl_buf_len(a);
+    unsigned char x[256], y[256];
+
+    if (n != sl_buf_len(b) || n > sizeof(x)) {
+        return false;
+    }
+    sl_buf_copy_out(a, 0, n, x);
+    sl_buf_copy_out(b, 0, n, y);
+    return memcmp(x + 3, y + 3, n - 3) == 0;   /* seq byte and on */
+}
+
+/* sc sets state from constants only (SET autocommit=1, SET NAMES x, USE
+ * db, COM_INIT_DB, COM_SET_OPTION): an older identical copy of it in the
+ * history is redundant. */
+static bool
+idempotent(const struct rws_sescmd *sc)
+{
+    struct sl_qc_result qc;
+
+    if (sc->cmd == SL_COM_INIT_DB || sc->cmd == SL_COM_SET_OPTION) {
+        return true;
+    }
+    return sc->cmd == SL_COM_QUERY && sl_qc_classify_buf(sc->buf, &qc) &&
+           !(qc.type & (SL_QC_READ | SL_QC_USERVAR_READ | SL_QC_SYSVAR_READ |
+                        SL_QC_USERVAR_WRITE | SL_QC_PREPARE_NAMED |
+                        SL_QC_DEALLOC_PREPARE | SL_QC_MULTI_STMT |
+                        SL_QC_UNKNOWN));
+}
+
+/*
+ * Make room for sc: drop an older identical constant-only command, else
+ * (prune_sescmd_history) the oldest command that is not the PREPARE of a
+ * live statement. False when nothing can go.
+ */
+static bool
+history_make_room(struct rws_session *rs, const struct rws_sescmd *sc)
+{
+    struct rws_sescmd *h;
+
+    if (idempotent(sc)) {
+        for (h = rs->hist_head; h != NULL; h = h->next) {
+            if (h->cmd == sc->cmd && same_bytes(h->buf, sc->buf)) {
+                history_remove(rs, h);
+                return true;
+            }
+        }
+    }
+    if (rs->hist_len < rs->inst->cfg.max_history) {
+        return true;
+    }
+    if (!rs->inst->cfg.prune_history) {
+        return false;
+    }
+    for (h = rs->hist_head; h != NULL; h = h->next) {
+        if (h->ps_id == 0 || rws_ps_find(rs, h->ps_id) == NULL) {
+            history_remove(rs, h);
+            return true;
+        }
+    }
+    return false;
+}
+
 static void
 history_add(struct rws_session *rs, struct rws_sescmd *sc)
 {
@@ -162,12 +227,9 @@ history_add(struct rws_session *rs, struct rws_sescmd *sc)
         rs->hist_overflow = true;
         return;
     }
-    if (rs->hist_len >= c->max_history) {
-        if (!c->prune_history || rs->hist_head == NULL) {
-            rs->hist_overflow = true;
-            return;
-        }
-        history_remove(rs, rs->hist_head);
+    if (!history_make_room(rs, sc)) {
+        rs->hist_overflow = true;
+        return;
     }
     sc->refs++;
     sc->next = NULL;
@@ -533,6 +595,7 @@ route_execute(struct rws_session *rs, struct sl_buf *buf, struct rws_ps *ps,
     if (cmd == SL_COM_STMT_EXECUTE) {
         causal_wait(rs, idx);
     }
+    rs->routing_read = !to_master;
     rc = route_to(rs, idx, out, idx == rs->master);
     /* A retry re-routes the client's command, not this connection's. */
     if (rs->cur != NULL) {
@@ -712,6 +775,81 @@ slave_ok(const struct rws_session *rs, unsigned i, uint32_t st)
     return true;
 }
 
+/* "D-S-N" -> domain and sequence; false when malformed. */
+static bool
+gtid_split(const char *g, unsigned long *domain, unsigned long long *seq)
+{
+    char *end;
+
+    *domain = strtoul(g, &end, 10);
+    if (*end != '-') {
+        return false;
+    }
+    (void)strtoul(end + 1, &end, 10);   /* server id: any */
+    if (*end != '-') {
+        return false;
+    }
+    *seq = strtoull(end + 1, &end, 10);
+    return *end == '\0' || *end == ',';
+}
+
+/* The monitor's gtid_current_pos of server i has the session's GTID. */
+static bool
+server_has_gtid(const struct rws_session *rs, unsigned i)
+{
+    char pos[256];
+    unsigned long dom, d;
+    unsigned long long seq, s;
+    const char *p;
+
+    if (!gtid_split(rs->gtid, &dom, &seq)) {
+        return false;
+    }
+    sl_server_gtid_pos(rs->be[i].srv, pos, sizeof(pos));
+    for (p = pos; *p != '\0'; p++) {
+        if (gtid_split(p, &d, &s) && d == dom) {
+            return s >= seq;
+        }
+        p = strchr(p, ',');
+        if (p == NULL) {
+            break;
+        }
+    }
+    return false;
+}
+
+/*
+ * read_your_writes: may server i answer this session's read? Yes when
+ * the session has written nothing (or nothing with a GTID), when i is
+ * the session's primary, or when the monitor saw i apply the session's
+ * last GTID. While that GTID is being fetched, or if it could not be,
+ * only the primary qualifies.
+ */
+static bool
+ryw_ok(const struct rws_session *rs, unsigned i)
+{
+    if (rs->inst->cfg.causal != RWS_CAUSAL_RYW || (int)i == rs->master) {
+        return true;
+    }
+    if (rs->gtid_pending || rs->gtid_unknown) {
+        return false;
+    }
+    return rs->gtid[0] == '\0' || server_has_gtid(rs, i);
+}
+
+/* xorshift32: per session, so choosing takes no lock (rand() does). */
+static uint32_t
+next_random(struct rws_session *rs)
+{
+    uint32_t x = rs->rnd ? rs->rnd : 2463534242u;
+
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    rs->rnd = x;
+    return x;
+}
+
 /*
  * A connection for a read: the best replica (connecting to one if the
  * session is below max_slave_connections), or -1. `exclude` is skipped
@@ -734,7 +872,8 @@ rws_slave_index(struct rws_session *rs, int exclude)
         cand[i].connected = rws_be_live(be);
         cand[i].ok = (int)i != exclude &&
                      slave_ok(rs, (unsigned)i, sl_server_status(be->srv)) &&
-                     (cand[i].connected || may_connect);
+                     (cand[i].connected || may_connect) &&
+                     ryw_ok(rs, (unsigned)i);
         cand[i].operations = atomic_load_explicit(&s->ops,
                                                   memory_order_relaxed);
         cand[i].global_conns = sl_server_connections(be->srv);
@@ -745,7 +884,7 @@ rws_slave_index(struct rws_session *rs, int exclude)
                                                memory_order_relaxed);
     }
     idx = rws_select(cand, n, inst->cfg.criteria, rs->rotate++,
-                     (uint32_t)rand());
+                     next_random(rs));
     if (idx >= 0 && !cand[idx].connected &&
         rws_connect(rs, (unsigned)idx, false) != 0) {
         return -1;
@@ -784,6 +923,8 @@ route_to(struct rws_session *rs, int idx, struct sl_buf *buf, bool is_write)
     rs->cur_target = idx;
     rs->cur_is_read = !is_write;
     rs->cur_is_write = is_write;
+    rs->cur_pure_read = rs->routing_read;
+    rs->routing_read = false;
     rs->cur_started = false;
     rs->last_used = idx;
     if (expects_reply(cmd) && (!is_write || rs->inst->cfg.trx_replay)) {
@@ -796,9 +937,6 @@ route_to(struct rws_session *rs, int idx, struct sl_buf *buf, bool is_write)
     sl_server_count_route(rs->be[idx].srv, is_write);
     atomic_fetch_add_explicit(is_write ? &inst->stats[idx].writes
                                        : &inst->stats[idx].reads,
-                              1, memory_order_relaxed);
-    atomic_fetch_add_explicit(is_write ? &inst->route_master
-                                       : &inst->route_slave,
                               1, memory_order_relaxed);
     if (!expects_reply(cmd)) {
         rws_write(rs, (unsigned)idx, buf, RK_IGNORE, NULL);
@@ -1069,6 +1207,7 @@ route_read(struct rws_session *rs, struct sl_buf *buf,
         rs->ro_target = idx;
     }
     causal_wait(rs, idx);
+    rs->routing_read = true;
     return route_to(rs, idx, buf, idx == rs->master);
 }
 
@@ -1123,7 +1262,6 @@ rws_route_cmd(struct rws_session *rs, struct sl_buf *buf,
 {
     int cmd = sl_mdb_command(buf);
 
-    atomic_fetch_add_explicit(&rs->inst->queries, 1, memory_order_relaxed);
     switch (cmd) {
     case SL_COM_QUIT:
         sl_buf_free(buf);
