@@ -49,7 +49,16 @@
 
 /* ---- retired memory and stopped objects ---- */
 
-enum retired_kind { R_FREE, R_ROUTER };
+/* R_SERVER .. R_FILTER: whole destroyed objects, freed at exit with
+ * sl__config_free (params, arrays, TLS, instances), like live ones. */
+enum retired_kind {
+    R_FREE,
+    R_ROUTER,
+    R_SERVER,
+    R_LISTENER,
+    R_SERVICE,
+    R_FILTER,
+};
 
 struct retired {
     enum retired_kind kind;
@@ -74,10 +83,57 @@ retire(enum retired_kind kind, void *ptr, const struct sl_router_ops *ops)
     retired[nretired++] = (struct retired){kind, ptr, ops};
 }
 
+/* Move the destroyed objects into a throw-away configuration so one
+ * function frees every kind of object the same way. */
+static void
+free_retired_objects(void)
+{
+    struct sl_config *c = calloc(1, sizeof(*c));
+    size_t n = nretired;
+
+    if (c == NULL) {
+        return;
+    }
+    c->servers = calloc(n + 1, sizeof(void *));
+    c->listeners = calloc(n + 1, sizeof(void *));
+    c->services = calloc(n + 1, sizeof(void *));
+    c->filters = calloc(n + 1, sizeof(void *));
+    if (!c->servers || !c->listeners || !c->services || !c->filters) {
+        sl__config_free(c);
+        return;
+    }
+    for (size_t i = 0; i < nretired; i++) {
+        void *p = retired[i].ptr;
+
+        switch (retired[i].kind) {
+        case R_SERVER:
+            c->servers[c->nservers++] = p;
+            break;
+        case R_LISTENER:
+            c->listeners[c->nlisteners++] = p;
+            break;
+        case R_SERVICE:
+            c->services[c->nservices++] = p;
+            break;
+        case R_FILTER:
+            c->filters[c->nfilters++] = p;
+            break;
+        default:
+            continue;
+        }
+        retired[i].ptr = NULL;
+    }
+    sl__config_free(c);
+}
+
 void
 admin_runtime_free(void)
 {
+    free_retired_objects();
     for (size_t i = 0; i < nretired; i++) {
+        if (retired[i].ptr == NULL) {
+            continue;
+        }
         if (retired[i].kind == R_ROUTER) {
             if (retired[i].router->destroy_instance) {
                 retired[i].router->destroy_instance(retired[i].ptr);
@@ -1021,7 +1077,7 @@ destroy_server(struct sl_server *srv)
               index_of((void **)c->servers, c->nservers, srv));
     persist_remove(srv->name);
     sl_log_notice("destroyed server '%s'", srv->name);
-    retire(R_FREE, srv, NULL);   /* params leak by design: tiny */
+    retire(R_SERVER, srv, NULL);
     return admin_no_content();
 }
 
@@ -1052,7 +1108,7 @@ destroy_listener(struct sl_listener *l)
               index_of((void **)c->listeners, c->nlisteners, l));
     persist_remove(l->name);
     sl_log_notice("destroyed listener '%s'", l->name);
-    retire(R_FREE, l, NULL);
+    retire(R_LISTENER, l, NULL);
     return admin_no_content();
 }
 
@@ -1093,7 +1149,7 @@ destroy_object(struct admin_req *r)
         remove_at(&c->services, &c->nservices,
                   index_of((void **)c->services, c->nservices, svc));
         persist_remove(name);
-        retire(R_FREE, svc, NULL);
+        retire(R_SERVICE, svc, NULL);
         return admin_no_content();
     }
     if (strcmp(k, "filters") == 0) {
@@ -1113,7 +1169,7 @@ destroy_object(struct admin_req *r)
         remove_at(&c->filters, &c->nfilters,
                   index_of((void **)c->filters, c->nfilters, f));
         persist_remove(name);
-        retire(R_FREE, f, NULL);
+        retire(R_FILTER, f, NULL);
         return admin_no_content();
     }
     if (strcmp(k, "monitors") == 0) {
