@@ -39,6 +39,17 @@ SL_EXPORT const struct sl_params *sl_monitor_params(
 SL_EXPORT uint64_t sl_monitor_interval_ms(const struct sl_monitor *mon);
 SL_EXPORT uint64_t sl_monitor_connect_timeout_ms(const struct sl_monitor *m);
 SL_EXPORT uint64_t sl_monitor_read_timeout_ms(const struct sl_monitor *mon);
+/*
+ * Open a libmariadb connection (a MYSQL *, returned as void * so this
+ * header does not need mysql.h) to srv with the monitor's user, password
+ * and backend_connect/read/write_timeout, over TCP or the server's unix
+ * socket. NULL on failure with *err = mysql_errno (0 for out of memory)
+ * and the message in msg[msglen]. Monitor thread (blocks).
+ */
+SL_EXPORT void *sl_monitor_connect(const struct sl_monitor *mon,
+                                   struct sl_server *srv, unsigned *err,
+                                   char *msg, size_t msglen);
+
 /* Ticks completed so far (tests wait on it). */
 SL_EXPORT uint64_t sl_monitor_ticks(const struct sl_monitor *mon);
 

@@ -83,14 +83,6 @@ struct bm_instance {
     pthread_mutex_t lock;        /* guards the diagnostics snapshot */
 };
 
-static unsigned
-ms_to_seconds(uint64_t ms)
-{
-    uint64_t s = (ms + 999) / 1000;
-
-    return s == 0 ? 1 : (s > 3600 ? 3600 : (unsigned)s);
-}
-
 static void
 close_conn(struct bm_server *bs)
 {
@@ -146,39 +138,6 @@ core_param(const struct sl_monitor *mon, const char *name, bool duration,
                     : sl_params_count(p, name);
 }
 
-/* One connection attempt with the monitor's credentials and timeouts. */
-static MYSQL *
-try_connect(const struct sl_monitor *mon, struct sl_server *srv,
-            unsigned *err, char *msg, size_t msglen)
-{
-    const char *sock = sl_server_socket(srv);
-    unsigned cto = ms_to_seconds(sl_monitor_connect_timeout_ms(mon));
-    unsigned rto = ms_to_seconds(sl_monitor_read_timeout_ms(mon));
-    unsigned wto = ms_to_seconds(
-        core_param(mon, "backend_write_timeout", true, 3000));
-    unsigned proto = sock ? MYSQL_PROTOCOL_SOCKET : MYSQL_PROTOCOL_TCP;
-    MYSQL *c = mysql_init(NULL);
-
-    if (c == NULL) {
-        *err = 0;
-        snprintf(msg, msglen, "out of memory");
-        return NULL;
-    }
-    mysql_optionsv(c, MYSQL_OPT_CONNECT_TIMEOUT, &cto);
-    mysql_optionsv(c, MYSQL_OPT_READ_TIMEOUT, &rto);
-    mysql_optionsv(c, MYSQL_OPT_WRITE_TIMEOUT, &wto);
-    mysql_optionsv(c, MYSQL_OPT_PROTOCOL, &proto);
-    if (mysql_real_connect(c, sock ? NULL : sl_server_address(srv),
-                           sl_monitor_user(mon), sl_monitor_password(mon),
-                           NULL, sock ? 0 : (unsigned)sl_server_port(srv),
-                           sock, 0) == NULL) {
-        *err = mysql_errno(c);
-        snprintf(msg, msglen, "%s", mysql_error(c));
-        mysql_close(c);
-        return NULL;
-    }
-    return c;
-}
 
 /*
  * Open bs->conn (backend_connect_attempts tries). On failure bs->conn
@@ -194,7 +153,8 @@ open_conn(struct bm_instance *inst, struct bm_server *bs)
     char msg[256];
 
     for (uint64_t i = 0; i < (attempts ? attempts : 1); i++) {
-        bs->conn = try_connect(inst->mon, bs->srv, &err, msg, sizeof(msg));
+        bs->conn = sl_monitor_connect(inst->mon, bs->srv, &err, msg,
+                                      sizeof(msg));
         if (bs->conn != NULL) {
             bs->logged_errno = 0;
             return true;

@@ -62,14 +62,6 @@ static pthread_mutex_t instances_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct mmon_instance *instances[64];
 static size_t ninstances;
 
-static unsigned
-ms_to_seconds(uint64_t ms)
-{
-    uint64_t s = (ms + 999) / 1000;
-
-    return s == 0 ? 1 : (s > 3600 ? 3600 : (unsigned)s);
-}
-
 static void
 close_conn(struct mmon_server *ms)
 {
@@ -79,39 +71,6 @@ close_conn(struct mmon_server *ms)
     }
 }
 
-static MYSQL *
-try_connect(const struct sl_monitor *mon, struct sl_server *srv,
-            unsigned *err, char *msg, size_t msglen)
-{
-    const char *sock = sl_server_socket(srv);
-    unsigned cto = ms_to_seconds(sl_monitor_connect_timeout_ms(mon));
-    unsigned rto = ms_to_seconds(sl_monitor_read_timeout_ms(mon));
-    unsigned wto = ms_to_seconds(
-        sl_params_duration_ms(sl_monitor_params(mon),
-                              "backend_write_timeout"));
-    unsigned proto = sock ? MYSQL_PROTOCOL_SOCKET : MYSQL_PROTOCOL_TCP;
-    MYSQL *c = mysql_init(NULL);
-
-    if (c == NULL) {
-        *err = 0;
-        snprintf(msg, msglen, "out of memory");
-        return NULL;
-    }
-    mysql_optionsv(c, MYSQL_OPT_CONNECT_TIMEOUT, &cto);
-    mysql_optionsv(c, MYSQL_OPT_READ_TIMEOUT, &rto);
-    mysql_optionsv(c, MYSQL_OPT_WRITE_TIMEOUT, &wto);
-    mysql_optionsv(c, MYSQL_OPT_PROTOCOL, &proto);
-    if (mysql_real_connect(c, sock ? NULL : sl_server_address(srv),
-                           sl_monitor_user(mon), sl_monitor_password(mon),
-                           NULL, sock ? 0 : (unsigned)sl_server_port(srv),
-                           sock, 0) == NULL) {
-        *err = mysql_errno(c);
-        snprintf(msg, msglen, "%s", mysql_error(c));
-        mysql_close(c);
-        return NULL;
-    }
-    return c;
-}
 
 static bool
 open_conn(struct mmon_instance *inst, struct mmon_server *ms)
@@ -123,7 +82,8 @@ open_conn(struct mmon_instance *inst, struct mmon_server *ms)
 
     ms->auth_error = false;
     for (uint64_t i = 0; i < (attempts ? attempts : 1); i++) {
-        ms->conn = try_connect(inst->mon, ms->srv, &err, msg, sizeof(msg));
+        ms->conn = sl_monitor_connect(inst->mon, ms->srv, &err, msg,
+                                      sizeof(msg));
         if (ms->conn != NULL) {
             ms->logged_errno = 0;
             return true;
