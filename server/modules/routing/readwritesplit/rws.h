@@ -170,6 +170,9 @@ struct rws_session {
 
     /* transaction state */
     bool trx_active;
+    bool wrote;             /* a statement that can change data was routed
+                             * since the last @@last_gtid lookup: a
+                             * COMMIT of a read-only transaction needs none */
     bool trx_ro;
     bool autocommit;
     int ro_target;                /* read-only transaction's backend */

@@ -605,8 +605,9 @@ client_answer(struct rws_session *rs, struct rws_be *be, struct rws_expect *e,
         sl_buf_free(rs->cur);
         rs->cur = NULL;
         rs->cur_target = -1;
-        if (wrote && rs->inst->cfg.causal != RWS_CAUSAL_NONE &&
+        if (wrote && rs->wrote && rs->inst->cfg.causal != RWS_CAUSAL_NONE &&
             !rs->trx_active && !reply->is_err && !rs->cur_pure_read) {
+            rs->wrote = false;
             ask_last_gtid(rs, be->idx);
         }
     }

@@ -584,6 +584,7 @@ route_execute(struct rws_session *rs, struct sl_buf *buf, struct rws_ps *ps,
     }
     if (cmd == SL_COM_STMT_EXECUTE) {
         save_types(buf, ps);
+        rs->wrote |= !ps->is_read;
     }
     out = exec_for(rs, ps, buf, idx);
     if (out == NULL) {
@@ -1225,6 +1226,12 @@ route_query_text(struct rws_session *rs, struct sl_buf *buf,
         qc.type = SL_QC_UNKNOWN;
     }
     track_trx(rs, qc.type);
+    if (qc.type & (SL_QC_WRITE | SL_QC_DDL | SL_QC_UNKNOWN | SL_QC_CALL |
+                   SL_QC_LOAD_LOCAL | SL_QC_GSYSVAR_WRITE |
+                   SL_QC_CREATE_TMP_TABLE | SL_QC_DROP_TABLE |
+                   SL_QC_MULTI_STMT | SL_QC_EXEC_PREPARED)) {
+        rs->wrote = true;
+    }
     t = decide(rs, &qc);
     if (t != T_ALL) {
         const struct sl_hint *h = hint->type != SL_HINT_NONE ? hint
