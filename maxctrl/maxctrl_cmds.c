@@ -406,6 +406,22 @@ collect_extras(int argc, char **argv, json_t *params, json_t *rels)
     while (i < argc) {
         int used = 0;
 
+        /* MaxScale's `create monitor ... --monitor-user U
+         * --monitor-password P` (also --monitor-user=U). */
+        if (strncmp(argv[i], "--monitor-user", 14) == 0 ||
+            strncmp(argv[i], "--monitor-password", 18) == 0) {
+            const char *key = argv[i][10] == 'u' ? "user" : "password";
+            const char *eq = strchr(argv[i], '=');
+
+            if (eq == NULL && i + 1 >= argc) {
+                mc_error("option '%s' needs a value", argv[i]);
+                return -1;
+            }
+            json_object_set_new(params, key, json_string(eq ? eq + 1
+                                                            : argv[i + 1]));
+            i += eq ? 1 : 2;
+            continue;
+        }
         if (strcmp(argv[i], "--servers") == 0 ||
             strcmp(argv[i], "--filters") == 0 ||
             strcmp(argv[i], "--services") == 0) {
@@ -496,7 +512,8 @@ cmd_create(int argc, char **argv)
     }
     mc_error("usage: create server NAME HOST PORT | create service NAME "
              "ROUTER | create listener SERVICE NAME PORT | create filter "
-             "NAME MODULE | create monitor NAME MODULE | create user NAME "
+             "NAME MODULE | create monitor NAME MODULE [--servers S...] "
+             "[--monitor-user U --monitor-password P] | create user NAME "
              "PASSWORD");
     return 1;
 }

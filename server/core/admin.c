@@ -241,28 +241,37 @@ authenticate(struct admin_req *r, struct admin_resp *err)
     return 0;
 }
 
-/* Split url into segments after "/v1". -1 when the path is not /v1. */
-static int
-split_path(struct admin_req *r)
+int
+admin_split_path(const char *url, char **pathbuf, char **seg, int maxseg,
+                 int *nseg)
 {
     char *save = NULL;
     char *tok;
 
-    r->pathbuf = strdup(r->url);
-    if (r->pathbuf == NULL) {
+    *nseg = 0;
+    *pathbuf = strdup(url);
+    if (*pathbuf == NULL) {
         return -1;
     }
-    tok = strtok_r(r->pathbuf, "/", &save);
+    tok = strtok_r(*pathbuf, "/", &save);
     if (tok == NULL || strcmp(tok, "v1") != 0) {
         return -1;
     }
     while ((tok = strtok_r(NULL, "/", &save)) != NULL) {
-        if (r->nseg == (int)SL_ARRAY_LEN(r->seg)) {
+        if (*nseg == maxseg) {
             return -1;
         }
-        r->seg[r->nseg++] = tok;
+        seg[(*nseg)++] = tok;
     }
     return 0;
+}
+
+/* Split r->url into r->seg. -1 when the path is not /v1. */
+static int
+split_path(struct admin_req *r)
+{
+    return admin_split_path(r->url, &r->pathbuf, r->seg,
+                            (int)SL_ARRAY_LEN(r->seg), &r->nseg);
 }
 
 static struct admin_resp

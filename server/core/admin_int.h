@@ -14,6 +14,7 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <sys/socket.h>
 
 #include "internal.h"
@@ -85,6 +86,29 @@ struct sl_filter_def *admin_find_filter(const char *name);
 struct admin_resp admin_write(struct admin_req *r);
 /* POST (or GET for passive commands) maxscale/modules/MOD/CMD?args. */
 struct admin_resp admin_modcmd(struct admin_req *r);
+
+/*
+ * Pure request parsing, also driven by fuzz/fuzz_rest.c (no network, no
+ * running configuration needed):
+ * admin_body_to_ini: a POST body (JSON:API document) as the ini section
+ * for a new object of kind ("server", "service", ...; svcname: the
+ * service of a listener created under /services/NAME/listeners, or
+ * NULL). *idp points into body. The text (caller frees) has exactly one
+ * section, named data.id; NULL with err set when malformed.
+ * admin_check_params: check a PATCH's parameters object against the core
+ * table for kind and a module's (may be NULL); write the accepted ones as
+ * "key=value" lines to f. 0, or -1 with *res set (an error document).
+ * admin_split_path: split a URL path after "/v1/" into at most maxseg
+ * segments pointing into *pathbuf (caller frees, also on error). 0, or
+ * -1 when the path is not under /v1, has too many segments or no memory.
+ */
+char *admin_body_to_ini(json_t *body, const char *kind, const char *svcname,
+                        const char **idp, char *err, size_t errlen);
+int admin_check_params(const char *kind,
+                       const struct sl_param_spec *modspecs, json_t *params,
+                       FILE *f, struct admin_resp *res);
+int admin_split_path(const char *url, char **pathbuf, char **seg,
+                     int maxseg, int *nseg);
 
 /* Stopped-state bookkeeping for services, listeners and monitors. */
 bool admin_is_stopped(const void *obj);

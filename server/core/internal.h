@@ -136,6 +136,7 @@ struct sl_monitor {
     pthread_t thread;
     atomic_bool stop;
     atomic_ullong ticks;
+    bool running;                     /* has a thread (monitor.c) */
 };
 
 /* Everything loaded from the configuration. */
@@ -219,5 +220,11 @@ int sl__params_set(struct sl_params *p, const char *name, const char *value,
 /* Monitors: start each in its own thread / stop and join. Main only. */
 int sl__monitors_start(struct sl_config *cfg);
 void sl__monitors_stop(struct sl_config *cfg);
+/* One monitor: start its thread (0, or -errno; no-op when running) / stop
+ * and join it (no-op when not running). Main, or the admin thread once
+ * the daemon runs (never both at once: main starts the API after the
+ * monitors and stops it before them). */
+int sl__monitor_start(struct sl_monitor *mon);
+void sl__monitor_stop(struct sl_monitor *mon);
 
 #endif

@@ -1,16 +1,22 @@
 /*
  * Monitor accessors and the monitor runner: one thread per monitor.
  *
- *   sl__monitors_start -> thread: start() -> [tick(); ticks++; sleep]* ->
- *                                 stop() -> exit
- *   sl__monitors_stop  -> set stop, wake the sleepers, join
+ *   sl__monitor_start -> thread: start() -> [tick(); ticks++; sleep]* ->
+ *                                stop() -> exit
+ *   sl__monitor_stop  -> set stop, wake the sleepers, join
+ *
+ * sl__monitors_start/stop do the same for every monitor of a
+ * configuration (stop: one wake-up for all, then the joins). `running`
+ * says whether a monitor has a thread, so monitors stopped through the
+ * REST API are skipped and a monitor can be stopped and started again.
  *
  * The sleep is a condition-variable wait with a deadline on the monotonic
  * clock, so stopping never waits for the rest of a long monitor_interval.
  * One mutex/condvar pair serves all monitors: stop wakes them all at once
  * and nothing else signals it.
  *
- * Context: accessors from any thread; start/stop from the main thread.
+ * Context: accessors from any thread; start/stop from the main thread,
+ * or from the admin thread while the daemon runs.
  */
 #define _GNU_SOURCE
 #define SL_LOG_TAG "monitor"
@@ -30,7 +36,6 @@
 static pthread_mutex_t sleep_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t sleep_cond;
 static pthread_once_t sleep_once = PTHREAD_ONCE_INIT;
-static size_t nrunning;   /* monitors [0, nrunning) have a thread */
 
 const char *
 sl_monitor_name(const struct sl_monitor *mon)
@@ -149,50 +154,91 @@ monitor_main(void *arg)
 }
 
 int
-sl__monitors_start(struct sl_config *cfg)
+sl__monitor_start(struct sl_monitor *m)
 {
     sigset_t all;
     sigset_t old;
-    int rc = 0;
+    int rc;
 
+    if (m->running) {
+        return 0;
+    }
     pthread_once(&sleep_once, init_cond);
     /* Monitor threads never take signals: main sigwaits for them. */
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old);
-    for (nrunning = 0; nrunning < cfg->nmonitors; nrunning++) {
-        struct sl_monitor *m = cfg->monitors[nrunning];
-
-        atomic_store(&m->stop, false);
-        rc = pthread_create(&m->thread, NULL, monitor_main, m);
-        if (rc != 0) {
-            sl_log_error("cannot start a thread for monitor '%s': %s",
-                         m->name, strerror(rc));
-            break;
-        }
-        sl_log_notice("started monitor '%s' (%zu servers, interval %llu ms)",
-                      m->name, m->nservers,
-                      (unsigned long long)m->interval_ms);
-    }
+    atomic_store(&m->stop, false);
+    rc = pthread_create(&m->thread, NULL, monitor_main, m);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
-        sl__monitors_stop(cfg);
+        sl_log_error("cannot start a thread for monitor '%s': %s", m->name,
+                     strerror(rc));
         return -rc;
     }
+    m->running = true;
+    sl_log_notice("started monitor '%s' (%zu servers, interval %llu ms)",
+                  m->name, m->nservers, (unsigned long long)m->interval_ms);
     return 0;
 }
 
+/* Ask m to stop; the caller broadcasts and joins. */
+static void
+request_stop(struct sl_monitor *m)
+{
+    if (m->running) {
+        atomic_store(&m->stop, true);
+    }
+}
+
+static void
+join(struct sl_monitor *m)
+{
+    if (m->running) {
+        pthread_join(m->thread, NULL);
+        m->running = false;
+    }
+}
+
+void
+sl__monitor_stop(struct sl_monitor *m)
+{
+    pthread_once(&sleep_once, init_cond);
+    pthread_mutex_lock(&sleep_lock);
+    request_stop(m);
+    pthread_cond_broadcast(&sleep_cond);
+    pthread_mutex_unlock(&sleep_lock);
+    if (m->running) {
+        join(m);
+        sl_log_notice("stopped monitor '%s'", m->name);
+    }
+}
+
+int
+sl__monitors_start(struct sl_config *cfg)
+{
+    int rc = 0;
+
+    for (size_t i = 0; i < cfg->nmonitors && rc == 0; i++) {
+        rc = sl__monitor_start(cfg->monitors[i]);
+    }
+    if (rc != 0) {
+        sl__monitors_stop(cfg);
+    }
+    return rc;
+}
+
+/* Stop every running monitor at once: one broadcast, then the joins. */
 void
 sl__monitors_stop(struct sl_config *cfg)
 {
     pthread_once(&sleep_once, init_cond);
     pthread_mutex_lock(&sleep_lock);
-    for (size_t i = 0; i < nrunning; i++) {
-        atomic_store(&cfg->monitors[i]->stop, true);
+    for (size_t i = 0; i < cfg->nmonitors; i++) {
+        request_stop(cfg->monitors[i]);
     }
     pthread_cond_broadcast(&sleep_cond);
     pthread_mutex_unlock(&sleep_lock);
-    for (size_t i = 0; i < nrunning; i++) {
-        pthread_join(cfg->monitors[i]->thread, NULL);
+    for (size_t i = 0; i < cfg->nmonitors; i++) {
+        join(cfg->monitors[i]);
     }
-    nrunning = 0;
 }

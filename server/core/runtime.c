@@ -49,8 +49,10 @@
 
 /* ---- retired memory and stopped objects ---- */
 
-/* R_SERVER .. R_FILTER: whole destroyed objects, freed at exit with
- * sl__config_free (params, arrays, TLS, instances), like live ones. */
+/* R_SERVER .. R_MONITOR: whole destroyed objects, freed at exit with
+ * sl__config_free (params, arrays, TLS, instances), like live ones.
+ * R_ROUTER / R_FILTER_INST: replaced module instances; R_PARAMS: replaced
+ * parameter sets. */
 enum retired_kind {
     R_FREE,
     R_ROUTER,
@@ -58,12 +60,16 @@ enum retired_kind {
     R_LISTENER,
     R_SERVICE,
     R_FILTER,
+    R_MONITOR,
+    R_PARAMS,
+    R_FILTER_INST,
 };
 
 struct retired {
     enum retired_kind kind;
     void *ptr;
     const struct sl_router_ops *router;
+    const struct sl_filter_ops *filter;
 };
 
 static struct retired *retired;
@@ -80,7 +86,16 @@ retire(enum retired_kind kind, void *ptr, const struct sl_router_ops *ops)
         return;   /* leak rather than free memory a worker may read */
     }
     retired = nr;
-    retired[nretired++] = (struct retired){kind, ptr, ops};
+    retired[nretired++] = (struct retired){kind, ptr, ops, NULL};
+}
+
+static void
+retire_filter_instance(void *inst, const struct sl_filter_ops *ops)
+{
+    retire(R_FILTER_INST, inst, NULL);
+    if (nretired > 0 && retired[nretired - 1].ptr == inst) {
+        retired[nretired - 1].filter = ops;
+    }
 }
 
 /* Move the destroyed objects into a throw-away configuration so one
@@ -98,7 +113,9 @@ free_retired_objects(void)
     c->listeners = calloc(n + 1, sizeof(void *));
     c->services = calloc(n + 1, sizeof(void *));
     c->filters = calloc(n + 1, sizeof(void *));
-    if (!c->servers || !c->listeners || !c->services || !c->filters) {
+    c->monitors = calloc(n + 1, sizeof(void *));
+    if (!c->servers || !c->listeners || !c->services || !c->filters ||
+        !c->monitors) {
         sl__config_free(c);
         return;
     }
@@ -118,6 +135,9 @@ free_retired_objects(void)
         case R_FILTER:
             c->filters[c->nfilters++] = p;
             break;
+        case R_MONITOR:
+            c->monitors[c->nmonitors++] = p;
+            break;
         default:
             continue;
         }
@@ -126,21 +146,35 @@ free_retired_objects(void)
     sl__config_free(c);
 }
 
+/* Replaced instances and parameter sets first (they may point into
+ * retired objects), then the objects, then plain memory. */
 void
 admin_runtime_free(void)
 {
-    free_retired_objects();
     for (size_t i = 0; i < nretired; i++) {
-        if (retired[i].ptr == NULL) {
+        struct retired *r = &retired[i];
+
+        if (r->ptr == NULL) {
             continue;
         }
-        if (retired[i].kind == R_ROUTER) {
-            if (retired[i].router->destroy_instance) {
-                retired[i].router->destroy_instance(retired[i].ptr);
+        if (r->kind == R_ROUTER) {
+            if (r->router->destroy_instance) {
+                r->router->destroy_instance(r->ptr);
             }
+        } else if (r->kind == R_FILTER_INST) {
+            if (r->filter && r->filter->destroy_instance) {
+                r->filter->destroy_instance(r->ptr);
+            }
+        } else if (r->kind == R_PARAMS) {
+            sl__params_free(r->ptr);
         } else {
-            free(retired[i].ptr);
+            continue;
         }
+        r->ptr = NULL;
+    }
+    free_retired_objects();
+    for (size_t i = 0; i < nretired; i++) {
+        free(retired[i].ptr);
     }
     free(retired);
     retired = NULL;
@@ -285,7 +319,7 @@ quiet_error(void *ctx, int line, const char *msg)
 static void
 find_persistdir(const char *text, size_t len, char *out, size_t outlen)
 {
-    struct sl_ini ini;
+    struct sl_ini ini = {0};
 
     snprintf(out, outlen, "%s", PERSIST_DEFAULT);
     if (sl__ini_parse(text, len, &ini, quiet_error, NULL) < 0) {
@@ -312,7 +346,7 @@ add_file(const char *path, char **buf, size_t *len, char ***names,
     char chunk[65536];
     size_t n;
     char *nb;
-    struct sl_ini ini;
+    struct sl_ini ini = {0};
 
     if (f == NULL) {
         return -errno;
@@ -401,6 +435,25 @@ safe_key(const char *s)
         }
     }
     return s[0] != '\0';
+}
+
+/* An object name: it becomes an ini section name and the file name
+ * PERSISTDIR/NAME.cnf, so no path separators, brackets, comment
+ * characters or spaces. */
+static bool
+safe_name(const char *s)
+{
+    size_t n = strlen(s);
+
+    if (n == 0 || n >= SL_NAME_MAX || s[0] == '.') {
+        return false;
+    }
+    for (const char *c = s; *c; c++) {
+        if (!isalnum((unsigned char)*c) && !strchr("_-.", *c)) {
+            return false;
+        }
+    }
+    return true;
 }
 
 /* Write key=value lines for a parameters object to f. 0, or -1 with the
@@ -629,12 +682,11 @@ static const char *const kinds[][2] = {
     {"filters", "filter"},
 };
 
-/* The ini section for a POST body; NULL with *res set on error. */
-static char *
-body_to_ini(struct admin_req *r, const char *kind, const char *svcname,
-            const char **idp, struct admin_resp *res)
+char *
+admin_body_to_ini(json_t *body, const char *kind, const char *svcname,
+                  const char **idp, char *err, size_t errlen)
 {
-    json_t *data = json_object_get(r->body, "data");
+    json_t *data = json_object_get(body, "data");
     json_t *attrs = json_object_get(data, "attributes");
     json_t *rels = json_object_get(data, "relationships");
     const char *id = json_string_value(json_object_get(data, "id"));
@@ -644,21 +696,25 @@ body_to_ini(struct admin_req *r, const char *kind, const char *svcname,
         {"servers", "servers", ","}, {"filters", "filters", "|"},
         {"services", "service", ","},
     };
-    char err[512];
     char *text = NULL;
     size_t len = 0;
     FILE *f;
 
-    if (!json_is_object(data) || id == NULL || !safe_text(id) ||
-        strpbrk(id, "[]") || id[0] == '\0') {
-        *res = admin_error(400, "the body needs data.id (the new object's "
-                           "name)");
+    if (!json_is_object(data) || id == NULL) {
+        snprintf(err, errlen, "the body needs data.id (the new object's "
+                 "name)");
+        return NULL;
+    }
+    if (!safe_name(id)) {
+        snprintf(err, errlen, "invalid object name in data.id (1 to %d "
+                 "letters, digits, '_', '-' or '.', not starting with "
+                 "'.')", SL_NAME_MAX - 1);
         return NULL;
     }
     *idp = id;
     f = open_memstream(&text, &len);
     if (f == NULL) {
-        *res = admin_error(500, "out of memory");
+        snprintf(err, errlen, "out of memory");
         return NULL;
     }
     fprintf(f, "[%s]\ntype=%s\n", id, kind);
@@ -669,7 +725,7 @@ body_to_ini(struct admin_req *r, const char *kind, const char *svcname,
         fprintf(f, "service=%s\n", svcname);
     }
     if (params_to_ini(json_object_get(attrs, "parameters"), f, err,
-                      sizeof(err)) < 0) {
+                      errlen) < 0) {
         goto out_bad;
     }
     for (size_t i = 0; i < SL_ARRAY_LEN(relmap) &&
@@ -680,7 +736,7 @@ body_to_ini(struct admin_req *r, const char *kind, const char *svcname,
         if (ro == NULL) {
             continue;
         }
-        ids = rel_ids(ro, relmap[i][2][0], err, sizeof(err));
+        ids = rel_ids(ro, relmap[i][2][0], err, errlen);
         if (ids == NULL) {
             goto out_bad;
         }
@@ -695,8 +751,22 @@ body_to_ini(struct admin_req *r, const char *kind, const char *svcname,
 out_bad:
     fclose(f);
     free(text);
-    *res = admin_error(400, "%s", err);
     return NULL;
+}
+
+/* The ini section for a POST body; NULL with *res set on error. */
+static char *
+body_to_ini(struct admin_req *r, const char *kind, const char *svcname,
+            const char **idp, struct admin_resp *res)
+{
+    char err[512];
+    char *text = admin_body_to_ini(r->body, kind, svcname, idp, err,
+                                   sizeof(err));
+
+    if (text == NULL) {
+        *res = admin_error(400, "%s", err);
+    }
+    return text;
 }
 
 /* The first diagnostic line without the "runtime:N: " prefix. */
@@ -723,8 +793,19 @@ start_new(const char *kind, const char *id, struct admin_resp *res)
 {
     struct sl_listener *l = strcmp(kind, "listener") == 0
                                 ? admin_find_listener(id) : NULL;
+    struct sl_monitor *m = strcmp(kind, "monitor") == 0
+                               ? admin_find_monitor(id) : NULL;
     int rc;
 
+    if (m != NULL) {
+        rc = sl__monitor_start(m);
+        if (rc < 0) {
+            *res = admin_error(500, "monitor '%s' cannot start: %s", id,
+                               strerror(-rc));
+            set_stopped(m, true);
+        }
+        return rc;
+    }
     if (l == NULL) {
         return 0;
     }
@@ -748,10 +829,6 @@ create_object(struct admin_req *r, const char *kind, const char *svcname)
     json_t *rels;
     int rc;
 
-    if (strcmp(kind, "monitor") == 0) {
-        return admin_error(501, "creating monitors at run time is not "
-                           "supported yet; add it to the configuration");
-    }
     text = body_to_ini(r, kind, svcname, &id, &res);
     if (text == NULL) {
         return res;
@@ -800,6 +877,8 @@ create_object(struct admin_req *r, const char *kind, const char *svcname)
                 ? admin_find_service(id)->params
             : strcmp(kind, "listener") == 0
                 ? admin_find_listener(id)->params
+            : strcmp(kind, "monitor") == 0
+                ? admin_find_monitor(id)->params
                 : admin_find_filter(id)->params;
         persist_write(id, p, NULL);
     }
@@ -819,10 +898,8 @@ find_spec(const struct sl_param_spec *t, const char *name)
     return NULL;
 }
 
-/* Check parameters against the core table for kind and a module's table;
- * write accepted ones as ini lines to f. 0, or -1 with *res set. */
-static int
-check_params(const char *kind, const struct sl_param_spec *modspecs,
+int
+admin_check_params(const char *kind, const struct sl_param_spec *modspecs,
              json_t *params, FILE *f, struct admin_resp *res)
 {
     const struct sl_param_spec *core = sl__config_core_specs(kind);
@@ -909,31 +986,629 @@ alter_maxscale(json_t *params)
     return admin_no_content();
 }
 
-/* PATCH servers/NAME: parameters (persisted; effective after a restart)
- * and relationships.services (live). */
+static void
+remove_at(void *arrp, size_t *n, size_t i)
+{
+    void **arr = *(void ***)arrp;
+
+    memmove(&arr[i], &arr[i + 1], (*n - i - 1) * sizeof(void *));
+    (*n)--;
+}
+
+static size_t
+index_of(void **arr, size_t n, const void *obj)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (arr[i] == obj) {
+            return i;
+        }
+    }
+    return n;
+}
+
+/* ---- live parameter changes ---- */
+
+/* The keys of over ("k=v\n"...) not listed in live[] (NULL-terminated;
+ * live == NULL: all keys are live), as a JSON array, or NULL if none. */
+static json_t *
+keys_not_live(const char *over, const char *const *live)
+{
+    json_t *out = json_array();
+    const char *line = over;
+
+    while (out != NULL && line != NULL && *line) {
+        const char *eq = strchr(line, '=');
+        const char *nl = strchr(line, '\n');
+        bool ok = live == NULL;
+
+        for (size_t i = 0; live && live[i] && eq; i++) {
+            ok = ok || (strlen(live[i]) == (size_t)(eq - line) &&
+                        strncmp(live[i], line, (size_t)(eq - line)) == 0);
+        }
+        if (!ok && eq) {
+            json_array_append_new(out, json_stringn(line,
+                                                    (size_t)(eq - line)));
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+    if (json_array_size(out) == 0) {
+        json_decref(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* 204, or 200 with a meta note naming the parameters that were stored
+ * but take effect only at the next start. */
+static struct admin_resp
+applied(json_t *pending)
+{
+    if (pending == NULL) {
+        return admin_no_content();
+    }
+    return admin_ok(json_pack(
+        "{s:{s:s, s:o}}", "meta", "note", "parameters saved; those listed "
+        "take effect at the next start", "restart_required", pending));
+}
+
+/*
+ * A new parameter set for an object: its explicit parameters with the
+ * accepted PATCH lines `over` laid on top, validated as the loader does
+ * (the core table for kind, then the module's) and completed with
+ * defaults. NULL with *res set on error. The caller owns the result.
+ */
+static struct sl_params *
+merged_params(const struct sl_params *old, const char *over,
+              const char *kind, const struct sl_param_spec *modspecs,
+              const char *what, struct admin_resp *res)
+{
+    struct sl_cfg_diag d = {.file = "runtime", .quiet = true};
+    const struct sl_param_spec *tables[2] = {sl__config_core_specs(kind),
+                                             modspecs};
+    struct sl_params *p = sl__params_new();
+    char *copy = strdup(over);
+    char *save = NULL;
+    const char *k;
+    const char *v;
+    size_t it = 0;
+    int err = p && copy ? 0 : -ENOMEM;
+
+    while (err == 0 && sl_params_next(old, &it, &k, &v)) {
+        if (sl__params_line(old, k) > 0) {
+            err = sl__params_set(p, k, v, sl__params_line(old, k));
+        }
+    }
+    for (char *l = copy ? strtok_r(copy, "\n", &save) : NULL;
+         err == 0 && l; l = strtok_r(NULL, "\n", &save)) {
+        char *eq = strchr(l, '=');
+
+        if (eq != NULL) {
+            *eq = '\0';
+            err = sl__params_set(p, l, eq + 1, 1);
+        }
+    }
+    free(copy);
+    if (err == 0 &&
+        sl__params_validate(p, tables, modspecs ? 2 : 1, &d, what, 1) == 0 &&
+        d.errors == 0) {
+        sl__cfg_diag_free(&d);
+        return p;
+    }
+    *res = err ? admin_error(500, "out of memory") : diag_error(&d);
+    sl__cfg_diag_free(&d);
+    sl__params_free(p);
+    return NULL;
+}
+
+/* Check a PATCH's parameters for kind; the accepted ones as ini lines in
+ * *over (caller frees). 0, or -1 with *res set. */
+static int
+patch_lines(const char *kind, const struct sl_param_spec *modspecs,
+            json_t *params, char **over, struct admin_resp *res)
+{
+    size_t len = 0;
+    FILE *f = open_memstream(over, &len);
+
+    if (f == NULL) {
+        *res = admin_error(500, "out of memory");
+        return -1;
+    }
+    if (admin_check_params(kind, modspecs, params, f, res) < 0) {
+        fclose(f);
+        free(*over);
+        *over = NULL;
+        return -1;
+    }
+    fclose(f);
+    return 0;
+}
+
+/* ---- monitors at run time ---- */
+
+/* The fields the loader derives from a monitor's parameters. */
+struct mon_fields {
+    char user[256];
+    char password[256];
+    uint64_t interval_ms;
+    uint64_t connect_timeout_ms;
+    uint64_t read_timeout_ms;
+};
+
+static void
+mon_get(const struct sl_monitor *m, struct mon_fields *f)
+{
+    memcpy(f->user, m->user, sizeof(f->user));
+    memcpy(f->password, m->password, sizeof(f->password));
+    f->interval_ms = m->interval_ms;
+    f->connect_timeout_ms = m->connect_timeout_ms;
+    f->read_timeout_ms = m->read_timeout_ms;
+}
+
+static void
+mon_set(struct sl_monitor *m, const struct mon_fields *f)
+{
+    memcpy(m->user, f->user, sizeof(f->user));
+    memcpy(m->password, f->password, sizeof(f->password));
+    m->interval_ms = f->interval_ms;
+    m->connect_timeout_ms = f->connect_timeout_ms;
+    m->read_timeout_ms = f->read_timeout_ms;
+}
+
+/* The fields from a validated parameter set. 0, or -1 with *res set. */
+static int
+mon_from_params(const struct sl_params *p, struct mon_fields *f,
+                struct admin_resp *res)
+{
+    const char *user = sl_params_has(p, "user") ? sl_params_get(p, "user")
+                                                : "";
+    const char *pw = sl_params_has(p, "password")
+                         ? sl_params_get(p, "password") : "";
+
+    if (strlen(user) >= sizeof(f->user) || strlen(pw) >= sizeof(f->user)) {
+        *res = admin_error(400, "monitor user or password is too long");
+        return -1;
+    }
+    snprintf(f->user, sizeof(f->user), "%s", user);
+    snprintf(f->password, sizeof(f->password), "%s", pw);
+    f->interval_ms = sl_params_duration_ms(p, "monitor_interval");
+    f->connect_timeout_ms = sl_params_duration_ms(p,
+                                                  "backend_connect_timeout");
+    f->read_timeout_ms = sl_params_duration_ms(p, "backend_read_timeout");
+    if (f->interval_ms == 0) {
+        *res = admin_error(400, "invalid value '0' for parameter "
+                           "'monitor_interval' (expected a duration above "
+                           "zero)");
+        return -1;
+    }
+    return 0;
+}
+
+/*
+ * Give m new parameters (newp, owned; its servers are srvs/n, owned), as
+ * MaxScale does: stop the thread, create an instance over the new values,
+ * destroy the old instance, start again if it was running. On failure
+ * everything is put back (the monitor runs on as before) and newp/srvs
+ * are freed. The old instance is destroyed, not retired: only the monitor
+ * thread (joined) and this thread use it, and a module may keep a
+ * registry of its instances by monitor (mariadbmon's module commands).
+ */
+static struct admin_resp
+monitor_rebuild(struct sl_monitor *m, struct sl_params *newp,
+                struct sl_server **srvs, size_t n)
+{
+    bool was_running = m->running;
+    struct sl_params *oldp = m->params;
+    struct sl_server **olds = m->servers;
+    size_t oldn = m->nservers;
+    struct mon_fields oldf;
+    struct mon_fields newf;
+    struct admin_resp res;
+    void *inst;
+
+    if (mon_from_params(newp, &newf, &res) < 0) {
+        sl__params_free(newp);
+        free(srvs);
+        return res;
+    }
+    mon_get(m, &oldf);
+    sl__monitor_stop(m);
+    mon_set(m, &newf);
+    m->params = newp;
+    m->servers = srvs;
+    m->nservers = n;
+    inst = m->ops->create_instance(m, newp);
+    if (inst == NULL) {
+        mon_set(m, &oldf);
+        m->params = oldp;
+        m->servers = olds;
+        m->nservers = oldn;
+        sl__params_free(newp);
+        free(srvs);
+        if (was_running) {
+            sl__monitor_start(m);
+        }
+        return admin_error(400, "monitor module '%s' refused the new "
+                           "configuration of monitor '%s'",
+                           m->module->info->name, m->name);
+    }
+    if (m->instance && m->ops->destroy_instance) {
+        m->ops->destroy_instance(m->instance);
+    }
+    m->instance = inst;
+    retire(R_PARAMS, oldp, NULL);
+    retire(R_FREE, olds, NULL);
+    if (was_running && sl__monitor_start(m) < 0) {
+        return admin_error(500, "monitor '%s' was reconfigured but its "
+                           "thread did not start", m->name);
+    }
+    persist_write(m->name, m->params, NULL);
+    sl_log_notice("monitor '%s' reconfigured (%zu servers)", m->name, n);
+    return admin_no_content();
+}
+
+/* Servers named in the comma list ids, none watched by a monitor other
+ * than m: a new array (caller frees) and its count; NULL with *res set.
+ * An empty list gives a 1-slot array and *n = 0. */
+static struct sl_server **
+monitor_server_list(struct sl_monitor *m, const char *ids, size_t *n,
+                    struct admin_resp *res)
+{
+    size_t cap = strlen(ids) / 2 + 2;
+    struct sl_server **arr = calloc(cap, sizeof(*arr));
+    char *copy = strdup(ids);
+    char *save = NULL;
+
+    *n = 0;
+    for (char *t = copy && arr ? strtok_r(copy, ",", &save) : NULL; t;
+         t = strtok_r(NULL, ",", &save)) {
+        struct sl_server *s = admin_find_server(t);
+
+        *res = s ? admin_no_content()
+                 : admin_error(404, "server '%.128s' not found", t);
+        for (size_t i = 0; s && i < sl__config->nmonitors; i++) {
+            struct sl_monitor *o = sl__config->monitors[i];
+
+            if (o != m && index_of((void **)o->servers, o->nservers, s) <
+                              o->nservers) {
+                *res = admin_error(400, "server '%s' is already monitored "
+                                   "by '%s' (a server may belong to one "
+                                   "monitor only)", s->name, o->name);
+                s = NULL;
+            }
+        }
+        if (s == NULL) {
+            free(copy);
+            free(arr);
+            return NULL;
+        }
+        if (index_of((void **)arr, *n, s) == *n && *n < cap) {
+            arr[(*n)++] = s;
+        }
+    }
+    free(copy);
+    if (arr == NULL) {
+        *res = admin_error(500, "out of memory");
+    }
+    return arr;
+}
+
+/* Set m's servers to the comma list ids (live). */
+static struct admin_resp
+relink_monitor(struct sl_monitor *m, const char *ids)
+{
+    struct admin_resp res;
+    struct sl_params *newp;
+    struct sl_server **arr;
+    char *over = NULL;
+    size_t n;
+    char what[SL_NAME_MAX + 16];
+
+    arr = monitor_server_list(m, ids, &n, &res);
+    if (arr == NULL) {
+        return res;
+    }
+    snprintf(what, sizeof(what), "monitor '%s'", m->name);
+    if (asprintf(&over, "servers=%s\n", ids) < 0) {
+        free(arr);
+        return admin_error(500, "out of memory");
+    }
+    newp = merged_params(m->params, over, "monitor",
+                         m->module->info->params, what, &res);
+    free(over);
+    if (newp == NULL) {
+        free(arr);
+        return res;
+    }
+    return monitor_rebuild(m, newp, arr, n);
+}
+
+/* PATCH monitors/NAME: parameters (live: the monitor is rebuilt) and
+ * relationships.servers. */
+static struct admin_resp
+alter_monitor(struct sl_monitor *m, json_t *data)
+{
+    json_t *params = json_object_get(json_object_get(data, "attributes"),
+                                     "parameters");
+    json_t *srvs = json_object_get(json_object_get(data, "relationships"),
+                                   "servers");
+    struct admin_resp res = admin_no_content();
+    char what[SL_NAME_MAX + 16];
+    char *over = NULL;
+
+    snprintf(what, sizeof(what), "monitor '%s'", m->name);
+    if (params != NULL) {
+        struct sl_params *newp;
+        struct sl_server **arr;
+
+        if (json_object_get(params, "servers") != NULL) {
+            return admin_error(400, "change a monitor's servers through "
+                               "relationships.servers");
+        }
+        if (patch_lines("monitor", m->module->info->params, params, &over,
+                        &res) < 0) {
+            return res;
+        }
+        newp = merged_params(m->params, over, "monitor",
+                             m->module->info->params, what, &res);
+        free(over);
+        arr = calloc(m->nservers + 1, sizeof(*arr));
+        if (newp == NULL || arr == NULL) {
+            sl__params_free(newp);
+            free(arr);
+            return newp ? admin_error(500, "out of memory") : res;
+        }
+        memcpy(arr, m->servers, m->nservers * sizeof(*arr));
+        res = monitor_rebuild(m, newp, arr, m->nservers);
+    }
+    if (srvs != NULL && res.status < 300) {
+        char err[256];
+        char *ids = rel_ids(srvs, ',', err, sizeof(err));
+
+        if (ids == NULL) {
+            return admin_error(400, "%s", err);
+        }
+        res = relink_monitor(m, ids);
+        free(ids);
+    }
+    return res;
+}
+
+static struct admin_resp
+monitor_run(struct sl_monitor *m, bool start)
+{
+    int rc;
+
+    if (!start) {
+        sl__monitor_stop(m);
+        set_stopped(m, true);
+        return admin_no_content();
+    }
+    rc = sl__monitor_start(m);
+    if (rc < 0) {
+        return admin_error(500, "cannot start monitor '%s': %s", m->name,
+                           strerror(-rc));
+    }
+    set_stopped(m, false);
+    return admin_no_content();
+}
+
+/* Stop the thread, destroy the instance, retire the object. */
+static struct admin_resp
+destroy_monitor(struct sl_monitor *m)
+{
+    struct sl_config *c = sl__config;
+
+    sl__monitor_stop(m);
+    if (m->instance && m->ops->destroy_instance) {
+        m->ops->destroy_instance(m->instance);
+    }
+    m->instance = NULL;
+    set_stopped(m, false);
+    remove_at(&c->monitors, &c->nmonitors,
+              index_of((void **)c->monitors, c->nmonitors, m));
+    persist_remove(m->name);
+    sl_log_notice("destroyed monitor '%s'", m->name);
+    retire(R_MONITOR, m, NULL);
+    return admin_no_content();
+}
+
+/* ---- services and filters: new instances over new parameters ---- */
+
+/* PATCH services/NAME parameters: the router's own parameters and
+ * max_connections, connection_timeout and net_write_timeout apply to new
+ * sessions at once (a new router instance, published as relinking does);
+ * other core parameters at the next start. */
+static struct admin_resp
+alter_service_params(struct sl_service *svc, json_t *params)
+{
+    static const char *const core_live[] = {
+        "max_connections", "connection_timeout", "net_write_timeout", NULL,
+    };
+    const struct sl_param_spec *mod = svc->router_module->info->params;
+    struct admin_resp res;
+    struct sl_params *newp;
+    char what[SL_NAME_MAX + 16];
+    char *over = NULL;
+    json_t *pending;
+    void *inst;
+
+    if (json_object_get(params, "servers") != NULL ||
+        json_object_get(params, "targets") != NULL) {
+        return admin_error(400, "change a service's servers through "
+                           "relationships.servers");
+    }
+    if (patch_lines("service", mod, params, &over, &res) < 0) {
+        return res;
+    }
+    snprintf(what, sizeof(what), "service '%s'", svc->name);
+    newp = merged_params(svc->params, over, "service", mod, what, &res);
+    if (newp == NULL) {
+        free(over);
+        return res;
+    }
+    inst = svc->router->create_instance(svc, newp);
+    if (inst == NULL) {
+        free(over);
+        sl__params_free(newp);
+        return admin_error(400, "router of service '%s' refused the new "
+                           "parameters", svc->name);
+    }
+    pending = keys_not_live(over, NULL);
+    if (pending != NULL) {
+        json_t *keep = json_array();
+        size_t i;
+        json_t *e;
+
+        json_array_foreach(pending, i, e) {
+            const char *k = json_string_value(e);
+            bool live = find_spec(mod, k) != NULL &&
+                        find_spec(sl__config_core_specs("service"), k) ==
+                            NULL;
+
+            for (size_t j = 0; core_live[j]; j++) {
+                live = live || strcmp(core_live[j], k) == 0;
+            }
+            if (!live) {
+                json_array_append(keep, e);
+            }
+        }
+        json_decref(pending);
+        pending = json_array_size(keep) ? keep : NULL;
+        if (pending == NULL) {
+            json_decref(keep);
+        }
+    }
+    free(over);
+    __atomic_store_n(&svc->max_connections,
+                     (int64_t)sl_params_count(newp, "max_connections"),
+                     __ATOMIC_RELAXED);
+    __atomic_store_n(&svc->connection_timeout_ms,
+                     sl_params_duration_ms(newp, "connection_timeout"),
+                     __ATOMIC_RELAXED);
+    __atomic_store_n(&svc->net_write_timeout_ms,
+                     sl_params_duration_ms(newp, "net_write_timeout"),
+                     __ATOMIC_RELAXED);
+    retire(R_PARAMS, svc->params, NULL);
+    retire(R_ROUTER, svc->router_instance, svc->router);
+    __atomic_store_n(&svc->params, newp, __ATOMIC_RELEASE);
+    __atomic_store_n(&svc->router_instance, inst, __ATOMIC_RELEASE);
+    persist_service(svc);
+    sl_log_notice("service '%s': parameters changed", svc->name);
+    return applied(pending);
+}
+
+/* PATCH filters/NAME parameters: a new filter instance for new sessions
+ * (existing sessions keep the old one, retired until exit). */
+static struct admin_resp
+alter_filter_params(struct sl_filter_def *f, json_t *params)
+{
+    const struct sl_param_spec *mod = f->module->info->params;
+    struct admin_resp res;
+    struct sl_params *newp;
+    char what[SL_NAME_MAX + 16];
+    char *over = NULL;
+    void *inst;
+
+    if (patch_lines("filter", mod, params, &over, &res) < 0) {
+        return res;
+    }
+    snprintf(what, sizeof(what), "filter '%s'", f->name);
+    newp = merged_params(f->params, over, "filter", mod, what, &res);
+    free(over);
+    if (newp == NULL) {
+        return res;
+    }
+    inst = f->ops->create_instance(f->name, newp);
+    if (inst == NULL) {
+        sl__params_free(newp);
+        return admin_error(400, "filter module '%s' refused the new "
+                           "parameters of filter '%s'",
+                           f->module->info->name, f->name);
+    }
+    retire(R_PARAMS, f->params, NULL);
+    retire_filter_instance(f->instance, f->ops);
+    __atomic_store_n(&f->params, newp, __ATOMIC_RELEASE);
+    __atomic_store_n(&f->instance, inst, __ATOMIC_RELEASE);
+    persist_write(f->name, newp, NULL);
+    sl_log_notice("filter '%s': parameters changed", f->name);
+    return admin_no_content();
+}
+
+/* PATCH listeners/NAME parameters: validated and persisted; a listening
+ * socket's parameters take effect at the next start. */
+static struct admin_resp
+alter_listener_params(struct sl_listener *l, json_t *params)
+{
+    struct admin_resp res;
+    struct sl_params *newp;
+    char what[SL_NAME_MAX + 16];
+    char *over = NULL;
+    json_t *pending;
+
+    if (patch_lines("listener", l->protocol_module->info->params, params,
+                    &over, &res) < 0) {
+        return res;
+    }
+    snprintf(what, sizeof(what), "listener '%s'", l->name);
+    newp = merged_params(l->params, over, "listener",
+                         l->protocol_module->info->params, what, &res);
+    if (newp == NULL) {
+        free(over);
+        return res;
+    }
+    pending = keys_not_live(over, (const char *const[]){NULL});
+    free(over);
+    persist_write(l->name, newp, NULL);
+    sl__params_free(newp);
+    return applied(pending);
+}
+
+/* A server's weight, live: 0 to 1000000 as the loader requires.
+ * 0, or -1 with *res set. */
+static int
+server_weight(struct sl_server *srv, json_t *params, struct admin_resp *res)
+{
+    json_t *w = json_object_get(params, "weight");
+    char *end = NULL;
+    long long v;
+
+    if (w == NULL) {
+        return 0;
+    }
+    v = json_is_integer(w) ? (long long)json_integer_value(w)
+        : json_is_string(w) ? strtoll(json_string_value(w), &end, 10) : -1;
+    if (v < 0 || v > 1000000 || (end && (*end || end ==
+                                         json_string_value(w)))) {
+        *res = admin_error(400, "invalid value for parameter 'weight' "
+                           "(expected 0 to 1000000)");
+        return -1;
+    }
+    __atomic_store_n(&srv->weight, (int)v, __ATOMIC_RELAXED);
+    return 0;
+}
+
+/* PATCH servers/NAME: parameters (persisted; `weight` applies at once,
+ * the others at the next start) and relationships.services (live). */
 static struct admin_resp
 alter_server(struct sl_server *srv, json_t *data)
 {
+    static const char *const live[] = {"weight", NULL};
     json_t *params = json_object_get(json_object_get(data, "attributes"),
                                      "parameters");
     json_t *svcs = json_object_get(json_object_get(data, "relationships"),
                                    "services");
     struct admin_resp res = admin_no_content();
+    json_t *pending = NULL;
     char *over = NULL;
-    size_t len = 0;
-    FILE *f;
 
     if (params != NULL) {
-        f = open_memstream(&over, &len);
-        if (f == NULL || check_params("server", NULL, params, f, &res) < 0) {
-            if (f) {
-                fclose(f);
-            }
+        if (patch_lines("server", NULL, params, &over, &res) < 0 ||
+            server_weight(srv, params, &res) < 0) {
             free(over);
             return res;
         }
-        fclose(f);
         persist_write(srv->name, srv->params, over);
+        pending = keys_not_live(over, live);
         free(over);
     }
     if (svcs != NULL) {
@@ -963,6 +1638,41 @@ alter_server(struct sl_server *srv, json_t *data)
         }
         free(ids);
     }
+    if (res.status >= 300) {
+        json_decref(pending);
+        return res;
+    }
+    return applied(pending);
+}
+
+static struct admin_resp
+alter_service(struct sl_service *svc, json_t *data)
+{
+    json_t *params = json_object_get(json_object_get(data, "attributes"),
+                                     "parameters");
+    json_t *srvs = json_object_get(json_object_get(data, "relationships"),
+                                   "servers");
+    struct admin_resp res = admin_no_content();
+
+    if (params != NULL) {
+        res = alter_service_params(svc, params);
+    }
+    if (srvs != NULL && res.status < 300) {
+        char err[256];
+        char *ids = rel_ids(srvs, ',', err, sizeof(err));
+        struct admin_resp r2;
+
+        if (ids == NULL) {
+            json_decref(res.doc);
+            return admin_error(400, "%s", err);
+        }
+        r2 = relink_service(svc, ids);
+        free(ids);
+        if (r2.status >= 300) {
+            json_decref(res.doc);
+            return r2;
+        }
+    }
     return res;
 }
 
@@ -973,10 +1683,7 @@ alter_object(struct admin_req *r)
     json_t *attrs = json_object_get(data, "attributes");
     json_t *params = json_object_get(attrs, "parameters");
     const char *k = r->seg[0];
-    struct admin_resp res = admin_no_content();
-    char *over = NULL;
-    size_t len = 0;
-    FILE *f;
+    const char *name = r->nseg > 1 ? r->seg[1] : "";
 
     if (r->body == NULL || !json_is_object(data)) {
         return admin_error(400, "the body needs a 'data' object");
@@ -985,71 +1692,44 @@ alter_object(struct admin_req *r)
         return alter_maxscale(params);
     }
     if (strcmp(k, "servers") == 0) {
-        struct sl_server *s = admin_find_server(r->seg[1]);
+        struct sl_server *s = admin_find_server(name);
 
         return s ? alter_server(s, data)
-                 : admin_error(404, "server '%s' not found", r->seg[1]);
+                 : admin_error(404, "server '%s' not found", name);
     }
     if (strcmp(k, "services") == 0) {
-        struct sl_service *svc = admin_find_service(r->seg[1]);
-        json_t *srvs = json_object_get(json_object_get(data,
-                                                       "relationships"),
-                                       "servers");
+        struct sl_service *svc = admin_find_service(name);
 
-        if (svc == NULL) {
-            return admin_error(404, "service '%s' not found", r->seg[1]);
-        }
-        if (params != NULL) {
-            f = open_memstream(&over, &len);
-            if (f == NULL ||
-                check_params("service", svc->router_module->info->params,
-                             params, f, &res) < 0) {
-                if (f) {
-                    fclose(f);
-                }
-                free(over);
-                return res;
-            }
-            fclose(f);
-            persist_write(svc->name, svc->params, over);
-            free(over);
-        }
-        if (srvs != NULL) {
-            char err[256];
-            char *ids = rel_ids(srvs, ',', err, sizeof(err));
+        return svc ? alter_service(svc, data)
+                   : admin_error(404, "service '%s' not found", name);
+    }
+    if (strcmp(k, "monitors") == 0) {
+        struct sl_monitor *m = admin_find_monitor(name);
 
-            if (ids == NULL) {
-                return admin_error(400, "%s", err);
-            }
-            res = relink_service(svc, ids);
-            free(ids);
+        return m ? alter_monitor(m, data)
+                 : admin_error(404, "monitor '%s' not found", name);
+    }
+    if (strcmp(k, "filters") == 0) {
+        struct sl_filter_def *f = admin_find_filter(name);
+
+        if (f == NULL) {
+            return admin_error(404, "filter '%s' not found", name);
         }
-        return res;
+        return params ? alter_filter_params(f, params) : admin_no_content();
+    }
+    if (strcmp(k, "listeners") == 0) {
+        struct sl_listener *l = admin_find_listener(name);
+
+        if (l == NULL) {
+            return admin_error(404, "listener '%s' not found", name);
+        }
+        return params ? alter_listener_params(l, params)
+                      : admin_no_content();
     }
     return admin_error(405, "PATCH is not supported on %s", k);
 }
 
 /* ---- destroy ---- */
-
-static void
-remove_at(void *arrp, size_t *n, size_t i)
-{
-    void **arr = *(void ***)arrp;
-
-    memmove(&arr[i], &arr[i + 1], (*n - i - 1) * sizeof(void *));
-    (*n)--;
-}
-
-static size_t
-index_of(void **arr, size_t n, const void *obj)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (arr[i] == obj) {
-            return i;
-        }
-    }
-    return n;
-}
 
 static struct admin_resp
 destroy_server(struct sl_server *srv)
@@ -1173,10 +1853,10 @@ destroy_object(struct admin_req *r)
         return admin_no_content();
     }
     if (strcmp(k, "monitors") == 0) {
-        return admin_find_monitor(name)
-                   ? admin_error(501, "destroying monitors at run time is "
-                                 "not supported yet")
-                   : admin_error(404, "monitor '%s' not found", name);
+        struct sl_monitor *m = admin_find_monitor(name);
+
+        return m ? destroy_monitor(m)
+                 : admin_error(404, "monitor '%s' not found", name);
     }
     return admin_error(405, "DELETE is not supported on %s", k);
 }
@@ -1295,10 +1975,12 @@ stop_start(struct admin_req *r)
         set_stopped(svc, !start);
         return res;
     }
-    return admin_find_monitor(r->seg[1])
-               ? admin_error(501, "stopping and starting monitors at run "
-                             "time is not supported yet")
-               : admin_error(404, "monitor '%s' not found", r->seg[1]);
+    {
+        struct sl_monitor *m = admin_find_monitor(r->seg[1]);
+
+        return m ? monitor_run(m, start)
+                 : admin_error(404, "monitor '%s' not found", r->seg[1]);
+    }
 }
 
 /* ---- module commands ---- */
@@ -1401,6 +2083,25 @@ patch(struct admin_req *r)
 {
     if (r->nseg >= 1 && strcmp(r->seg[0], "users") == 0) {
         return admin_users_write(r);
+    }
+    if (r->nseg == 4 && strcmp(r->seg[0], "monitors") == 0 &&
+        strcmp(r->seg[2], "relationships") == 0 &&
+        strcmp(r->seg[3], "servers") == 0) {
+        struct sl_monitor *m = admin_find_monitor(r->seg[1]);
+        char err[256];
+        char *ids;
+        struct admin_resp res;
+
+        if (m == NULL) {
+            return admin_error(404, "monitor '%s' not found", r->seg[1]);
+        }
+        ids = rel_ids(r->body, ',', err, sizeof(err));
+        if (ids == NULL) {
+            return admin_error(400, "%s", err);
+        }
+        res = relink_monitor(m, ids);
+        free(ids);
+        return res;
     }
     if (r->nseg == 4 && strcmp(r->seg[0], "services") == 0 &&
         strcmp(r->seg[2], "relationships") == 0 &&

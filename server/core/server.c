@@ -49,7 +49,8 @@ sl_server_params(const struct sl_server *s)
 int
 sl_server_weight(const struct sl_server *s)
 {
-    return s->weight;
+    /* PATCH /v1/servers/NAME changes it live (runtime.c). */
+    return __atomic_load_n(&s->weight, __ATOMIC_RELAXED);
 }
 
 uint32_t
