@@ -133,6 +133,50 @@ class Proxy:
         return self.daemon.pid
 
 
+def readconnroute_services(servers, primary_port, replica_port):
+    """Primary-Service (router_options=master) and Replica-Service (slave)
+    over `servers`, each with a TCP listener."""
+    text = ""
+    for name, opt, port in (("Primary", "master", primary_port),
+                            ("Replica", "slave", replica_port)):
+        text += f"""
+[{name}-Service]
+type=service
+router=readconnroute
+router_options={opt}
+servers={servers}
+user={st.SERVICE_USER}
+password={st.SERVICE_PASSWORD}
+
+[{name}-Listener]
+type=listener
+service={name}-Service
+protocol=MariaDBClient
+address={st.HOST}
+port={port}
+"""
+    return text
+
+
+def start_with_admin(run_dir, text, primary_port, replica_port, admin_port):
+    """Start Sluice with config `text` (whose admin API listens on
+    admin_port) and wait until its ports answer and a login works."""
+    for sub in ("log", "data", "persist"):
+        (run_dir / sub).mkdir(parents=True, exist_ok=True)
+    cfg = run_dir / "sluice.cnf"
+    cfg.write_text(text)
+    daemon = Daemon(st.sluice_argv("start", cfg), run_dir / "proxy.log",
+                    st.sluice_env())
+    prx = Proxy(daemon, primary_port, replica_port, None, run_dir)
+    try:
+        daemon.wait_ports([primary_port, replica_port, admin_port])
+        _wait_ready(prx)
+    except BaseException:
+        stop_proxy(prx)
+        raise
+    return prx
+
+
 def sluice_config(run_dir, primary_port, replica_port, sock=None,
                   event_model="pinned", threads="auto", extra=""):
     """The text of a Sluice config for the sandbox (like etc/sluice.cnf)."""
@@ -165,24 +209,7 @@ user={st.SERVICE_USER}
 password={st.SERVICE_PASSWORD}
 monitor_interval=1000ms
 """
-    for name, opt, port in (("Primary", "master", primary_port),
-                            ("Replica", "slave", replica_port)):
-        text += f"""
-[{name}-Service]
-type=service
-router=readconnroute
-router_options={opt}
-servers={servers}
-user={st.SERVICE_USER}
-password={st.SERVICE_PASSWORD}
-
-[{name}-Listener]
-type=listener
-service={name}-Service
-protocol=MariaDBClient
-address={st.HOST}
-port={port}
-"""
+    text += readconnroute_services(servers, primary_port, replica_port)
     if sock:
         text += f"""
 [Replica-Socket-Listener]

@@ -46,20 +46,8 @@ password={st.SERVICE_PASSWORD}
 
 
 def start(run_dir):
-    for sub in ("log", "data", "persist"):
-        (run_dir / sub).mkdir(parents=True, exist_ok=True)
-    cfg = run_dir / "sluice.cnf"
-    cfg.write_text(admin_config(run_dir))
-    daemon = px.Daemon(st.sluice_argv("start", cfg), run_dir / "proxy.log",
-                       st.sluice_env())
-    prx = px.Proxy(daemon, PRIMARY, REPLICA, None, run_dir)
-    try:
-        daemon.wait_ports([PRIMARY, REPLICA, ADMIN_PORT])
-        px._wait_ready(prx)
-    except BaseException:
-        px.stop_proxy(prx)
-        raise
-    return prx
+    return px.start_with_admin(run_dir, admin_config(run_dir), PRIMARY,
+                               REPLICA, ADMIN_PORT)
 
 
 @pytest.fixture(scope="module")

@@ -24,23 +24,10 @@ BASE = f"http://{st.HOST}:{ADMIN_PORT}/v1"
 
 
 def start(run_dir):
-    for sub in ("log", "data", "persist"):
-        (run_dir / sub).mkdir(parents=True, exist_ok=True)
-    cfg = run_dir / "sluice.cnf"
     text = px.sluice_config(run_dir, PRIMARY, REPLICA)
-    cfg.write_text(text.replace("admin_enabled=false",
-                                f"admin_host={st.HOST}\n"
-                                f"admin_port={ADMIN_PORT}"))
-    daemon = px.Daemon(st.sluice_argv("start", cfg), run_dir / "proxy.log",
-                       st.sluice_env())
-    prx = px.Proxy(daemon, PRIMARY, REPLICA, None, run_dir)
-    try:
-        daemon.wait_ports([PRIMARY, REPLICA, ADMIN_PORT])
-        px._wait_ready(prx)
-    except BaseException:
-        px.stop_proxy(prx)
-        raise
-    return prx
+    text = text.replace("admin_enabled=false",
+                        f"admin_host={st.HOST}\nadmin_port={ADMIN_PORT}")
+    return px.start_with_admin(run_dir, text, PRIMARY, REPLICA, ADMIN_PORT)
 
 
 @pytest.fixture(scope="module")

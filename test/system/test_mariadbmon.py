@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 import sluicetest as st
-from proxy import Daemon
+from proxy import Daemon, readconnroute_services
 
 pytestmark = pytest.mark.sluice_only
 
@@ -82,24 +82,7 @@ replication_password=repl_pw
 switchover_timeout=20s
 failover_timeout=20s
 """
-    for name, opt, port in (("Primary", "master", PRIMARY_PORT),
-                            ("Replica", "slave", REPLICA_PORT)):
-        text += f"""
-[{name}-Service]
-type=service
-router=readconnroute
-router_options={opt}
-servers={servers}
-user={st.SERVICE_USER}
-password={st.SERVICE_PASSWORD}
-
-[{name}-Listener]
-type=listener
-service={name}-Service
-protocol=MariaDBClient
-address={st.HOST}
-port={port}
-"""
+    text += readconnroute_services(servers, PRIMARY_PORT, REPLICA_PORT)
     return text
 
 

@@ -404,22 +404,35 @@ cmd_stmt_id(const struct sl_buf *buf)
            (uint32_t)b[3] << 24;
 }
 
-/* A flat copy of a COM_STMT_* command carrying backend id bid. */
+/*
+ * A COM_STMT_* command carrying backend id bid: a fresh copy of the first
+ * 9 bytes (header, command, id) followed by the rest of buf's blocks,
+ * shared, not copied (executes go out on every statement; the client's
+ * own chain keeps its id for retries). NULL on allocation failure.
+ */
 static struct sl_buf *
 with_id(const struct sl_buf *buf, uint32_t bid)
 {
-    struct sl_buf *copy = sl_buf_flatten_new(buf);
-    unsigned char *p;
+    unsigned char head[9];
+    struct sl_buf *out;
+    struct sl_buf rest = {0};
 
-    if (copy == NULL || (p = sl_buf_pullup(copy, 9)) == NULL) {
-        sl_buf_free(copy);
+    if (sl_buf_copy_out(buf, 0, sizeof(head), head) != sizeof(head)) {
         return NULL;
     }
-    p[5] = (unsigned char)bid;
-    p[6] = (unsigned char)(bid >> 8);
-    p[7] = (unsigned char)(bid >> 16);
-    p[8] = (unsigned char)(bid >> 24);
-    return copy;
+    head[5] = (unsigned char)bid;
+    head[6] = (unsigned char)(bid >> 8);
+    head[7] = (unsigned char)(bid >> 16);
+    head[8] = (unsigned char)(bid >> 24);
+    out = sl_buf_from(head, sizeof(head));
+    if (out == NULL || sl_buf_clone(buf, &rest) != 0) {
+        sl_buf_reset(&rest);
+        sl_buf_free(out);
+        return NULL;
+    }
+    sl_buf_consume(&rest, sizeof(head));
+    sl_buf_append(out, &rest);
+    return out;
 }
 
 static int
