@@ -262,15 +262,23 @@ def test_backend_connection_encrypted(proxy, tls_backend):
             assert cipher != "", "the backend connection is not TLS"
             cur.execute("SELECT REPEAT('b', 1024 * 1024) FROM seq_1_to_8")
             assert all(len(r[0]) == 1024 * 1024 for r in cur.fetchall())
-    # control: the same server through a plain backend connection
-    for _ in range(10):
-        with st.connect(proxy + 9) as conn:
+    # control: the same server through a plain backend connection. The
+    # connections stay open, so least-connections must spread them over
+    # both replicas (closed ones would tie and always pick the first).
+    held = []
+    try:
+        for _ in range(10):
+            conn = st.connect(proxy + 9)
+            held.append(conn)
             if st.server_id(conn) != tls_backend:
                 continue
             with conn.cursor() as cur:
                 cur.execute("SHOW SESSION STATUS LIKE 'Ssl_cipher'")
                 assert cur.fetchone()[1] == ""
             return
+    finally:
+        for conn in held:
+            conn.close()
     pytest.fail("Replica-Service never chose db3 in 10 connections")
 
 
