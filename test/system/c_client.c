@@ -393,6 +393,38 @@ ps_route_insert(MYSQL *conn, const char *table, int n)
     return run_query(conn, sql);
 }
 
+/* Run a transaction opened by the prepared `begin` and closed by a
+ * prepared COMMIT: five selects printed as "<tag>=SID". */
+static int
+ps_route_trx(MYSQL *conn, MYSQL_STMT *sel, const char *begin, const char *tag)
+{
+    MYSQL_STMT *b = mysql_stmt_init(conn);
+    MYSQL_STMT *c = mysql_stmt_init(conn);
+    int rc = 0;
+
+    if (b == NULL || c == NULL ||
+        mysql_stmt_prepare(b, begin, strlen(begin)) != 0 ||
+        mysql_stmt_prepare(c, "COMMIT", 6) != 0) {
+        rc = b ? fail_stmt(b, "prepare begin/commit") : 1;
+    }
+    if (rc == 0 && mysql_stmt_execute(b) != 0) {
+        rc = fail_stmt(b, "execute begin");
+    }
+    for (int i = 0; i < 5 && rc == 0; i++) {
+        rc = ps_route_select(sel, i, tag);
+    }
+    if (rc == 0 && mysql_stmt_execute(c) != 0) {
+        rc = fail_stmt(c, "execute commit");
+    }
+    if (b != NULL) {
+        mysql_stmt_close(b);
+    }
+    if (c != NULL) {
+        mysql_stmt_close(c);
+    }
+    return rc;
+}
+
 static int
 mode_ps_route(MYSQL *conn, int argc, char **argv)
 {
@@ -416,6 +448,13 @@ mode_ps_route(MYSQL *conn, int argc, char **argv)
     }
     if (rc == 0 && run_query(conn, "COMMIT") != 0) {
         rc = 1;
+    }
+    /* sysbench's way: BEGIN and COMMIT are prepared statements too. */
+    if (rc == 0) {
+        rc = ps_route_trx(conn, stmt, "BEGIN", "pstrx");
+    }
+    if (rc == 0) {
+        rc = ps_route_trx(conn, stmt, "START TRANSACTION READ ONLY", "rotrx");
     }
     mysql_stmt_close(stmt);
     snprintf(table, sizeof(table), "test.c_client_psr_%ld", (long)getpid());

@@ -285,6 +285,14 @@ def test_prepared_statements_100(proxy):
     assert len(reads) == 100 and set(reads) == st.REPLICA_IDS, proc.stdout
     assert len(writes) == 100 and set(writes) == {st.PRIMARY_ID}
     assert trx and set(trx) == {st.PRIMARY_ID}
+    # Transactions opened and closed by prepared BEGIN/COMMIT (as sysbench
+    # does): the whole transaction on the primary; a prepared START
+    # TRANSACTION READ ONLY: the whole transaction on one replica.
+    pstrx = [int(x.split("=")[1]) for x in lines if x.startswith("pstrx=")]
+    rotrx = [int(x.split("=")[1]) for x in lines if x.startswith("rotrx=")]
+    assert len(pstrx) == 5 and set(pstrx) == {st.PRIMARY_ID}, proc.stdout
+    assert len(rotrx) == 5 and len(set(rotrx)) == 1, proc.stdout
+    assert set(rotrx) <= st.REPLICA_IDS, proc.stdout
     assert "OK" in lines
 
 

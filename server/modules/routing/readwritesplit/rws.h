@@ -137,6 +137,7 @@ struct rws_be {
 struct rws_ps {
     uint32_t id;                  /* the client's statement id */
     bool is_read;                 /* SELECT outside transactions: replica */
+    uint32_t type;                /* the classifier's SL_QC_* of the text */
     uint16_t params;
     uint32_t *bids;               /* [nservers] backend ids, 0 none */
     uint64_t types_sent;          /* bit per server index < 64 */

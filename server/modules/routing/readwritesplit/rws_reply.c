@@ -551,7 +551,9 @@ refresh_trx(struct rws_session *rs, const struct sl_reply *reply)
             rs->ro_target = -1;
             rws_trx_log_clear(rs);
         }
-    } else if (!rs->autocommit && !rs->trx_active) {
+    } else if (!rs->trx_active) {
+        /* autocommit=0, or a transaction the classifier did not see
+         * (BEGIN inside a procedure): the server says one is open. */
         rs->trx_active = true;
         rws_trx_log_clear(rs);
         rs->trx_log_ok = true;

@@ -449,6 +449,7 @@ route_prepare(struct rws_session *rs, struct sl_buf *buf)
     if (!sl_qc_classify_buf(buf, &qc)) {
         qc.type = SL_QC_UNKNOWN;
     }
+    ps->type = qc.type;
     ps->is_read = (qc.type & SL_QC_READ) &&
                   !(qc.type & (SL_QC_WRITE | SL_QC_DDL | SL_QC_MASTER_READ |
                                SL_QC_UNKNOWN | SL_QC_CALL));
@@ -561,19 +562,31 @@ exec_for(struct rws_session *rs, struct rws_ps *ps, const struct sl_buf *buf,
     return out;
 }
 
+static void track_trx(struct rws_session *rs, uint32_t type);
+static bool changes_data(uint32_t type);
+
 static int
 route_execute(struct rws_session *rs, struct sl_buf *buf, struct rws_ps *ps,
               int cmd)
 {
-    bool to_master = !ps->is_read || rs->trx_active || rs->locked_to_master;
+    bool to_master, ro_trx;
     int idx, rc;
     struct sl_buf *out;
 
+    /* A prepared BEGIN/START TRANSACTION (sysbench prepares them) opens a
+     * transaction exactly as the text one does. */
+    if (cmd == SL_COM_STMT_EXECUTE) {
+        track_trx(rs, ps->type);
+    }
+    ro_trx = rs->trx_active && rs->trx_ro;
+    to_master = !ro_trx && (!ps->is_read || rs->trx_active ||
+                            rs->locked_to_master);
     if (cmd == SL_COM_STMT_FETCH && ps->last >= 0 &&
         rws_be_live(&rs->be[ps->last])) {
         idx = ps->last;
-    } else if (rs->trx_ro && rs->ro_target >= 0 && ps->is_read) {
-        idx = rs->ro_target;
+    } else if (ro_trx && rs->ro_target >= 0 &&
+               rws_be_live(&rs->be[rs->ro_target])) {
+        idx = rs->ro_target;   /* all of it, BEGIN to COMMIT, on one */
     } else if (!to_master && causal_hold(rs, buf, NULL)) {
         return SL_OK;
     } else {
@@ -597,7 +610,10 @@ route_execute(struct rws_session *rs, struct sl_buf *buf, struct rws_ps *ps,
     }
     if (cmd == SL_COM_STMT_EXECUTE) {
         save_types(buf, ps);
-        rs->wrote |= !ps->is_read;
+        rs->wrote |= changes_data(ps->type);
+        if (ro_trx) {
+            rs->ro_target = idx;
+        }
     }
     out = exec_for(rs, ps, buf, idx);
     if (out == NULL) {
@@ -1008,6 +1024,17 @@ track_tmp_tables(struct rws_session *rs, const struct sl_qc_result *qc)
     }
 }
 
+/* A statement after which the session's GTID may have moved on
+ * (causal_reads asks the primary for it). */
+static bool
+changes_data(uint32_t type)
+{
+    return (type & (SL_QC_WRITE | SL_QC_DDL | SL_QC_UNKNOWN | SL_QC_CALL |
+                    SL_QC_LOAD_LOCAL | SL_QC_GSYSVAR_WRITE |
+                    SL_QC_CREATE_TMP_TABLE | SL_QC_DROP_TABLE |
+                    SL_QC_MULTI_STMT | SL_QC_EXEC_PREPARED)) != 0;
+}
+
 /* Transaction state before routing (the answers refine it). */
 static void
 track_trx(struct rws_session *rs, uint32_t type)
@@ -1239,10 +1266,7 @@ route_query_text(struct rws_session *rs, struct sl_buf *buf,
         qc.type = SL_QC_UNKNOWN;
     }
     track_trx(rs, qc.type);
-    if (qc.type & (SL_QC_WRITE | SL_QC_DDL | SL_QC_UNKNOWN | SL_QC_CALL |
-                   SL_QC_LOAD_LOCAL | SL_QC_GSYSVAR_WRITE |
-                   SL_QC_CREATE_TMP_TABLE | SL_QC_DROP_TABLE |
-                   SL_QC_MULTI_STMT | SL_QC_EXEC_PREPARED)) {
+    if (changes_data(qc.type)) {
         rs->wrote = true;
     }
     t = decide(rs, &qc);
