@@ -17,11 +17,11 @@ test_none_ok(void **state)
     struct rws_cand c[2] = {{.ok = false}, {.ok = false}};
 
     (void)state;
-    assert_int_equal(rws_select(c, 2, RWS_LEAST_CURRENT_OPERATIONS, 0, 0),
+    assert_int_equal(rws_select(c, 2, RWS_LEAST_CURRENT_OPERATIONS, 0, 0, -1),
                      -1);
-    assert_int_equal(rws_select(c, 0, RWS_LEAST_CURRENT_OPERATIONS, 0, 0),
+    assert_int_equal(rws_select(c, 0, RWS_LEAST_CURRENT_OPERATIONS, 0, 0, -1),
                      -1);
-    assert_int_equal(rws_select(c, 2, RWS_ADAPTIVE_ROUTING, 0, 0), -1);
+    assert_int_equal(rws_select(c, 2, RWS_ADAPTIVE_ROUTING, 0, 0, -1), -1);
 }
 
 static void
@@ -34,14 +34,61 @@ test_least_operations_and_rotation(void **state)
     };
 
     (void)state;
-    assert_int_equal(rws_select(c, 3, RWS_LEAST_CURRENT_OPERATIONS, 0, 0),
+    assert_int_equal(rws_select(c, 3, RWS_LEAST_CURRENT_OPERATIONS, 0, 0, -1),
                      2);
     c[1].operations = 1;
-    /* A tie: the rotation decides, so one session's reads spread. */
-    assert_int_equal(rws_select(c, 3, RWS_LEAST_CURRENT_OPERATIONS, 1, 0),
+    /* A tie: the rotate-th of the two equally good ones (the server that
+     * may not take the read does not count), so consecutive sessions
+     * start on different replicas, evenly. */
+    assert_int_equal(rws_select(c, 3, RWS_LEAST_CURRENT_OPERATIONS, 0, 0, -1),
                      1);
-    assert_int_equal(rws_select(c, 3, RWS_LEAST_CURRENT_OPERATIONS, 2, 0),
+    assert_int_equal(rws_select(c, 3, RWS_LEAST_CURRENT_OPERATIONS, 1, 0, -1),
                      2);
+    assert_int_equal(rws_select(c, 3, RWS_LEAST_CURRENT_OPERATIONS, 2, 0, -1),
+                     1);
+    assert_int_equal(rws_select(c, 3, RWS_LEAST_CURRENT_OPERATIONS, 3, 0, -1),
+                     2);
+}
+
+static void
+test_prefer_last_used(void **state)
+{
+    struct rws_cand c[3] = {
+        {.ok = true, .connected = true, .operations = 0},
+        {.ok = true, .connected = true, .operations = 4},
+        {.ok = true, .connected = true, .operations = 5},
+    };
+
+    (void)state;
+    /* One operation busier than the best: stay. */
+    assert_int_equal(rws_select(c, 3, RWS_LEAST_CURRENT_OPERATIONS, 0, 0, 2),
+                     0);
+    c[0].operations = 4;
+    assert_int_equal(rws_select(c, 3, RWS_LEAST_CURRENT_OPERATIONS, 0, 0, 2),
+                     2);
+    /* Two busier: move. */
+    c[0].operations = 3;
+    assert_int_equal(rws_select(c, 3, RWS_LEAST_CURRENT_OPERATIONS, 0, 0, 2),
+                     0);
+    /* A preferred server that may not take the read, or is not connected,
+     * or an index out of range, is ignored. */
+    c[0].operations = 5;
+    c[1].ok = false;
+    assert_int_equal(rws_select(c, 3, RWS_LEAST_CURRENT_OPERATIONS, 0, 0, 1),
+                     0);
+    c[2].connected = false;
+    assert_int_equal(rws_select(c, 3, RWS_LEAST_CURRENT_OPERATIONS, 0, 0, 2),
+                     0);
+    assert_int_equal(rws_select(c, 3, RWS_LEAST_CURRENT_OPERATIONS, 0, 0, 7),
+                     0);
+    /* Other criteria keep it only on an exact tie. */
+    c[0] = (struct rws_cand){.ok = true, .connected = true, .router_conns = 2};
+    c[1] = (struct rws_cand){.ok = true, .connected = true, .router_conns = 3};
+    assert_int_equal(rws_select(c, 2, RWS_LEAST_ROUTER_CONNECTIONS, 0, 0, 1),
+                     0);
+    c[1].router_conns = 2;
+    assert_int_equal(rws_select(c, 2, RWS_LEAST_ROUTER_CONNECTIONS, 0, 0, 1),
+                     1);
 }
 
 static void
@@ -53,10 +100,10 @@ test_connected_wins_ties(void **state)
     };
 
     (void)state;
-    assert_int_equal(rws_select(c, 2, RWS_LEAST_ROUTER_CONNECTIONS, 0, 0),
+    assert_int_equal(rws_select(c, 2, RWS_LEAST_ROUTER_CONNECTIONS, 0, 0, -1),
                      1);
     c[0].router_conns = 3;
-    assert_int_equal(rws_select(c, 2, RWS_LEAST_ROUTER_CONNECTIONS, 0, 0),
+    assert_int_equal(rws_select(c, 2, RWS_LEAST_ROUTER_CONNECTIONS, 0, 0, -1),
                      0);
 }
 
@@ -71,9 +118,9 @@ test_criteria(void **state)
 
     (void)state;
     /* Unknown lag counts as the worst. */
-    assert_int_equal(rws_select(c, 3, RWS_LEAST_BEHIND_MASTER, 0, 0), 2);
-    assert_int_equal(rws_select(c, 3, RWS_LEAST_GLOBAL_CONNECTIONS, 0, 0), 0);
-    assert_int_equal(rws_select(c, 3, RWS_LEAST_ROUTER_CONNECTIONS, 0, 0), 1);
+    assert_int_equal(rws_select(c, 3, RWS_LEAST_BEHIND_MASTER, 0, 0, -1), 2);
+    assert_int_equal(rws_select(c, 3, RWS_LEAST_GLOBAL_CONNECTIONS, 0, 0, -1), 0);
+    assert_int_equal(rws_select(c, 3, RWS_LEAST_ROUTER_CONNECTIONS, 0, 0, -1), 1);
 }
 
 static void
@@ -88,16 +135,16 @@ test_adaptive(void **state)
     (void)state;
     for (uint32_t r = 0; r < 1000; r++) {
         int idx = rws_select(c, 2, RWS_ADAPTIVE_ROUTING, 0,
-                             r * (UINT32_MAX / 1000));
+                             r * (UINT32_MAX / 1000), -1);
         assert_true(idx == 0 || idx == 1);
         first += idx == 0;
     }
     assert_true(first > 980 && first < 1000);
     /* An unmeasured server is tried first. */
     c[1].resp_us = 0;
-    assert_int_equal(rws_select(c, 2, RWS_ADAPTIVE_ROUTING, 0, 0), 1);
+    assert_int_equal(rws_select(c, 2, RWS_ADAPTIVE_ROUTING, 0, 0, -1), 1);
     c[1].ok = false;
-    assert_int_equal(rws_select(c, 2, RWS_ADAPTIVE_ROUTING, 0, 0), 0);
+    assert_int_equal(rws_select(c, 2, RWS_ADAPTIVE_ROUTING, 0, 0, -1), 0);
 }
 
 int
@@ -106,6 +153,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_none_ok),
         cmocka_unit_test(test_least_operations_and_rotation),
+        cmocka_unit_test(test_prefer_last_used),
         cmocka_unit_test(test_connected_wins_ties),
         cmocka_unit_test(test_criteria),
         cmocka_unit_test(test_adaptive),

@@ -913,8 +913,8 @@ rws_slave_index(struct rws_session *rs, int exclude)
         cand[i].resp_us = atomic_load_explicit(&s->resp_us,
                                                memory_order_relaxed);
     }
-    idx = rws_select(cand, n, inst->cfg.criteria, rs->rotate++,
-                     next_random(rs));
+    idx = rws_select(cand, n, inst->cfg.criteria, rs->rotate,
+                     next_random(rs), rs->last_used);
     if (idx >= 0 && !cand[idx].connected &&
         rws_connect(rs, (unsigned)idx, false) != 0) {
         return -1;

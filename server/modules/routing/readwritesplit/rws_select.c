@@ -66,12 +66,21 @@ adaptive(const struct rws_cand *c, size_t n, uint32_t rnd)
     return -1;
 }
 
+/* Candidate a beats b on score, then on already being connected. */
+static bool
+better(const struct rws_cand *a, int64_t sa, const struct rws_cand *b,
+       int64_t sb)
+{
+    return sa < sb || (sa == sb && a->connected && !b->connected);
+}
+
 int
 rws_select(const struct rws_cand *c, size_t n, enum rws_criteria crit,
-           unsigned rotate, uint32_t rnd)
+           unsigned rotate, uint32_t rnd, int prefer)
 {
     int best = -1;
     int64_t best_score = 0;
+    size_t ties = 0;
 
     if (n == 0) {
         return -1;
@@ -82,18 +91,45 @@ rws_select(const struct rws_cand *c, size_t n, enum rws_criteria crit,
             return r;
         }
     }
-    for (size_t k = 0; k < n; k++) {
-        size_t i = (k + rotate) % n;
+    for (size_t i = 0; i < n; i++) {
         int64_t s;
 
         if (!c[i].ok) {
             continue;
         }
         s = score(&c[i], crit);
-        if (best < 0 || s < best_score ||
-            (s == best_score && c[i].connected && !c[best].connected)) {
+        if (best < 0 || better(&c[i], s, &c[best], best_score)) {
             best = (int)i;
             best_score = s;
+        }
+    }
+    if (best < 0) {
+        return -1;
+    }
+    /* Stay where the session read last while that is as good: one
+     * operation more counts as as good for LEAST_CURRENT_OPERATIONS, whose
+     * counts move with every query in flight. */
+    if (prefer >= 0 && (size_t)prefer < n && c[prefer].ok &&
+        c[prefer].connected) {
+        int64_t s = score(&c[prefer], crit);
+        int64_t slack = crit == RWS_LEAST_CURRENT_OPERATIONS ? 1 : 0;
+
+        if (s <= best_score + slack) {
+            return prefer;
+        }
+    }
+    /* Otherwise the rotate-th of the equally good ones. */
+    for (size_t i = 0; i < n; i++) {
+        if (c[i].ok && score(&c[i], crit) == best_score &&
+            c[i].connected == c[best].connected) {
+            ties++;
+        }
+    }
+    rotate %= (unsigned)ties;
+    for (size_t i = 0; i < n; i++) {
+        if (c[i].ok && score(&c[i], crit) == best_score &&
+            c[i].connected == c[best].connected && rotate-- == 0) {
+            return (int)i;
         }
     }
     return best;

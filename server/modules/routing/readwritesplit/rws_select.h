@@ -35,14 +35,17 @@ struct rws_cand {
 /*
  * The index of the best candidate, or -1 when none is ok. Lower score
  * wins; connected candidates win ties against unconnected ones (a new
- * connection costs a login); remaining ties go to the candidate found
- * first starting at index `rotate % n`, so one session's reads are spread
- * when the servers are equally loaded. ADAPTIVE_ROUTING picks at random
- * with a probability proportional to 1/resp_us^2 using `rnd` (0..2^32-1);
- * a server without samples counts as the fastest so it gets measured.
- * Pure; any thread.
+ * connection costs a login). `prefer` (the connection the session used
+ * last, -1 none) keeps the read when it is as good as the best, or at most
+ * one operation busier under LEAST_CURRENT_OPERATIONS: a session stays on
+ * a warm connection and load still moves when one replica gets busier.
+ * Other ties go to the `rotate % k`-th of the k equally good candidates,
+ * so sessions with consecutive `rotate` values start on different
+ * replicas. ADAPTIVE_ROUTING picks at random with a probability
+ * proportional to 1/resp_us^2 using `rnd` (0..2^32-1); a server without
+ * samples counts as the fastest so it gets measured. Pure; any thread.
  */
 int rws_select(const struct rws_cand *c, size_t n, enum rws_criteria crit,
-               unsigned rotate, uint32_t rnd);
+               unsigned rotate, uint32_t rnd, int prefer);
 
 #endif
