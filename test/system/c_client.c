@@ -472,6 +472,84 @@ mode_ps_route(MYSQL *conn, int argc, char **argv)
     return 0;
 }
 
+/* Execute a prepared "SELECT n"; its value, or -1. */
+static long long
+ps_many_value(MYSQL_STMT *stmt)
+{
+    long long v = -1;
+    MYSQL_BIND res;
+
+    memset(&res, 0, sizeof(res));
+    res.buffer_type = MYSQL_TYPE_LONGLONG;
+    res.buffer = &v;
+    if (mysql_stmt_execute(stmt) != 0 ||
+        mysql_stmt_bind_result(stmt, &res) != 0 ||
+        mysql_stmt_store_result(stmt) != 0 || mysql_stmt_fetch(stmt) != 0) {
+        return -1;
+    }
+    mysql_stmt_free_result(stmt);
+    return v;
+}
+
+/*
+ * Eight statements "SELECT 10*i"; the first, a middle and a late one
+ * closed; every other one executed three times, then a new one prepared
+ * and all executed again. Each must answer its own value: the router's
+ * statement table keeps working after removals in the middle.
+ */
+static int
+mode_ps_many(MYSQL *conn)
+{
+    MYSQL_STMT *st[9];
+    bool closed[9] = {false};
+    char sql[32];
+    int bad = 0;
+
+    for (int i = 0; i < 9; i++) {
+        st[i] = mysql_stmt_init(conn);
+        snprintf(sql, sizeof(sql), "SELECT %d", 10 * i);
+        if (i < 8 && (st[i] == NULL ||
+                      mysql_stmt_prepare(st[i], sql, strlen(sql)) != 0)) {
+            return st[i] ? fail_stmt(st[i], "prepare") : 1;
+        }
+    }
+    for (int i = 0; i < 8; i += 1) {
+        if (i == 0 || i == 3 || i == 6) {
+            mysql_stmt_close(st[i]);
+            closed[i] = true;
+        }
+    }
+    for (int round = 0; round < 4; round++) {
+        if (round == 3) {
+            snprintf(sql, sizeof(sql), "SELECT %d", 80);
+            if (mysql_stmt_prepare(st[8], sql, strlen(sql)) != 0) {
+                return fail_stmt(st[8], "prepare late");
+            }
+        }
+        for (int i = 0; i < (round == 3 ? 9 : 8); i++) {
+            long long v;
+
+            if (closed[i]) {
+                continue;
+            }
+            v = ps_many_value(st[i]);
+            if (v != 10 * i) {
+                fprintf(stderr, "statement %d answered %lld\n", i, v);
+                bad++;
+            }
+        }
+    }
+    for (int i = 0; i < 9; i++) {
+        if (!closed[i]) {
+            mysql_stmt_close(st[i]);
+        }
+    }
+    if (bad == 0) {
+        printf("OK\n");
+    }
+    return bad != 0;
+}
+
 static int
 run_mode(MYSQL *conn, const char *mode, int argc, char **argv)
 {
@@ -489,6 +567,9 @@ run_mode(MYSQL *conn, const char *mode, int argc, char **argv)
     }
     if (strcmp(mode, "ping") == 0) {
         return mode_ping(conn);
+    }
+    if (strcmp(mode, "ps_many") == 0) {
+        return mode_ps_many(conn);
     }
     if (strcmp(mode, "ps_route") == 0) {
         return mode_ps_route(conn, argc, argv);

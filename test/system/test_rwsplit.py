@@ -333,6 +333,14 @@ def test_prepared_statements_100(proxy):
     assert "OK" in lines
 
 
+def test_prepared_statements_closed_in_the_middle(proxy):
+    """Statements closed first, in the middle and late, one prepared after:
+    every remaining one still answers with its own result."""
+    proc = st.c_client(RW_PORT, "ps_many")
+    assert proc.returncode == 0 and proc.stdout.strip() == "OK", \
+        proc.stdout + proc.stderr
+
+
 def test_c_client_modes(proxy):
     """The C connector's binary protocol, COM_CHANGE_USER (a session
     command on every connection: the variable set before must be gone on

@@ -16,6 +16,7 @@ Services (ports st.port(4610..4613)):
 import struct
 import time
 
+import pymysql
 import pytest
 
 import sluicetest as st
@@ -231,6 +232,24 @@ def test_prepared_write_then_read(delayed):
                                 "FROM test.ryw WHERE id = ?")
         sids = {ps_execute(conn, read, [30])[0][1] for _ in range(20)}
     assert sids and sids <= st.REPLICA_IDS, sids
+
+
+def test_unknown_statement_id_answered_1243(proxy):
+    """An execute of a statement the session closed (or never had) gets the
+    server's 1243 from the router itself (the id is the router's: a server
+    may hold another statement under that number); the session goes on."""
+    with st.connect(RYW_PORT) as conn:
+        keep = ps_prepare(conn, "SELECT @@server_id + 0 * ?")
+        gone = ps_prepare(conn, "SELECT 2 * ?")
+        conn._execute_command(COM_STMT_CLOSE, struct.pack("<I", gone[0]))
+        for stmt_id in (gone[0], 999):
+            with pytest.raises(pymysql.MySQLError) as exc:
+                ps_execute(conn, (stmt_id, 1), [1])
+            assert st.error_code(exc.value) == 1243
+            assert f"Unknown prepared statement handler ({stmt_id}) given " \
+                "to mysqld_stmt_execute" in str(exc.value)
+        assert ps_execute(conn, keep, [5])[0][0] in st.SERVERS
+        assert st.scalar(conn, "SELECT 1") == 1
 
 
 def test_state_survives_repeated_session_commands(proxy):
