@@ -849,9 +849,15 @@ fill_server(struct loader *L, struct sl_server *srv,
 static int
 load_server(struct loader *L, const struct sl_ini_section *s)
 {
-    struct sl_server *srv = calloc(1, sizeof(*srv));
+    /* aligned: struct sl_server keeps its hot counters on their own
+     * cache line */
+    struct sl_server *srv = aligned_alloc(_Alignof(struct sl_server),
+                                          sizeof(*srv));
     char what[SL_NAME_MAX + 16];
 
+    if (srv != NULL) {
+        memset(srv, 0, sizeof(*srv));
+    }
     if (srv == NULL || push_ptr(&L->cfg->servers, &L->cfg->nservers,
                                 srv) < 0) {
         free(srv);

@@ -69,9 +69,11 @@ struct sl_server {
     char version_string[256];         /* written by the monitor only */
     atomic_llong connections;         /* current backend connections */
     atomic_ullong total_connections;
-    atomic_ullong routed_reads;
+    /* Counted on every routed command by every worker: a line of their
+     * own, so routers reading status, lag and connections do not miss. */
+    _Alignas(64) atomic_ullong routed_reads;
     atomic_ullong routed_writes;
-    struct sl_tls *tls;               /* backend TLS, NULL = plain */
+    _Alignas(64) struct sl_tls *tls;  /* backend TLS, NULL = plain */
     atomic_flag gtid_lock;            /* guards gtid_pos (clear = free) */
     char gtid_pos[256];               /* gtid_current_pos, monitor's view */
 };

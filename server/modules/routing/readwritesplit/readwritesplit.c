@@ -139,8 +139,14 @@ rws_create_instance(struct sl_service *svc, const struct sl_params *params)
     inst->svc = svc;
     inst->servers = sl_service_servers(svc, &inst->nservers);
     read_config(&inst->cfg, params, inst->nservers);
-    inst->stats = calloc(inst->nservers ? inst->nservers : 1,
-                         sizeof(*inst->stats));
+    /* Cache-line aligned (see struct rws_srv_stats). */
+    inst->stats = aligned_alloc(_Alignof(struct rws_srv_stats),
+                                (inst->nservers ? inst->nservers : 1) *
+                                    sizeof(*inst->stats));
+    if (inst->stats != NULL) {
+        memset(inst->stats, 0, (inst->nservers ? inst->nservers : 1) *
+                                   sizeof(*inst->stats));
+    }
     if (inst->stats == NULL) {
         sl_log_error("Service '%s': out of memory", sl_service_name(svc));
         free(inst);

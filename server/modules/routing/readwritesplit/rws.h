@@ -73,11 +73,17 @@ struct rws_config {
 };
 
 /* Per-server counters of one router instance. */
+/* One per server, each on its own cache lines: every routed command
+ * updates its server's counters from whichever worker runs the session,
+ * and every read choice loads `ops` of all replicas. The selection inputs
+ * and the statistics (written only) are on separate lines so counting a
+ * route does not evict what the next choice reads. */
 struct rws_srv_stats {
+    _Alignas(64) atomic_llong ops; /* commands awaiting an answer */
     atomic_llong conns;           /* this service's connections now */
-    atomic_llong ops;             /* commands awaiting an answer */
-    atomic_ullong reads, writes, all;
     atomic_ullong resp_us;        /* moving average response time */
+    _Alignas(64) atomic_ullong reads;
+    atomic_ullong writes, all;
 };
 
 struct rws_instance {

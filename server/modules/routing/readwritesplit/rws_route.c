@@ -917,19 +917,34 @@ rws_slave_index(struct rws_session *rs, int exclude)
         struct rws_be *be = &rs->be[i];
         struct rws_srv_stats *s = &inst->stats[i];
 
-        cand[i].connected = rws_be_live(be);
+        cand[i] = (struct rws_cand){.connected = rws_be_live(be)};
         cand[i].ok = (int)i != exclude &&
                      slave_ok(rs, (unsigned)i, sl_server_status(be->srv)) &&
                      (cand[i].connected || may_connect) &&
                      ryw_ok(rs, (unsigned)i);
-        cand[i].operations = atomic_load_explicit(&s->ops,
-                                                  memory_order_relaxed);
-        cand[i].global_conns = sl_server_connections(be->srv);
-        cand[i].router_conns = atomic_load_explicit(&s->conns,
-                                                    memory_order_relaxed);
-        cand[i].lag = sl_server_replication_lag(be->srv);
-        cand[i].resp_us = atomic_load_explicit(&s->resp_us,
-                                               memory_order_relaxed);
+        /* Only what the criterion compares: the others are written by
+         * other workers, and loading them would cost a cache miss each. */
+        switch (inst->cfg.criteria) {
+        case RWS_LEAST_GLOBAL_CONNECTIONS:
+            cand[i].global_conns = sl_server_connections(be->srv);
+            break;
+        case RWS_LEAST_ROUTER_CONNECTIONS:
+            cand[i].router_conns = atomic_load_explicit(&s->conns,
+                                                        memory_order_relaxed);
+            break;
+        case RWS_LEAST_BEHIND_MASTER:
+            cand[i].lag = sl_server_replication_lag(be->srv);
+            break;
+        case RWS_ADAPTIVE_ROUTING:
+            cand[i].resp_us = atomic_load_explicit(&s->resp_us,
+                                                   memory_order_relaxed);
+            break;
+        case RWS_LEAST_CURRENT_OPERATIONS:
+        default:
+            cand[i].operations = atomic_load_explicit(&s->ops,
+                                                      memory_order_relaxed);
+            break;
+        }
     }
     idx = rws_select(cand, n, inst->cfg.criteria, rs->rotate,
                      next_random(rs), rs->last_used);
