@@ -855,14 +855,12 @@ load_server(struct loader *L, const struct sl_ini_section *s)
                                           sizeof(*srv));
     char what[SL_NAME_MAX + 16];
 
-    if (srv != NULL) {
-        memset(srv, 0, sizeof(*srv));
-    }
     if (srv == NULL || push_ptr(&L->cfg->servers, &L->cfg->nservers,
                                 srv) < 0) {
         free(srv);
         return -ENOMEM;
     }
+    memset(srv, 0, sizeof(*srv));
     snprintf(srv->name, sizeof(srv->name), "%s", s->name);
     atomic_init(&srv->lag, SL_SERVER_LAG_UNKNOWN);
     snprintf(what, sizeof(what), "server '%s'", s->name);

@@ -131,6 +131,7 @@ static void *
 rws_create_instance(struct sl_service *svc, const struct sl_params *params)
 {
     struct rws_instance *inst = calloc(1, sizeof(*inst));
+    size_t stats_size;
 
     if (inst == NULL) {
         sl_log_error("Service '%s': out of memory", sl_service_name(svc));
@@ -140,18 +141,14 @@ rws_create_instance(struct sl_service *svc, const struct sl_params *params)
     inst->servers = sl_service_servers(svc, &inst->nservers);
     read_config(&inst->cfg, params, inst->nservers);
     /* Cache-line aligned (see struct rws_srv_stats). */
-    inst->stats = aligned_alloc(_Alignof(struct rws_srv_stats),
-                                (inst->nservers ? inst->nservers : 1) *
-                                    sizeof(*inst->stats));
-    if (inst->stats != NULL) {
-        memset(inst->stats, 0, (inst->nservers ? inst->nservers : 1) *
-                                   sizeof(*inst->stats));
-    }
+    stats_size = (inst->nservers ? inst->nservers : 1) * sizeof(*inst->stats);
+    inst->stats = aligned_alloc(_Alignof(struct rws_srv_stats), stats_size);
     if (inst->stats == NULL) {
         sl_log_error("Service '%s': out of memory", sl_service_name(svc));
         free(inst);
         return NULL;
     }
+    memset(inst->stats, 0, stats_size);
     return inst;
 }
 

@@ -72,8 +72,8 @@ struct rws_config {
     bool disable_history;
 };
 
-/* Per-server counters of one router instance. */
-/* One per server, each on its own cache lines: every routed command
+/* Per-server counters of one router instance, each server's on its own
+ * cache lines: every routed command
  * updates its server's counters from whichever worker runs the session,
  * and every read choice loads `ops` of all replicas. The selection inputs
  * and the statistics (written only) are on separate lines so counting a
