@@ -24,6 +24,13 @@
  *                             @@server_id executed N times, the rows read
  *                             back, "write=SID" each; the SELECT executed
  *                             inside a transaction, "trx=SID"; "OK"
+ *   ps_many                   eight prepared statements, some closed in
+ *                             the middle, each must answer its own value
+ *   ps_sescmd SERVER...       (readwritesplit) prepared "SET @psv = ?"
+ *                             (42) and "SET time_zone = ?" ('+05:00')
+ *                             executed and closed, then for each SERVER
+ *                             (a named-server hint) print
+ *                             "SERVER_ID<TAB>@psv<TAB>@@time_zone"
  *
  * Exit status 0 on success; 1 with "error CODE (SQLSTATE): MESSAGE" on
  * stderr for any MySQL error; 2 for usage errors.
@@ -550,6 +557,62 @@ mode_ps_many(MYSQL *conn)
     return bad != 0;
 }
 
+/* Prepare sql, execute it once with one bound parameter, close it. */
+static int
+ps_set_once(MYSQL *conn, const char *sql, MYSQL_BIND *param)
+{
+    MYSQL_STMT *stmt = mysql_stmt_init(conn);
+    int rc = 0;
+
+    if (stmt == NULL) {
+        return fail(conn, "stmt_init");
+    }
+    if (mysql_stmt_prepare(stmt, sql, strlen(sql)) != 0) {
+        rc = fail_stmt(stmt, "prepare");
+    } else if (mysql_stmt_bind_param(stmt, param) != 0) {
+        rc = fail_stmt(stmt, "bind");
+    } else if (mysql_stmt_execute(stmt) != 0) {
+        rc = fail_stmt(stmt, "execute");
+    }
+    mysql_stmt_close(stmt);
+    return rc;
+}
+
+/* Session state set through prepared statements, then read on each
+ * named server: every connection must have it. */
+static int
+mode_ps_sescmd(MYSQL *conn, int argc, char **argv)
+{
+    int val = 42;
+    char tz[] = "+05:00";
+    unsigned long tz_len = sizeof(tz) - 1;
+    MYSQL_BIND b;
+    char sql[192];
+
+    memset(&b, 0, sizeof(b));
+    b.buffer_type = MYSQL_TYPE_LONG;
+    b.buffer = &val;
+    if (ps_set_once(conn, "SET @psv = ?", &b) != 0) {
+        return 1;
+    }
+    memset(&b, 0, sizeof(b));
+    b.buffer_type = MYSQL_TYPE_STRING;
+    b.buffer = tz;
+    b.buffer_length = sizeof(tz);
+    b.length = &tz_len;
+    if (ps_set_once(conn, "SET time_zone = ?", &b) != 0) {
+        return 1;
+    }
+    for (int i = 0; i < argc; i++) {
+        snprintf(sql, sizeof(sql), "SELECT @@server_id, @psv, @@time_zone "
+                 "-- maxscale route to server %s", argv[i]);
+        if (run_query(conn, sql) != 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static int
 run_mode(MYSQL *conn, const char *mode, int argc, char **argv)
 {
@@ -570,6 +633,9 @@ run_mode(MYSQL *conn, const char *mode, int argc, char **argv)
     }
     if (strcmp(mode, "ps_many") == 0) {
         return mode_ps_many(conn);
+    }
+    if (strcmp(mode, "ps_sescmd") == 0) {
+        return mode_ps_sescmd(conn, argc, argv);
     }
     if (strcmp(mode, "ps_route") == 0) {
         return mode_ps_route(conn, argc, argv);

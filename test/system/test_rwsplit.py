@@ -333,6 +333,20 @@ def test_prepared_statements_100(proxy):
     assert "OK" in lines
 
 
+@pytest.mark.parametrize("port", [RW_PORT, LAZY_PORT], ids=["rw", "lazy"])
+def test_prepared_session_commands_reach_every_server(proxy, port):
+    """A prepared SET (user variable, system variable) is a session command
+    like its text form: every connection gets it. On the lazy service the
+    replicas are connected afterwards, when the statements are already
+    closed: the history replays them there."""
+    wait_routes(port)
+    proc = st.c_client(port, "ps_sescmd", "db1", "db2", "db3")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = [line.split("\t") for line in proc.stdout.splitlines()]
+    assert sorted(int(r[0]) for r in rows) == [1, 2, 3], proc.stdout
+    assert all(r[1:] == ["42", "+05:00"] for r in rows), proc.stdout
+
+
 def test_prepared_statements_closed_in_the_middle(proxy):
     """Statements closed first, in the middle and late, one prepared after:
     every remaining one still answers with its own result."""

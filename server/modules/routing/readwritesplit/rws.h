@@ -105,6 +105,8 @@ struct rws_sescmd {
     uint8_t cmd;
     uint32_t ps_id;               /* COM_STMT_PREPARE: the client's id */
     struct sl_buf *buf;
+    struct sl_buf *prep;          /* a prepared session command's execute:
+                                   * its PREPARE, replayed before it */
     int replier;                  /* backend whose answer the client gets */
     int8_t result;                /* 0 unknown, 1 OK, 2 ERR */
     int8_t *results;              /* [nservers]: results not yet checked */
@@ -143,6 +145,7 @@ struct rws_be {
 struct rws_ps {
     uint32_t id;                  /* the client's statement id */
     bool is_read;                 /* SELECT outside transactions: replica */
+    bool sescmd;                  /* SET ...: executed on every connection */
     uint32_t type;                /* the classifier's SL_QC_* of the text */
     uint16_t params;
     uint32_t *bids;               /* [nservers] backend ids, 0 none */

@@ -43,6 +43,8 @@ enum target {
     T_LAST,
 };
 
+static bool sescmd_type(uint32_t t);
+
 void
 rws_push(struct rws_be *be, const struct rws_expect *e)
 {
@@ -88,8 +90,9 @@ rws_write(struct rws_session *rs, unsigned idx, struct sl_buf *buf,
         sl_buf_free(buf);
         return SL_ERROR;
     }
-    if (cmd == SL_COM_STMT_PREPARE && sc != NULL) {
-        be->last_prepare = sc->ps_id;
+    if (cmd == SL_COM_STMT_PREPARE) {
+        /* Any other PREPARE makes "-1" name a different statement. */
+        be->last_prepare = sc != NULL ? sc->ps_id : 0;
     }
     if (expects_reply(cmd)) {
         e.sent_us = rws_now_us();
@@ -113,6 +116,7 @@ rws_sescmd_unref(struct rws_session *rs, struct rws_sescmd *sc)
         return;
     }
     sl_buf_free(sc->buf);
+    sl_buf_free(sc->prep);
     free(sc->results);
     free(sc);
 }
@@ -242,12 +246,45 @@ history_add(struct rws_session *rs, struct rws_sescmd *sc)
     rs->hist_len++;
 }
 
+/* The execute of a prepared session command, replayed on its own: the
+ * statement prepared afresh (answer dropped), executed as "-1" (the last
+ * prepared statement: the execute in the history carries that id and its
+ * parameter types), then closed, whatever became of the client's
+ * statement since. */
+static int
+replay_ps_sescmd(struct rws_session *rs, unsigned idx, struct rws_sescmd *sc)
+{
+    static const unsigned char close_last[] = {0x05, 0x00, 0x00, 0x00,
+                                               SL_COM_STMT_CLOSE, 0xff,
+                                               0xff, 0xff, 0xff};
+    struct sl_buf *prep = sl_buf_clone_new(sc->prep);
+    struct sl_buf *exec;
+
+    if (prep == NULL || rws_write(rs, idx, prep, RK_IGNORE, NULL) != SL_OK) {
+        return SL_ERROR;
+    }
+    exec = sl_buf_clone_new(sc->buf);
+    if (exec == NULL || rws_write(rs, idx, exec, RK_REPLAY, sc) != SL_OK) {
+        return SL_ERROR;
+    }
+    exec = sl_buf_from(close_last, sizeof(close_last));
+    return exec != NULL ? rws_write(rs, idx, exec, RK_IGNORE, NULL)
+                        : SL_ERROR;
+}
+
 void
 rws_replay_history(struct rws_session *rs, unsigned idx)
 {
     for (struct rws_sescmd *sc = rs->hist_head; sc != NULL; sc = sc->next) {
-        struct sl_buf *copy = sl_buf_clone_new(sc->buf);
+        struct sl_buf *copy;
 
+        if (sc->prep != NULL) {
+            if (replay_ps_sescmd(rs, idx, sc) != SL_OK) {
+                return;
+            }
+            continue;
+        }
+        copy = sl_buf_clone_new(sc->buf);
         if (copy == NULL ||
             rws_write(rs, idx, copy, RK_REPLAY, sc) != SL_OK) {
             return;
@@ -463,6 +500,7 @@ route_prepare(struct rws_session *rs, struct sl_buf *buf)
         qc.type = SL_QC_UNKNOWN;
     }
     ps->type = qc.type;
+    ps->sescmd = sescmd_type(qc.type);
     ps->is_read = (qc.type & SL_QC_READ) &&
                   !(qc.type & (SL_QC_WRITE | SL_QC_DDL | SL_QC_MASTER_READ |
                                SL_QC_UNKNOWN | SL_QC_CALL));
@@ -677,6 +715,102 @@ rws_resend(struct rws_session *rs, int idx, struct sl_buf *buf)
     return rws_write(rs, (unsigned)idx, buf, RK_CLIENT, NULL);
 }
 
+/* The execute of a prepared session command for the history: statement
+ * id "-1" and the parameter types included, so that it can be replayed
+ * right after a fresh PREPARE of the statement. */
+static struct sl_buf *
+exec_for_history(struct rws_ps *ps, const struct sl_buf *buf)
+{
+    size_t nb = ((size_t)ps->params + 7) / 8;
+    size_t off = 4 + 1 + 4 + 1 + 4 + nb;   /* the new-params-bound flag */
+    struct sl_buf *out = NULL;
+    unsigned char *p;
+
+    if (ps->params > 0 && sl_buf_len(buf) > off &&
+        sl_buf_byte(buf, off) == 0) {
+        out = add_types(buf, ps);
+        if (out == NULL) {
+            return NULL;
+        }
+        p = sl_buf_pullup(out, 9);
+        memset(p + 5, 0xff, 4);
+        return out;
+    }
+    return with_id(buf, 0xffffffffu);
+}
+
+static bool
+has_ps(const struct rws_session *rs, int idx, const struct rws_ps *ps)
+{
+    return rws_be_live(&rs->be[idx]) && backend_id(rs, idx, ps) != 0;
+}
+
+/*
+ * COM_STMT_EXECUTE of a prepared SET (or any session command): like its
+ * text form, run on every connection that has the statement, the
+ * client answered by the master's (or the first one's), and kept in the
+ * history -- with the statement's PREPARE, so that a connection made
+ * later gets the same session state even after the statement is closed.
+ */
+static int
+exec_ps_sescmd(struct rws_session *rs, struct sl_buf *buf, struct rws_ps *ps)
+{
+    struct rws_instance *inst = rs->inst;
+    struct rws_sescmd *sc = calloc(1, sizeof(*sc));
+    int sent = 0;
+
+    track_trx(rs, ps->type);   /* a prepared SET autocommit=0 */
+    if (sc == NULL || (sc->results = calloc(inst->nservers + 1, 1)) == NULL) {
+        free(sc);
+        sl_buf_free(buf);
+        rws_send_error(rs, "Out of memory");
+        return SL_OK;
+    }
+    save_types(buf, ps);
+    sc->id = ++rs->next_sescmd;
+    sc->refs = 1;
+    sc->cmd = SL_COM_STMT_EXECUTE;
+    sc->replier = -1;
+    if (rs->master >= 0 && has_ps(rs, rs->master, ps)) {
+        sc->replier = rs->master;
+    }
+    for (unsigned i = 0; i < inst->nservers && sc->replier < 0; i++) {
+        if (has_ps(rs, (int)i, ps)) {
+            sc->replier = (int)i;
+        }
+    }
+    for (unsigned i = 0; i < inst->nservers && sc->replier >= 0; i++) {
+        struct sl_buf *out;
+
+        if (!has_ps(rs, (int)i, ps) ||
+            (out = exec_for(rs, ps, buf, (int)i)) == NULL) {
+            continue;
+        }
+        if (rws_write(rs, i, out, RK_SESCMD, sc) == SL_OK) {
+            sent++;
+            sl_server_count_route(rs->be[i].srv, false);
+            atomic_fetch_add(&inst->stats[i].all, 1);
+        }
+    }
+    if (sent == 0) {
+        rws_sescmd_unref(rs, sc);
+        sl_buf_free(buf);
+        rws_send_error(rs, "Prepared statement %u is not prepared on any available server", ps->id);
+        return SL_OK;
+    }
+    atomic_fetch_add(&inst->route_all, 1);
+    sc->buf = exec_for_history(ps, buf);
+    sl_buf_free(buf);
+    if (ps->sc != NULL && sc->buf != NULL &&
+        (sc->prep = sl_buf_clone_new(ps->sc->buf)) != NULL) {
+        history_add(rs, sc);
+    } else {
+        rs->hist_overflow = true;   /* cannot be replayed */
+    }
+    rws_sescmd_unref(rs, sc);
+    return SL_OK;
+}
+
 /* CLOSE, SEND_LONG_DATA and RESET: every connection with the statement;
  * RESET's answer comes from one of them (a session command's rule). */
 static int
@@ -739,6 +873,9 @@ route_ps_cmd(struct rws_session *rs, struct sl_buf *buf, int cmd)
             sl_session_send_error(rs->ses, 1243, "HY000", msg);
         }
         return SL_OK;
+    }
+    if (cmd == SL_COM_STMT_EXECUTE && ps->sescmd) {
+        return exec_ps_sescmd(rs, buf, ps);
     }
     if (cmd == SL_COM_STMT_EXECUTE || cmd == SL_COM_STMT_FETCH) {
         return route_execute(rs, buf, ps, cmd);
@@ -1093,23 +1230,33 @@ track_trx(struct rws_session *rs, uint32_t type)
     }
 }
 
+/* A statement of this type sets session state only: every connection
+ * runs it (SET, SET NAMES, SET autocommit, PREPARE ... FROM, ...). */
+static bool
+sescmd_type(uint32_t t)
+{
+    if (!(t & (SL_QC_SESSION_WRITE | SL_QC_ENABLE_AUTOCOMMIT |
+               SL_QC_DISABLE_AUTOCOMMIT | SL_QC_PREPARE_NAMED |
+               SL_QC_DEALLOC_PREPARE))) {
+        return false;
+    }
+    if (!(t & (SL_QC_WRITE | SL_QC_DDL | SL_QC_READ | SL_QC_MULTI_STMT |
+               SL_QC_GSYSVAR_WRITE | SL_QC_UNKNOWN))) {
+        return true;
+    }
+    /* SET @a = (SELECT ...) */
+    return (t & SL_QC_USERVAR_WRITE) &&
+           !(t & (SL_QC_WRITE | SL_QC_DDL | SL_QC_MULTI_STMT));
+}
+
 static enum target
 decide(struct rws_session *rs, const struct sl_qc_result *qc)
 {
     const struct rws_config *c = &rs->inst->cfg;
     uint32_t t = qc->type;
 
-    if (t & (SL_QC_SESSION_WRITE | SL_QC_ENABLE_AUTOCOMMIT |
-             SL_QC_DISABLE_AUTOCOMMIT | SL_QC_PREPARE_NAMED |
-             SL_QC_DEALLOC_PREPARE)) {
-        if (!(t & (SL_QC_WRITE | SL_QC_DDL | SL_QC_READ | SL_QC_MULTI_STMT |
-                   SL_QC_GSYSVAR_WRITE | SL_QC_UNKNOWN))) {
-            return T_ALL;
-        }
-        if ((t & SL_QC_USERVAR_WRITE) && !(t & (SL_QC_WRITE | SL_QC_DDL |
-                                                SL_QC_MULTI_STMT))) {
-            return T_ALL;   /* SET @a = (SELECT ...) */
-        }
+    if (sescmd_type(t)) {
+        return T_ALL;
     }
     if (rs->locked_to_master) {
         return T_MASTER;
