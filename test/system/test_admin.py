@@ -25,6 +25,7 @@ ADMIN_PORT = st.port(4400)
 PRIMARY = st.port(4401)
 REPLICA = st.port(4402)
 NEW_LISTENER = st.port(4405)
+RW = st.port(4406)
 MAXCTRL = st.BUILD_DIR / "bin" / "maxctrl"
 FLOOD = int(os.environ.get("SLUICE_ADMIN_FLOOD", "1000"))
 BASE = f"http://{st.HOST}:{ADMIN_PORT}/v1"
@@ -40,6 +41,20 @@ type=monitor
 module=mariadbmon
 user={st.SERVICE_USER}
 password={st.SERVICE_PASSWORD}
+
+[RW-Service]
+type=service
+router=readwritesplit
+servers={",".join(f"db{sid}" for sid in st.SERVERS)}
+user={st.SERVICE_USER}
+password={st.SERVICE_PASSWORD}
+
+[RW-Listener]
+type=listener
+service=RW-Service
+protocol=MariaDBClient
+address={st.HOST}
+port={RW}
 """
     return text.replace("admin_enabled=false",
                         f"admin_host={st.HOST}\nadmin_port={ADMIN_PORT}")
@@ -196,6 +211,58 @@ def test_counters_move_with_sessions(sluice):
                   ["attributes"]["connections"]
                   == before_svc["connections"], 10,
                   what="sessions to close")
+
+
+def rw_stats():
+    diag = get("/services/RW-Service")["data"]["attributes"][
+        "router_diagnostics"]
+    return diag, {s["id"]: s for s in diag["server_query_statistics"]}
+
+
+def test_readwritesplit_counts_every_route(sluice):
+    """readwritesplit's per-server counters (kept per worker, summed when
+    read) match what the sessions saw: every read counted on the replica
+    that answered it, every write on the primary, and no operation left
+    pending once the answers are in. Six sessions, so that both workers
+    route."""
+    with st.root(st.PRIMARY_ID) as p, p.cursor() as cur:
+        cur.execute("CREATE DATABASE IF NOT EXISTS test")
+        cur.execute("CREATE TABLE IF NOT EXISTS test.admin_rw "
+                    "(id INT PRIMARY KEY, sid INT)")
+    st.wait_replicated()
+    diag0, per0 = rw_stats()
+    answered = {sid: 0 for sid in st.SERVERS}
+    writes = 0
+    conns = [st.connect(RW) for _ in range(6)]
+    try:
+        # Reads first: after a write a session reads from the primary
+        # until the replicas have it (read-your-writes).
+        for _ in range(5):
+            for c in conns:
+                with c.cursor() as cur:
+                    cur.execute("SELECT @@server_id")
+                    answered[cur.fetchone()[0]] += 1
+        for k, c in enumerate(conns):
+            with c.cursor() as cur:
+                for i in range(3):
+                    cur.execute("REPLACE INTO test.admin_rw VALUES (%s, %s)",
+                                (k * 10 + i, k))
+                    writes += 1
+    finally:
+        for c in conns:
+            c.close()
+    diag, per = rw_stats()
+    assert answered[st.PRIMARY_ID] == 0, answered
+    for sid in st.REPLICA_IDS:
+        name = f"db{sid}"
+        assert per[name]["route_slave"] - per0[name]["route_slave"] == \
+            answered[sid], (per0, per, answered)
+        assert per[name]["route_master"] == per0[name]["route_master"]
+    assert per["db1"]["route_master"] - per0["db1"]["route_master"] == \
+        writes
+    assert diag["route_slave"] - diag0["route_slave"] == 30
+    assert diag["route_master"] - diag0["route_master"] == writes
+    assert all(s["current_operations"] == 0 for s in per.values()), per
 
 
 # ---- maxctrl ----

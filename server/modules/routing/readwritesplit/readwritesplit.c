@@ -149,6 +149,19 @@ rws_create_instance(struct sl_service *svc, const struct sl_params *params)
         return NULL;
     }
     memset(inst->stats, 0, stats_size);
+    /* Each shard starts on a line of its own (see struct rws_count). */
+    inst->stride = (inst->nservers ? inst->nservers : 1);
+    inst->stride = (inst->stride * sizeof(struct rws_count) + 63) / 64 * 64 /
+                   sizeof(struct rws_count);
+    stats_size = RWS_SHARDS * inst->stride * sizeof(struct rws_count);
+    inst->counts = aligned_alloc(64, stats_size);
+    if (inst->counts == NULL) {
+        sl_log_error("Service '%s': out of memory", sl_service_name(svc));
+        free(inst->stats);
+        free(inst);
+        return NULL;
+    }
+    memset(inst->counts, 0, stats_size);
     return inst;
 }
 
@@ -161,7 +174,33 @@ rws_destroy_instance(void *instance)
         return;
     }
     free(inst->stats);
+    free(inst->counts);
     free(inst);
+}
+
+struct rws_count *
+rws_count(const struct rws_instance *inst, unsigned srv)
+{
+    struct sl_worker *w = sl_worker_current();
+    unsigned shard = w != NULL ? (unsigned)sl_worker_index(w) % RWS_SHARDS
+                               : 0;
+
+    return &inst->counts[shard * inst->stride + srv];
+}
+
+uint64_t
+rws_count_sum(const struct rws_instance *inst, unsigned srv, size_t field)
+{
+    int n = sl_worker_count();
+    unsigned shards = n <= 0 ? 1 : n > RWS_SHARDS ? RWS_SHARDS : (unsigned)n;
+    uint64_t sum = 0;
+
+    for (unsigned k = 0; k < shards; k++) {
+        const char *c = (const char *)&inst->counts[k * inst->stride + srv];
+        sum += atomic_load_explicit((const atomic_ullong *)(c + field),
+                                    memory_order_relaxed);
+    }
+    return sum;
 }
 
 bool
@@ -371,18 +410,19 @@ rws_diagnostics(void *instance)
 
     for (size_t i = 0; i < inst->nservers; i++) {
         struct rws_srv_stats *s = &inst->stats[i];
+        uint64_t r = RWS_SUM(inst, i, reads), w = RWS_SUM(inst, i, writes);
 
-        reads += atomic_load(&s->reads);
-        writes += atomic_load(&s->writes);
+        reads += r;
+        writes += w;
         json_array_append_new(
             servers,
             json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:f}", "id",
                       sl_server_name(inst->servers[i]), "connections",
                       (json_int_t)atomic_load(&s->conns), "current_operations",
-                      (json_int_t)atomic_load(&s->ops), "route_all",
-                      (json_int_t)atomic_load(&s->all), "route_master",
-                      (json_int_t)atomic_load(&s->writes), "route_slave",
-                      (json_int_t)atomic_load(&s->reads), "avg_response_ms",
+                      (json_int_t)RWS_SUM(inst, i, ops), "route_all",
+                      (json_int_t)RWS_SUM(inst, i, all), "route_master",
+                      (json_int_t)w, "route_slave", (json_int_t)r,
+                      "avg_response_ms",
                       (double)atomic_load(&s->resp_us) / 1000.0));
     }
     return json_pack(

@@ -72,19 +72,31 @@ struct rws_config {
     bool disable_history;
 };
 
-/* Per-server counters of one router instance, each server's on its own
- * cache lines: every routed command
- * updates its server's counters from whichever worker runs the session,
- * and every read choice loads `ops` of all replicas. The selection inputs
- * and the statistics (written only) are on separate lines so counting a
- * route does not evict what the next choice reads. */
+/* Per-server state of one router instance shared by all its sessions:
+ * read by the replica choice (LEAST_ROUTER_CONNECTIONS, ADAPTIVE_ROUTING)
+ * and written on connect, disconnect and one answer in eight. A cache
+ * line per server. */
 struct rws_srv_stats {
-    _Alignas(64) atomic_llong ops; /* commands awaiting an answer */
-    atomic_llong conns;           /* this service's connections now */
+    _Alignas(64) atomic_llong conns; /* this service's connections now */
     atomic_ullong resp_us;        /* moving average response time */
-    _Alignas(64) atomic_ullong reads;
-    atomic_ullong writes, all;
 };
+
+/*
+ * The counters every routed command updates, per server and per worker
+ * ("shard": worker index modulo RWS_SHARDS): a worker only writes its own
+ * shard's cache lines, so two workers routing at once do not bounce a
+ * shared line between their cores. Readers sum the shards. Updates stay
+ * atomic: in event_model=shared a session's command and its answer may be
+ * handled by different workers (a shard's `ops` can go below zero; the sum
+ * is right), and workers beyond RWS_SHARDS share shards.
+ */
+struct rws_count {
+    atomic_ullong ops;            /* commands awaiting an answer (the sum
+                                   * read as int64_t) */
+    atomic_ullong reads, writes, all;
+};
+
+#define RWS_SHARDS 32
 
 struct rws_instance {
     struct sl_service *svc;
@@ -92,6 +104,8 @@ struct rws_instance {
     size_t nservers;
     struct rws_config cfg;
     struct rws_srv_stats *stats;  /* [nservers] */
+    struct rws_count *counts;     /* [RWS_SHARDS][stride], see rws_count() */
+    size_t stride;                /* nservers rounded up to whole lines */
     atomic_ullong sessions;
     atomic_ullong route_all;      /* session commands */
     atomic_ullong retried_reads, replayed_trx, causal_fallbacks;
@@ -232,6 +246,15 @@ struct rws_session {
 /* readwritesplit.c */
 int rws_connect(struct rws_session *rs, unsigned idx, bool as_master);
 bool rws_be_live(const struct rws_be *be);
+
+/* The calling worker's counters of server srv. */
+struct rws_count *rws_count(const struct rws_instance *inst, unsigned srv);
+/* Server srv's counter summed over the shards; `field` is the offset of
+ * an atomic 64-bit member of struct rws_count. */
+uint64_t rws_count_sum(const struct rws_instance *inst, unsigned srv,
+                       size_t field);
+#define RWS_SUM(inst, srv, member) \
+    rws_count_sum((inst), (srv), offsetof(struct rws_count, member))
 void rws_send_error(struct rws_session *rs, const char *fmt, ...)
     SL_PRINTF(2, 3);
 uint64_t rws_now_us(void);

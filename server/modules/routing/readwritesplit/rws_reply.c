@@ -74,7 +74,8 @@ pop(struct rws_session *rs, struct rws_be *be)
         atomic_store_explicit(&s->resp_us, avg ? (avg * 7 + t) / 8 : t,
                               memory_order_relaxed);
     }
-    atomic_fetch_sub_explicit(&s->ops, 1, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&rws_count(rs->inst, be->idx)->ops, 1,
+                              memory_order_relaxed);
     rws_sescmd_unref(rs, e->sc);
     be->qhead = (be->qhead + 1) % be->qcap;
     be->qlen--;
@@ -283,7 +284,8 @@ start_replay(struct rws_session *rs)
         }
         e.sent_us = rws_now_us();
         rws_push(&rs->be[m], &e);
-        atomic_fetch_add(&rs->inst->stats[m].ops, 1);
+        atomic_fetch_add_explicit(&rws_count(rs->inst, m)->ops, 1,
+                                  memory_order_relaxed);
         sl_backend_write(rs->be[m].b, copy);
     }
     if (rs->ntrx == 0) {

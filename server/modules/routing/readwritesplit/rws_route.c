@@ -100,7 +100,7 @@ rws_write(struct rws_session *rs, unsigned idx, struct sl_buf *buf,
             sc->refs++;
         }
         rws_push(be, &e);
-        atomic_fetch_add_explicit(&rs->inst->stats[idx].ops, 1,
+        atomic_fetch_add_explicit(&rws_count(rs->inst, idx)->ops, 1,
                                   memory_order_relaxed);
     }
     return sl_backend_write(be->b, buf);
@@ -349,7 +349,8 @@ exec_sescmd(struct rws_session *rs, struct sl_buf *buf, uint32_t ps_id)
             rws_write(rs, i, copy, RK_SESCMD, sc) == SL_OK) {
             sent++;
             sl_server_count_route(rs->be[i].srv, false);
-            atomic_fetch_add(&inst->stats[i].all, 1);
+            atomic_fetch_add_explicit(&rws_count(inst, i)->all, 1,
+                                      memory_order_relaxed);
         }
     }
     atomic_fetch_add(&inst->route_all, 1);
@@ -789,7 +790,8 @@ exec_ps_sescmd(struct rws_session *rs, struct sl_buf *buf, struct rws_ps *ps)
         if (rws_write(rs, i, out, RK_SESCMD, sc) == SL_OK) {
             sent++;
             sl_server_count_route(rs->be[i].srv, false);
-            atomic_fetch_add(&inst->stats[i].all, 1);
+            atomic_fetch_add_explicit(&rws_count(inst, i)->all, 1,
+                                      memory_order_relaxed);
         }
     }
     if (sent == 0) {
@@ -1078,8 +1080,7 @@ rws_slave_index(struct rws_session *rs, int exclude)
             break;
         case RWS_LEAST_CURRENT_OPERATIONS:
         default:
-            cand[i].operations = atomic_load_explicit(&s->ops,
-                                                      memory_order_relaxed);
+            cand[i].operations = (int64_t)RWS_SUM(inst, i, ops);
             break;
         }
     }
@@ -1135,8 +1136,8 @@ route_to(struct rws_session *rs, int idx, struct sl_buf *buf, bool is_write)
         rws_trx_log_add(rs, buf);
     }
     sl_server_count_route(rs->be[idx].srv, is_write);
-    atomic_fetch_add_explicit(is_write ? &inst->stats[idx].writes
-                                       : &inst->stats[idx].reads,
+    atomic_fetch_add_explicit(is_write ? &rws_count(inst, idx)->writes
+                                       : &rws_count(inst, idx)->reads,
                               1, memory_order_relaxed);
     if (!expects_reply(cmd)) {
         rws_write(rs, (unsigned)idx, buf, RK_IGNORE, NULL);
