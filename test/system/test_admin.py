@@ -150,7 +150,7 @@ def test_single_resources(sluice):
     assert srv["attributes"]["parameters"]["port"] == str(st.SERVERS[1])
     assert srv["attributes"]["server_id"] == 1
     rel = srv["relationships"]
-    assert {"Primary-Service", "Replica-Service"} == \
+    assert {"Primary-Service", "Replica-Service", "RW-Service"} == \
         {d["id"] for d in rel["services"]["data"]}
     assert rel["monitors"]["data"][0]["id"] == "Cluster-Monitor"
     svc = get("/services/Primary-Service")["data"]
