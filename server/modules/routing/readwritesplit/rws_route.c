@@ -307,6 +307,39 @@ any_live(struct rws_session *rs)
     return -1;
 }
 
+/* A new session command of the session (one reference, no buffer yet),
+ * or NULL when out of memory. */
+static struct rws_sescmd *
+sescmd_new(struct rws_session *rs, int cmd)
+{
+    struct rws_sescmd *sc = calloc(1, sizeof(*sc));
+
+    if (sc == NULL ||
+        (sc->results = calloc(rs->inst->nservers + 1, 1)) == NULL) {
+        free(sc);
+        return NULL;
+    }
+    sc->id = ++rs->next_sescmd;
+    sc->refs = 1;
+    sc->cmd = (uint8_t)cmd;
+    return sc;
+}
+
+/* Send connection i its copy of session command sc (out taken) and count
+ * it; false when it could not be sent. */
+static bool
+sescmd_send(struct rws_session *rs, struct rws_sescmd *sc, unsigned i,
+            struct sl_buf *out)
+{
+    if (out == NULL || rws_write(rs, i, out, RK_SESCMD, sc) != SL_OK) {
+        return false;
+    }
+    sl_server_count_route(rs->be[i].srv, false);
+    atomic_fetch_add_explicit(&rws_count(rs->inst, i)->all, 1,
+                              memory_order_relaxed);
+    return true;
+}
+
 /*
  * Send a session command (buf taken) to every live connection; the
  * client gets the answer of the master's (or the first live one's).
@@ -316,7 +349,7 @@ static int
 exec_sescmd(struct rws_session *rs, struct sl_buf *buf, uint32_t ps_id)
 {
     struct rws_instance *inst = rs->inst;
-    struct rws_sescmd *sc = calloc(1, sizeof(*sc));
+    struct rws_sescmd *sc;
     int sent = 0;
 
     if (any_live(rs) < 0) {
@@ -325,32 +358,19 @@ exec_sescmd(struct rws_session *rs, struct sl_buf *buf, uint32_t ps_id)
             rws_slave_index(rs, -1);
         }
     }
-    if (sc == NULL || (sc->results = calloc(inst->nservers + 1, 1)) == NULL ||
-        any_live(rs) < 0) {
-        free(sc);
+    if (any_live(rs) < 0 ||
+        (sc = sescmd_new(rs, sl_mdb_command(buf))) == NULL) {
         sl_buf_free(buf);
         rws_send_error(rs, "No server available for a session command");
         return SL_OK;
     }
-    sc->id = ++rs->next_sescmd;
-    sc->refs = 1;
-    sc->cmd = (uint8_t)sl_mdb_command(buf);
     sc->ps_id = ps_id;
     sc->buf = buf;
     sc->replier = any_live(rs);
     for (unsigned i = 0; i < inst->nservers; i++) {
-        struct sl_buf *copy;
-
-        if (!rws_be_live(&rs->be[i])) {
-            continue;
-        }
-        copy = sl_buf_clone_new(buf);
-        if (copy != NULL &&
-            rws_write(rs, i, copy, RK_SESCMD, sc) == SL_OK) {
+        if (rws_be_live(&rs->be[i]) &&
+            sescmd_send(rs, sc, i, sl_buf_clone_new(buf))) {
             sent++;
-            sl_server_count_route(rs->be[i].srv, false);
-            atomic_fetch_add_explicit(&rws_count(inst, i)->all, 1,
-                                      memory_order_relaxed);
         }
     }
     atomic_fetch_add(&inst->route_all, 1);
@@ -518,13 +538,20 @@ route_prepare(struct rws_session *rs, struct sl_buf *buf)
     return SL_OK;
 }
 
+/* Offset of an execute's "new params bound" flag: after the header,
+ * command, id, flags, iteration count and the NULL bitmap. */
+static size_t
+bound_flag_off(const struct rws_ps *ps)
+{
+    return 4 + 1 + 4 + 1 + 4 + ((size_t)ps->params + 7) / 8;
+}
+
 /* Rebuild an execute whose "new params bound" flag is 0 so it carries the
  * parameter types (the server has not seen them on this connection). */
 static struct sl_buf *
 add_types(const struct sl_buf *exec, const struct rws_ps *ps)
 {
-    size_t nb = ((size_t)ps->params + 7) / 8;
-    size_t off = 4 + 1 + 4 + 1 + 4 + nb;   /* hdr cmd id flags iter nulls */
+    size_t off = bound_flag_off(ps);
     size_t len = sl_buf_len(exec);
     size_t tl = 2 * (size_t)ps->params;
     unsigned char *out;
@@ -547,8 +574,7 @@ add_types(const struct sl_buf *exec, const struct rws_ps *ps)
 static void
 save_types(const struct sl_buf *exec, struct rws_ps *ps)
 {
-    size_t nb = ((size_t)ps->params + 7) / 8;
-    size_t off = 4 + 1 + 4 + 1 + 4 + nb;
+    size_t off = bound_flag_off(ps);
     size_t tl = 2 * (size_t)ps->params;
 
     if (ps->params == 0 || sl_buf_len(exec) < off + 1 + tl ||
@@ -722,8 +748,7 @@ rws_resend(struct rws_session *rs, int idx, struct sl_buf *buf)
 static struct sl_buf *
 exec_for_history(struct rws_ps *ps, const struct sl_buf *buf)
 {
-    size_t nb = ((size_t)ps->params + 7) / 8;
-    size_t off = 4 + 1 + 4 + 1 + 4 + nb;   /* the new-params-bound flag */
+    size_t off = bound_flag_off(ps);
     struct sl_buf *out = NULL;
     unsigned char *p;
 
@@ -757,20 +782,16 @@ static int
 exec_ps_sescmd(struct rws_session *rs, struct sl_buf *buf, struct rws_ps *ps)
 {
     struct rws_instance *inst = rs->inst;
-    struct rws_sescmd *sc = calloc(1, sizeof(*sc));
+    struct rws_sescmd *sc = sescmd_new(rs, SL_COM_STMT_EXECUTE);
     int sent = 0;
 
     track_trx(rs, ps->type);   /* a prepared SET autocommit=0 */
-    if (sc == NULL || (sc->results = calloc(inst->nservers + 1, 1)) == NULL) {
-        free(sc);
+    if (sc == NULL) {
         sl_buf_free(buf);
         rws_send_error(rs, "Out of memory");
         return SL_OK;
     }
     save_types(buf, ps);
-    sc->id = ++rs->next_sescmd;
-    sc->refs = 1;
-    sc->cmd = SL_COM_STMT_EXECUTE;
     sc->replier = -1;
     if (rs->master >= 0 && has_ps(rs, rs->master, ps)) {
         sc->replier = rs->master;
@@ -781,17 +802,9 @@ exec_ps_sescmd(struct rws_session *rs, struct sl_buf *buf, struct rws_ps *ps)
         }
     }
     for (unsigned i = 0; i < inst->nservers && sc->replier >= 0; i++) {
-        struct sl_buf *out;
-
-        if (!has_ps(rs, (int)i, ps) ||
-            (out = exec_for(rs, ps, buf, (int)i)) == NULL) {
-            continue;
-        }
-        if (rws_write(rs, i, out, RK_SESCMD, sc) == SL_OK) {
+        if (has_ps(rs, (int)i, ps) &&
+            sescmd_send(rs, sc, i, exec_for(rs, ps, buf, (int)i))) {
             sent++;
-            sl_server_count_route(rs->be[i].srv, false);
-            atomic_fetch_add_explicit(&rws_count(inst, i)->all, 1,
-                                      memory_order_relaxed);
         }
     }
     if (sent == 0) {
