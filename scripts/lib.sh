@@ -26,17 +26,25 @@ RUN_PRIMARY_PORT=4006
 RUN_REPLICA_PORT=4008
 
 # What a fresh Debian 12 machine needs to build, run and test Sluice.
+# Every name is installed with --no-install-recommends, so whatever a
+# step needs is listed here even where Debian only recommends it.
 BUILD_PACKAGES=(build-essential cmake pkg-config libmariadb-dev libpcre2-dev
     libjansson-dev libmicrohttpd-dev libcmocka-dev libssl-dev
-    libcurl4-openssl-dev mariadb-server mariadb-client)
+    libcurl4-openssl-dev libsystemd-dev help2man mariadb-server
+    mariadb-client)
 TEST_PACKAGES=(sysbench haproxy python3-pymysql python3-pytest)
+# The fuzz step: clang only recommends its sanitizer and libFuzzer
+# runtimes (libclang_rt.*.a), so they are named here.
+FUZZ_PACKAGES=(clang libclang-rt-14-dev)
+# The package test (test/system/test_package.py) and scripts/fresh-check:
+# build the .deb, check it, install it into a pristine Debian root.
+PACKAGE_PACKAGES=(dpkg-dev lintian mmdebstrap man-db)
 # The client libraries and toolchains of the driver compatibility suite
 # (test/system/test_drivers.py); mysql-connector-python comes from PyPI
 # into a venv the test creates (python3-venv).
 DRIVER_PACKAGES=(python3-mysqldb python3-venv libmariadb-java
     default-jdk-headless golang-go golang-github-go-sql-driver-mysql-dev
     nodejs node-mysql)
-OPTIONAL_PACKAGES=(clang)
 
 say()
 {
@@ -63,11 +71,16 @@ as_root()
 
 # missing_packages PKG...: print the packages that are not installed.
 # One dpkg-query call, so the check is cheap when everything is there.
+# dpkg-query exits 1 when any name is not installed (the normal case on a
+# fresh machine), so its status is deliberately ignored: under the
+# callers' `set -euo pipefail` it would otherwise end this function, which
+# runs in a process substitution, and the caller would read "nothing is
+# missing" (test/scripts/test_lib.sh checks exactly that).
 missing_packages()
 {
     local installed
-    installed="$(dpkg-query -W -f='${Package} ${db:Status-Status}\n' \
-        "$@" 2>/dev/null | awk '$2 == "installed" { print $1 }')"
+    installed="$( (dpkg-query -W -f='${Package} ${db:Status-Status}\n' \
+        "$@" 2>/dev/null || true) | awk '$2 == "installed" { print $1 }')"
     local p
     for p in "$@"; do
         if ! grep -qx "$p" <<<"$installed"; then
@@ -80,11 +93,12 @@ missing_packages()
 # only when something is missing.
 ensure_packages()
 {
-    local missing
-    mapfile -t missing < <(missing_packages "$@")
-    if [ "${#missing[@]}" -eq 0 ]; then
+    local list missing=()
+    list="$(missing_packages "$@")" || die "cannot list installed packages"
+    if [ -z "$list" ]; then
         return 0
     fi
+    mapfile -t missing <<<"$list"
     if ! command -v apt-get >/dev/null 2>&1; then
         die "missing packages (${missing[*]}) and no apt-get: install them"
     fi
@@ -97,11 +111,12 @@ ensure_packages()
 # ensure_optional PKG...: like ensure_packages, but a failure only warns.
 ensure_optional()
 {
-    local missing
-    mapfile -t missing < <(missing_packages "$@")
-    if [ "${#missing[@]}" -eq 0 ]; then
+    local list missing=()
+    list="$(missing_packages "$@")" || die "cannot list installed packages"
+    if [ -z "$list" ]; then
         return 0
     fi
+    mapfile -t missing <<<"$list"
     ( ensure_packages "${missing[@]}" ) ||
         printf 'warning: could not install %s (optional)\n' \
             "${missing[*]}" >&2
