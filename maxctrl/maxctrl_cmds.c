@@ -49,8 +49,8 @@ text_of(json_t *v)
         return strdup(json_string_value(v));
     }
     if (json_is_integer(v)) {
-        asprintf(&s, "%lld", (long long)json_integer_value(v));
-        return s;
+        return asprintf(&s, "%lld", (long long)json_integer_value(v)) < 0
+                   ? NULL : s;
     }
     if (json_is_boolean(v)) {
         return strdup(json_is_true(v) ? "true" : "false");
@@ -183,7 +183,9 @@ show_resource(json_t *res)
                     break;
                 }
                 cells[n] = calloc(2, sizeof(char *));
-                asprintf(&cells[n][0], "%s.%s", k, k2);
+                if (asprintf(&cells[n][0], "%s.%s", k, k2) < 0) {
+                    cells[n][0] = NULL;
+                }
                 cells[n++][1] = text_of(v2);
             }
             continue;

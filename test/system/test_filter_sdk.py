@@ -24,13 +24,13 @@ def example_module(tmp_path_factory):
     base = tmp_path_factory.mktemp("sdk")
     stage = base / "stage"
     env = dict(os.environ, DESTDIR=str(stage))
-    proc = subprocess.run(["cmake", "--install", str(st.BUILD_DIR),
-                           "--prefix", "/usr/local"], env=env,
+    # the configured prefix (/usr by default), as the -dev package has it
+    proc = subprocess.run(["cmake", "--install", str(st.BUILD_DIR)], env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    (pc,) = stage.glob("usr/local/lib*/**/pkgconfig/sluice.pc") or \
-        stage.glob("usr/local/lib/pkgconfig/sluice.pc")
-    assert (stage / "usr/local/include/sluice/filter.h").exists()
+    (pc,) = stage.glob("usr/lib*/**/pkgconfig/sluice.pc") or \
+        stage.glob("usr/lib/pkgconfig/sluice.pc")
+    assert (stage / "usr/include/sluice/filter.h").exists()
     src = base / "src"
     shutil.copytree(EXAMPLE_SRC, src)
     env = dict(os.environ, PKG_CONFIG_PATH=str(pc.parent),
@@ -39,7 +39,7 @@ def example_module(tmp_path_factory):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     # really out of tree: only the staged headers were on the include path
-    assert f"-I{stage}/usr/local/include" in proc.stdout, proc.stdout
+    assert f"-I{stage}/usr/include" in proc.stdout, proc.stdout
     assert str(st.ROOT / "include") not in proc.stdout
     return src / "libexamplefilter.so"
 
