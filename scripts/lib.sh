@@ -127,11 +127,15 @@ build()
 {
     local dir="$1"
     shift
+    # Explicit returns: callers write `build ... || failed+=(...)`, which
+    # turns off `set -e` in here, and a failed configure must not go on to
+    # build whatever a stale build directory still holds.
     say "configuring $dir"
     cmake -S "$SLUICE_ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-        "$@" >/dev/null
+        "$@" >/dev/null || { echo "cmake configure of $dir failed" >&2;
+                             return 1; }
     say "building $dir"
-    cmake --build "$dir" -j"$(nproc)"
+    cmake --build "$dir" -j"$(nproc)" || return 1
 }
 
 # pid_alive PID: true when the process exists (and is not a zombie).
