@@ -36,7 +36,6 @@ struct admin_req {
     char *pathbuf;                  /* storage for seg */
     json_t *body;                   /* parsed body or NULL */
     void *conn;                     /* struct MHD_Connection * */
-    const char *user;               /* authenticated user */
     bool is_admin;                  /* role allows writes */
     char host[300];                 /* Host header, for links */
 };

@@ -44,6 +44,7 @@
 #include "admin_int.h"
 #include "config_int.h"
 #include "ini.h"
+#include "modcmd_int.h"
 
 #define PERSIST_DEFAULT "/var/lib/sluice/sluice.cnf.d"
 
@@ -1985,19 +1986,29 @@ stop_start(struct admin_req *r)
 
 /* ---- module commands ---- */
 
+/*
+ * GET or POST /v1/maxscale/modules/MOD/CMD?arg1&arg2. Only an admin's POST
+ * may run a command that changes state (SL_MODCMD_ACTIVE): a GET of one is
+ * 405, a read-only user's POST 403, so neither a viewer nor a link a
+ * browser follows can fail over the cluster.
+ */
 struct admin_resp
 admin_modcmd(struct admin_req *r)
 {
     const char *argv[16];
     int argc = admin_query_args(r, argv, (int)SL_ARRAY_LEN(argv));
+    bool is_post = strcmp(r->method, "POST") == 0;
     void *out = NULL;
     char *err = NULL;
     int rc;
 
-    rc = sl_modcmd_call(r->seg[2], r->seg[3], argv, argc, &out, &err);
+
+    rc = sl__modcmd_call(r->seg[2], r->seg[3], is_post && r->is_admin, argv,
+                         argc, &out, &err);
     if (rc < 0) {
         struct admin_resp res = admin_error(
-            rc == -ENOENT ? 404 : 400, "%s", err ? err
+            rc == -ENOENT ? 404 : rc != -EACCES ? 400 : is_post ? 403 : 405,
+            "%s", err ? err
             : rc == -ENOENT ? "no such module command" : "command failed");
 
         free(err);
