@@ -19,10 +19,12 @@
 
 #include <crypt.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <sluice/log.h>
@@ -99,14 +101,23 @@ find_user(const char *name, size_t *index)
     return NULL;
 }
 
+/* Write the accounts to a new file (0600: the hashes are secrets) and
+ * rename it over the old one. 0 or -EIO (logged). */
 static int
 save(void)
 {
     char tmp[4300];
+    int fd;
+    int rc;
 
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    if (json_dump_file(users, tmp, JSON_INDENT(2)) != 0 ||
-        rename(tmp, path) != 0) {
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    rc = fd < 0 || fchmod(fd, 0600) != 0 ||
+         json_dumpfd(users, fd, JSON_INDENT(2)) != 0;
+    if (fd >= 0 && close(fd) != 0) {
+        rc = 1;
+    }
+    if (rc != 0 || rename(tmp, path) != 0) {
         sl_log_error("cannot write admin accounts to '%s': %s", path,
                      strerror(errno));
         unlink(tmp);

@@ -19,11 +19,13 @@
 #define SL_LOG_TAG "qlafilter"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <sluice/buf.h>
 #include <sluice/filter.h>
@@ -126,11 +128,19 @@ struct qla_session {
     char error[256];
 };
 
+/* Open (create 0640: the queries may hold secrets) and, when new, write
+ * the header line. 0 or -1 (logged). */
 static int
 qla_open(struct qla_instance *inst, struct qla_file *f, bool truncate)
 {
-    f->fp = fopen(f->path, truncate ? "w" : "a");
+    int fd = open(f->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC |
+                               (truncate ? O_TRUNC : 0), 0640);
+
+    f->fp = fd >= 0 ? fdopen(fd, "a") : NULL;
     if (f->fp == NULL) {
+        if (fd >= 0) {
+            close(fd);
+        }
         sl_log_error("filter '%s': cannot open '%s': %s", inst->name, f->path,
                      strerror(errno));
         return -1;
