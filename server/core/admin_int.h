@@ -81,6 +81,16 @@ struct sl_listener *admin_find_listener(const char *name);
 struct sl_monitor *admin_find_monitor(const char *name);
 struct sl_filter_def *admin_find_filter(const char *name);
 
+/* ---- admin_paths.c ---- */
+/* Check the path parameters (filebase, socket, *file, SL_PARAM_PATH) of a
+ * create or alter of kind (modspecs: its module's table, may be NULL):
+ * each must lie under logdir or admin_secure_paths, not under datadir or
+ * persistdir. 0, or -1 with *res set (403). */
+int admin_check_paths(const char *kind, const struct sl_param_spec *modspecs,
+                      json_t *params, struct admin_resp *res);
+/* The parameter table of the loaded module named name, or NULL. */
+const struct sl_param_spec *admin_module_specs(const char *name);
+
 /* ---- runtime.c: writes ---- */
 struct admin_resp admin_write(struct admin_req *r);
 /* POST (or GET for passive commands) maxscale/modules/MOD/CMD?args. */

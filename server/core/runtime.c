@@ -827,9 +827,18 @@ create_object(struct admin_req *r, const char *kind, const char *svcname)
     struct admin_resp res;
     const char *id = NULL;
     char *text;
+    json_t *attrs;
     json_t *rels;
     int rc;
 
+    attrs = json_object_get(json_object_get(r->body, "data"), "attributes");
+    if (admin_check_paths(kind, admin_module_specs(json_string_value(
+                              json_object_get(attrs, strcmp(kind, "service")
+                                                 == 0 ? "router"
+                                                      : "module"))),
+                          json_object_get(attrs, "parameters"), &res) < 0) {
+        return res;
+    }
     text = body_to_ini(r, kind, svcname, &id, &res);
     if (text == NULL) {
         return res;
@@ -1101,15 +1110,20 @@ merged_params(const struct sl_params *old, const char *over,
     return NULL;
 }
 
-/* Check a PATCH's parameters for kind; the accepted ones as ini lines in
- * *over (caller frees). 0, or -1 with *res set. */
+/* Check a PATCH's parameters for kind (paths too: admin_check_paths);
+ * the accepted ones as ini lines in *over (caller frees). 0, or -1 with
+ * *res set. */
 static int
 patch_lines(const char *kind, const struct sl_param_spec *modspecs,
             json_t *params, char **over, struct admin_resp *res)
 {
     size_t len = 0;
-    FILE *f = open_memstream(over, &len);
+    FILE *f;
 
+    if (admin_check_paths(kind, modspecs, params, res) < 0) {
+        return -1;
+    }
+    f = open_memstream(over, &len);
     if (f == NULL) {
         *res = admin_error(500, "out of memory");
         return -1;

@@ -374,3 +374,122 @@ def test_files_with_secrets_are_private(file_logging):
     assert status == 204, doc
     qla = run_dir / "log" / "qla.unified"   # opened with the instance
     assert stat.S_IMODE(qla.stat().st_mode) == 0o640
+
+
+# ---- paths through the API stay in Sluice's own directories ----
+
+def test_runtime_paths_restricted(sluice, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    victim = outside / "victim"
+    victim.write_text("keep me")
+    log_dir = sluice["dir"] / "log"
+
+    def create_filter(name, module, params):
+        return http("POST", "/filters", {"data": {
+            "id": name, "attributes": {"module": module,
+                                       "parameters": params}}})
+
+    for params in ({"filebase": str(outside / "qla")},
+                   {"filebase": str(log_dir / ".." / "data" / "qla")},
+                   {"filebase": "relative/qla"}):
+        status, doc = create_filter("Bad-QLA", "qlafilter",
+                                    dict(params, log_type="unified"))
+        assert status == 403, (params, doc)
+        assert "'filebase'" in doc["errors"][0]["detail"]
+    assert http("GET", "/filters/Bad-QLA")[0] == 404
+    assert not list(outside.glob("qla*"))
+    assert not (sluice["dir"] / "data" / "qla.unified").exists()
+    status, doc = create_filter("Bad-Regex", "regexfilter", {
+        "match": "x", "replace": "y", "log_file": str(victim)})
+    assert status == 403 and "'log_file'" in doc["errors"][0]["detail"]
+    assert victim.read_text() == "keep me"
+
+    # A listener's socket: a stale socket is unlinked before bind, so an
+    # arbitrary path would delete that file.
+    for path in (victim, log_dir / "sluice.cnf.victim"):
+        if path != victim:
+            path.write_text("keep me too")
+        status, doc = http("POST", "/listeners", {"data": {
+            "id": "Bad-Sock", "attributes": {"parameters": {
+                "socket": str(path)}},
+            "relationships": {"services": {"data": [
+                {"id": "Replica-Service", "type": "services"}]}}}})
+        assert status == 403 and "'socket'" in \
+            doc["errors"][0]["detail"], doc
+        assert path.read_text().startswith("keep me")
+
+    # Inside logdir: allowed, and a PATCH may not move it out.
+    status, doc = create_filter("Good-QLA", "qlafilter", {
+        "filebase": str(log_dir / "good"), "log_type": "unified"})
+    assert status == 204, doc
+    try:
+        assert (log_dir / "good.unified").exists()
+        status, doc = patch("/filters/Good-QLA",
+                            {"filebase": str(outside / "moved")})
+        assert status == 403 and "'filebase'" in \
+            doc["errors"][0]["detail"]
+        assert get("/filters/Good-QLA")["attributes"]["parameters"][
+            "filebase"] == str(log_dir / "good")
+        assert not list(outside.glob("moved*"))
+    finally:
+        assert http("DELETE", "/filters/Good-QLA")[0] == 204
+
+
+PW_ADMIN = st.port(4658)
+PW_PRIMARY = st.port(4659)
+PW_REPLICA = st.port(4660)
+# openssl passwd -6 -salt abcdefgh mariadb
+MARIADB_HASH = ("$6$abcdefgh$ke7uvnE3vkRrRnpufh6yU5EaDZn030.S1aoNCAXACZ7mY3"
+                "eeK9LCsj5Y8mEjjyaMcJbsuJ4kULvJLaMHrAQm90")
+
+
+def test_passwd_entries_without_account_ignored(tmp_path):
+    """A hand-written DATADIR/passwd with incomplete entries: each is
+    refused with an error in the log, the others work (before the fix an
+    entry without "account" crashed Sluice at the first login as it)."""
+    for sub in ("log", "data", "persist"):
+        (tmp_path / sub).mkdir()
+    (tmp_path / "data" / "passwd").write_text(json.dumps([
+        {"name": "admin", "account": "admin", "password": MARIADB_HASH},
+        {"name": "noacc", "password": MARIADB_HASH},
+        {"name": "badacc", "account": "root", "password": MARIADB_HASH},
+        {"account": "basic", "password": MARIADB_HASH},
+        {"name": "nopw", "account": "basic"},
+        7,
+        {"name": "viewer", "account": "basic", "password": MARIADB_HASH},
+    ]))
+    text = px.sluice_config(tmp_path, PW_PRIMARY, PW_REPLICA).replace(
+        "admin_enabled=false", f"admin_host={st.HOST}\nadmin_port={PW_ADMIN}")
+    prx = px.start_with_admin(tmp_path, text, PW_PRIMARY, PW_REPLICA,
+                              PW_ADMIN)
+    try:
+        base = f"http://{st.HOST}:{PW_ADMIN}/v1"
+
+        def call(user, method="GET", path="/users/inet"):
+            req = urllib.request.Request(base + path, method=method)
+            tok = base64.b64encode(f"{user}:mariadb".encode()).decode()
+            req.add_header("Authorization", "Basic " + tok)
+            try:
+                with urllib.request.urlopen(req, timeout=10) as resp:
+                    return resp.status, json.loads(resp.read() or b"null")
+            except urllib.error.HTTPError as exc:
+                return exc.code, json.loads(exc.read() or b"null")
+
+        for user in ("noacc", "badacc", "nopw"):
+            status, doc = call(user)
+            assert status == 401 and doc["errors"], user
+        status, doc = call("viewer")
+        assert status == 200
+        assert {u["id"] for u in doc["data"]} == {"admin", "viewer"}
+        assert call("viewer", "DELETE", "/users/inet/admin")[0] == 403
+        assert call("admin")[0] == 200
+        log = prx.daemon.log_path.read_text(errors="replace")
+        for entry in (2, 3, 4, 5, 6):
+            assert f"account entry {entry} " in log, entry
+        assert "'noacc') ignored" in log
+        with st.connect(PW_PRIMARY) as c:
+            assert st.server_id(c) == st.PRIMARY_ID
+    finally:
+        problems = px.stop_proxy(prx)
+    assert not problems, problems
