@@ -950,7 +950,8 @@ admin_check_params(const char *kind, const struct sl_param_spec *modspecs,
         }
         if (sl__param_check(s, val, why, sizeof(why)) < 0) {
             *res = admin_error(400, "invalid value '%s' for parameter '%s' "
-                               "(%s)", val, k, why);
+                               "(%s)", s->type == SL_PARAM_PASSWORD
+                               ? "*****" : val, k, why);
             return -1;
         }
         fprintf(f, "%s=%s\n", k, val);
