@@ -326,7 +326,8 @@ host_allowed(const char *host)
         }
     } else {
         n = strcspn(host, ":");
-        if (n >= sizeof(name) || strchr(host + n + 1 - !host[n], ':')) {
+        if (n >= sizeof(name) ||
+            (host[n] == ':' && strchr(host + n + 1, ':') != NULL)) {
             return false;   /* an IPv6 literal needs brackets */
         }
         memcpy(name, host, n);
@@ -336,7 +337,8 @@ host_allowed(const char *host)
     if (n == 0) {
         return false;
     }
-    if (port != NULL && (strspn(port, "0123456789") != strlen(port) ||
+    if (port != NULL && (strlen(port) > 5 ||
+                         strspn(port, "0123456789") != strlen(port) ||
                          atoi(port) != listen_port)) {
         return false;
     }

@@ -575,7 +575,10 @@ def test_host_header_must_name_the_api(sluice):
     get_servers = b"GET /v1/servers HTTP/1.1\r\n" + ADMIN_AUTH
     for host in (b"evil.example", f"evil.example:{ADMIN_PORT}".encode(),
                  b"127.0.0.1:1", b"sluice.test.evil.example",
-                 f"[::2]:{ADMIN_PORT}".encode(), b"a:b:c"):
+                 f"[::2]:{ADMIN_PORT}".encode(), b"a:b:c",
+                 f":{ADMIN_PORT}".encode(), b"[::1]x",
+                 b"127.0.0.1:" + b"9" * 30,
+                 f"127.0.0.1:{ADMIN_PORT}:1".encode()):
         status, doc = raw_request(get_servers + b"Host: " + host +
                                   b"\r\nConnection: close\r\n\r\n")
         assert status == 403, host
