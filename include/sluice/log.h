@@ -77,6 +77,19 @@ sl_log_enabled(int level)
 #define sl_log_ses_info(ses, ...) SL_LOG_SES_(SL_LOG_INFO, ses, __VA_ARGS__)
 #define sl_log_ses_debug(ses, ...) SL_LOG_SES_(SL_LOG_DEBUG, ses, __VA_ARGS__)
 
+/*
+ * Copy text into out (outlen > 0: always terminated, truncated to fit) with
+ * every password replaced by *****: the quoted literal after the word
+ * PASSWORD (MASTER_PASSWORD='x', PASSWORD('x'), IDENTIFIED BY PASSWORD
+ * 'hash') or IDENTIFIED BY, case-insensitive; and every occurrence of
+ * secret (NULL or "": none), for text that quotes a password without a
+ * keyword, such as a server's error message. For SQL and errors that go
+ * to a log line, a command's error or a REST answer. Returns out. Any
+ * thread.
+ */
+SL_EXPORT char *sl_log_mask_passwords(const char *text, const char *secret,
+                                      char *out, size_t outlen);
+
 /* Log at most once per call site for the life of the process. */
 #define sl_log_warn_once(...)                                                  \
     do {                                                                       \

@@ -59,9 +59,15 @@ struct sl_modcmd_arg {
 typedef int (*sl_modcmd_fn)(const struct sl_modcmd_arg *args, int nargs,
                             void **output, char **error);
 
+/*
+ * Whether a command changes anything. The REST API runs an ACTIVE command
+ * only for a POST by an admin account (a GET gets 405, a read-only user
+ * 403); a PASSIVE one also for GET and for read-only users, so it must not
+ * change state of any kind. Anything not PASSIVE counts as ACTIVE.
+ */
 enum sl_modcmd_kind {
-    SL_MODCMD_ACTIVE,   /* changes something (POST) */
-    SL_MODCMD_PASSIVE,  /* only reports (GET allowed) */
+    SL_MODCMD_ACTIVE,   /* changes something: admin POST only */
+    SL_MODCMD_PASSIVE,  /* only reports: GET, any user */
 };
 
 /* Register module.command. 0, -EEXIST or -ENOMEM. Main thread. */
@@ -72,7 +78,8 @@ SL_EXPORT int sl_modcmd_register(const char *module, const char *command,
 
 /*
  * Find and call module.command with string arguments: checks the count and
- * types, resolves object names, calls fn. 0 on success; -ENOENT (no such
+ * types, resolves object names, calls fn. Trusted callers only: it does not
+ * check the command's kind (the REST API does). 0 on success; -ENOENT (no such
  * command), -EINVAL (bad arguments; *error says which) or the command's
  * own error. Any thread.
  */

@@ -2,8 +2,10 @@
  * The admin REST API: a MaxScale-shaped /v1 JSON:API served by
  * libmicrohttpd on admin_host:admin_port.
  *
- *   request -> body accumulated (at most SL_ADMIN_MAX_BODY, else 413)
- *           -> basic auth (401) -> role check for writes (403)
+ *   headers -> Host names this API (403) -> Origin/Sec-Fetch-Site for
+ *              writes (403) -> basic auth (401) -> role for writes (403)
+ *              -> declared body size (413)          [admit, before the body]
+ *           -> body accumulated (at most SL_ADMIN_MAX_BODY, else 413)
  *           -> path split into segments -> GET: admin_json.c
  *                                          else: runtime.c
  *           -> JSON response (errors: {"errors":[{"detail":...}]})
@@ -29,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include <sluice/log.h>
@@ -46,6 +49,8 @@ struct conn_state {
     size_t len;
     size_t cap;
     bool too_large;
+    bool refused;      /* answered from the headers (admit) */
+    bool is_admin;     /* the authenticated role allows writes */
 };
 
 static struct MHD_Daemon *daemon_;
@@ -53,6 +58,12 @@ static time_t started_at;
 static bool auth_required = true;
 static char *tls_key;
 static char *tls_cert;
+/* What a Host header may name (host_allowed). */
+static char listen_host[256];
+static int listen_port;
+static bool listen_loopback;   /* admin_host is 127.x or ::1 */
+static bool listen_any;        /* admin_host is 0.0.0.0 or :: */
+static char *allowed_hosts;    /* admin_allowed_hosts, or NULL */
 
 uint64_t
 sl__admin_uptime(void)
@@ -208,36 +219,206 @@ peer_is_local(struct MHD_Connection *conn)
     return sa->sa_family == AF_UNIX;
 }
 
-/* 0 when allowed (r->user, r->is_admin set), else the error response. */
+/* The caller's role: 1 admin, 0 read-only, or -1 with *err set (401). */
 static int
-authenticate(struct admin_req *r, struct admin_resp *err)
+authenticate(struct MHD_Connection *conn, struct admin_resp *err)
 {
     char *pass = NULL;
     char *user;
     int role;
 
     if (!auth_required) {
-        r->user = "admin";
-        r->is_admin = true;
-        return 0;
+        return 1;
     }
-    user = MHD_basic_auth_get_username_password(r->conn, &pass);
+    user = MHD_basic_auth_get_username_password(conn, &pass);
     if (user == NULL) {
         *err = admin_error(401, "authentication required");
         free(pass);
         return -1;
     }
-    role = admin_users_check(user, pass ? pass : "", peer_is_local(r->conn));
+    role = admin_users_check(user, pass ? pass : "", peer_is_local(conn));
     free(pass);
     if (role < 0) {
         sl_log_warn("REST API: authentication failed for '%.64s'", user);
         *err = admin_error(401, "invalid user name or password");
-        free(user);
-        return -1;
     }
     free(user);
-    r->user = "";
-    r->is_admin = role == 1;
+    return role;
+}
+
+/* ---- Host and Origin: no browser page may drive the API ---- */
+
+static bool
+is_loopback_name(const char *name)
+{
+    struct in_addr a4;
+    struct in6_addr a6;
+
+    if (strcasecmp(name, "localhost") == 0) {
+        return true;
+    }
+    if (inet_pton(AF_INET, name, &a4) == 1) {
+        return (ntohl(a4.s_addr) >> 24) == 127;
+    }
+    return inet_pton(AF_INET6, name, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
+}
+
+static bool
+is_ip_literal(const char *name)
+{
+    struct in_addr a4;
+    struct in6_addr a6;
+
+    return inet_pton(AF_INET, name, &a4) == 1 ||
+           inet_pton(AF_INET6, name, &a6) == 1;
+}
+
+/* name in the comma list admin_allowed_hosts ("*": any name). */
+static bool
+in_allowed_list(const char *name)
+{
+    const char *p = allowed_hosts;
+    size_t len = strlen(name);
+
+    while (p != NULL && *p != '\0') {
+        size_t n = strcspn(p, ",");
+        const char *e = p + n;
+
+        while (n > 0 && (*p == ' ' || *p == '\t')) {
+            p++;
+            n--;
+        }
+        while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t')) {
+            n--;
+        }
+        if ((n == 1 && *p == '*') ||
+            (n == len && strncasecmp(p, name, n) == 0)) {
+            return true;
+        }
+        p = *e ? e + 1 : e;
+    }
+    return false;
+}
+
+/*
+ * Whether a Host header names this API: the listening address, a loopback
+ * name for a loopback listener, any IP address for a wildcard listener, or
+ * a name from admin_allowed_hosts; with the API's port or none. A page
+ * that a browser loaded from an attacker's name which now resolves to us
+ * (DNS rebinding) sends that name, so it is refused here.
+ */
+static bool
+host_allowed(const char *host)
+{
+    char name[300];
+    const char *port = NULL;
+    size_t n;
+
+    if (host[0] == '[') {
+        n = strcspn(host + 1, "]");
+        if (host[1 + n] != ']' || n >= sizeof(name)) {
+            return false;
+        }
+        memcpy(name, host + 1, n);
+        port = host[2 + n] == ':' ? host + 3 + n : NULL;
+        if (port == NULL && host[2 + n] != '\0') {
+            return false;
+        }
+    } else {
+        n = strcspn(host, ":");
+        if (n >= sizeof(name) ||
+            (host[n] == ':' && strchr(host + n + 1, ':') != NULL)) {
+            return false;   /* an IPv6 literal needs brackets */
+        }
+        memcpy(name, host, n);
+        port = host[n] == ':' ? host + n + 1 : NULL;
+    }
+    name[n] = '\0';
+    if (n == 0) {
+        return false;
+    }
+    if (port != NULL && (strlen(port) > 5 ||
+                         strspn(port, "0123456789") != strlen(port) ||
+                         atoi(port) != listen_port)) {
+        return false;
+    }
+    return strcasecmp(name, listen_host) == 0 || in_allowed_list(name) ||
+           ((listen_loopback || listen_any) && is_loopback_name(name)) ||
+           (listen_any && is_ip_literal(name));
+}
+
+/*
+ * A request that changes state must not come from another site's page:
+ * refused when Sec-Fetch-Site says cross-site or same-site (another port
+ * of this host is "same-site") or when an Origin header is not this API's
+ * own origin (scheme://Host). Tools such as curl and maxctrl send neither.
+ */
+static bool
+origin_allowed(struct MHD_Connection *conn, const char *host)
+{
+    const char *site = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                   "Sec-Fetch-Site");
+    const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                     "Origin");
+    const char *scheme = tls_cert ? "https://" : "http://";
+
+    if (site != NULL && strcasecmp(site, "same-origin") != 0 &&
+        strcasecmp(site, "none") != 0) {
+        return false;
+    }
+    if (origin == NULL) {
+        return true;
+    }
+    return host != NULL && strncasecmp(origin, scheme, strlen(scheme)) == 0 &&
+           strcasecmp(origin + strlen(scheme), host) == 0;
+}
+
+static bool
+is_read_method(const char *method)
+{
+    return strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+}
+
+/*
+ * Everything decided from the headers alone, on libmicrohttpd's first call
+ * for a request, before a byte of its body is read: Host (403), Origin for
+ * writes (403), credentials (401), the role for writes (403), the declared
+ * body size (413). 0 with *is_admin set, or -1 with *err set.
+ */
+static int
+admit(struct MHD_Connection *conn, const char *method, bool *is_admin,
+      struct admin_resp *err)
+{
+    const char *host = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                   "Host");
+    const char *cl = MHD_lookup_connection_value(
+        conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    bool write = !is_read_method(method);
+    int role;
+
+    if (host != NULL && !host_allowed(host)) {
+        *err = admin_error(403, "Host '%.200s' is not an address of this "
+                           "API (see admin_allowed_hosts)", host);
+        return -1;
+    }
+    if (write && !origin_allowed(conn, host)) {
+        *err = admin_error(403, "cross-site request refused (Origin or "
+                           "Sec-Fetch-Site is not this API)");
+        return -1;
+    }
+    if ((role = authenticate(conn, err)) < 0) {
+        return -1;
+    }
+    if (write && role != 1) {
+        *err = admin_error(403, "user has read-only (basic) access");
+        return -1;
+    }
+    if (cl != NULL && strtoull(cl, NULL, 10) > SL_ADMIN_MAX_BODY) {
+        *err = admin_error(413, "request body larger than %d bytes",
+                           SL_ADMIN_MAX_BODY);
+        return -1;
+    }
+    *is_admin = role == 1;
     return 0;
 }
 
@@ -274,30 +455,22 @@ split_path(struct admin_req *r)
                             (int)SL_ARRAY_LEN(r->seg), &r->nseg);
 }
 
+/* The request, admitted and with its whole body: route it. */
 static struct admin_resp
 dispatch(struct admin_req *r, struct conn_state *cs)
 {
-    struct admin_resp res;
     json_error_t jerr;
-    bool is_get = strcmp(r->method, "GET") == 0 ||
-                  strcmp(r->method, "HEAD") == 0;
 
     if (cs->too_large) {
         return admin_error(413, "request body larger than %d bytes",
                            SL_ADMIN_MAX_BODY);
     }
-    if (authenticate(r, &res) < 0) {
-        return res;
-    }
     if (split_path(r) < 0) {
         return admin_error(404, "unknown resource '%.200s' (the API is "
                            "under /v1)", r->url);
     }
-    if (is_get) {
+    if (is_read_method(r->method)) {
         return admin_get(r);
-    }
-    if (!r->is_admin) {
-        return admin_error(403, "user has read-only (basic) access");
     }
     if (cs->len > 0) {
         r->body = json_loadb(cs->body, cs->len, JSON_REJECT_DUPLICATES,
@@ -311,6 +484,36 @@ dispatch(struct admin_req *r, struct conn_state *cs)
     return admin_write(r);
 }
 
+/* Append one upload chunk to the body, or only count it once too large. */
+static int
+take_upload(struct conn_state *cs, const char *upload, size_t size)
+{
+    if (!cs->too_large && cs->len + size > SL_ADMIN_MAX_BODY) {
+        cs->too_large = true;
+    }
+    if (cs->too_large) {
+        return 0;
+    }
+    if (cs->len + size > cs->cap) {
+        size_t cap = (cs->len + size) * 2;
+        char *nb = realloc(cs->body, cap);
+
+        if (nb == NULL) {
+            return -ENOMEM;
+        }
+        cs->body = nb;
+        cs->cap = cap;
+    }
+    memcpy(cs->body + cs->len, upload, size);
+    cs->len += size;
+    return 0;
+}
+
+/*
+ * libmicrohttpd's access handler: called once with the headers only
+ * (*con_cls NULL: admit or refuse at once), then once per body chunk, then
+ * once more with no data to answer.
+ */
 static enum MHD_Result
 on_request(void *cls, struct MHD_Connection *conn, const char *url,
            const char *method, const char *version, const char *upload,
@@ -320,53 +523,37 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url,
     struct admin_req r = {.method = method, .url = url, .conn = conn};
     const char *host;
     struct admin_resp res;
-    enum MHD_Result ret;
 
     if (cs == NULL) {
-        const char *cl = MHD_lookup_connection_value(
-            conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-
         cs = calloc(1, sizeof(*cs));
         *con_cls = cs;
         if (cs == NULL) {
             return MHD_NO;
         }
-        if (cl != NULL && strtoull(cl, NULL, 10) > SL_ADMIN_MAX_BODY) {
-            /* Refuse before reading a byte of it. */
-            return send_resp(conn, admin_error(413, "request body larger "
-                                               "than %d bytes",
-                                               SL_ADMIN_MAX_BODY));
+        if (admit(conn, method, &cs->is_admin, &res) < 0) {
+            cs->refused = true;
+            return send_resp(conn, res);
         }
         return MHD_YES;
     }
+    if (cs->refused) {
+        *upload_size = 0;   /* answered already; drop what follows */
+        return MHD_YES;
+    }
     if (*upload_size > 0) {
-        if (!cs->too_large && cs->len + *upload_size > SL_ADMIN_MAX_BODY) {
-            cs->too_large = true;
-        }
-        if (!cs->too_large) {
-            if (cs->len + *upload_size > cs->cap) {
-                size_t cap = (cs->len + *upload_size) * 2;
-                char *nb = realloc(cs->body, cap);
-
-                if (nb == NULL) {
-                    return MHD_NO;
-                }
-                cs->body = nb;
-                cs->cap = cap;
-            }
-            memcpy(cs->body + cs->len, upload, *upload_size);
-            cs->len += *upload_size;
+        if (take_upload(cs, upload, *upload_size) < 0) {
+            return MHD_NO;
         }
         *upload_size = 0;
         return MHD_YES;
     }
     host = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Host");
     snprintf(r.host, sizeof(r.host), "%.299s", host ? host : "localhost");
+    r.is_admin = cs->is_admin;
     res = dispatch(&r, cs);
     json_decref(r.body);
     free(r.pathbuf);
-    ret = send_resp(conn, res);
-    return ret;
+    return send_resp(conn, res);
 }
 
 static void
@@ -454,6 +641,27 @@ load_tls(const struct sl_params *p)
     return 0;
 }
 
+/* Record what host_allowed accepts for this listening address. */
+static void
+set_listen_names(const struct sl_global *g, const struct sockaddr_storage *ss)
+{
+    const struct sockaddr_in *in = (const void *)ss;
+    const struct sockaddr_in6 *in6 = (const void *)ss;
+    const char *extra = sl_params_get(g->params, "admin_allowed_hosts");
+
+    snprintf(listen_host, sizeof(listen_host), "%s", g->admin_host);
+    listen_port = g->admin_port;
+    if (ss->ss_family == AF_INET) {
+        listen_any = in->sin_addr.s_addr == htonl(INADDR_ANY);
+        listen_loopback = (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+    } else {
+        listen_any = IN6_IS_ADDR_UNSPECIFIED(&in6->sin6_addr);
+        listen_loopback = IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr);
+    }
+    free(allowed_hosts);
+    allowed_hosts = extra && extra[0] ? strdup(extra) : NULL;
+}
+
 int
 sl__admin_start(const struct sl_config *cfg)
 {
@@ -474,6 +682,7 @@ sl__admin_start(const struct sl_config *cfg)
         return -EINVAL;
     }
     flags |= rc == 1 ? MHD_USE_IPv6 : 0;
+    set_listen_names(g, &ss);
     if (admin_users_load(g->datadir) < 0 || load_tls(g->params) < 0) {
         return -EINVAL;
     }
@@ -520,4 +729,6 @@ sl__admin_finish(void)
     free(tls_key);
     free(tls_cert);
     tls_key = tls_cert = NULL;
+    free(allowed_hosts);
+    allowed_hosts = NULL;
 }

@@ -36,7 +36,6 @@ struct admin_req {
     char *pathbuf;                  /* storage for seg */
     json_t *body;                   /* parsed body or NULL */
     void *conn;                     /* struct MHD_Connection * */
-    const char *user;               /* authenticated user */
     bool is_admin;                  /* role allows writes */
     char host[300];                 /* Host header, for links */
 };
@@ -81,6 +80,16 @@ struct sl_service *admin_find_service(const char *name);
 struct sl_listener *admin_find_listener(const char *name);
 struct sl_monitor *admin_find_monitor(const char *name);
 struct sl_filter_def *admin_find_filter(const char *name);
+
+/* ---- admin_paths.c ---- */
+/* Check the path parameters (filebase, socket, *file, SL_PARAM_PATH) of a
+ * create or alter of kind (modspecs: its module's table, may be NULL):
+ * each must lie under logdir or admin_secure_paths, not under datadir or
+ * persistdir. 0, or -1 with *res set (403). */
+int admin_check_paths(const char *kind, const struct sl_param_spec *modspecs,
+                      json_t *params, struct admin_resp *res);
+/* The parameter table of the loaded module named name, or NULL. */
+const struct sl_param_spec *admin_module_specs(const char *name);
 
 /* ---- runtime.c: writes ---- */
 struct admin_resp admin_write(struct admin_req *r);

@@ -69,7 +69,10 @@ admin_params_json(const struct sl_params *p)
         if (strcmp(name, "type") == 0) {
             continue;
         }
-        if (s && s->type == SL_PARAM_PASSWORD) {
+        /* By type, and by name for a module that declared a password as
+         * a plain string. */
+        if ((s && s->type == SL_PARAM_PASSWORD) || strstr(name, "password") ||
+            strcmp(name, "passwd") == 0 || strcmp(name, "monitorpw") == 0) {
             value = "*****";
         }
         json_object_set_new(o, name, json_string(value));

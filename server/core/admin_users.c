@@ -19,10 +19,12 @@
 
 #include <crypt.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <sluice/log.h>
@@ -99,14 +101,23 @@ find_user(const char *name, size_t *index)
     return NULL;
 }
 
+/* Write the accounts to a new file (0600: the hashes are secrets) and
+ * rename it over the old one. 0 or -EIO (logged). */
 static int
 save(void)
 {
     char tmp[4300];
+    int fd;
+    int rc;
 
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    if (json_dump_file(users, tmp, JSON_INDENT(2)) != 0 ||
-        rename(tmp, path) != 0) {
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    rc = fd < 0 || fchmod(fd, 0600) != 0 ||
+         json_dumpfd(users, fd, JSON_INDENT(2)) != 0;
+    if (fd >= 0 && close(fd) != 0) {
+        rc = 1;
+    }
+    if (rc != 0 || rename(tmp, path) != 0) {
         sl_log_error("cannot write admin accounts to '%s': %s", path,
                      strerror(errno));
         unlink(tmp);
@@ -131,6 +142,33 @@ add_user(const char *name, const char *pw, const char *account)
     return u ? json_array_append_new(users, u) : -ENOMEM;
 }
 
+/* A hand-edited file may hold anything: an entry without a string name,
+ * password hash and an account of admin or basic is logged and left out,
+ * so every entry the rest of this file sees is complete. */
+static void
+drop_bad_entries(void)
+{
+    size_t i = 0;
+    size_t entry = 0;   /* position in the file, for the message */
+
+    while (entry++, i < json_array_size(users)) {
+        json_t *u = json_array_get(users, i);
+        const char *name = json_string_value(json_object_get(u, "name"));
+        const char *pw = json_string_value(json_object_get(u, "password"));
+        const char *acc = json_string_value(json_object_get(u, "account"));
+
+        if (name != NULL && name[0] != '\0' && pw != NULL && acc != NULL &&
+            (strcmp(acc, "admin") == 0 || strcmp(acc, "basic") == 0)) {
+            i++;
+            continue;
+        }
+        sl_log_error("'%s': account entry %zu ('%.64s') ignored: it needs "
+                     "\"name\", \"password\" and \"account\" (admin or "
+                     "basic)", path, entry, name ? name : "?");
+        json_array_remove(users, i);
+    }
+}
+
 int
 admin_users_load(const char *datadir)
 {
@@ -148,6 +186,7 @@ admin_users_load(const char *datadir)
         sl_log_error("'%s' is not a JSON array of accounts", path);
         return -EINVAL;
     }
+    drop_bad_entries();
     if (users == NULL) {
         users = json_array();
         if (users == NULL || add_user(DEFAULT_USER, DEFAULT_PASSWORD,

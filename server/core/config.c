@@ -146,6 +146,11 @@ static const struct sl_param_spec global_specs[] = {
     P("admin_enabled", SL_PARAM_BOOL, "true", 0, "Enable the REST API"),
     P("admin_auth", SL_PARAM_BOOL, "true", 0,
       "Require HTTP basic authentication on the REST API"),
+    P("admin_allowed_hosts", SL_PARAM_STRING, NULL, 0,
+      "Extra names the REST API accepts in the Host header (comma list)"),
+    P("admin_secure_paths", SL_PARAM_STRING, NULL, 0,
+      "Directories (comma list) beside logdir where objects created "
+      "through the REST API may put files"),
     P("admin_ssl_key", SL_PARAM_PATH, NULL, 0, "REST API TLS key"),
     P("admin_ssl_cert", SL_PARAM_PATH, NULL, 0, "REST API TLS certificate"),
     P("admin_ssl_ca_cert", SL_PARAM_PATH, NULL, 0, "REST API TLS CA"),

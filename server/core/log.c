@@ -1,6 +1,7 @@
 /*
  * Logging: one line per message, written with a single write(2) so lines
- * from different threads never interleave, to a file (append, 0644) or to
+ * from different threads never interleave, to a file (append; created 0640:
+ * lines may name accounts and hosts, never passwords) or to
  * stdout. SIGHUP reopens the file by path (log rotation).
  *
  *   2024-05-01 12:00:00.123   error : [tag] message
@@ -17,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -43,7 +45,7 @@ static const char *const level_names[] = {
 static int
 open_log(const char *path)
 {
-    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
 
     return fd < 0 ? -errno : fd;
 }
@@ -201,4 +203,89 @@ sl__log_ses(int level, const char *tag, const struct sl_session *ses,
     va_start(ap, fmt);
     vlog(level, tag, ses, fmt, ap);
     va_end(ap);
+}
+
+/* ---- masking passwords ---- */
+
+struct mask_out {
+    char *buf;
+    size_t cap;   /* bytes in buf, the terminator included */
+    size_t n;
+};
+
+static void
+mask_put(struct mask_out *o, const char *s, size_t len)
+{
+    size_t room = o->cap - 1 - o->n;
+
+    len = len < room ? len : room;
+    memcpy(o->buf + o->n, s, len);
+    o->n += len;
+}
+
+/* Length of a keyword that introduces a password at s, or 0. */
+static size_t
+password_keyword(const char *s)
+{
+    static const char *const words[] = {"PASSWORD", "IDENTIFIED BY"};
+
+    for (size_t i = 0; i < SL_ARRAY_LEN(words); i++) {
+        if (strncasecmp(s, words[i], strlen(words[i])) == 0) {
+            return strlen(words[i]);
+        }
+    }
+    return 0;
+}
+
+/* s at a quote: emit the quotes around ***** and return the text past
+ * the literal (\-escapes and doubled quotes stay inside it). */
+static const char *
+mask_literal(struct mask_out *o, const char *s)
+{
+    char q = *s++;
+
+    mask_put(o, &q, 1);
+    mask_put(o, "*****", 5);
+    while (*s != '\0') {
+        if (*s == '\\' && s[1] != '\0') {
+            s += 2;
+        } else if (*s == q && s[1] == q) {
+            s += 2;
+        } else if (*s++ == q) {
+            mask_put(o, &q, 1);
+            break;
+        }
+    }
+    return s;
+}
+
+char *
+sl_log_mask_passwords(const char *text, const char *secret, char *out,
+                      size_t outlen)
+{
+    struct mask_out o = {out, outlen, 0};
+    size_t slen = secret ? strlen(secret) : 0;
+    const char *s = text;
+
+    while (*s != '\0' && o.n + 1 < o.cap) {
+        size_t kw = password_keyword(s);
+
+        if (slen > 0 && strncmp(s, secret, slen) == 0) {
+            mask_put(&o, "*****", 5);
+            s += slen;
+        } else if (kw > 0) {
+            mask_put(&o, s, kw);
+            s += kw;
+            while (*s == ' ' || *s == '\t' || *s == '=' || *s == '(') {
+                mask_put(&o, s++, 1);
+            }
+            if (*s == '\'' || *s == '"') {
+                s = mask_literal(&o, s);
+            }
+        } else {
+            mask_put(&o, s++, 1);
+        }
+    }
+    out[o.n] = '\0';
+    return out;
 }

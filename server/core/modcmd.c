@@ -279,6 +279,14 @@ sl_modcmd_call(const char *module, const char *command,
                const char *const *argv, int argc, void **output,
                char **error)
 {
+    return sl__modcmd_call(module, command, true, argv, argc, output, error);
+}
+
+int
+sl__modcmd_call(const char *module, const char *command, bool may_modify,
+                const char *const *argv, int argc, void **output,
+                char **error)
+{
     struct sl_modcmd_arg args[MODCMD_MAX_ARGS];
     struct modcmd c;
     struct modcmd *found;
@@ -296,6 +304,11 @@ sl_modcmd_call(const char *module, const char *command,
         *error = format_error("no command '%s' in module '%s'", command,
                               module);
         return -ENOENT;
+    }
+    if (c.kind != SL_MODCMD_PASSIVE && !may_modify) {
+        *error = format_error("%s %s changes state: it needs POST and an "
+                              "admin account", c.module, c.command);
+        return -EACCES;
     }
     for (int i = 0; i < c.nargs; i++) {
         required += c.args[i].optional ? 0 : 1;

@@ -44,6 +44,7 @@
 #include "admin_int.h"
 #include "config_int.h"
 #include "ini.h"
+#include "modcmd_int.h"
 
 #define PERSIST_DEFAULT "/var/lib/sluice/sluice.cnf.d"
 
@@ -826,9 +827,18 @@ create_object(struct admin_req *r, const char *kind, const char *svcname)
     struct admin_resp res;
     const char *id = NULL;
     char *text;
+    json_t *attrs;
     json_t *rels;
     int rc;
 
+    attrs = json_object_get(json_object_get(r->body, "data"), "attributes");
+    if (admin_check_paths(kind, admin_module_specs(json_string_value(
+                              json_object_get(attrs, strcmp(kind, "service")
+                                                 == 0 ? "router"
+                                                      : "module"))),
+                          json_object_get(attrs, "parameters"), &res) < 0) {
+        return res;
+    }
     text = body_to_ini(r, kind, svcname, &id, &res);
     if (text == NULL) {
         return res;
@@ -940,7 +950,8 @@ admin_check_params(const char *kind, const struct sl_param_spec *modspecs,
         }
         if (sl__param_check(s, val, why, sizeof(why)) < 0) {
             *res = admin_error(400, "invalid value '%s' for parameter '%s' "
-                               "(%s)", val, k, why);
+                               "(%s)", s->type == SL_PARAM_PASSWORD
+                               ? "*****" : val, k, why);
             return -1;
         }
         fprintf(f, "%s=%s\n", k, val);
@@ -1100,15 +1111,20 @@ merged_params(const struct sl_params *old, const char *over,
     return NULL;
 }
 
-/* Check a PATCH's parameters for kind; the accepted ones as ini lines in
- * *over (caller frees). 0, or -1 with *res set. */
+/* Check a PATCH's parameters for kind (paths too: admin_check_paths);
+ * the accepted ones as ini lines in *over (caller frees). 0, or -1 with
+ * *res set. */
 static int
 patch_lines(const char *kind, const struct sl_param_spec *modspecs,
             json_t *params, char **over, struct admin_resp *res)
 {
     size_t len = 0;
-    FILE *f = open_memstream(over, &len);
+    FILE *f;
 
+    if (admin_check_paths(kind, modspecs, params, res) < 0) {
+        return -1;
+    }
+    f = open_memstream(over, &len);
     if (f == NULL) {
         *res = admin_error(500, "out of memory");
         return -1;
@@ -1985,19 +2001,29 @@ stop_start(struct admin_req *r)
 
 /* ---- module commands ---- */
 
+/*
+ * GET or POST /v1/maxscale/modules/MOD/CMD?arg1&arg2. Only an admin's POST
+ * may run a command that changes state (SL_MODCMD_ACTIVE): a GET of one is
+ * 405, a read-only user's POST 403, so neither a viewer nor a link a
+ * browser follows can fail over the cluster.
+ */
 struct admin_resp
 admin_modcmd(struct admin_req *r)
 {
     const char *argv[16];
     int argc = admin_query_args(r, argv, (int)SL_ARRAY_LEN(argv));
+    bool is_post = strcmp(r->method, "POST") == 0;
     void *out = NULL;
     char *err = NULL;
     int rc;
 
-    rc = sl_modcmd_call(r->seg[2], r->seg[3], argv, argc, &out, &err);
+
+    rc = sl__modcmd_call(r->seg[2], r->seg[3], is_post && r->is_admin, argv,
+                         argc, &out, &err);
     if (rc < 0) {
         struct admin_resp res = admin_error(
-            rc == -ENOENT ? 404 : 400, "%s", err ? err
+            rc == -ENOENT ? 404 : rc != -EACCES ? 400 : is_post ? 403 : 405,
+            "%s", err ? err
             : rc == -ENOENT ? "no such module command" : "command failed");
 
         free(err);

@@ -29,6 +29,8 @@ RW = st.port(4406)
 MAXCTRL = st.BUILD_DIR / "bin" / "maxctrl"
 FLOOD = int(os.environ.get("SLUICE_ADMIN_FLOOD", "1000"))
 BASE = f"http://{st.HOST}:{ADMIN_PORT}/v1"
+HOST_HDR = f"Host: {st.HOST}:{ADMIN_PORT}\r\n".encode()
+ADMIN_AUTH = b"Authorization: Basic YWRtaW46bWFyaWFkYg==\r\n"
 
 
 def admin_config(run_dir):
@@ -57,7 +59,8 @@ address={st.HOST}
 port={RW}
 """
     return text.replace("admin_enabled=false",
-                        f"admin_host={st.HOST}\nadmin_port={ADMIN_PORT}")
+                        f"admin_host={st.HOST}\nadmin_port={ADMIN_PORT}\n"
+                        "admin_allowed_hosts=sluice.test, other.test")
 
 
 def start(run_dir):
@@ -398,7 +401,7 @@ def test_error_documents(sluice):
     assert status == 401
     # A body over 1 MiB is refused before it is read.
     with socket.create_connection((st.HOST, ADMIN_PORT), timeout=5) as s:
-        s.sendall(b"POST /v1/servers HTTP/1.1\r\nHost: x\r\n"
+        s.sendall(b"POST /v1/servers HTTP/1.1\r\n" + HOST_HDR +
                   b"Authorization: Basic YWRtaW46bWFyaWFkYg==\r\n"
                   b"Content-Length: 1048600\r\n\r\n" + b"x" * 1000)
         reply = s.recv(65536).decode(errors="replace")
@@ -503,3 +506,134 @@ def test_module_commands(sluice):
     assert status == 404 and error_detail(doc)
     proc = maxctrl("call", "command", "nomod", "nocmd")
     assert proc.returncode != 0 and proc.stderr.count("\n") == 1
+
+
+# ---- who may change state (security issue 14, item 1) ----
+
+def raw_request(head, body=b"", read_timeout=30):
+    """Send raw request bytes; (status, JSON document or None) of the
+    answer, or (None, None) when the connection closed without one."""
+    with socket.create_connection((st.HOST, ADMIN_PORT), timeout=10) as s:
+        s.sendall(head + body)
+        s.settimeout(read_timeout)
+        reply = b""
+        while b"\r\n\r\n" not in reply:
+            chunk = s.recv(65536)
+            if not chunk:
+                return None, None
+            reply += chunk
+        head_text, _, rest = reply.partition(b"\r\n\r\n")
+        length = 0
+        for line in head_text.split(b"\r\n")[1:]:
+            k, _, v = line.partition(b":")
+            if k.strip().lower() == b"content-length":
+                length = int(v)
+        while len(rest) < length:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            rest += chunk
+    status = int(head_text.split()[1])
+    return status, json.loads(rest) if rest else None
+
+
+@pytest.fixture
+def viewer(sluice):
+    status, _ = http("POST", "/users/inet", {"data": {
+        "id": "viewer", "attributes": {"password": "v-pw",
+                                       "account": "basic"}}})
+    assert status == 204
+    yield
+    assert http("DELETE", "/users/inet/viewer")[0] == 204
+
+
+def test_state_changing_commands_need_admin_post(sluice, viewer):
+    # Before the fix a GET by anyone ran the command: the monitor's own
+    # "no primary" error came back. Now it never starts.
+    path = "/maxscale/modules/mariadbmon/failover?Empty-Monitor"
+    for user, pw in (("viewer", "v-pw"), ("admin", "mariadb")):
+        status, doc = http("GET", path, user=user, password=pw)
+        assert status == 405, (user, doc)
+        assert "primary" not in error_detail(doc)
+        assert "POST" in error_detail(doc)
+    status, doc = http("POST", path, user="viewer", password="v-pw")
+    assert status == 403 and "read-only" in error_detail(doc)
+    status, doc = http("POST", path)
+    assert status == 400 and "primary" in error_detail(doc)
+    # Every command of mariadbmon says it needs POST.
+    mod = get("/maxscale/modules/mariadbmon")["data"]
+    methods = {c["id"]: c["attributes"]["method"]
+               for c in mod["attributes"]["commands"]}
+    assert methods["failover"] == methods["switchover"] == "POST"
+    assert methods["rejoin"] == "POST"
+    # The cluster is as it was: db1 is still the primary.
+    assert get("/servers/db1")["data"]["attributes"]["state"] == \
+        "Master, Running"
+
+
+def test_host_header_must_name_the_api(sluice):
+    get_servers = b"GET /v1/servers HTTP/1.1\r\n" + ADMIN_AUTH
+    for host in (b"evil.example", f"evil.example:{ADMIN_PORT}".encode(),
+                 b"127.0.0.1:1", b"sluice.test.evil.example",
+                 f"[::2]:{ADMIN_PORT}".encode(), b"a:b:c",
+                 f":{ADMIN_PORT}".encode(), b"[::1]x",
+                 b"127.0.0.1:" + b"9" * 30,
+                 f"127.0.0.1:{ADMIN_PORT}:1".encode()):
+        status, doc = raw_request(get_servers + b"Host: " + host +
+                                  b"\r\nConnection: close\r\n\r\n")
+        assert status == 403, host
+        assert "Host" in error_detail(doc)
+    for host in (f"{st.HOST}:{ADMIN_PORT}", f"localhost:{ADMIN_PORT}",
+                 f"[::1]:{ADMIN_PORT}", f"SLUICE.test:{ADMIN_PORT}",
+                 "other.test"):
+        status, doc = raw_request(get_servers + b"Host: " + host.encode() +
+                                  b"\r\nConnection: close\r\n\r\n")
+        assert status == 200 and doc["data"], host
+
+
+def test_cross_site_writes_refused(sluice):
+    put = (b"PUT /v1/servers/db2/set?state=maintenance HTTP/1.1\r\n" +
+           HOST_HDR + ADMIN_AUTH + b"Connection: close\r\n")
+    own = f"http://{st.HOST}:{ADMIN_PORT}".encode()
+    for extra in (b"Origin: http://evil.example\r\n",
+                  b"Origin: null\r\n",
+                  b"Origin: " + own + b".evil.example\r\n",
+                  b"Sec-Fetch-Site: cross-site\r\n",
+                  b"Sec-Fetch-Site: same-site\r\n"):
+        status, doc = raw_request(put + extra + b"\r\n")
+        assert status == 403 and "cross-site" in error_detail(doc), extra
+        assert "Maintenance" not in \
+            get("/servers/db2")["data"]["attributes"]["state"]
+    # A cross-site GET only reads: still answered.
+    status, _ = raw_request(b"GET /v1/servers HTTP/1.1\r\n" + HOST_HDR +
+                            ADMIN_AUTH + b"Origin: http://evil.example\r\n"
+                            b"Connection: close\r\n\r\n")
+    assert status == 200
+    # The API's own origin may write.
+    try:
+        status, _ = raw_request(put + b"Origin: " + own +
+                                b"\r\nSec-Fetch-Site: same-origin\r\n\r\n")
+        assert status == 204
+        assert "Maintenance" in \
+            get("/servers/db2")["data"]["attributes"]["state"]
+    finally:
+        ok("clear", "server", "db2", "maintenance")
+
+
+def test_credentials_checked_before_the_body(sluice, viewer):
+    # The headers promise a body that never comes: the refusal must come
+    # from the headers alone (before the fix Sluice waited for the body).
+    head = (b"POST /v1/servers HTTP/1.1\r\n" + HOST_HDR +
+            b"Content-Type: application/json\r\nContent-Length: 900000\r\n")
+    bad = base64.b64encode(b"admin:wrong")
+    status, doc = raw_request(head + b"Authorization: Basic " + bad +
+                              b"\r\n\r\n")
+    assert status == 401 and error_detail(doc)
+    ro = base64.b64encode(b"viewer:v-pw")
+    status, doc = raw_request(head + b"Authorization: Basic " + ro +
+                              b"\r\n\r\n")
+    assert status == 403 and "read-only" in error_detail(doc)
+    status, doc = raw_request(head + b"\r\n")
+    assert status == 401
+    # The API still works.
+    assert get("/maxscale")["data"]["id"] == "maxscale"

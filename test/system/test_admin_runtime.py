@@ -6,6 +6,8 @@ changing where new connections go (proven by @@server_id)."""
 
 import base64
 import json
+import os
+import stat
 import subprocess
 import time
 import urllib.error
@@ -220,3 +222,274 @@ def test_service_router_options_apply_at_once(sluice):
             assert status == 204, doc
     with st.connect(REPLICA) as c:
         assert st.server_id(c) in st.REPLICA_IDS
+
+
+# ---- passwords stay out of logs, errors and files others can read ----
+
+REPL_PASSWORD = os.environ.get("SLUICE_REPL_PASSWORD", "repl_pw")
+SECRET = "Mask-Me-7f3a9"
+
+
+def replicating_from_db1(sid):
+    with st.root(sid) as c, c.cursor() as cur:
+        cur.execute("SHOW SLAVE STATUS")
+        row = cur.fetchone()
+        cols = [d[0] for d in cur.description]
+    r = dict(zip(cols, row)) if row else {}
+    return (r.get("Master_Port") == st.SERVERS[1] and
+            r.get("Slave_IO_Running") == "Yes" and
+            r.get("Slave_SQL_Running") == "Yes")
+
+
+def repair_db3():
+    """Point db3 back at db1 by hand (if the rejoin could not)."""
+    with st.root(3) as c, c.cursor() as cur:
+        cur.execute("STOP SLAVE")
+        cur.execute(
+            "CHANGE MASTER TO MASTER_HOST=%s, MASTER_PORT=%s, "
+            "MASTER_USER='repl', MASTER_PASSWORD=%s, "
+            "MASTER_USE_GTID=slave_pos", (st.HOST, st.SERVERS[1],
+                                          REPL_PASSWORD))
+        cur.execute("START SLAVE")
+
+
+def test_replication_password_never_shown(sluice):
+    """A rejoin whose CHANGE MASTER TO fails (MASTER_USER longer than 128
+    characters) used to put MASTER_PASSWORD='...' in the warning, the info
+    log and the command's REST error."""
+    ok("create", "server", "pw-m1", st.HOST, str(st.SERVERS[1]))
+    ok("create", "server", "pw-m3", st.HOST, str(st.SERVERS[3]))
+    status, doc = http("POST", "/monitors", {"data": {
+        "id": "PW-Monitor", "attributes": {"module": "mariadbmon",
+                                           "parameters": {
+            "user": st.SERVICE_USER, "password": st.SERVICE_PASSWORD,
+            "monitor_interval": "300ms", "replication_user": "u" * 200,
+            "replication_password": SECRET}},
+        "relationships": {"servers": {"data": [
+            {"id": "pw-m1", "type": "servers"},
+            {"id": "pw-m3", "type": "servers"}]}}}})
+    assert status == 204, doc
+    assert patch("/maxscale", {"log_info": True})[0] == 204
+    try:
+        st.wait_until(lambda: "Master" in state("pw-m1") and
+                      "Slave" in state("pw-m3"), 10,
+                      what="PW-Monitor to see pw-m1 primary")
+        status, doc = http("POST", "/maxscale/modules/mariadbmon/rejoin"
+                           "?PW-Monitor&pw-m3")
+        detail = doc["errors"][0]["detail"]
+        assert status == 400 and "MASTER_PASSWORD='*****'" in detail, doc
+        assert "too long for MASTER_USER" in detail
+        assert SECRET not in json.dumps(doc)
+        mon = get("/monitors/PW-Monitor")["attributes"]["parameters"]
+        assert mon["replication_password"] == "*****"
+        assert mon["password"] == "*****"
+        # This Sluice logs to its stdout (proxy.log); GET /maxscale/logs
+        # serves the same lines when the log is a file.
+        text = (sluice["dir"] / "proxy.log").read_text(errors="replace")
+        assert "info : [mariadbmon] Monitor 'PW-Monitor' on 'pw-m3': " \
+            "CHANGE MASTER TO" in text
+        assert "MASTER_PASSWORD='*****'" in text
+        assert SECRET not in text
+        # The monitor's secret is persisted, for Sluice's eyes only.
+        persisted = sluice["dir"] / "persist" / "PW-Monitor.cnf"
+        assert SECRET in persisted.read_text()
+        assert stat.S_IMODE(persisted.stat().st_mode) & 0o077 == 0
+        # A working account: the same rejoin now succeeds.
+        assert patch("/monitors/PW-Monitor", {
+            "replication_user": "repl",
+            "replication_password": REPL_PASSWORD})[0] == 204
+        st.wait_until(lambda: "Master" in state("pw-m1"), 10,
+                      what="PW-Monitor to see pw-m1 primary again")
+        status, doc = http("POST", "/maxscale/modules/mariadbmon/rejoin"
+                           "?PW-Monitor&pw-m3")
+        assert status in (200, 204), doc
+        st.wait_until(lambda: replicating_from_db1(3), 30,
+                      what="db3 replicating from db1 again")
+    finally:
+        patch("/maxscale", {"log_info": False})
+        if not replicating_from_db1(3):
+            repair_db3()
+        http("DELETE", "/monitors/PW-Monitor")
+        http("DELETE", "/servers/pw-m1")
+        http("DELETE", "/servers/pw-m3")
+    st.wait_until(lambda: replicating_from_db1(3), 30,
+                  what="db3 replicating from db1")
+
+
+FILE_ADMIN = st.port(4655)
+FILE_PRIMARY = st.port(4656)
+FILE_REPLICA = st.port(4657)
+
+
+@pytest.fixture(scope="module")
+def file_logging(tmp_path_factory):
+    """A second Sluice that logs to LOGDIR/sluice.log (as in production),
+    not to its stdout."""
+    run_dir = tmp_path_factory.mktemp("admin_files")
+    for sub in ("log", "data", "persist"):
+        (run_dir / sub).mkdir()
+    text = px.sluice_config(run_dir, FILE_PRIMARY, FILE_REPLICA).replace(
+        "admin_enabled=false",
+        f"admin_host={st.HOST}\nadmin_port={FILE_ADMIN}")
+    cfg = run_dir / "sluice.cnf"
+    cfg.write_text(text)
+    daemon = px.Daemon(st.sluice_argv("daemon", cfg), run_dir / "stdout.log",
+                       st.sluice_env())
+    try:
+        daemon.wait_ports([FILE_PRIMARY, FILE_REPLICA, FILE_ADMIN])
+        yield run_dir
+    finally:
+        problems = daemon.stop()
+    assert not problems, problems
+
+
+def http_at(port, method, path, body=None):
+    global BASE
+    saved, BASE = BASE, f"http://{st.HOST}:{port}/v1"
+    try:
+        return http(method, path, body)
+    finally:
+        BASE = saved
+
+
+def test_files_with_secrets_are_private(file_logging):
+    """The log, the admin accounts and a query log created at run time are
+    not readable by other users, whatever the umask."""
+    run_dir = file_logging
+    log = run_dir / "log" / "sluice.log"
+    assert stat.S_IMODE(log.stat().st_mode) == 0o640
+    status, doc = http_at(FILE_ADMIN, "GET", "/maxscale/logs")
+    assert status == 200 and doc["data"]["attributes"]["log"]
+    assert http_at(FILE_ADMIN, "POST", "/users/inet", {"data": {
+        "id": "mode-check", "attributes": {"password": "mc-pw",
+                                           "account": "basic"}}})[0] == 204
+    passwd = run_dir / "data" / "passwd"
+    assert stat.S_IMODE(passwd.stat().st_mode) == 0o600
+    assert "mc-pw" not in passwd.read_text()
+    status, doc = http_at(FILE_ADMIN, "POST", "/filters", {"data": {
+        "id": "Mode-QLA", "attributes": {"module": "qlafilter",
+                                         "parameters": {
+            "filebase": str(run_dir / "log" / "qla"),
+            "log_type": "unified"}}}})
+    assert status == 204, doc
+    qla = run_dir / "log" / "qla.unified"   # opened with the instance
+    assert stat.S_IMODE(qla.stat().st_mode) == 0o640
+
+
+# ---- paths through the API stay in Sluice's own directories ----
+
+def test_runtime_paths_restricted(sluice, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    victim = outside / "victim"
+    victim.write_text("keep me")
+    log_dir = sluice["dir"] / "log"
+
+    def create_filter(name, module, params):
+        return http("POST", "/filters", {"data": {
+            "id": name, "attributes": {"module": module,
+                                       "parameters": params}}})
+
+    for params in ({"filebase": str(outside / "qla")},
+                   {"filebase": str(log_dir / ".." / "data" / "qla")},
+                   {"filebase": "relative/qla"}):
+        status, doc = create_filter("Bad-QLA", "qlafilter",
+                                    dict(params, log_type="unified"))
+        assert status == 403, (params, doc)
+        assert "'filebase'" in doc["errors"][0]["detail"]
+    assert http("GET", "/filters/Bad-QLA")[0] == 404
+    assert not list(outside.glob("qla*"))
+    assert not (sluice["dir"] / "data" / "qla.unified").exists()
+    status, doc = create_filter("Bad-Regex", "regexfilter", {
+        "match": "x", "replace": "y", "log_file": str(victim)})
+    assert status == 403 and "'log_file'" in doc["errors"][0]["detail"]
+    assert victim.read_text() == "keep me"
+
+    # A listener's socket: a stale socket is unlinked before bind, so an
+    # arbitrary path would delete that file.
+    for path in (victim, log_dir / "sluice.cnf.victim"):
+        if path != victim:
+            path.write_text("keep me too")
+        status, doc = http("POST", "/listeners", {"data": {
+            "id": "Bad-Sock", "attributes": {"parameters": {
+                "socket": str(path)}},
+            "relationships": {"services": {"data": [
+                {"id": "Replica-Service", "type": "services"}]}}}})
+        assert status == 403 and "'socket'" in \
+            doc["errors"][0]["detail"], doc
+        assert path.read_text().startswith("keep me")
+
+    # Inside logdir: allowed, and a PATCH may not move it out.
+    status, doc = create_filter("Good-QLA", "qlafilter", {
+        "filebase": str(log_dir / "good"), "log_type": "unified"})
+    assert status == 204, doc
+    try:
+        assert (log_dir / "good.unified").exists()
+        status, doc = patch("/filters/Good-QLA",
+                            {"filebase": str(outside / "moved")})
+        assert status == 403 and "'filebase'" in \
+            doc["errors"][0]["detail"]
+        assert get("/filters/Good-QLA")["attributes"]["parameters"][
+            "filebase"] == str(log_dir / "good")
+        assert not list(outside.glob("moved*"))
+    finally:
+        assert http("DELETE", "/filters/Good-QLA")[0] == 204
+
+
+PW_ADMIN = st.port(4658)
+PW_PRIMARY = st.port(4659)
+PW_REPLICA = st.port(4660)
+# openssl passwd -6 -salt abcdefgh mariadb
+MARIADB_HASH = ("$6$abcdefgh$ke7uvnE3vkRrRnpufh6yU5EaDZn030.S1aoNCAXACZ7mY3"
+                "eeK9LCsj5Y8mEjjyaMcJbsuJ4kULvJLaMHrAQm90")
+
+
+def test_passwd_entries_without_account_ignored(tmp_path):
+    """A hand-written DATADIR/passwd with incomplete entries: each is
+    refused with an error in the log, the others work (before the fix an
+    entry without "account" crashed Sluice at the first login as it)."""
+    for sub in ("log", "data", "persist"):
+        (tmp_path / sub).mkdir()
+    (tmp_path / "data" / "passwd").write_text(json.dumps([
+        {"name": "admin", "account": "admin", "password": MARIADB_HASH},
+        {"name": "noacc", "password": MARIADB_HASH},
+        {"name": "badacc", "account": "root", "password": MARIADB_HASH},
+        {"account": "basic", "password": MARIADB_HASH},
+        {"name": "nopw", "account": "basic"},
+        7,
+        {"name": "viewer", "account": "basic", "password": MARIADB_HASH},
+    ]))
+    text = px.sluice_config(tmp_path, PW_PRIMARY, PW_REPLICA).replace(
+        "admin_enabled=false", f"admin_host={st.HOST}\nadmin_port={PW_ADMIN}")
+    prx = px.start_with_admin(tmp_path, text, PW_PRIMARY, PW_REPLICA,
+                              PW_ADMIN)
+    try:
+        base = f"http://{st.HOST}:{PW_ADMIN}/v1"
+
+        def call(user, method="GET", path="/users/inet"):
+            req = urllib.request.Request(base + path, method=method)
+            tok = base64.b64encode(f"{user}:mariadb".encode()).decode()
+            req.add_header("Authorization", "Basic " + tok)
+            try:
+                with urllib.request.urlopen(req, timeout=10) as resp:
+                    return resp.status, json.loads(resp.read() or b"null")
+            except urllib.error.HTTPError as exc:
+                return exc.code, json.loads(exc.read() or b"null")
+
+        for user in ("noacc", "badacc", "nopw"):
+            status, doc = call(user)
+            assert status == 401 and doc["errors"], user
+        status, doc = call("viewer")
+        assert status == 200
+        assert {u["id"] for u in doc["data"]} == {"admin", "viewer"}
+        assert call("viewer", "DELETE", "/users/inet/admin")[0] == 403
+        assert call("admin")[0] == 200
+        log = prx.daemon.log_path.read_text(errors="replace")
+        for entry in (2, 3, 4, 5, 6):
+            assert f"account entry {entry} " in log, entry
+        assert "'noacc') ignored" in log
+        with st.connect(PW_PRIMARY) as c:
+            assert st.server_id(c) == st.PRIMARY_ID
+    finally:
+        problems = px.stop_proxy(prx)
+    assert not problems, problems

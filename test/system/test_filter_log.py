@@ -131,6 +131,18 @@ def test_qla_logs_user_and_statement(proxy, logdir):
     assert other == ["date,user,query"], other
 
 
+def test_qla_masks_passwords(proxy, logdir):
+    """A password in a logged statement is written as '*****'."""
+    with st.connect(QLA) as conn:
+        assert st.scalar(conn, "SELECT PASSWORD('qla-secret-41') "
+                         "IS NOT NULL")
+    lines = [l for l in read(f"{logdir}/qla.unified").splitlines()
+             if "PASSWORD(" in l]
+    assert lines and "SELECT PASSWORD('*****') IS NOT NULL" in lines[-1]
+    for f in glob.glob(f"{logdir}/qla*"):
+        assert "qla-secret-41" not in read(f), f
+
+
 def test_qla_reopens_after_rotation(proxy, logdir):
     os.rename(f"{logdir}/qla.unified", f"{logdir}/qla.unified.1")
     os.kill(proxy.pid, signal.SIGHUP)

@@ -2,7 +2,8 @@
  * Unit tests for module commands (server/core/modcmd.c): registration and
  * duplicates, iteration, argument count and type checks, resolution of
  * object names against the running configuration (a hand-built
- * struct sl_config), optional arguments, and a command's own error.
+ * struct sl_config), optional arguments, a command's own error, and the
+ * REST API's checked call refusing state-changing commands.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -18,6 +19,7 @@
 #include <sluice/modcmd.h>
 
 #include "internal.h"
+#include "modcmd_int.h"
 
 static struct sl_server db1 = {.name = "db1"};
 static struct sl_server db2 = {.name = "db2"};
@@ -161,6 +163,34 @@ test_errors(void **state)
     free(err);
 }
 
+/* The REST API's call for a GET or a read-only user: an ACTIVE command is
+ * refused before it runs (echo would record its arguments), a PASSIVE one
+ * runs. */
+static void
+test_may_modify(void **state)
+{
+    const char *argv[] = {"Cluster-Monitor"};
+    void *out = NULL;
+    char *err = NULL;
+
+    (void)state;
+    seen_n = -1;
+    assert_int_equal(sl__modcmd_call("testmod", "echo", false, argv, 1, &out,
+                                     &err), -EACCES);
+    assert_non_null(strstr(err, "changes state"));
+    assert_null(out);
+    assert_int_equal(seen_n, -1);
+    free(err);
+    assert_int_equal(sl__modcmd_call("testmod", "refuse", false, NULL, 0,
+                                     &out, &err), -EIO);
+    assert_string_equal(err, "refused on purpose");
+    free(err);
+    assert_int_equal(sl__modcmd_call("testmod", "echo", true, argv, 1, &out,
+                                     &err), 0);
+    assert_int_equal(seen_n, 3);
+    json_decref(out);
+}
+
 int
 main(void)
 {
@@ -168,6 +198,7 @@ main(void)
         cmocka_unit_test(test_duplicate_and_iteration),
         cmocka_unit_test(test_resolve),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_may_modify),
     };
 
     return cmocka_run_group_tests(tests, setup, NULL);

@@ -7,7 +7,8 @@
  * (<filebase>.<session id>), one file for all sessions
  * (<filebase>.unified) and/or stdout, as `log_type` says. A line whose
  * fields need the answer (reply_time, num_rows, ...) is written when the
- * answer is complete; otherwise at once.
+ * answer is complete; otherwise at once. Password literals in a statement
+ * are logged as '*****' (sl_log_mask_passwords); files are created 0640.
  *
  * Files are opened in append mode (or truncated with append=false) and
  * reopened by path after a log rotation (SIGHUP): each writer compares
@@ -16,14 +17,17 @@
  * Context: the instance (patterns, the unified file under its mutex) is
  * shared by all workers; a session's file belongs to its worker.
  */
+#define _GNU_SOURCE   /* strcasestr */
 #define SL_LOG_TAG "qlafilter"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <sluice/buf.h>
 #include <sluice/filter.h>
@@ -126,11 +130,19 @@ struct qla_session {
     char error[256];
 };
 
+/* Open (create 0640: the queries may hold secrets) and, when new, write
+ * the header line. 0 or -1 (logged). */
 static int
 qla_open(struct qla_instance *inst, struct qla_file *f, bool truncate)
 {
-    f->fp = fopen(f->path, truncate ? "w" : "a");
+    int fd = open(f->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC |
+                               (truncate ? O_TRUNC : 0), 0640);
+
+    f->fp = fd >= 0 ? fdopen(fd, "a") : NULL;
     if (f->fp == NULL) {
+        if (fd >= 0) {
+            close(fd);
+        }
         sl_log_error("filter '%s': cannot open '%s': %s", inst->name, f->path,
                      strerror(errno));
         return -1;
@@ -374,6 +386,39 @@ qla_emit(struct qla_session *qs)
     qs->sql = NULL;
 }
 
+/*
+ * The statement as logged: a copy of sql (NUL-terminated, *outlen set)
+ * with password literals masked (CREATE USER ... IDENTIFIED BY '...',
+ * SET PASSWORD = PASSWORD('...')), so a query log never holds a password.
+ * Only a statement naming PASSWORD or IDENTIFIED is scanned twice. NULL
+ * on allocation failure.
+ */
+static char *
+qla_copy_masked(const char *sql, size_t len, size_t *outlen)
+{
+    char *copy = malloc(len + 1);
+    char *masked;
+    size_t cap = 2 * len + 16;   /* each '' may grow to '*****' */
+
+    if (copy == NULL) {
+        return NULL;
+    }
+    memcpy(copy, sql, len);
+    copy[len] = '\0';
+    *outlen = len;
+    if (strcasestr(copy, "PASSWORD") == NULL &&
+        strcasestr(copy, "IDENTIFIED") == NULL) {
+        return copy;
+    }
+    masked = malloc(cap);
+    if (masked != NULL) {
+        sl_log_mask_passwords(copy, NULL, masked, cap);
+        *outlen = strlen(masked);
+    }
+    free(copy);
+    return masked;
+}
+
 static int
 qla_route_query(void *fsession, struct sl_buf *buf)
 {
@@ -388,10 +433,8 @@ qla_route_query(void *fsession, struct sl_buf *buf)
     if (qs->active && (sql = flt_query_sql(buf, &len)) != NULL &&
         flt_wanted(&inst->match, &inst->exclude, qs->md, sql, len)) {
         qla_emit(qs);   /* a previous one that got no answer */
-        qs->sql = malloc(len + 1);
+        qs->sql = qla_copy_masked(sql, len, &qs->sql_len);
         if (qs->sql != NULL) {
-            memcpy(qs->sql, sql, len);
-            qs->sql_len = len;
             qs->start_us = flt_now_us();
             qs->first_us = 0;
             qs->start_wall = time(NULL);

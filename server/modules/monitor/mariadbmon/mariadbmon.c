@@ -107,16 +107,24 @@ mmon_exec(struct mmon_instance *inst, int i, const char *sql, char *err,
           size_t errlen)
 {
     struct mmon_server *ms = &inst->servers[i];
+    char shown[3000];
+    char why[1024];
 
     if (ms->conn == NULL && !open_conn(inst, ms)) {
         snprintf(err, errlen, "server '%s': cannot connect: %s",
                  SRVNAME(inst, i), ms->last_error);
         return -1;
     }
-    sl_log_info("Monitor '%s' on '%s': %s", MONNAME(inst), SRVNAME(inst, i), sql);
+    /* What is shown (the log, a command's error that the REST API
+     * returns) never holds the replication password: CHANGE MASTER TO
+     * carries it, and a server's error message may quote it. */
+    sl_log_mask_passwords(sql, inst->repl_password, shown, sizeof(shown));
+    sl_log_info("Monitor '%s' on '%s': %s", MONNAME(inst), SRVNAME(inst, i), shown);
     if (mysql_query(ms->conn, sql) != 0) {
+        sl_log_mask_passwords(mysql_error(ms->conn), inst->repl_password,
+                              why, sizeof(why));
         snprintf(err, errlen, "server '%s': '%s' failed: %s",
-                 SRVNAME(inst, i), sql, mysql_error(ms->conn));
+                 SRVNAME(inst, i), shown, why);
         sl_log_warn("Monitor '%s': %s", MONNAME(inst), err);
         if (mysql_errno(ms->conn) >= MMON_CR_MIN) {
             close_conn(ms);
