@@ -34,7 +34,10 @@
 #include <systemd/sd-daemon.h>
 
 #include <sluice/log.h>
+#include <sluice/module.h>
 #include <sluice/worker.h>
+
+#include "sluice_revision.h"   /* generated: cmake/revision.cmake */
 
 #include "admin_int.h"
 #include "config_int.h"
@@ -59,6 +62,8 @@ usage(FILE *out)
 {
     fprintf(out,
             "Usage: sluice [options] [CONFIG]\n"
+            "\n"
+            "Options:\n"
             "  -f, --config FILE      configuration file (default "
             DEFAULT_CONFIG ")\n"
             "  -c, --config-check     validate the configuration and exit\n"
@@ -136,7 +141,8 @@ parse_options(int argc, char **argv, struct options *o)
             o->pid_file = optarg;
             break;
         case 'V':
-            printf("sluice %s\n", SLUICE_VERSION);
+            printf("sluice %s (git %s) module ABI %d.%d\n", SLUICE_VERSION,
+                   SLUICE_REVISION, SL_MODULE_ABI_MAJOR, SL_MODULE_ABI_MINOR);
             return 1;
         case 'h':
             usage(stdout);
@@ -629,8 +635,9 @@ run(const struct options *o)
     if (pidfile[0] && write_pid(pidfile) < 0) {
         pidfile[0] = '\0';
     }
-    sl_log_notice("Sluice %s started (%d threads, event model %s, config %s)",
-                  SLUICE_VERSION, cfg->global.threads,
+    sl_log_notice("Sluice %s (git %s) started (%d threads, event model %s, "
+                  "config %s)", SLUICE_VERSION, SLUICE_REVISION,
+                  cfg->global.threads,
                   cfg->global.event_model == SL_EVENT_MODEL_SHARED
                       ? "shared" : "pinned", o->config);
     sl__modcmd_test_hook_start();   /* tests only: see modcmd.c */

@@ -20,6 +20,7 @@ import signal
 import socket
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -48,11 +49,11 @@ class NotifySocket:
         self.messages = []
 
     def next(self, timeout=DEADLINE):
-        self.sock.settimeout(timeout)
+        self.sock.settimeout(max(timeout, 0.01))
         try:
             data = self.sock.recv(4096)
         except socket.timeout:
-            raise AssertionError(f"no notification within {timeout}s; "
+            raise AssertionError(f"no notification within {timeout:.0f}s; "
                                  f"so far: {self.messages[-10:]}") from None
         msg = data.decode().splitlines()
         self.messages.append(msg)
@@ -60,10 +61,16 @@ class NotifySocket:
 
     def wait_for(self, line, timeout=DEADLINE):
         """Read until a message holding `line` (or a line starting with
-        it, for "STATUS=..."); returns the messages read before it."""
+        it, for "STATUS=..."); returns the messages read before it and
+        that message. AssertionError after timeout seconds."""
+        deadline = time.monotonic() + timeout
         before = []
         while True:
-            msg = self.next(timeout)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"no {line!r} within {timeout}s; so "
+                                     f"far: {self.messages[-10:]}")
+            msg = self.next(left)
             if any(m == line or m.startswith(line) for m in msg):
                 return before, msg
             before.append(msg)
