@@ -284,7 +284,7 @@ out_listeners:
  * worker answered the previous ping, then posts the next one. A worker
  * stuck in a callback never runs its messages, the keep-alives stop and
  * systemd restarts Sluice. Pings carry a generation; a worker stores the
- * last one it ran. Written by workers, read by the main thread.
+ * last one it ran in watchdog_answered. The struct is the main thread's.
  */
 struct watchdog {
     uint64_t interval_ms;           /* between checks; 0: no watchdog */
@@ -469,6 +469,7 @@ wait_for_signals(struct watchdog *wd)
         } else if (sig == SIGUSR1) {
             on_sigusr1();
         } else if (sig == SIGTERM || sig == SIGINT) {
+            /* systemd disarms the watchdog once it leaves "running" */
             sd_notify(0, "STOPPING=1\nSTATUS=Shutting down");
             sl_log_notice("%s: shutting down", strsignal(sig));
             return;

@@ -31,7 +31,9 @@ from proxy import Daemon, stop_proxy, Proxy
 
 pytestmark = pytest.mark.sluice_only
 
-PRIMARY, REPLICA, STALL = st.port(4900), st.port(4901), st.port(4902)
+# event model -> (primary, replica, stall) ports
+PORTS = {"pinned": (st.port(4900), st.port(4901), st.port(4902)),
+         "shared": (st.port(4903), st.port(4904), st.port(4905))}
 WATCHDOG_USEC = 1000000        # a check every 0.5 s
 DEADLINE = 60                  # only to stop waiting
 
@@ -80,30 +82,33 @@ class NotifySocket:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def stall_sections(stall_file):
-    return fc.service("Stall-Service", STALL, router="testmod_stall",
+def stall_sections(port, stall_file):
+    return fc.service("Stall-Service", port, router="testmod_stall",
                       extra=f"stall_file={stall_file}\n")
 
 
-def ready_login():
+def ready_login(primary_port, replica_port):
     """Right after READY=1: log in through both services (no retry)."""
-    with st.connect(PRIMARY) as conn:
+    with st.connect(primary_port) as conn:
         primary = st.server_id(conn)
-    with st.connect(REPLICA) as conn:
+    with st.connect(replica_port) as conn:
         replica = st.server_id(conn)
     return primary, replica
 
 
-@pytest.fixture(scope="module")
-def sluice(tmp_path_factory):
-    run_dir = tmp_path_factory.mktemp("systemd")
+@pytest.fixture(scope="module", params=sorted(PORTS))
+def sluice(request, tmp_path_factory):
+    primary, replica, stall = PORTS[request.param]
+    run_dir = tmp_path_factory.mktemp(f"systemd-{request.param}")
     for sub in ("log", "data", "persist"):
         (run_dir / sub).mkdir()
     modules = fc.module_dir(run_dir, [fc.test_module("testmod_stall")])
     cfg = run_dir / "sluice.cnf"
-    text = fc.config_text(run_dir, PRIMARY, REPLICA,
-                          stall_sections(run_dir / "stall"), modules)
-    cfg.write_text(text.replace("threads=auto", "threads=2"))
+    text = fc.config_text(run_dir, primary, replica,
+                          stall_sections(stall, run_dir / "stall"), modules)
+    text = text.replace("threads=auto", "threads=2")
+    cfg.write_text(text.replace("event_model=pinned",
+                                f"event_model={request.param}"))
     notify = NotifySocket()
     env = dict(st.sluice_env(), NOTIFY_SOCKET=str(notify.path),
                WATCHDOG_USEC=str(WATCHDOG_USEC))
@@ -111,11 +116,12 @@ def sluice(tmp_path_factory):
     # "daemon": log to logdir/sluice.log, the file SIGHUP reopens
     daemon = Daemon(st.sluice_argv("daemon", cfg), run_dir / "proxy.log",
                     env)
-    proxy = Proxy(daemon, PRIMARY, REPLICA, None, run_dir)
+    proxy = Proxy(daemon, primary, replica, None, run_dir)
+    proxy.stall_port = stall
     try:
         before, ready = notify.wait_for("READY=1")
         try:
-            proxy.ready_login = ready_login()
+            proxy.ready_login = ready_login(primary, replica)
         except Exception as exc:  # noqa: BLE001 - the test reports it
             proxy.ready_login = exc
         proxy.ready_message = ready
@@ -156,7 +162,8 @@ def test_stuck_worker_stops_keepalives(sluice):
 
     def stalled_query():
         try:
-            with st.connect(STALL, read_timeout=DEADLINE * 2) as conn:
+            with st.connect(sluice.stall_port,
+                            read_timeout=DEADLINE * 2) as conn:
                 with conn.cursor() as cur:
                     cur.execute("DO 1")
             result["ok"] = True
@@ -182,7 +189,7 @@ def test_stuck_worker_stops_keepalives(sluice):
     assert "does not answer: no WATCHDOG=1" in log
     assert "every worker answers again" in log
     # the other worker and the listeners kept serving all along
-    with st.connect(REPLICA) as conn:
+    with st.connect(sluice.replica_port) as conn:
         assert st.server_id(conn) in st.REPLICA_IDS
 
 
