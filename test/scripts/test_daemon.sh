@@ -33,20 +33,23 @@ contains()
 
 test_version()
 {
-    local version="$1" major minor rev out tmp want
+    local version="$1" major minor rev out tmp want commit
     major="$(sed -n 's/^#define SL_MODULE_ABI_MAJOR \([0-9]*\).*/\1/p' \
         "$src/include/sluice/module.h")"
     minor="$(sed -n 's/^#define SL_MODULE_ABI_MINOR \([0-9]*\).*/\1/p' \
         "$src/include/sluice/module.h")"
     rev='[0-9a-f]{7}(-dirty)?'
-    if [ -e "$src/.git" ] && command -v git >/dev/null; then
-        rev="$(git -C "$src" rev-parse --short=7 HEAD)(-dirty)?"
-    fi
     out="$("$build/bin/sluice" --version)"
     echo "# $out"
     want="^sluice ${version//./\\.} \\(git $rev\\) module ABI $major\\.$minor\$"
     check "sluice --version: version, revision, module ABI" \
         contains "$out" "$want"
+    # a commit of this checkout (the build may predate the last commit)
+    if [ -e "$src/.git" ] && command -v git >/dev/null; then
+        commit="$(sed -n 's/.*(git \([0-9a-f]*\).*/\1/p' <<<"$out")"
+        check "the revision $commit is a commit of $src" \
+            git -C "$src" cat-file -e "$commit^{commit}"
+    fi
     out="$("$build/bin/maxctrl" --version)"
     echo "# $out"
     check "maxctrl --version: version and revision" \
