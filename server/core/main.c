@@ -667,10 +667,11 @@ run(const struct options *o)
     return 0;
 
 out_config:
-    sd_notify(0, "STATUS=Startup failed, see the log");
     sl__config = NULL;
     sl__config_free(cfg);
 out_modules:
+    /* systemd sees the exit status; this is what `systemctl status` shows */
+    sd_notify(0, "STATUS=Startup failed, see the log");
     sl__modules_unload();
     sl__log_finish();
     return 1;

@@ -11,6 +11,8 @@ WATCHDOG_USEC, and read what it sends.
 - SIGHUP reopens the log (RELOADING=1 ... READY=1): after the log file is
   renamed, a new one appears and gets the next lines.
 - SIGTERM sends STOPPING=1 and Sluice exits 0.
+- A configuration that cannot start: no READY=1, a STATUS= line saying
+  so, exit status 1.
 
 Assertions rely on the order of the datagrams, never on timings."""
 
@@ -214,3 +216,45 @@ def test_sigterm_sends_stopping_and_exits_0(sluice):
     _, msg = sluice.notify.wait_for("STOPPING=1")
     assert "STATUS=Shutting down" in msg
     assert sluice.daemon.proc.wait(timeout=DEADLINE) == 0
+
+
+@pytest.mark.parametrize("problem", ["unknown router", "port in use"])
+def test_failed_start_is_not_ready(tmp_path, problem):
+    """No READY=1 for a Sluice that cannot serve: the configuration is
+    refused (an unknown router) or a listener cannot bind."""
+    port = st.port(4906)
+    for sub in ("log", "data", "persist"):
+        (tmp_path / sub).mkdir()
+    sections = fc.service("Broken-Service", port)
+    if problem == "unknown router":
+        sections = sections.replace("router=readconnroute",
+                                    "router=no_such_router")
+    cfg = tmp_path / "sluice.cnf"
+    cfg.write_text(fc.config_text(tmp_path, st.port(4907), st.port(4908),
+                                  sections))
+    squatter = socket.socket()
+    squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if problem == "port in use":
+        squatter.bind((st.HOST, port))
+        squatter.listen()
+    notify = NotifySocket()
+    env = dict(st.sluice_env(), NOTIFY_SOCKET=str(notify.path))
+    daemon = Daemon(st.sluice_argv("daemon", cfg), tmp_path / "proxy.log",
+                    env)
+    try:
+        status = daemon.proc.wait(timeout=DEADLINE)
+        notify.sock.setblocking(False)
+        while True:
+            try:
+                notify.messages.append(notify.sock.recv(4096).decode()
+                                       .splitlines())
+            except BlockingIOError:
+                break
+    finally:
+        daemon.stop(check_exit=False)
+        notify.close()
+        squatter.close()
+    assert status == 1, daemon.log_tail()
+    lines = [m for msg in notify.messages for m in msg]
+    assert "READY=1" not in lines, notify.messages
+    assert "STATUS=Startup failed, see the log" in lines, notify.messages
