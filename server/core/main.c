@@ -3,16 +3,22 @@
  *
  *   parse options -> block signals -> log init -> load configuration
  *   -> workers init -> listeners start -> monitors start -> workers start
- *   -> pid file -> sigwait loop -> (SIGTERM/SIGINT) listeners stop
- *   -> monitors stop -> workers stop -> free -> exit 0
+ *   -> REST API -> pid file -> READY=1 -> signal loop -> (SIGTERM/SIGINT)
+ *   STOPPING=1 -> listeners stop -> drain -> monitors stop -> workers stop
+ *   -> free -> exit 0
  *
  * Sluice always runs in the foreground (no fork): systemd, containers and
  * test scripts all supervise a foreground process better than a daemon.
+ * Under systemd (Type=notify, NOTIFY_SOCKET set) it reports readiness,
+ * reloads and stopping, and with WatchdogSec sends keep-alives only while
+ * every worker answers (see struct watchdog); without NOTIFY_SOCKET the
+ * sd_notify() calls do nothing.
  *
  * Signals: SIGTERM, SIGINT and SIGHUP are blocked before any thread exists,
  * so every thread inherits the mask and only the main thread receives them,
- * synchronously through sigwait(): no async-signal-safety puzzles. SIGHUP
- * reopens the log (rotation); SIGPIPE is ignored (writes report EPIPE).
+ * synchronously through sigtimedwait(): no async-signal-safety puzzles
+ * (the timeout paces the watchdog checks). SIGHUP reopens the log
+ * (rotation); SIGPIPE is ignored (writes report EPIPE).
  *
  * Context: main thread.
  */
