@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "maxctrl.h"
+#include "sluice_revision.h"   /* generated: cmake/revision.cmake */
 
 struct mc_opts mc_opts = {
     .user = "admin",
@@ -154,45 +155,85 @@ mc_request(const char *method, const char *path, json_t *body,
     return ret;
 }
 
+/* The one description of the command line: --help prints it and the man
+ * page maxctrl(1) is generated from it (help2man: a command's synopsis,
+ * two spaces, its description; continuation lines at column 28). */
 static void
 usage(FILE *f)
 {
-    fprintf(f,
+    fputs(
         "Usage: maxctrl [OPTIONS] COMMAND ...\n"
+        "\n"
         "Options:\n"
-        "  -u, --user USER        REST API user (default admin)\n"
-        "  -p, --password PASS    its password (default mariadb)\n"
-        "  -h, --hosts HOST:PORT  where Sluice's REST API listens\n"
-        "                         (default 127.0.0.1:8989)\n"
-        "  -s, --secure           use HTTPS\n"
-        "  -t, --timeout SECONDS  request timeout (default 10)\n"
-        "      --tsv              tab-separated output for scripts\n"
-        "      --help             this help\n"
+        "  -u, --user USER           REST API user (default admin)\n"
+        "  -p, --password PASS       its password (default mariadb)\n"
+        "  -h, --hosts HOST:PORT     where Sluice's REST API listens\n"
+        "                            (default 127.0.0.1:8989)\n"
+        "  -s, --secure              use HTTPS\n"
+        "  -t, --timeout SECONDS     request timeout (default 10)\n"
+        "      --tsv                 tab-separated output for scripts\n"
+        "      --help                this help\n"
+        "      --version             the version and the git revision\n"
+        "\n"
         "Commands:\n"
-        "  list servers|services|listeners|monitors|filters|sessions|\n"
-        "       threads|users|commands|modules\n"
-        "  show server|service|listener|monitor|filter|session|module\n"
-        "       NAME | show maxscale\n"
-        "  set|clear server NAME maintenance|drain|running|master|slave\n"
-        "  create server NAME HOST PORT [--services S...] [KEY=VALUE...]\n"
-        "  create service NAME ROUTER [KEY=VALUE...] [--servers S...]\n"
-        "         [--filters F...]\n"
+        "  list TYPE                 list the objects of TYPE: servers,\n"
+        "                            services, listeners, monitors, "
+        "filters,\n"
+        "                            sessions, threads, users, commands or\n"
+        "                            modules\n"
+        "  show TYPE NAME            one object in detail; TYPE is server,\n"
+        "                            service, listener, monitor, filter,\n"
+        "                            session, module or thread\n"
+        "  show maxscale             the global settings and state\n"
+        "  set server NAME STATE     give a server a state: maintenance,\n"
+        "                            drain, running, master or slave\n"
+        "  clear server NAME STATE   take that state away\n"
+        "  create server NAME HOST PORT [KEY=VALUE...] [--services S...]\n"
+        "                            a server, added to services S\n"
+        "  create service NAME ROUTER [KEY=VALUE...]\n"
+        "                            a service using ROUTER; --servers "
+        "S...\n"
+        "                            and --filters F... give its servers "
+        "and\n"
+        "                            filters\n"
         "  create listener SERVICE NAME PORT [KEY=VALUE...]\n"
+        "                            a listener of SERVICE on PORT\n"
         "  create filter NAME MODULE [KEY=VALUE...]\n"
+        "                            a filter of MODULE\n"
+        "  create monitor NAME MODULE [KEY=VALUE...] [--servers S...]\n"
+        "                            a monitor of MODULE; --monitor-user "
+        "U\n"
+        "                            and --monitor-password P give its "
+        "account\n"
         "  create user NAME PASSWORD [--type=admin|basic]\n"
-        "  alter server|service|listener|monitor|filter NAME KEY VALUE...\n"
-        "  alter maxscale KEY VALUE... | alter user NAME PASSWORD\n"
-        "  destroy server|service|listener|monitor|filter|user NAME\n"
-        "  link|unlink service NAME SERVER...\n"
+        "                            a REST API user (basic: read only)\n"
+        "  alter TYPE NAME KEY VALUE [KEY VALUE...]\n"
+        "                            change parameters of a server, "
+        "service,\n"
+        "                            listener, monitor or filter\n"
+        "  alter maxscale KEY VALUE [KEY VALUE...]\n"
+        "                            change global parameters\n"
+        "  alter user NAME PASSWORD  change a REST API user's password\n"
+        "  destroy TYPE NAME         remove a server, service, listener,\n"
+        "                            monitor, filter or REST API user\n"
+        "  destroy listener SERVICE NAME\n"
+        "                            MaxScale's form for listeners\n"
+        "  link TYPE NAME SERVER...  add servers to a service or monitor\n"
+        "  unlink TYPE NAME SERVER...\n"
+        "                            remove servers from a service or "
+        "monitor\n"
         "  call command MODULE COMMAND [ARGS...]\n"
-        "  stop|start service|listener|monitor NAME\n"
-        "  rotate logs\n");
+        "                            run a module command\n"
+        "  stop TYPE NAME            stop a service, listener or monitor\n"
+        "  start TYPE NAME           start it again\n"
+        "  rotate logs               make Sluice reopen its log file\n",
+        f);
 }
 
 int
 main(int argc, char **argv)
 {
-    enum { O_TSV = 256, O_HELP };
+    enum { O_TSV = 256, O_HELP, O_VERSION };
     static const struct option longopts[] = {
         {"user", required_argument, NULL, 'u'},
         {"password", required_argument, NULL, 'p'},
@@ -201,6 +242,7 @@ main(int argc, char **argv)
         {"timeout", required_argument, NULL, 't'},
         {"tsv", no_argument, NULL, O_TSV},
         {"help", no_argument, NULL, O_HELP},
+        {"version", no_argument, NULL, O_VERSION},
         {NULL, 0, NULL, 0},
     };
     int c;
@@ -231,6 +273,9 @@ main(int argc, char **argv)
             break;
         case O_HELP:
             usage(stdout);
+            return 0;
+        case O_VERSION:
+            printf("maxctrl %s (git %s)\n", SLUICE_VERSION, SLUICE_REVISION);
             return 0;
         default:
             usage(stderr);

@@ -3,16 +3,22 @@
  *
  *   parse options -> block signals -> log init -> load configuration
  *   -> workers init -> listeners start -> monitors start -> workers start
- *   -> pid file -> sigwait loop -> (SIGTERM/SIGINT) listeners stop
- *   -> monitors stop -> workers stop -> free -> exit 0
+ *   -> REST API -> pid file -> READY=1 -> signal loop -> (SIGTERM/SIGINT)
+ *   STOPPING=1 -> listeners stop -> drain -> monitors stop -> workers stop
+ *   -> free -> exit 0
  *
  * Sluice always runs in the foreground (no fork): systemd, containers and
  * test scripts all supervise a foreground process better than a daemon.
+ * Under systemd (Type=notify, NOTIFY_SOCKET set) it reports readiness,
+ * reloads and stopping, and with WatchdogSec sends keep-alives only while
+ * every worker answers (see struct watchdog); without NOTIFY_SOCKET the
+ * sd_notify() calls do nothing.
  *
  * Signals: SIGTERM, SIGINT and SIGHUP are blocked before any thread exists,
  * so every thread inherits the mask and only the main thread receives them,
- * synchronously through sigwait(): no async-signal-safety puzzles. SIGHUP
- * reopens the log (rotation); SIGPIPE is ignored (writes report EPIPE).
+ * synchronously through sigtimedwait(): no async-signal-safety puzzles
+ * (the timeout paces the watchdog checks). SIGHUP reopens the log
+ * (rotation); SIGPIPE is ignored (writes report EPIPE).
  *
  * Context: main thread.
  */
@@ -31,8 +37,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <systemd/sd-daemon.h>
+
 #include <sluice/log.h>
+#include <sluice/module.h>
 #include <sluice/worker.h>
+
+#include "sluice_revision.h"   /* generated: cmake/revision.cmake */
 
 #include "admin_int.h"
 #include "config_int.h"
@@ -57,6 +68,8 @@ usage(FILE *out)
 {
     fprintf(out,
             "Usage: sluice [options] [CONFIG]\n"
+            "\n"
+            "Options:\n"
             "  -f, --config FILE      configuration file (default "
             DEFAULT_CONFIG ")\n"
             "  -c, --config-check     validate the configuration and exit\n"
@@ -134,7 +147,8 @@ parse_options(int argc, char **argv, struct options *o)
             o->pid_file = optarg;
             break;
         case 'V':
-            printf("sluice %s\n", SLUICE_VERSION);
+            printf("sluice %s (git %s) module ABI %d.%d\n", SLUICE_VERSION,
+                   SLUICE_REVISION, SL_MODULE_ABI_MAJOR, SL_MODULE_ABI_MINOR);
             return 1;
         case 'h':
             usage(stdout);
@@ -268,11 +282,181 @@ out_listeners:
     return rc;
 }
 
-/* Runs until SIGTERM or SIGINT. SIGUSR1 logs the live object counts
- * (leak checks in tests). */
-static void
-wait_for_signals(void)
+/* ---- systemd supervision (all a no-op without NOTIFY_SOCKET) ---- */
+
+/*
+ * The watchdog proves every worker still turns its loop: at each check
+ * (half of WatchdogSec) the main thread sends WATCHDOG=1 only if every
+ * worker answered the previous ping, then posts the next one. A worker
+ * stuck in a callback never runs its messages, the keep-alives stop and
+ * systemd restarts Sluice. Pings carry a generation; a worker stores the
+ * last one it ran in watchdog_answered. The struct is the main thread's.
+ */
+struct watchdog {
+    uint64_t interval_ms;           /* between checks; 0: no watchdog */
+    uint64_t next_ms;               /* monotonic time of the next check */
+    uint64_t gen;                   /* the ping in flight */
+    uint64_t silent_since_ms;       /* 0, or when a check first failed */
+    int nworkers;
+};
+
+/* Per worker: the last ping generation it ran. Written by the workers,
+ * read by the main thread; freed only after the workers stopped. */
+static atomic_uint_fast64_t *watchdog_answered;
+
+static uint64_t
+monotonic_ms(void)
 {
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Posted to every worker with the ping's generation; runs on it. */
+static void
+watchdog_pong(void *arg)
+{
+    int i = sl_worker_index(sl_worker_current());
+
+    atomic_store(&watchdog_answered[i], (uint64_t)(uintptr_t)arg);
+}
+
+/* A ping of generation gen + 1. When posting fails the generation stays,
+ * so workers that did get the message still count as answering. */
+static void
+watchdog_ping(struct watchdog *wd)
+{
+    wd->gen++;
+    if (sl_worker_broadcast(watchdog_pong, (void *)(uintptr_t)wd->gen)) {
+        sl_log_warn("watchdog: cannot post the ping to every worker");
+        wd->gen--;
+    }
+}
+
+/* Index of a worker that has not run the ping in flight, or -1. */
+static int
+watchdog_silent_worker(const struct watchdog *wd)
+{
+    for (int i = 0; i < wd->nworkers; i++) {
+        if (atomic_load(&watchdog_answered[i]) < wd->gen) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+/* 0 (no watchdog or ready), or -ENOMEM. Main only, after the workers
+ * started. */
+static int
+watchdog_init(struct watchdog *wd)
+{
+    uint64_t usec = 0;
+
+    *wd = (struct watchdog){0};
+    if (sd_watchdog_enabled(0, &usec) <= 0 || usec < 2000) {
+        return 0;
+    }
+    wd->nworkers = sl_worker_count();
+    watchdog_answered = calloc((size_t)wd->nworkers,
+                               sizeof(*watchdog_answered));
+    if (watchdog_answered == NULL) {
+        return -ENOMEM;
+    }
+    wd->interval_ms = usec / 2000;
+    wd->next_ms = monotonic_ms() + wd->interval_ms;
+    sl_log_notice("systemd watchdog: checking the %d workers every %llu ms",
+                  wd->nworkers, (unsigned long long)wd->interval_ms);
+    watchdog_ping(wd);
+    return 0;
+}
+
+/* Main only, after the workers stopped (no ping can run any more). */
+static void
+watchdog_finish(void)
+{
+    free(watchdog_answered);
+    watchdog_answered = NULL;
+}
+
+/* One check: the keep-alive and the next ping when every worker answered;
+ * otherwise no keep-alive, an error once and a STATUS= line each time. */
+static void
+watchdog_check(struct watchdog *wd)
+{
+    uint64_t now = monotonic_ms();
+    int silent = watchdog_silent_worker(wd);
+
+    wd->next_ms = now + wd->interval_ms;
+    if (silent >= 0) {
+        if (wd->silent_since_ms == 0) {
+            wd->silent_since_ms = now - wd->interval_ms;
+            sl_log_error("watchdog: worker %d does not answer: no "
+                         "WATCHDOG=1 until it does (systemd restarts Sluice "
+                         "after WatchdogSec)", silent);
+        }
+        sd_notifyf(0, "STATUS=Worker %d has not answered the watchdog for "
+                   "%llu ms", silent,
+                   (unsigned long long)(now - wd->silent_since_ms));
+        return;
+    }
+    sd_notify(0, "WATCHDOG=1");
+    if (wd->silent_since_ms != 0) {
+        sl_log_notice("watchdog: every worker answers again");
+        sd_notify(0, "STATUS=Running");
+        wd->silent_since_ms = 0;
+    }
+    watchdog_ping(wd);
+}
+
+/* How long sigtimedwait may block: until the next check, or forever
+ * (NULL) without a watchdog. */
+static const struct timespec *
+watchdog_timeout(const struct watchdog *wd, struct timespec *ts)
+{
+    uint64_t now;
+    uint64_t left;
+
+    if (wd->interval_ms == 0) {
+        return NULL;
+    }
+    now = monotonic_ms();
+    left = wd->next_ms > now ? wd->next_ms - now : 0;
+    ts->tv_sec = (time_t)(left / 1000);
+    ts->tv_nsec = (long)(left % 1000) * 1000000;
+    return ts;
+}
+
+/* ---- signals ---- */
+
+/* SIGHUP: reopen the log (rotation), framed as a reload for systemd. */
+static void
+on_sighup(void)
+{
+    sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu",
+               (unsigned long long)monotonic_ms() * 1000);
+    sl_log_notice("SIGHUP: reopening the log");
+    sl__log_reopen();
+    sl_log_notice("log reopened");
+    sd_notify(0, "READY=1\nSTATUS=Running");
+}
+
+/* SIGUSR1: the live object counts (leak checks in tests). */
+static void
+on_sigusr1(void)
+{
+    sl_log_notice("SIGUSR1: live dcbs=%lld sessions=%lld",
+                  (long long)sl__dcb_count(), (long long)sl__session_count());
+}
+
+/*
+ * Runs until SIGTERM or SIGINT, checking the workers for the systemd
+ * watchdog between signals when one is configured.
+ */
+static void
+wait_for_signals(struct watchdog *wd)
+{
+    struct timespec ts;
     sigset_t set;
     int sig;
 
@@ -282,22 +466,20 @@ wait_for_signals(void)
     sigaddset(&set, SIGHUP);
     sigaddset(&set, SIGUSR1);
     for (;;) {
-        if (sigwait(&set, &sig) != 0) {
-            continue;
+        sig = sigtimedwait(&set, NULL, watchdog_timeout(wd, &ts));
+        if (wd->interval_ms != 0 && monotonic_ms() >= wd->next_ms) {
+            watchdog_check(wd);
         }
         if (sig == SIGHUP) {
-            sl_log_notice("SIGHUP: reopening the log");
-            sl__log_reopen();
-            continue;
+            on_sighup();
+        } else if (sig == SIGUSR1) {
+            on_sigusr1();
+        } else if (sig == SIGTERM || sig == SIGINT) {
+            /* systemd disarms the watchdog once it leaves "running" */
+            sd_notify(0, "STOPPING=1\nSTATUS=Shutting down");
+            sl_log_notice("%s: shutting down", strsignal(sig));
+            return;
         }
-        if (sig == SIGUSR1) {
-            sl_log_notice("SIGUSR1: live dcbs=%lld sessions=%lld",
-                          (long long)sl__dcb_count(),
-                          (long long)sl__session_count());
-            continue;
-        }
-        sl_log_notice("%s: shutting down", strsignal(sig));
-        return;
     }
 }
 
@@ -379,9 +561,52 @@ raise_nofile(void)
     }
 }
 
+/* The longest wait for the monitors' first tick before READY=1. */
+#define FIRST_TICK_WAIT_MS 60000
+
+/*
+ * Wait until every running monitor finished its first tick, so that a
+ * client connecting right after READY=1 finds the servers' roles known
+ * (not "no eligible servers"). A monitor slower than FIRST_TICK_WAIT_MS
+ * is logged and not waited for: systemd's start timeout is the limit.
+ */
+static void
+wait_first_monitor_ticks(const struct sl_config *cfg)
+{
+    for (size_t i = 0; i < cfg->nmonitors; i++) {
+        const struct sl_monitor *m = cfg->monitors[i];
+        int waited = 0;
+
+        while (m->running && sl_monitor_ticks(m) == 0 &&
+               waited < FIRST_TICK_WAIT_MS) {
+            sleep_ms(10);
+            waited += 10;
+        }
+        if (m->running && sl_monitor_ticks(m) == 0) {
+            sl_log_warn("monitor '%s' has not finished its first check "
+                        "after %d ms; ready anyway", m->name, waited);
+        }
+    }
+}
+
+/* Tell systemd (Type=notify) that Sluice serves: every listener is open,
+ * the workers run, the REST API is up and the monitors have looked at
+ * the servers once. Without NOTIFY_SOCKET nothing is waited for. */
+static void
+notify_ready(const struct sl_config *cfg)
+{
+    if (getenv("NOTIFY_SOCKET") == NULL) {
+        return;
+    }
+    wait_first_monitor_ticks(cfg);
+    sd_notifyf(0, "READY=1\nSTATUS=Running: %zu listeners, %d threads",
+               cfg->nlisteners, cfg->global.threads);
+}
+
 static int
 run(const struct options *o)
 {
+    struct watchdog wd;
     struct sl_config *cfg;
     char pidfile[4200];
     int level = o->log_level >= 0 ? o->log_level : SL_LOG_NOTICE;
@@ -417,12 +642,17 @@ run(const struct options *o)
     if (pidfile[0] && write_pid(pidfile) < 0) {
         pidfile[0] = '\0';
     }
-    sl_log_notice("Sluice %s started (%d threads, event model %s, config %s)",
-                  SLUICE_VERSION, cfg->global.threads,
+    sl_log_notice("Sluice %s (git %s) started (%d threads, event model %s, "
+                  "config %s)", SLUICE_VERSION, SLUICE_REVISION,
+                  cfg->global.threads,
                   cfg->global.event_model == SL_EVENT_MODEL_SHARED
                       ? "shared" : "pinned", o->config);
     sl__modcmd_test_hook_start();   /* tests only: see modcmd.c */
-    wait_for_signals();
+    if (watchdog_init(&wd) < 0) {
+        sl_log_error("watchdog: out of memory; not supervising the workers");
+    }
+    notify_ready(cfg);
+    wait_for_signals(&wd);
     sl__modcmd_test_hook_stop();
     sl__admin_stop();
     stop_listeners(cfg, cfg->nlisteners);
@@ -430,6 +660,7 @@ run(const struct options *o)
     sl__monitors_stop(cfg);
     sl__workers_stop();
     sl__workers_finish();
+    watchdog_finish();
     sl__admin_finish();
     if (pidfile[0]) {
         unlink(pidfile);
@@ -445,6 +676,8 @@ out_config:
     sl__config = NULL;
     sl__config_free(cfg);
 out_modules:
+    /* systemd sees the exit status; this is what `systemctl status` shows */
+    sd_notify(0, "STATUS=Startup failed, see the log");
     sl__modules_unload();
     sl__log_finish();
     return 1;
