@@ -5,12 +5,18 @@ without a login attempt reaching the account check), graceful shutdown
 on SIGTERM (a running statement finishes, idle sessions close, the port
 closes, exit 0), backpressure (a slow client reading a 1 GiB result keeps
 Sluice's RSS under 64 MiB) and 5000 concurrent connections.
+
+Hostile clients: one streaming megabytes ahead of its login while parked
+for an account reload (the Blackhole-Service loads its accounts from a
+server that accepts TCP and never answers, so every login waits) is
+closed with a bounded read queue.
 """
 
 import os
 import resource
 import signal
 import socket
+import struct
 import subprocess
 import threading
 import time
@@ -73,6 +79,24 @@ type=listener
 service=Running-Service
 address={st.HOST}
 port={BASE + 4}
+
+[blackhole]
+type=server
+address={st.HOST}
+port={BASE + 6}
+
+[Blackhole-Service]
+type=service
+router=readconnroute
+servers=blackhole
+user={st.SERVICE_USER}
+password={st.SERVICE_PASSWORD}
+
+[Blackhole-Listener]
+type=listener
+service=Blackhole-Service
+address={st.HOST}
+port={BASE + 5}
 """
 
 
@@ -82,7 +106,19 @@ def _with_limits(text):
 
 
 @pytest.fixture(scope="module")
-def proxy(tmp_path_factory, monkeypatch_module):
+def blackhole():
+    """A "server" that completes TCP handshakes (the kernel does, from the
+    backlog) and never says a word: account loads from it hang."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((st.HOST, BASE + 6))
+    s.listen(64)
+    yield s
+    s.close()
+
+
+@pytest.fixture(scope="module")
+def proxy(tmp_path_factory, monkeypatch_module, blackhole):
     monkeypatch_module.setattr("proxy.sluice_config",
                                lambda *a, **k: _with_limits(
                                    sluice_config(*a, **k)))
@@ -332,3 +368,93 @@ def _port_accepts(port):
             return True
     except OSError:
         return False
+
+
+# ---- raw protocol helpers for hostile clients ----
+
+CAPS = 0x1 | 0x200 | 0x8000 | 0x80000   # LONG_PASSWORD, PROTOCOL_41,
+                                        # SECURE_CONNECTION, PLUGIN_AUTH
+
+
+def _recv_exactly(sock, n):
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError("closed")
+        data += chunk
+    return data
+
+
+def _read_packet(sock):
+    hdr = _recv_exactly(sock, 4)
+    n = int.from_bytes(hdr[:3], "little")
+    return hdr[3], _recv_exactly(sock, n)
+
+
+def _hello(user, seq=1, token=b"x" * 20):
+    """A HandshakeResponse41 for mysql_native_password (wrong token)."""
+    payload = (struct.pack("<IIB", CAPS, 1 << 24, 45) + b"\0" * 23 +
+               user.encode() + b"\0" + bytes([len(token)]) + token +
+               b"mysql_native_password\0")
+    return len(payload).to_bytes(3, "little") + bytes([seq]) + payload
+
+
+class _RssSampler(threading.Thread):
+    """Samples Sluice's VmRSS until stopped; .peak in KiB."""
+
+    def __init__(self, pid):
+        super().__init__(daemon=True)
+        self.pid = pid
+        self.peak = _rss_kib(pid)
+        self.halt = threading.Event()
+
+    def run(self):
+        while not self.halt.is_set():
+            self.peak = max(self.peak, _rss_kib(self.pid))
+            time.sleep(0.02)
+
+    def stop(self):
+        self.halt.set()
+        self.join(10)
+        return self.peak
+
+
+def _stream(sock, total, chunk=1 << 20):
+    """Send up to total bytes; the number sent before the peer closed."""
+    data = b"\xab" * chunk
+    sent = 0
+    try:
+        while sent < total:
+            sock.sendall(data)
+            sent += chunk
+    except OSError:
+        pass
+    return sent
+
+
+def test_streaming_while_parked_is_bounded(proxy):
+    """A client parked for an account reload that streams 50 MiB ahead
+    of its login: Sluice stops it at a login packet's worth, its RSS does
+    not grow by the 50 MiB, and the proxy still serves others."""
+    before = _rss_kib(proxy.pid)
+    sampler = _RssSampler(proxy.pid)
+    sampler.start()
+    with socket.create_connection((st.HOST, BASE + 5), timeout=30) as s:
+        seq, greeting = _read_packet(s)
+        assert seq == 0 and greeting[0] == 10
+        s.sendall(_hello(st.APP_USER))          # parks: accounts loading
+        _stream(s, 50 << 20)
+        # the connection ends (an ERR 1043 first, unless a reset ate it)
+        s.settimeout(30)
+        try:
+            while s.recv(65536):
+                pass
+        except ConnectionResetError:
+            pass
+    peak = sampler.stop()
+    print(f"RSS before {before} KiB, peak {peak} KiB")
+    assert peak - before < 16 * 1024, f"RSS grew {peak - before} KiB"
+    assert "before its login or change of user completed" in _log(proxy)
+    with st.connect(BASE + 4) as c:
+        assert st.scalar(c, "SELECT 1") == 1

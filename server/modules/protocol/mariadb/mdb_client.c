@@ -638,6 +638,25 @@ process_commands(struct sl_dcb *dcb, struct mdb_client *cl)
     return rc == SL_DONE ? SL_OK : rc;
 }
 
+/*
+ * Outside READY a client has no business queueing more than one login
+ * packet: a client parked for an account reload (or waiting for its
+ * backends) that keeps streaming would otherwise grow its read queue
+ * without limit. Refused with 1043 and closed.
+ */
+static bool
+streams_ahead(struct sl_dcb *dcb, const struct mdb_client *cl,
+              const struct sl_buf *rq)
+{
+    if (cl->state == CS_READY || sl_buf_len(rq) <= MAX_LOGIN_PACKET) {
+        return false;
+    }
+    sl_log_warn("client %s sent %zu bytes before its login or change of "
+                "user completed; closing it", sl_dcb_remote(dcb),
+                sl_buf_len(rq));
+    return true;
+}
+
 int
 mdb_client_read(struct sl_dcb *client)
 {
@@ -646,6 +665,10 @@ mdb_client_read(struct sl_dcb *client)
     bool ready;
     int rc;
 
+    if (streams_ahead(client, cl, rq)) {
+        return bad_handshake(client, cl->cu_seq >= 0 ? (uint8_t)cl->cu_seq
+                                                     : cl->seq);
+    }
     switch (cl->state) {
     case CS_HELLO:
         return read_hello(client, cl, rq);
