@@ -109,6 +109,23 @@ make_scramble(uint8_t s[MDB_SCRAMBLE_LEN])
     }
 }
 
+/* The host is blocked (max_auth_errors_until_block): ERR 1129 with seq,
+ * true. Checked at connect and again at each COM_CHANGE_USER, so
+ * sessions opened before the block cannot keep guessing. */
+static bool
+refuse_if_blocked(struct sl_dcb *dcb, uint8_t seq)
+{
+    char msg[200];
+
+    if (!mdb_host_blocked(sl_dcb_service(dcb), sl_dcb_remote(dcb))) {
+        return false;
+    }
+    snprintf(msg, sizeof(msg), "Host '%s' is blocked because of many "
+             "connection errors", sl_dcb_remote(dcb));
+    send_err(dcb, seq, 1129, "HY000", msg);
+    return true;
+}
+
 int
 mdb_client_accept(struct sl_dcb *client)
 {
@@ -125,12 +142,7 @@ mdb_client_accept(struct sl_dcb *client)
         return SL_ERROR;
     }
     sl_dcb_set_protocol_data(client, cl);
-    if (mdb_host_blocked(sl_dcb_service(client), sl_dcb_remote(client))) {
-        char msg[200];
-
-        snprintf(msg, sizeof(msg), "Host '%s' is blocked because of many "
-                 "connection errors", sl_dcb_remote(client));
-        send_err(client, 0, 1129, "HY000", msg);
+    if (refuse_if_blocked(client, 0)) {
         return SL_ERROR;
     }
     cl->cu_seq = -1;
@@ -279,7 +291,6 @@ login(struct sl_dcb *dcb, struct mdb_client *cl)
 {
     switch (check_token(dcb, cl, cl->sd)) {
     case MDB_AUTH_OK:
-        mdb_host_auth_ok(sl_dcb_service(dcb), sl_dcb_remote(dcb));
         return start_session(dcb, cl);
     case MDB_AUTH_WAIT:
         cl->state = CS_PARKED;
@@ -462,6 +473,7 @@ change_user_check(struct sl_dcb *dcb, struct mdb_client *cl)
         return SL_OK;
     default:
         log_denied(dcb, cl->hello);
+        mdb_host_auth_failed(sl_dcb_service(dcb), sl_dcb_remote(dcb));
         send_access_denied(dcb, (uint8_t)cl->cu_seq, cl->hello);
         drop_change_user(cl);
         return SL_ERROR;
@@ -476,6 +488,10 @@ change_user(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *cmd)
     unsigned char *p = len <= MAX_LOGIN_PACKET ? sl_buf_pullup(cmd, len)
                                                : NULL;
 
+    if (refuse_if_blocked(dcb, 1)) {
+        sl_buf_free(cmd);
+        return SL_ERROR;
+    }
     cl->hello = malloc(sizeof(*cl->hello));
     cl->cu_cmd = cmd;
     if (p == NULL || cl->hello == NULL ||
