@@ -57,6 +57,8 @@ struct sl_dcb {
     bool read_deferred;             /* EPOLLIN arrived while paused */
     bool accept_done;               /* client_accept ran (free hook due) */
     bool backend_inited;            /* backend_init ran */
+    bool pending_login;             /* client: counted in pending.c until
+                                     * its session is created */
 
     uint64_t bytes_read;
     uint64_t bytes_written;
@@ -67,6 +69,7 @@ struct sl_dcb {
     struct sl_dcb *list_next;
     struct sl_tls_conn *tls;        /* NULL = plain socket (tls.c) */
     size_t tls_write_len;           /* length of an SSL_write to retry */
+    uint64_t accept_ms;             /* client: when accepted */
     uint64_t last_read_ms;          /* client: last bytes read */
     uint64_t write_progress_ms;     /* client: last write progress, or when
                                      * the write queue became non-empty */
@@ -142,6 +145,9 @@ uint64_t sl__dcb_freed_count(void);
 /* Graceful shutdown, on worker w: close w's idle client sessions and
  * count those still busy (a statement in flight or output queued). */
 int64_t sl__dcb_drain_clients(struct sl_worker *w);
+/* The client logged in (its session is being created): it no longer
+ * counts as pending. Idempotent. */
+void sl__dcb_login_done(struct sl_dcb *dcb);
 /* The negotiated TLS cipher, "" for a plain DCB. */
 const char *sl__dcb_tls_cipher(const struct sl_dcb *dcb);
 

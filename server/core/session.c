@@ -192,6 +192,7 @@ sl_session_create(struct sl_dcb *client)
     struct sl_service *svc = client->service;
     struct sl_session *ses;
 
+    sl__dcb_login_done(client);
     if (svc->max_connections > 0 &&
         atomic_load(&svc->sessions) >= svc->max_connections) {
         sl_log_warn("service '%s': too many connections from %s", svc->name,

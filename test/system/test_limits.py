@@ -6,7 +6,9 @@ on SIGTERM (a running statement finishes, idle sessions close, the port
 closes, exit 0), backpressure (a slow client reading a 1 GiB result keeps
 Sluice's RSS under 64 MiB) and 5000 concurrent connections.
 
-Hostile clients: one streaming megabytes ahead of its login while parked
+Hostile clients: connections that never log in count against
+max_connections, are capped per host (max_pending_logins_per_host, 1040
+in place of the greeting) and closed after auth_timeout; one streaming megabytes ahead of its login while parked
 for an account reload (the Blackhole-Service loads its accounts from a
 server that accepts TCP and never answers, so every login waits) is
 closed with a bounded read queue.
@@ -79,6 +81,22 @@ type=listener
 service=Running-Service
 address={st.HOST}
 port={BASE + 4}
+
+[Pending-Service]
+type=service
+router=readconnroute
+router_options=master
+servers=db1,db2,db3
+user={st.SERVICE_USER}
+password={st.SERVICE_PASSWORD}
+auth_timeout=2s
+max_pending_logins_per_host=5
+
+[Pending-Listener]
+type=listener
+service=Pending-Service
+address={st.HOST}
+port={BASE + 7}
 
 [blackhole]
 type=server
@@ -458,3 +476,78 @@ def test_streaming_while_parked_is_bounded(proxy):
     assert "before its login or change of user completed" in _log(proxy)
     with st.connect(BASE + 4) as c:
         assert st.scalar(c, "SELECT 1") == 1
+
+
+def _stalled(port, n):
+    """n connections that read the greeting and then say nothing."""
+    socks = []
+    for _ in range(n):
+        s = socket.create_connection((st.HOST, port), timeout=30)
+        seq, greeting = _read_packet(s)
+        assert seq == 0 and greeting[0] == 10, greeting[:20]
+        socks.append(s)
+    return socks
+
+
+def _closed_by_peer(sock):
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+def test_half_open_count_against_max_connections(proxy):
+    """Limited-Service allows 5: five connections stalled before their
+    login fill it, a real login gets 1040; once they go, it works."""
+    port = BASE + 2
+    socks = _stalled(port, 5)
+    try:
+        with pytest.raises(pymysql.MySQLError) as exc:
+            st.connect(port)
+        assert st.error_code(exc.value) == 1040, exc.value
+    finally:
+        for s in socks:
+            s.close()
+    st.wait_until(lambda: st.server_id(st.connect(port)) == st.PRIMARY_ID,
+                  15, what="a login once the stalled clients left")
+
+
+def test_stalled_logins_capped_per_host(proxy):
+    """Pending-Service: max_pending_logins_per_host=5. A sixth connection
+    from this host while five stall before their login is refused with
+    1040 in place of the greeting; the five going frees the way."""
+    port = BASE + 7
+    socks = _stalled(port, 5)
+    try:
+        with socket.create_connection((st.HOST, port), timeout=30) as s6:
+            seq, err = _read_packet(s6)
+            assert seq == 0 and err[0] == 0xFF, err
+            assert struct.unpack("<H", err[1:3])[0] == 1040
+            assert b"have not logged in yet" in err, err
+            assert _closed_by_peer(s6)
+    finally:
+        for s in socks:
+            s.close()
+    st.wait_until(lambda: st.server_id(st.connect(port)) == st.PRIMARY_ID,
+                  15, what="a login once the stalled clients left")
+
+
+def test_stalled_logins_timed_out(proxy):
+    """Pending-Service: auth_timeout=2s. Connections that stall before
+    their login (after the greeting, or after half a handshake response)
+    are closed at the deadline; a real login works alongside."""
+    port = BASE + 7
+    socks = _stalled(port, 3)
+    socks[1].sendall(_hello(st.APP_USER)[:20])     # a partial response
+    try:
+        with st.connect(port) as c:
+            assert st.server_id(c) == st.PRIMARY_ID
+        for s in socks:
+            s.settimeout(30)            # only a bound on waiting
+            assert _closed_by_peer(s), "stalled client not closed"
+    finally:
+        for s in socks:
+            s.close()
+    assert "(auth_timeout)" in _log(proxy)
+    with st.connect(port) as c:
+        assert st.server_id(c) == st.PRIMARY_ID

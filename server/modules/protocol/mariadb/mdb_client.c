@@ -793,7 +793,7 @@ mdb_client_error(struct sl_dcb *client, uint16_t code, const char *sqlstate,
                  const char *msg)
 {
     struct mdb_client *cl = client_of(client);
-    uint8_t seq = 1;
+    uint8_t seq = cl != NULL ? 1 : 0;   /* NULL: refused before accept */
 
     if (cl != NULL && cl->state != CS_READY) {
         seq = cl->state == CS_CU_PARKED || cl->state == CS_CU_SWITCH
