@@ -130,6 +130,21 @@ def test_default_database_is_used(proxy):
         assert st.scalar(conn, "SELECT DATABASE()") == "test"
 
 
+@pytest.mark.sluice_only
+def test_user_name_cannot_forge_log_lines(proxy):
+    """A user name carrying a newline and a fake log line: refused with
+    1045, and the log shows it escaped on the one warning line."""
+    forged = "2030-01-01 00:00:00.000   error : [main] forged by a client"
+    code, msg = login_error(proxy.replica_port, "inj\n" + forged + "\x1b[2J",
+                            "pw")
+    assert code == 1045, msg
+    log = proxy.daemon.log_path.read_text(errors="replace")
+    assert not any(line.startswith("2030-01-01") for line in
+                   log.splitlines()), "a client forged a log line"
+    assert "'inj\\x0a" + forged + "\\x1b[2J'@" in log
+    assert "\x1b" not in log
+
+
 # ---- max_auth_errors_until_block counts every failed authentication ----
 
 BLOCK_PRIMARY, BLOCK_REPLICA = st.port(4114), st.port(4115)

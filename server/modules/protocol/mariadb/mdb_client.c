@@ -24,7 +24,6 @@
  *
  * Context: worker-owned (the client DCB's worker).
  */
-#include <openssl/rand.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,21 +93,6 @@ send_payload(struct sl_dcb *dcb, uint8_t seq, const void *p, size_t len)
     return buf != NULL && sl_dcb_write(dcb, buf) == 0 ? SL_OK : SL_ERROR;
 }
 
-/* Printable scramble bytes (33..126), as the server makes them: clients
- * and drivers treat it as a NUL-terminated string. */
-static void
-make_scramble(uint8_t s[MDB_SCRAMBLE_LEN])
-{
-    if (RAND_bytes(s, MDB_SCRAMBLE_LEN) != 1) {
-        for (int i = 0; i < MDB_SCRAMBLE_LEN; i++) {
-            s[i] = (uint8_t)random();
-        }
-    }
-    for (int i = 0; i < MDB_SCRAMBLE_LEN; i++) {
-        s[i] = (uint8_t)(33 + s[i] % 94);
-    }
-}
-
 /* The host is blocked (max_auth_errors_until_block): ERR 1129 with seq,
  * true. Checked at connect and again at each COM_CHANGE_USER, so
  * sessions opened before the block cannot keep guessing. */
@@ -146,7 +130,13 @@ mdb_client_accept(struct sl_dcb *client)
         return SL_ERROR;
     }
     cl->cu_seq = -1;
-    make_scramble(cl->scramble);
+    if (mdb_make_scramble(cl->scramble, NULL) != 0) {
+        sl_log_error("no random bytes for the scramble of client %s: "
+                     "connection refused", sl_dcb_remote(client));
+        send_err(client, 0, 1105, "HY000",
+                 "Cannot generate a random scramble");
+        return SL_ERROR;
+    }
     if (version == NULL || version[0] == '\0' || strlen(version) > 128) {
         version = MDB_DEFAULT_VERSION;
     }
