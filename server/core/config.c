@@ -262,6 +262,8 @@ static const struct sl_param_spec service_specs[] = {
     P("max_pending_logins_per_host", SL_PARAM_COUNT, "256", 0,
       "Connections from one host that may be logging in at once, "
       "0 = unlimited"),
+    P("max_allowed_packet", SL_PARAM_SIZE, "16Mi", 0,
+      "Largest command a client may send (1153 and close beyond)"),
     P("enable_root_user", SL_PARAM_BOOL, "false", 0,
       "Allow root to log in through the service"),
     P("version_string", SL_PARAM_STRING, NULL, 0,

@@ -11,7 +11,8 @@ max_connections, are capped per host (max_pending_logins_per_host, 1040
 in place of the greeting) and closed after auth_timeout; one streaming megabytes ahead of its login while parked
 for an account reload (the Blackhole-Service loads its accounts from a
 server that accepts TCP and never answers, so every login waits) is
-closed with a bounded read queue.
+closed with a bounded read queue; a command over max_allowed_packet gets
+1153 and the connection closes, before its bytes are buffered.
 """
 
 import os
@@ -97,6 +98,21 @@ type=listener
 service=Pending-Service
 address={st.HOST}
 port={BASE + 7}
+
+[Packet-Service]
+type=service
+router=readconnroute
+router_options=master
+servers=db1,db2,db3
+user={st.SERVICE_USER}
+password={st.SERVICE_PASSWORD}
+max_allowed_packet=1Mi
+
+[Packet-Listener]
+type=listener
+service=Packet-Service
+address={st.HOST}
+port={BASE + 8}
 
 [blackhole]
 type=server
@@ -551,3 +567,31 @@ def test_stalled_logins_timed_out(proxy):
     assert "(auth_timeout)" in _log(proxy)
     with st.connect(port) as c:
         assert st.server_id(c) == st.PRIMARY_ID
+
+
+def test_command_over_max_allowed_packet(proxy):
+    """Packet-Service: max_allowed_packet=1Mi. A command announcing 2 MiB
+    gets 1153 as soon as its header arrives and the connection closes;
+    1 MiB-minus-a-bit commands work, and so do other sessions."""
+    port = BASE + 8
+    conn = st.connect(port)
+    s = conn._sock
+    s.settimeout(30)                    # only a bound on waiting
+    s.sendall((2 << 20).to_bytes(3, "little") + b"\0\x03SELECT '")
+    seq, err = _read_packet(s)
+    assert err[0] == 0xFF, err
+    assert struct.unpack("<H", err[1:3])[0] == 1153
+    assert b"max_allowed_packet" in err and seq == 1, (seq, err)
+    assert _closed_by_peer(s)
+    conn._sock = None                   # closed by the peer already
+    assert "(max_allowed_packet)" in _log(proxy)
+
+    # the same through PyMySQL: an error, never a hang or a crash
+    with st.connect(port) as big:
+        with pytest.raises(pymysql.MySQLError) as exc:
+            st.scalar(big, "SELECT LENGTH(%s)", ("x" * (2 << 20),))
+        assert st.error_code(exc.value) in (1153, 2006, 2013), exc.value
+    value = "y" * ((1 << 20) - 100)
+    with st.connect(port) as ok:
+        assert st.scalar(ok, "SELECT LENGTH(%s)", (value,)) == len(value)
+        assert st.server_id(ok) == st.PRIMARY_ID

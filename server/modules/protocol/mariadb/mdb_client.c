@@ -66,6 +66,7 @@ struct mdb_client {
     char init_db[MDB_DB_MAX];    /* COM_INIT_DB awaiting its OK */
     bool init_db_pending;
     bool tls_started;            /* SSLRequest seen, TLS running */
+    uint64_t max_packet;         /* service's max_allowed_packet */
 };
 
 static struct mdb_client *
@@ -130,6 +131,9 @@ mdb_client_accept(struct sl_dcb *client)
         return SL_ERROR;
     }
     cl->cu_seq = -1;
+    cl->max_packet = params != NULL
+                         ? sl_params_size(params, "max_allowed_packet")
+                         : 16 * 1024 * 1024;
     if (mdb_make_scramble(cl->scramble, NULL) != 0) {
         sl_log_error("no random bytes for the scramble of client %s: "
                      "connection refused", sl_dcb_remote(client));
@@ -621,6 +625,41 @@ one_data_packet(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *rq,
                : SL_ERROR;
 }
 
+/*
+ * The command at the head of rq, complete or not, announces more than
+ * max_allowed_packet (its headers so far, judged before the bytes
+ * arrive): ERR 1153, as the server sends, with the sequence number after
+ * the last packet seen. The caller closes the client.
+ */
+static bool
+command_too_big(struct sl_dcb *dcb, const struct mdb_client *cl,
+                const struct sl_buf *rq)
+{
+    unsigned char hdr[SL_MDB_HDR_LEN];
+    uint64_t total = 0;
+    size_t off = 0;
+    uint32_t len;
+
+    do {
+        if (sl_buf_copy_out(rq, off, SL_MDB_HDR_LEN, hdr) != SL_MDB_HDR_LEN) {
+            break;
+        }
+        len = sl_mdb_get_len(hdr);
+        total += len;
+        off += SL_MDB_HDR_LEN + len;
+    } while (len == SL_MDB_MAX_PAYLOAD && total <= cl->max_packet);
+    if (total <= cl->max_packet) {
+        return false;
+    }
+    sl_log_warn("client %s@%s sent a command of more than %llu bytes "
+                "(max_allowed_packet); closing it",
+                sl_session_user(sl_dcb_session(dcb)), sl_dcb_remote(dcb),
+                (unsigned long long)cl->max_packet);
+    send_err(dcb, (uint8_t)(hdr[3] + 1), 1153, "08S01",
+             "Got a packet bigger than 'max_allowed_packet' bytes");
+    return true;
+}
+
 static int
 process_commands(struct sl_dcb *dcb, struct mdb_client *cl)
 {
@@ -635,6 +674,10 @@ process_commands(struct sl_dcb *dcb, struct mdb_client *cl)
             }
             rc = one_data_packet(dcb, cl, rq, n);
         } else {
+            if (cl->max_packet > 0 && command_too_big(dcb, cl, rq)) {
+                rc = SL_ERROR;
+                break;
+            }
             if ((n = sl_mdb_command_len(rq)) == 0) {
                 break;
             }
