@@ -15,7 +15,9 @@
  * Writing: sl_dcb_write appends to the write queue and writes at once
  * (one sendmsg over up to IOV_MAX segments); what the kernel does not take
  * waits for EPOLLOUT. A client write queue above writeq_high_water pauses
- * reading on the session's backends until it drains below writeq_low_water.
+ * reading on the session's backends until it drains below writeq_low_water;
+ * a backend write queue above it (a server slower than a client pipelining
+ * commands) pauses reading the client the same way.
  *
  * Hangups: a client hangup closes its session; a backend hangup is reported
  * to the router (sl_backend_failed path) unless the router closed it.
@@ -328,17 +330,35 @@ flush(struct sl_dcb *dcb)
     return 0;
 }
 
+/* A backend's write queue crossed a water mark: tell its session. */
+static void
+backend_backpressure(struct sl_dcb *dcb, const struct sl_global *g)
+{
+    if (!dcb->congested && dcb->writeq.len > g->writeq_high_water) {
+        dcb->congested = true;
+        sl__session_congested(dcb->session, true);
+    } else if (dcb->congested && dcb->writeq.len <= g->writeq_low_water) {
+        dcb->congested = false;
+        sl__session_congested(dcb->session, false);
+    }
+}
+
 static void
 check_backpressure(struct sl_dcb *dcb)
 {
     const struct sl_global *g;
     struct sl_session *ses = dcb->session;
 
-    if (dcb->role != SL_DCB_CLIENT || ses == NULL || sl__config == NULL) {
+    if (ses == NULL || sl__config == NULL ||
+        sl__config->global.writeq_high_water == 0) {
         return;
     }
     g = &sl__config->global;
-    if (g->writeq_high_water == 0) {
+    if (dcb->role == SL_DCB_BACKEND) {
+        backend_backpressure(dcb, g);
+        return;
+    }
+    if (dcb->role != SL_DCB_CLIENT) {
         return;
     }
     if (!ses->throttled && dcb->writeq.len > g->writeq_high_water) {
@@ -404,6 +424,10 @@ sl__dcb_close_quiet(struct sl_dcb *dcb)
         sl__dcb_login_done(dcb);
     } else if (dcb->role == SL_DCB_BACKEND && dcb->server != NULL) {
         atomic_fetch_sub(&dcb->server->connections, 1);
+    }
+    if (dcb->congested) {
+        dcb->congested = false;   /* its queue is gone: read the client */
+        sl__session_congested(dcb->session, false);
     }
     dcb->fd = -1;
     sl__worker_add_zombie(dcb);

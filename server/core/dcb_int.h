@@ -55,6 +55,9 @@ struct sl_dcb {
     bool write_blocked;             /* waiting for EPOLLOUT */
     bool reading_paused;
     bool read_deferred;             /* EPOLLIN arrived while paused */
+    bool congested;                 /* backend: write queue went above
+                                     * writeq_high_water, not yet back
+                                     * below writeq_low_water */
     bool accept_done;               /* client_accept ran (free hook due) */
     bool backend_inited;            /* backend_init ran */
     bool pending_login;             /* client: counted in pending.c until
@@ -106,6 +109,8 @@ struct sl_session {
     struct sl_backend *backends;
     void *protocol_data;
     bool throttled;                 /* backends paused for backpressure */
+    unsigned congested_backends;    /* backend DCBs over high water: the
+                                     * client is not read while > 0 */
     bool counted;                   /* counted in service->sessions */
     pthread_mutex_t lock;           /* shared model: held while processing
                                      * any DCB of this session */
@@ -164,5 +169,9 @@ void sl__session_client_closed(struct sl_session *ses);
 void sl__backend_dcb_failed(struct sl_backend *b, const char *reason);
 /* Backpressure: the client's write queue crossed a water mark. */
 void sl__session_throttle(struct sl_session *ses, bool pause);
+/* Backpressure the other way: a backend's write queue went above the
+ * high mark (more) or back below the low mark; the client is not read
+ * while any backend of the session is congested. */
+void sl__session_congested(struct sl_session *ses, bool more);
 
 #endif

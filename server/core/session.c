@@ -486,6 +486,26 @@ sl__session_throttle(struct sl_session *ses, bool pause)
     }
 }
 
+void
+sl__session_congested(struct sl_session *ses, bool more)
+{
+    bool change = more ? ses->congested_backends++ == 0
+                       : ses->congested_backends > 0 &&
+                             --ses->congested_backends == 0;
+
+    if (!change || ses->client == NULL || !sl_dcb_is_open(ses->client)) {
+        return;
+    }
+    sl_log_ses_debug(ses, "%s the client (a backend write queue %s)",
+                     more ? "pausing" : "resuming",
+                     more ? "is full" : "drained");
+    if (more) {
+        sl_dcb_pause_reading(ses->client);
+    } else {
+        sl_dcb_resume_reading(ses->client);
+    }
+}
+
 /* ---- accessors ---- */
 
 uint64_t

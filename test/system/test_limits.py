@@ -595,3 +595,60 @@ def test_command_over_max_allowed_packet(proxy):
     with st.connect(port) as ok:
         assert st.scalar(ok, "SELECT LENGTH(%s)", (value,)) == len(value)
         assert st.server_id(ok) == st.PRIMARY_ID
+
+
+def _query_packet(sql):
+    payload = b"\x03" + sql
+    return len(payload).to_bytes(3, "little") + b"\0" + payload
+
+
+def test_pipelined_commands_to_a_stuck_server_bounded(proxy):
+    """A client pipelines ~90 MiB of INSERTs while the table is locked on
+    the primary: the server stops reading, Sluice's backend write queue
+    fills, and Sluice stops reading the client (backpressure) instead of
+    buffering it all. After UNLOCK every INSERT lands intact."""
+    port = BASE + 8                     # max_allowed_packet=1Mi
+    n, size = 100, 900 * 1024
+    with st.root(st.PRIMARY_ID) as root:
+        cur = root.cursor()
+        cur.execute("CREATE TABLE IF NOT EXISTS test.pipe "
+                    "(id INT PRIMARY KEY, b LONGBLOB)")
+        cur.execute("TRUNCATE test.pipe")
+        conn = st.connect(port)
+        s = conn._sock
+        cur.execute("LOCK TABLES test.pipe WRITE")
+        before = _rss_kib(proxy.pid)
+        sampler = _RssSampler(proxy.pid)
+        sampler.start()
+        sent = [0]
+
+        def sender():
+            for i in range(n):
+                s.sendall(_query_packet(
+                    b"INSERT INTO test.pipe VALUES (%d, '%s')" %
+                    (i, b"%02d" % (i % 100) * (size // 2))))
+                sent[0] += 1
+        t = threading.Thread(target=sender, daemon=True)
+        t.start()
+        # wait until the sender is done or stuck (paused by Sluice)
+        last, still = -1, 0
+        deadline = time.monotonic() + 60
+        while t.is_alive() and still < 10 and time.monotonic() < deadline:
+            time.sleep(0.2)
+            still = still + 1 if sent[0] == last else 0
+            last = sent[0]
+        peak = sampler.stop()
+        cur.execute("UNLOCK TABLES")
+    t.join(120)
+    assert not t.is_alive(), "sender still blocked after UNLOCK"
+    s.settimeout(120)                   # only a bound on waiting
+    for i in range(n):
+        seq, ok = _read_packet(s)
+        assert ok[0] == 0x00, (i, ok[:80])
+    conn.close()
+    with st.root(st.PRIMARY_ID) as root:
+        assert st.scalar(root, "SELECT COUNT(*) FROM test.pipe WHERE "
+                         f"LENGTH(b) = {size}") == n
+        root.cursor().execute("DROP TABLE test.pipe")
+    print(f"RSS before {before} KiB, peak {peak} KiB while stuck")
+    assert peak - before < 32 * 1024, f"RSS grew {peak - before} KiB"
