@@ -104,6 +104,11 @@ def _rss_kib(pid):
     raise AssertionError("no VmRSS")
 
 
+def _sanitized(pid):
+    with open(f"/proc/{pid}/maps") as f:
+        return "libasan" in f.read()
+
+
 def test_slow_target_drops_copies_past_the_bound(proxy):
     """tee_dst is locked on the primary, so the copies (rewritten to
     tee_dst) wait on the server. 60 statements of 900 KiB: the client's
@@ -136,7 +141,8 @@ def test_slow_target_drops_copies_past_the_bound(proxy):
             root.cursor().execute("UNLOCK TABLES")
         assert rows("tee_src", tag) == n
         print(f"RSS before {before} KiB, peak {peak[0]} KiB")
-        assert peak[0] - before < 24 * 1024, peak[0] - before
+        if not _sanitized(pid):     # ASan's quarantine keeps freed memory
+            assert peak[0] - before < 24 * 1024, peak[0] - before
         log = proxy.daemon.log_path.read_text(errors="replace")
         assert "dropping copies (max_pending_bytes)" in log
         marks = [0]
