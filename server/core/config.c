@@ -260,7 +260,7 @@ static const struct sl_param_spec service_specs[] = {
       "Close clients that have not logged in this long after connecting, "
       "0 = never"),
     P("max_pending_logins_per_host", SL_PARAM_COUNT, "256", 0,
-      "Connections from one host that may be logging in at once, "
+      "TCP connections from one host that may be logging in at once, "
       "0 = unlimited"),
     P("max_allowed_packet", SL_PARAM_SIZE, "16Mi", 0,
       "Largest command a client may send (1153 and close beyond)"),

@@ -834,13 +834,16 @@ sl__dcb_login_done(struct sl_dcb *dcb)
 
 /* Count c as a pending login, or refuse it in place of the greeting:
  * 1040 when the service is full (sessions and pending logins against
- * max_connections) or the host has max_pending_logins_per_host pending.
+ * max_connections) or the host has max_pending_logins_per_host pending
+ * (TCP clients only).
  * false if refused (c still to be closed). */
 static bool
 admit(struct sl_dcb *c)
 {
     char msg[sizeof(c->remote) + 64];
-    int rc = sl__pending_admit(c->service, c->remote);
+    /* Unix-socket clients are local: a pool starting up on this host may
+     * well have hundreds logging in at once (while the accounts load). */
+    int rc = sl__pending_admit(c->service, c->remote, !c->is_unix);
 
     if (rc == 0) {
         c->pending_login = true;

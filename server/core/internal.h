@@ -189,10 +189,10 @@ const char *sl__log_path(void);
 
 /* Clients not logged in yet (pending.c). Admit a new client of svc from
  * host: 0, -EMFILE when max_connections is reached (sessions + pending),
- * -EUSERS when host has max_pending_logins_per_host pending, -ENOMEM.
- * Each admitted client is released once by sl__pending_done. Any
- * worker. */
-int sl__pending_admit(struct sl_service *svc, const char *host);
+ * -EUSERS when capped and host has max_pending_logins_per_host pending,
+ * -ENOMEM. Each admitted client is released once by sl__pending_done.
+ * Any worker. */
+int sl__pending_admit(struct sl_service *svc, const char *host, bool capped);
 void sl__pending_done(struct sl_service *svc, const char *host);
 
 /* Live counts for leak checks and diagnostics. */

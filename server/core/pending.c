@@ -90,7 +90,7 @@ host_add(const struct sl_service *svc, const char *host, unsigned cap)
 }
 
 int
-sl__pending_admit(struct sl_service *svc, const char *host)
+sl__pending_admit(struct sl_service *svc, const char *host, bool capped)
 {
     int64_t max = __atomic_load_n(&svc->max_connections, __ATOMIC_RELAXED);
     int rc;
@@ -102,7 +102,7 @@ sl__pending_admit(struct sl_service *svc, const char *host)
         return -EMFILE;
     }
     pthread_mutex_lock(&lock);
-    rc = host_add(svc, host, svc->max_pending_logins_per_host);
+    rc = host_add(svc, host, capped ? svc->max_pending_logins_per_host : 0);
     pthread_mutex_unlock(&lock);
     if (rc == 0) {
         atomic_fetch_add(&svc->pending_logins, 1);

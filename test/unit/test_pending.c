@@ -22,16 +22,19 @@ test_per_host_cap(void **state)
 
     (void)state;
     for (int i = 0; i < 3; i++) {
-        assert_int_equal(sl__pending_admit(&a, "10.0.0.1"), 0);
+        assert_int_equal(sl__pending_admit(&a, "10.0.0.1", true), 0);
     }
-    assert_int_equal(sl__pending_admit(&a, "10.0.0.1"), -EUSERS);
+    assert_int_equal(sl__pending_admit(&a, "10.0.0.1", true), -EUSERS);
+    /* uncapped (unix sockets): counted, never refused */
+    assert_int_equal(sl__pending_admit(&a, "10.0.0.1", false), 0);
+    sl__pending_done(&a, "10.0.0.1");
     /* other hosts and other services are counted apart */
-    assert_int_equal(sl__pending_admit(&a, "10.0.0.2"), 0);
-    assert_int_equal(sl__pending_admit(&b, "10.0.0.1"), 0);
+    assert_int_equal(sl__pending_admit(&a, "10.0.0.2", true), 0);
+    assert_int_equal(sl__pending_admit(&b, "10.0.0.1", true), 0);
     assert_int_equal(atomic_load(&a.pending_logins), 4);
     /* one going frees one place */
     sl__pending_done(&a, "10.0.0.1");
-    assert_int_equal(sl__pending_admit(&a, "10.0.0.1"), 0);
+    assert_int_equal(sl__pending_admit(&a, "10.0.0.1", true), 0);
     for (int i = 0; i < 3; i++) {
         sl__pending_done(&a, "10.0.0.1");
     }
@@ -41,7 +44,7 @@ test_per_host_cap(void **state)
     assert_int_equal(atomic_load(&b.pending_logins), 0);
     /* the entries were freed: a fresh start */
     for (int i = 0; i < 3; i++) {
-        assert_int_equal(sl__pending_admit(&a, "10.0.0.1"), 0);
+        assert_int_equal(sl__pending_admit(&a, "10.0.0.1", true), 0);
     }
     for (int i = 0; i < 3; i++) {
         sl__pending_done(&a, "10.0.0.1");
@@ -56,20 +59,20 @@ test_max_connections(void **state)
 
     (void)state;
     atomic_store(&s.sessions, 2);
-    assert_int_equal(sl__pending_admit(&s, "h"), 0);
-    assert_int_equal(sl__pending_admit(&s, "h"), 0);
-    assert_int_equal(sl__pending_admit(&s, "h"), -EMFILE);
+    assert_int_equal(sl__pending_admit(&s, "h", true), 0);
+    assert_int_equal(sl__pending_admit(&s, "h", true), 0);
+    assert_int_equal(sl__pending_admit(&s, "h", true), -EMFILE);
     /* a pending client logging in becomes a session: still full */
     sl__pending_done(&s, "h");
     atomic_fetch_add(&s.sessions, 1);
-    assert_int_equal(sl__pending_admit(&s, "h"), -EMFILE);
+    assert_int_equal(sl__pending_admit(&s, "h", true), -EMFILE);
     atomic_fetch_sub(&s.sessions, 1);
-    assert_int_equal(sl__pending_admit(&s, "h"), 0);
+    assert_int_equal(sl__pending_admit(&s, "h", true), 0);
     sl__pending_done(&s, "h");
     sl__pending_done(&s, "h");
     /* 0 = no caps at all */
     for (int i = 0; i < 1000; i++) {
-        assert_int_equal(sl__pending_admit(&open, "x"), 0);
+        assert_int_equal(sl__pending_admit(&open, "x", true), 0);
     }
     for (int i = 0; i < 1000; i++) {
         sl__pending_done(&open, "x");
