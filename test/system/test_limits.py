@@ -91,13 +91,29 @@ servers=db1,db2,db3
 user={st.SERVICE_USER}
 password={st.SERVICE_PASSWORD}
 auth_timeout=2s
-max_pending_logins_per_host=5
 
 [Pending-Listener]
 type=listener
 service=Pending-Service
 address={st.HOST}
 port={BASE + 7}
+
+[Cap-Service]
+type=service
+router=readconnroute
+router_options=master
+servers=db1,db2,db3
+user={st.SERVICE_USER}
+password={st.SERVICE_PASSWORD}
+max_pending_logins_per_host=5
+# long enough that the stalled clients are still there on a slow machine
+auth_timeout=300s
+
+[Cap-Listener]
+type=listener
+service=Cap-Service
+address={st.HOST}
+port={BASE + 9}
 
 [Packet-Service]
 type=service
@@ -529,10 +545,10 @@ def test_half_open_count_against_max_connections(proxy):
 
 
 def test_stalled_logins_capped_per_host(proxy):
-    """Pending-Service: max_pending_logins_per_host=5. A sixth connection
+    """Cap-Service: max_pending_logins_per_host=5. A sixth connection
     from this host while five stall before their login is refused with
     1040 in place of the greeting; the five going frees the way."""
-    port = BASE + 7
+    port = BASE + 9
     socks = _stalled(port, 5)
     try:
         with socket.create_connection((st.HOST, port), timeout=30) as s6:
