@@ -700,7 +700,12 @@ conn_events(struct sl_dcb *dcb, uint32_t ev)
     return 0;
 }
 
-/* ---- client timeouts: one sweep a second per worker ---- */
+/* ---- client timeouts: one sweep a second per worker ----
+ *
+ * connection_timeout and net_write_timeout close sessions from the sweep
+ * under the session lock; auth_timeout closes clients that never logged
+ * in (no session, so no lock to serialise on in the shared model) by
+ * queueing them for their own turn, which checks the deadline again. */
 
 #define SWEEP_MS 1000
 

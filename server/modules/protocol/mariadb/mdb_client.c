@@ -16,6 +16,11 @@
  * Sequence numbers during login: handshake 0, response 1, OK/ERR 2; after
  * an auth switch: request 2, response 3, OK/ERR 4.
  *
+ * Bounds on what a client makes us hold: outside READY at most one login
+ * packet may be queued (1043 beyond); in READY a command may announce at
+ * most the service's max_allowed_packet (1153, judged from its headers
+ * before its bytes arrive). Either closes the client.
+ *
  * TLS (listener ssl=true): the handshake offers CLIENT_SSL; the client's
  * SSLRequest (seq 1) starts TLS (sl_dcb_tls_start) and the real response
  * follows inside TLS with seq 2, so every later login seq is one higher.
