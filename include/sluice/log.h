@@ -45,6 +45,16 @@ SL_EXPORT void sl__log_ses(int level, const char *tag,
  */
 SL_EXPORT uint64_t sl_log_rotation_count(void);
 
+/*
+ * Copy the NUL-terminated s into out[cap] (always terminated, truncated
+ * if need be) with every control character and DEL written as \xNN, so
+ * client-supplied text (user names, database names, queries) cannot
+ * break a log line or forge one. Bytes from 0x80 up pass (UTF-8). The
+ * core's own log applies this to every message and session prefix; use it
+ * for files a module writes itself. Returns out. Any thread.
+ */
+SL_EXPORT const char *sl_log_escape(char *out, size_t cap, const char *s);
+
 static inline bool
 sl_log_enabled(int level)
 {

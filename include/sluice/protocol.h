@@ -43,7 +43,9 @@ struct sl_protocol_ops {
      * tells the protocol e.g. that a LOCAL INFILE transfer starts. */
     int (*client_reply)(struct sl_dcb *client, struct sl_buf *buf,
                         const struct sl_reply *reply);
-    /* Send an error packet with the right sequence number. */
+    /* Send an error packet with the right sequence number. The core also
+     * calls it before client_accept (no protocol data yet) to refuse a
+     * connection in place of the greeting (sequence 0). */
     void (*client_error)(struct sl_dcb *client, uint16_t code,
                          const char *sqlstate, const char *msg);
     /* The client DCB is being freed: release the protocol data and the

@@ -261,6 +261,14 @@ static const struct sl_param_spec service_specs[] = {
       "Maximum client sessions, 0 = unlimited"),
     P("connection_timeout", SL_PARAM_DURATION, "0s", SECS,
       "Close idle client sessions after this long, 0 = never"),
+    P("auth_timeout", SL_PARAM_DURATION, "10s", SECS,
+      "Close clients that have not logged in this long after connecting, "
+      "0 = never"),
+    P("max_pending_logins_per_host", SL_PARAM_COUNT, "256", 0,
+      "TCP connections from one host that may be logging in at once, "
+      "0 = unlimited"),
+    P("max_allowed_packet", SL_PARAM_SIZE, "16Mi", 0,
+      "Largest command a client may send (1153 and close beyond)"),
     P("enable_root_user", SL_PARAM_BOOL, "false", 0,
       "Allow root to log in through the service"),
     P("version_string", SL_PARAM_STRING, NULL, 0,
@@ -1003,6 +1011,9 @@ fill_service(struct loader *L, struct sl_service *svc, const char *what)
     svc->connection_timeout_ms = sl_params_duration_ms(p,
                                                        "connection_timeout");
     svc->net_write_timeout_ms = sl_params_duration_ms(p, "net_write_timeout");
+    svc->auth_timeout_ms = sl_params_duration_ms(p, "auth_timeout");
+    svc->max_pending_logins_per_host =
+        (unsigned)sl_params_count(p, "max_pending_logins_per_host");
     return rc;
 }
 

@@ -15,7 +15,9 @@
  * Writing: sl_dcb_write appends to the write queue and writes at once
  * (one sendmsg over up to IOV_MAX segments); what the kernel does not take
  * waits for EPOLLOUT. A client write queue above writeq_high_water pauses
- * reading on the session's backends until it drains below writeq_low_water.
+ * reading on the session's backends until it drains below writeq_low_water;
+ * a backend write queue above it (a server slower than a client pipelining
+ * commands) pauses reading the client the same way.
  *
  * Hangups: a client hangup closes its session; a backend hangup is reported
  * to the router (sl_backend_failed path) unless the router closed it.
@@ -328,17 +330,35 @@ flush(struct sl_dcb *dcb)
     return 0;
 }
 
+/* A backend's write queue crossed a water mark: tell its session. */
+static void
+backend_backpressure(struct sl_dcb *dcb, const struct sl_global *g)
+{
+    if (!dcb->congested && dcb->writeq.len > g->writeq_high_water) {
+        dcb->congested = true;
+        sl__session_congested(dcb->session, true);
+    } else if (dcb->congested && dcb->writeq.len <= g->writeq_low_water) {
+        dcb->congested = false;
+        sl__session_congested(dcb->session, false);
+    }
+}
+
 static void
 check_backpressure(struct sl_dcb *dcb)
 {
     const struct sl_global *g;
     struct sl_session *ses = dcb->session;
 
-    if (dcb->role != SL_DCB_CLIENT || ses == NULL || sl__config == NULL) {
+    if (ses == NULL || sl__config == NULL ||
+        sl__config->global.writeq_high_water == 0) {
         return;
     }
     g = &sl__config->global;
-    if (g->writeq_high_water == 0) {
+    if (dcb->role == SL_DCB_BACKEND) {
+        backend_backpressure(dcb, g);
+        return;
+    }
+    if (dcb->role != SL_DCB_CLIENT) {
         return;
     }
     if (!ses->throttled && dcb->writeq.len > g->writeq_high_water) {
@@ -401,8 +421,13 @@ sl__dcb_close_quiet(struct sl_dcb *dcb)
         lrec_dcb_closed(dcb);
     } else if (dcb->role == SL_DCB_CLIENT && dcb->listener != NULL) {
         atomic_fetch_sub(&dcb->listener->connections, 1);
+        sl__dcb_login_done(dcb);
     } else if (dcb->role == SL_DCB_BACKEND && dcb->server != NULL) {
         atomic_fetch_sub(&dcb->server->connections, 1);
+    }
+    if (dcb->congested) {
+        dcb->congested = false;   /* its queue is gone: read the client */
+        sl__session_congested(dcb->session, false);
     }
     dcb->fd = -1;
     sl__worker_add_zombie(dcb);
@@ -596,6 +621,31 @@ tls_events(struct sl_dcb *dcb, uint32_t *ev)
     return true;
 }
 
+/* A client still not logged in auth_timeout after its accept. */
+static bool
+login_overdue(const struct sl_dcb *c, uint64_t now)
+{
+    uint64_t limit = c->service != NULL ? c->service->auth_timeout_ms : 0;
+
+    /* now > accept_ms: in the shared model the accepting worker's clock
+     * may be ahead of the one looking */
+    return c->role == SL_DCB_CLIENT && c->pending_login &&
+           c->state == DCB_POLLING && limit > 0 && now > c->accept_ms &&
+           now - c->accept_ms > limit;
+}
+
+/* In the client's own turn (so no other worker is processing it, and in
+ * the shared model it has no session lock to take): close it. */
+static void
+close_overdue(struct sl_dcb *c)
+{
+    sl_log_notice("closing client %s of service '%s': not logged in after "
+                  "%llu s (auth_timeout)", c->remote, c->service->name,
+                  (unsigned long long)(sl_worker_now_ms() - c->accept_ms) /
+                      1000);
+    sl_dcb_close(c);
+}
+
 static uint32_t
 conn_events(struct sl_dcb *dcb, uint32_t ev)
 {
@@ -608,6 +658,10 @@ conn_events(struct sl_dcb *dcb, uint32_t ev)
             return 0;
         }
         ev |= EPOLLOUT;
+    }
+    if (login_overdue(dcb, sl_worker_now_ms())) {
+        close_overdue(dcb);
+        return 0;
     }
     if (dcb->tls != NULL && !tls_events(dcb, &ev)) {
         return 0;
@@ -646,7 +700,12 @@ conn_events(struct sl_dcb *dcb, uint32_t ev)
     return 0;
 }
 
-/* ---- client timeouts: one sweep a second per worker ---- */
+/* ---- client timeouts: one sweep a second per worker ----
+ *
+ * connection_timeout and net_write_timeout close sessions from the sweep
+ * under the session lock; auth_timeout closes clients that never logged
+ * in (no session, so no lock to serialise on in the shared model) by
+ * queueing them for their own turn, which checks the deadline again. */
 
 #define SWEEP_MS 1000
 
@@ -657,7 +716,7 @@ static const char *
 timed_out(const struct sl_dcb *c, uint64_t now, char *why, size_t len)
 {
     const struct sl_service *svc = c->service;
-    uint64_t idle_since;
+    uint64_t idle_since, stalled, idle;
 
     why[0] = '\0';
     if (svc == NULL || c->state != DCB_POLLING || c->session == NULL) {
@@ -665,15 +724,18 @@ timed_out(const struct sl_dcb *c, uint64_t now, char *why, size_t len)
     }
     idle_since = c->last_read_ms > c->write_progress_ms ? c->last_read_ms
                                                         : c->write_progress_ms;
+    /* Stamps may come from another worker's clock, a little ahead of
+     * ours (shared model): that is no time at all, not 2^64 ms. */
+    stalled = now > c->write_progress_ms ? now - c->write_progress_ms : 0;
+    idle = now > idle_since ? now - idle_since : 0;
     if (svc->net_write_timeout_ms > 0 && c->writeq.len > 0 &&
-        now - c->write_progress_ms > svc->net_write_timeout_ms) {
+        stalled > svc->net_write_timeout_ms) {
         snprintf(why, len, "no write progress for %llu s "
-                 "(net_write_timeout)",
-                 (unsigned long long)(now - c->write_progress_ms) / 1000);
+                 "(net_write_timeout)", (unsigned long long)stalled / 1000);
     } else if (svc->connection_timeout_ms > 0 && c->writeq.len == 0 &&
-               now - idle_since > svc->connection_timeout_ms) {
+               idle > svc->connection_timeout_ms) {
         snprintf(why, len, "idle for %llu s (connection_timeout)",
-                 (unsigned long long)(now - idle_since) / 1000);
+                 (unsigned long long)idle / 1000);
     }
     return why;
 }
@@ -691,9 +753,14 @@ sweep(void *arg)
 
     (void)arg;
     pthread_mutex_lock(&w->dcb_lock);
-    for (struct sl_dcb *d = w->dcbs; d != NULL && n < 64; d = d->list_next) {
-        if (d->role == SL_DCB_CLIENT && timed_out(d, now, why,
-                                                  sizeof(why))[0] != '\0') {
+    for (struct sl_dcb *d = w->dcbs; d != NULL; d = d->list_next) {
+        if (login_overdue(d, now)) {
+            /* Its own turn closes it (conn_events). A DCB closed by
+             * another worker meanwhile stays allocated until this turn
+             * ends (zombie epochs), and its handler ignores the event. */
+            sl__worker_notify(d->worker, &d->ev, EPOLLIN);
+        } else if (n < 64 && d->role == SL_DCB_CLIENT &&
+                   timed_out(d, now, why, sizeof(why))[0] != '\0') {
             sl_dcb_ref(d);
             late[n++] = d;
         }
@@ -755,9 +822,53 @@ new_client(struct sl_dcb *ldcb, int fd, const struct sockaddr_storage *ss)
     }
     atomic_fetch_add(&c->listener->connections, 1);
     atomic_fetch_add(&c->listener->connections_total, 1);
-    c->last_read_ms = c->write_progress_ms = sl_worker_now_ms();
+    c->accept_ms = sl_worker_now_ms();
+    c->last_read_ms = c->write_progress_ms = c->accept_ms;
     arm_sweep();
     return c;
+}
+
+void
+sl__dcb_login_done(struct sl_dcb *dcb)
+{
+    if (dcb->pending_login) {
+        dcb->pending_login = false;
+        sl__pending_done(dcb->service, dcb->remote);
+    }
+}
+
+/* Count c as a pending login, or refuse it in place of the greeting:
+ * 1040 when the service is full (sessions and pending logins against
+ * max_connections) or the host has max_pending_logins_per_host pending
+ * (TCP clients only).
+ * false if refused (c still to be closed). */
+static bool
+admit(struct sl_dcb *c)
+{
+    char msg[sizeof(c->remote) + 64];
+    /* Unix-socket clients are local: a pool starting up on this host may
+     * well have hundreds logging in at once (while the accounts load). */
+    int rc = sl__pending_admit(c->service, c->remote, !c->is_unix);
+
+    if (rc == 0) {
+        c->pending_login = true;
+        return true;
+    }
+    if (rc == -EUSERS) {
+        sl_log_warn("service '%s': refused %s: %u connections from it are "
+                    "logging in already (max_pending_logins_per_host)",
+                    c->service->name, c->remote,
+                    c->service->max_pending_logins_per_host);
+        snprintf(msg, sizeof(msg), "Too many connections from '%s' that "
+                 "have not logged in yet", c->remote);
+    } else {
+        sl_log_warn("service '%s': too many connections from %s "
+                    "(max_connections, counting the ones logging in)",
+                    c->service->name, c->remote);
+        snprintf(msg, sizeof(msg), "Too many connections");
+    }
+    c->protocol->client_error(c, 1040, "08004", msg);
+    return false;
 }
 
 static void
@@ -767,6 +878,10 @@ accept_one(struct sl_dcb *ldcb, int fd, const struct sockaddr_storage *ss)
     int rc;
 
     if (c == NULL) {
+        return;
+    }
+    if (!admit(c)) {
+        sl_dcb_close(c);
         return;
     }
     c->accept_done = true;

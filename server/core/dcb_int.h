@@ -55,8 +55,13 @@ struct sl_dcb {
     bool write_blocked;             /* waiting for EPOLLOUT */
     bool reading_paused;
     bool read_deferred;             /* EPOLLIN arrived while paused */
+    bool congested;                 /* backend: write queue went above
+                                     * writeq_high_water, not yet back
+                                     * below writeq_low_water */
     bool accept_done;               /* client_accept ran (free hook due) */
     bool backend_inited;            /* backend_init ran */
+    bool pending_login;             /* client: counted in pending.c until
+                                     * its session is created */
 
     uint64_t bytes_read;
     uint64_t bytes_written;
@@ -67,6 +72,7 @@ struct sl_dcb {
     struct sl_dcb *list_next;
     struct sl_tls_conn *tls;        /* NULL = plain socket (tls.c) */
     size_t tls_write_len;           /* length of an SSL_write to retry */
+    uint64_t accept_ms;             /* client: when accepted */
     uint64_t last_read_ms;          /* client: last bytes read */
     uint64_t write_progress_ms;     /* client: last write progress, or when
                                      * the write queue became non-empty */
@@ -103,6 +109,8 @@ struct sl_session {
     struct sl_backend *backends;
     void *protocol_data;
     bool throttled;                 /* backends paused for backpressure */
+    unsigned congested_backends;    /* backend DCBs over high water: the
+                                     * client is not read while > 0 */
     bool counted;                   /* counted in service->sessions */
     pthread_mutex_t lock;           /* shared model: held while processing
                                      * any DCB of this session */
@@ -142,6 +150,9 @@ uint64_t sl__dcb_freed_count(void);
 /* Graceful shutdown, on worker w: close w's idle client sessions and
  * count those still busy (a statement in flight or output queued). */
 int64_t sl__dcb_drain_clients(struct sl_worker *w);
+/* The client logged in (its session is being created): it no longer
+ * counts as pending. Idempotent. */
+void sl__dcb_login_done(struct sl_dcb *dcb);
 /* The negotiated TLS cipher, "" for a plain DCB. */
 const char *sl__dcb_tls_cipher(const struct sl_dcb *dcb);
 
@@ -158,5 +169,9 @@ void sl__session_client_closed(struct sl_session *ses);
 void sl__backend_dcb_failed(struct sl_backend *b, const char *reason);
 /* Backpressure: the client's write queue crossed a water mark. */
 void sl__session_throttle(struct sl_session *ses, bool pause);
+/* Backpressure the other way: a backend's write queue went above the
+ * high mark (more) or back below the low mark; the client is not read
+ * while any backend of the session is congested. */
+void sl__session_congested(struct sl_session *ses, bool more);
 
 #endif

@@ -105,6 +105,9 @@ struct sl_service {
     atomic_ullong total_sessions;
     uint64_t connection_timeout_ms;   /* idle client sessions, 0 = never */
     uint64_t net_write_timeout_ms;    /* stalled client writes, 0 = never */
+    uint64_t auth_timeout_ms;         /* accept to login, 0 = never */
+    unsigned max_pending_logins_per_host;   /* 0 = no cap */
+    atomic_llong pending_logins;      /* clients not logged in yet */
 };
 
 struct sl_listener {
@@ -183,6 +186,14 @@ void sl__log_reopen(void);
 void sl__log_finish(void);
 /* The log file's path, "" for stdout. Any thread. */
 const char *sl__log_path(void);
+
+/* Clients not logged in yet (pending.c). Admit a new client of svc from
+ * host: 0, -EMFILE when max_connections is reached (sessions + pending),
+ * -EUSERS when capped and host has max_pending_logins_per_host pending,
+ * -ENOMEM. Each admitted client is released once by sl__pending_done.
+ * Any worker. */
+int sl__pending_admit(struct sl_service *svc, const char *host, bool capped);
+void sl__pending_done(struct sl_service *svc, const char *host);
 
 /* Live counts for leak checks and diagnostics. */
 int64_t sl__dcb_count(void);

@@ -7,6 +7,10 @@
  *   2024-05-01 12:00:00.123   error : [tag] message
  *   2024-05-01 12:00:00.124   info  : [session] [42] bob@10.0.0.5: text
  *
+ * Every message, and the session prefix, is escaped (sl_log_escape):
+ * client-supplied strings may hold newlines or terminal escapes, and a log
+ * line must stay one line that says only what Sluice wrote.
+ *
  * Context: any thread. The current fd is an atomic int; a reopen swaps it
  * and closes the old one after a short grace, never under a writer's feet
  * in practice (a write on a just-closed fd fails harmlessly with EBADF).
@@ -161,24 +165,69 @@ emit(char *line, size_t n, size_t cap)
     } while (w < 0 && errno == EINTR);
 }
 
+/* Escape in[0..len) into out[cap]; the length written (out is always
+ * NUL-terminated, an escape that does not fit whole is left out). */
+static size_t
+escape(char *out, size_t cap, const char *in, size_t len)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t n = 0;
+
+    if (cap == 0) {
+        return 0;
+    }
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)in[i];
+
+        if (c >= 0x20 && c != 0x7f) {
+            if (n + 1 >= cap) {
+                break;
+            }
+            out[n++] = (char)c;
+        } else {
+            if (n + 4 >= cap) {
+                break;
+            }
+            out[n++] = '\\';
+            out[n++] = 'x';
+            out[n++] = hex[c >> 4];
+            out[n++] = hex[c & 0xf];
+        }
+    }
+    out[n] = '\0';
+    return n;
+}
+
+const char *
+sl_log_escape(char *out, size_t cap, const char *s)
+{
+    escape(out, cap, s, strlen(s));
+    return out;
+}
+
 static void
 vlog(int level, const char *tag, const struct sl_session *ses,
      const char *fmt, va_list ap)
 {
     char line[LINE_MAX_LEN];
+    char raw[LINE_MAX_LEN];
     size_t n = line_prefix(line, sizeof(line), level, tag);
     int r;
 
     if (ses != NULL) {
-        r = snprintf(line + n, sizeof(line) - n, "[%llu] %s@%s: ",
+        r = snprintf(raw, sizeof(raw), "[%llu] %s@%s: ",
                      (unsigned long long)ses->id, ses->user, ses->remote);
-        n += (size_t)r;
-    }
-    if (n < sizeof(line)) {
-        r = vsnprintf(line + n, sizeof(line) - n, fmt, ap);
         if (r > 0) {
-            n += (size_t)r;
+            n += escape(line + n, sizeof(line) - n, raw,
+                        (size_t)r < sizeof(raw) ? (size_t)r
+                                                : sizeof(raw) - 1);
         }
+    }
+    r = vsnprintf(raw, sizeof(raw), fmt, ap);
+    if (r > 0) {
+        /* by length: a %c may have put a NUL in the middle */
+        n += escape(line + n, sizeof(line) - n, raw,
+                    (size_t)r < sizeof(raw) ? (size_t)r : sizeof(raw) - 1);
     }
     emit(line, n, sizeof(line));
 }

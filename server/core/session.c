@@ -192,6 +192,7 @@ sl_session_create(struct sl_dcb *client)
     struct sl_service *svc = client->service;
     struct sl_session *ses;
 
+    sl__dcb_login_done(client);
     if (svc->max_connections > 0 &&
         atomic_load(&svc->sessions) >= svc->max_connections) {
         sl_log_warn("service '%s': too many connections from %s", svc->name,
@@ -482,6 +483,26 @@ sl__session_throttle(struct sl_session *ses, bool pause)
         } else {
             sl_dcb_resume_reading(b->dcb);
         }
+    }
+}
+
+void
+sl__session_congested(struct sl_session *ses, bool more)
+{
+    bool change = more ? ses->congested_backends++ == 0
+                       : ses->congested_backends > 0 &&
+                             --ses->congested_backends == 0;
+
+    if (!change || ses->client == NULL || !sl_dcb_is_open(ses->client)) {
+        return;
+    }
+    sl_log_ses_debug(ses, "%s the client (a backend write queue %s)",
+                     more ? "pausing" : "resuming",
+                     more ? "is full" : "drained");
+    if (more) {
+        sl_dcb_pause_reading(ses->client);
+    } else {
+        sl_dcb_resume_reading(ses->client);
     }
 }
 

@@ -147,6 +147,8 @@ router_options={opt}
 servers={servers}
 user={st.SERVICE_USER}
 password={st.SERVICE_PASSWORD}
+# as the sandbox servers (test_data sends 20 MiB values)
+max_allowed_packet=1Gi
 
 [{name}-Listener]
 type=listener

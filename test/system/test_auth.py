@@ -128,3 +128,68 @@ def test_forbidden_database(proxy):
 def test_default_database_is_used(proxy):
     with st.connect(proxy.primary_port, database="test") as conn:
         assert st.scalar(conn, "SELECT DATABASE()") == "test"
+
+
+@pytest.mark.sluice_only
+def test_user_name_cannot_forge_log_lines(proxy):
+    """A user name carrying a newline and a fake log line: refused with
+    1045, and the log shows it escaped on the one warning line."""
+    forged = "2030-01-01 00:00:00.000   error : [main] forged by a client"
+    code, msg = login_error(proxy.replica_port, "inj\n" + forged + "\x1b[2J",
+                            "pw")
+    assert code == 1045, msg
+    log = proxy.daemon.log_path.read_text(errors="replace")
+    assert not any(line.startswith("2030-01-01") for line in
+                   log.splitlines()), "a client forged a log line"
+    assert "'inj\\x0a" + forged + "\\x1b[2J'@" in log
+    assert "\x1b" not in log
+
+
+# ---- max_auth_errors_until_block counts every failed authentication ----
+
+BLOCK_PRIMARY, BLOCK_REPLICA = st.port(4114), st.port(4115)
+
+
+@pytest.fixture(scope="module")
+def blocking_proxy(tmp_path_factory):
+    """A proxy of its own with max_auth_errors_until_block=3, so blocking
+    127.0.0.1 leaves the other tests' proxy alone."""
+    yield from running_proxy(tmp_path_factory, BLOCK_PRIMARY, BLOCK_REPLICA,
+                             extra="max_auth_errors_until_block=3")
+
+
+def assert_blocked(port):
+    code, msg = login_error(port, st.APP_USER, st.APP_PASSWORD)
+    assert code == 1129, msg
+    assert "is blocked because of many connection errors" in msg, msg
+
+
+@pytest.mark.sluice_only
+def test_failed_change_user_counts_towards_block(blocking_proxy):
+    """Each round logs in with the right password, then tries
+    COM_CHANGE_USER with a wrong one: the failures add up (the good
+    logins between them do not clear the count) and the host is
+    blocked on that service, with the server's 1129."""
+    for _ in range(3):
+        proc = st.c_client(BLOCK_PRIMARY, "change_user", st.APP_USER,
+                           "wrong-password")
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        assert "change_user: error 1045" in proc.stderr, proc.stderr
+    assert_blocked(BLOCK_PRIMARY)
+    proc = st.c_client(BLOCK_PRIMARY, "server_id")
+    assert proc.returncode == 1 and "error 1129" in proc.stderr, proc.stderr
+    # per service: the other one still serves this host
+    with st.connect(BLOCK_REPLICA) as conn:
+        assert st.server_id(conn) in st.REPLICA_IDS
+
+
+@pytest.mark.sluice_only
+def test_good_login_does_not_clear_failures(blocking_proxy):
+    for password in ("bad1", "bad2", st.APP_PASSWORD, "bad3"):
+        if password == st.APP_PASSWORD:
+            with st.connect(BLOCK_REPLICA) as conn:
+                assert st.server_id(conn) in st.REPLICA_IDS
+        else:
+            code, msg = login_error(BLOCK_REPLICA, st.APP_USER, password)
+            assert code == 1045, msg
+    assert_blocked(BLOCK_REPLICA)

@@ -5,12 +5,21 @@ without a login attempt reaching the account check), graceful shutdown
 on SIGTERM (a running statement finishes, idle sessions close, the port
 closes, exit 0), backpressure (a slow client reading a 1 GiB result keeps
 Sluice's RSS under 64 MiB) and 5000 concurrent connections.
+
+Hostile clients: connections that never log in count against
+max_connections, are capped per host (max_pending_logins_per_host, 1040
+in place of the greeting) and closed after auth_timeout; one streaming megabytes ahead of its login while parked
+for an account reload (the Blackhole-Service loads its accounts from a
+server that accepts TCP and never answers, so every login waits) is
+closed with a bounded read queue; a command over max_allowed_packet gets
+1153 and the connection closes, before its bytes are buffered.
 """
 
 import os
 import resource
 import signal
 import socket
+import struct
 import subprocess
 import threading
 import time
@@ -73,6 +82,71 @@ type=listener
 service=Running-Service
 address={st.HOST}
 port={BASE + 4}
+
+[Pending-Service]
+type=service
+router=readconnroute
+router_options=master
+servers=db1,db2,db3
+user={st.SERVICE_USER}
+password={st.SERVICE_PASSWORD}
+auth_timeout=2s
+
+[Pending-Listener]
+type=listener
+service=Pending-Service
+address={st.HOST}
+port={BASE + 7}
+
+[Cap-Service]
+type=service
+router=readconnroute
+router_options=master
+servers=db1,db2,db3
+user={st.SERVICE_USER}
+password={st.SERVICE_PASSWORD}
+max_pending_logins_per_host=5
+# long enough that the stalled clients are still there on a slow machine
+auth_timeout=300s
+
+[Cap-Listener]
+type=listener
+service=Cap-Service
+address={st.HOST}
+port={BASE + 9}
+
+[Packet-Service]
+type=service
+router=readconnroute
+router_options=master
+servers=db1,db2,db3
+user={st.SERVICE_USER}
+password={st.SERVICE_PASSWORD}
+max_allowed_packet=1Mi
+
+[Packet-Listener]
+type=listener
+service=Packet-Service
+address={st.HOST}
+port={BASE + 8}
+
+[blackhole]
+type=server
+address={st.HOST}
+port={BASE + 6}
+
+[Blackhole-Service]
+type=service
+router=readconnroute
+servers=blackhole
+user={st.SERVICE_USER}
+password={st.SERVICE_PASSWORD}
+
+[Blackhole-Listener]
+type=listener
+service=Blackhole-Service
+address={st.HOST}
+port={BASE + 5}
 """
 
 
@@ -82,7 +156,19 @@ def _with_limits(text):
 
 
 @pytest.fixture(scope="module")
-def proxy(tmp_path_factory, monkeypatch_module):
+def blackhole():
+    """A "server" that completes TCP handshakes (the kernel does, from the
+    backlog) and never says a word: account loads from it hang."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((st.HOST, BASE + 6))
+    s.listen(64)
+    yield s
+    s.close()
+
+
+@pytest.fixture(scope="module")
+def proxy(tmp_path_factory, monkeypatch_module, blackhole):
     monkeypatch_module.setattr("proxy.sluice_config",
                                lambda *a, **k: _with_limits(
                                    sluice_config(*a, **k)))
@@ -332,3 +418,253 @@ def _port_accepts(port):
             return True
     except OSError:
         return False
+
+
+# ---- raw protocol helpers for hostile clients ----
+
+CAPS = 0x1 | 0x200 | 0x8000 | 0x80000   # LONG_PASSWORD, PROTOCOL_41,
+                                        # SECURE_CONNECTION, PLUGIN_AUTH
+
+
+def _recv_exactly(sock, n):
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError("closed")
+        data += chunk
+    return data
+
+
+def _read_packet(sock):
+    hdr = _recv_exactly(sock, 4)
+    n = int.from_bytes(hdr[:3], "little")
+    return hdr[3], _recv_exactly(sock, n)
+
+
+def _hello(user, seq=1, token=b"x" * 20):
+    """A HandshakeResponse41 for mysql_native_password (wrong token)."""
+    payload = (struct.pack("<IIB", CAPS, 1 << 24, 45) + b"\0" * 23 +
+               user.encode() + b"\0" + bytes([len(token)]) + token +
+               b"mysql_native_password\0")
+    return len(payload).to_bytes(3, "little") + bytes([seq]) + payload
+
+
+class _RssSampler(threading.Thread):
+    """Samples Sluice's VmRSS until stopped; .peak in KiB."""
+
+    def __init__(self, pid):
+        super().__init__(daemon=True)
+        self.pid = pid
+        self.peak = _rss_kib(pid)
+        self.halt = threading.Event()
+
+    def run(self):
+        while not self.halt.is_set():
+            self.peak = max(self.peak, _rss_kib(self.pid))
+            time.sleep(0.02)
+
+    def stop(self):
+        self.halt.set()
+        self.join(10)
+        return self.peak
+
+
+def _stream(sock, total, chunk=1 << 20):
+    """Send up to total bytes; the number sent before the peer closed."""
+    data = b"\xab" * chunk
+    sent = 0
+    try:
+        while sent < total:
+            sock.sendall(data)
+            sent += chunk
+    except OSError:
+        pass
+    return sent
+
+
+def test_streaming_while_parked_is_bounded(proxy):
+    """A client parked for an account reload that streams 50 MiB ahead
+    of its login: Sluice stops it at a login packet's worth, its RSS does
+    not grow by the 50 MiB, and the proxy still serves others."""
+    before = _rss_kib(proxy.pid)
+    sampler = _RssSampler(proxy.pid)
+    sampler.start()
+    with socket.create_connection((st.HOST, BASE + 5), timeout=30) as s:
+        seq, greeting = _read_packet(s)
+        assert seq == 0 and greeting[0] == 10
+        s.sendall(_hello(st.APP_USER))          # parks: accounts loading
+        _stream(s, 50 << 20)
+        # the connection ends (an ERR 1043 first, unless a reset ate it)
+        s.settimeout(30)
+        try:
+            while s.recv(65536):
+                pass
+        except ConnectionResetError:
+            pass
+    peak = sampler.stop()
+    print(f"RSS before {before} KiB, peak {peak} KiB")
+    assert peak - before < 16 * 1024, f"RSS grew {peak - before} KiB"
+    assert "before its login or change of user completed" in _log(proxy)
+    with st.connect(BASE + 4) as c:
+        assert st.scalar(c, "SELECT 1") == 1
+
+
+def _stalled(port, n):
+    """n connections that read the greeting and then say nothing."""
+    socks = []
+    for _ in range(n):
+        s = socket.create_connection((st.HOST, port), timeout=30)
+        seq, greeting = _read_packet(s)
+        assert seq == 0 and greeting[0] == 10, greeting[:20]
+        socks.append(s)
+    return socks
+
+
+def _closed_by_peer(sock):
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+def test_half_open_count_against_max_connections(proxy):
+    """Limited-Service allows 5: five connections stalled before their
+    login fill it, a real login gets 1040; once they go, it works."""
+    port = BASE + 2
+    socks = _stalled(port, 5)
+    try:
+        with pytest.raises(pymysql.MySQLError) as exc:
+            st.connect(port)
+        assert st.error_code(exc.value) == 1040, exc.value
+    finally:
+        for s in socks:
+            s.close()
+    st.wait_until(lambda: st.server_id(st.connect(port)) == st.PRIMARY_ID,
+                  15, what="a login once the stalled clients left")
+
+
+def test_stalled_logins_capped_per_host(proxy):
+    """Cap-Service: max_pending_logins_per_host=5. A sixth connection
+    from this host while five stall before their login is refused with
+    1040 in place of the greeting; the five going frees the way."""
+    port = BASE + 9
+    socks = _stalled(port, 5)
+    try:
+        with socket.create_connection((st.HOST, port), timeout=30) as s6:
+            seq, err = _read_packet(s6)
+            assert seq == 0 and err[0] == 0xFF, err
+            assert struct.unpack("<H", err[1:3])[0] == 1040
+            assert b"have not logged in yet" in err, err
+            assert _closed_by_peer(s6)
+    finally:
+        for s in socks:
+            s.close()
+    st.wait_until(lambda: st.server_id(st.connect(port)) == st.PRIMARY_ID,
+                  15, what="a login once the stalled clients left")
+
+
+def test_stalled_logins_timed_out(proxy):
+    """Pending-Service: auth_timeout=2s. Connections that stall before
+    their login (after the greeting, or after half a handshake response)
+    are closed at the deadline; a real login works alongside."""
+    port = BASE + 7
+    socks = _stalled(port, 3)
+    socks[1].sendall(_hello(st.APP_USER)[:20])     # a partial response
+    try:
+        with st.connect(port) as c:
+            assert st.server_id(c) == st.PRIMARY_ID
+        for s in socks:
+            s.settimeout(30)            # only a bound on waiting
+            assert _closed_by_peer(s), "stalled client not closed"
+    finally:
+        for s in socks:
+            s.close()
+    assert "(auth_timeout)" in _log(proxy)
+    with st.connect(port) as c:
+        assert st.server_id(c) == st.PRIMARY_ID
+
+
+def test_command_over_max_allowed_packet(proxy):
+    """Packet-Service: max_allowed_packet=1Mi. A command announcing 2 MiB
+    gets 1153 as soon as its header arrives and the connection closes;
+    1 MiB-minus-a-bit commands work, and so do other sessions."""
+    port = BASE + 8
+    conn = st.connect(port)
+    s = conn._sock
+    s.settimeout(30)                    # only a bound on waiting
+    s.sendall((2 << 20).to_bytes(3, "little") + b"\0\x03SELECT '")
+    seq, err = _read_packet(s)
+    assert err[0] == 0xFF, err
+    assert struct.unpack("<H", err[1:3])[0] == 1153
+    assert b"max_allowed_packet" in err and seq == 1, (seq, err)
+    assert _closed_by_peer(s)
+    conn._sock = None                   # closed by the peer already
+    assert "(max_allowed_packet)" in _log(proxy)
+
+    # the same through PyMySQL: an error, never a hang or a crash
+    with st.connect(port) as big:
+        with pytest.raises(pymysql.MySQLError) as exc:
+            st.scalar(big, "SELECT LENGTH(%s)", ("x" * (2 << 20),))
+        assert st.error_code(exc.value) in (1153, 2006, 2013), exc.value
+    value = "y" * ((1 << 20) - 100)
+    with st.connect(port) as ok:
+        assert st.scalar(ok, "SELECT LENGTH(%s)", (value,)) == len(value)
+        assert st.server_id(ok) == st.PRIMARY_ID
+
+
+def _query_packet(sql):
+    payload = b"\x03" + sql
+    return len(payload).to_bytes(3, "little") + b"\0" + payload
+
+
+def test_pipelined_commands_to_a_stuck_server_bounded(proxy):
+    """A client pipelines ~90 MiB of INSERTs while the table is locked on
+    the primary: the server stops reading, Sluice's backend write queue
+    fills, and Sluice stops reading the client (backpressure) instead of
+    buffering it all. After UNLOCK every INSERT lands intact."""
+    port = BASE + 8                     # max_allowed_packet=1Mi
+    n, size = 100, 900 * 1024
+    with st.root(st.PRIMARY_ID) as root:
+        cur = root.cursor()
+        cur.execute("CREATE TABLE IF NOT EXISTS test.pipe "
+                    "(id INT PRIMARY KEY, b LONGBLOB)")
+        cur.execute("TRUNCATE test.pipe")
+        conn = st.connect(port)
+        s = conn._sock
+        cur.execute("LOCK TABLES test.pipe WRITE")
+        before = _rss_kib(proxy.pid)
+        sampler = _RssSampler(proxy.pid)
+        sampler.start()
+        sent = [0]
+
+        def sender():
+            for i in range(n):
+                s.sendall(_query_packet(
+                    b"INSERT INTO test.pipe VALUES (%d, '%s')" %
+                    (i, b"%02d" % (i % 100) * (size // 2))))
+                sent[0] += 1
+        t = threading.Thread(target=sender, daemon=True)
+        t.start()
+        # wait until the sender is done or stuck (paused by Sluice)
+        last, still = -1, 0
+        deadline = time.monotonic() + 60
+        while t.is_alive() and still < 10 and time.monotonic() < deadline:
+            time.sleep(0.2)
+            still = still + 1 if sent[0] == last else 0
+            last = sent[0]
+        peak = sampler.stop()
+        cur.execute("UNLOCK TABLES")
+    t.join(120)
+    assert not t.is_alive(), "sender still blocked after UNLOCK"
+    s.settimeout(120)                   # only a bound on waiting
+    for i in range(n):
+        seq, ok = _read_packet(s)
+        assert ok[0] == 0x00, (i, ok[:80])
+    conn.close()
+    with st.root(st.PRIMARY_ID) as root:
+        assert st.scalar(root, "SELECT COUNT(*) FROM test.pipe WHERE "
+                         f"LENGTH(b) = {size}") == n
+        root.cursor().execute("DROP TABLE test.pipe")
+    print(f"RSS before {before} KiB, peak {peak} KiB while stuck")
+    assert peak - before < 32 * 1024, f"RSS grew {peak - before} KiB"

@@ -1,8 +1,9 @@
 """TLS: clients through a TLS listener (mariadb --ssl, with and without
 verifying the server certificate, PyMySQL with large results, client
 certificates), a plain client refused by a TLS-only listener (3159), bad
-TLS configurations refused with FILE:LINE, and backend TLS to a sandbox
-server restarted with SSL (Ssl_cipher seen by the server is non-empty).
+TLS configurations refused with FILE:LINE, backend TLS to a sandbox
+server restarted with SSL (Ssl_cipher seen by the server is non-empty),
+and a client stalling inside its TLS handshake closed at auth_timeout.
 
 Certificates are made by the test with the openssl CLI: a CA, a server
 certificate for 127.0.0.1/localhost, a client certificate, and a second
@@ -11,6 +12,8 @@ CA that signed nothing of ours.
 
 import hashlib
 import os
+import socket
+import struct
 import subprocess
 import threading
 
@@ -25,6 +28,7 @@ pytestmark = pytest.mark.skipif(PROXY != "sluice",
 PORTS = {"pinned": st.port(4500), "shared": st.port(4510)}
 SANDBOX_SCRIPT = st.ROOT / "scripts" / "sandbox"
 TLS_SERVER = 3          # the sandbox server restarted with SSL
+LOGS = {}               # listener base port -> the proxy's log
 
 
 def _openssl(*args, cwd):
@@ -84,6 +88,8 @@ def _tls_config(run_dir, base, certs, event_model):
                          event_model=event_model)
     text = text.replace("servers=db1,db2,db3\nuser",
                         "servers=db1,db2,db3,db3tls\nuser", 1)
+    text = text.replace("router_options=master\n",
+                        "router_options=master\nauth_timeout=2s\n", 1)
     return text + f"""
 [db3tls]
 type=server
@@ -142,6 +148,7 @@ def proxy(request, tmp_path_factory, certs, tls_backend):
     cfg.write_text(_tls_config(run_dir, base, certs, request.param))
     daemon = Daemon(st.sluice_argv("start", cfg), run_dir / "proxy.log",
                     st.sluice_env())
+    LOGS[base] = daemon.log_path
     try:
         daemon.wait_ports([base, base + 1, base + 2, base + 8])
 
@@ -280,6 +287,42 @@ def test_backend_connection_encrypted(proxy, tls_backend):
         for conn in held:
             conn.close()
     pytest.fail("Replica-Service never chose db3 in 10 connections")
+
+
+def _recv_exactly(sock, n):
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError("closed")
+        data += chunk
+    return data
+
+
+def test_stall_inside_tls_closed_at_auth_timeout(proxy, certs):
+    """A client that sends its SSLRequest and then never starts (or
+    finishes) the TLS handshake is closed at auth_timeout (2s on
+    Primary-Service here), in both event models; TLS logins go on."""
+    s = socket.create_connection((st.HOST, proxy), timeout=30)
+    try:
+        hdr = _recv_exactly(s, 4)
+        greeting = _recv_exactly(s, int.from_bytes(hdr[:3], "little"))
+        assert greeting[0] == 10
+        caps = 0x1 | 0x200 | 0x800 | 0x8000 | 0x80000   # with CLIENT_SSL
+        req = struct.pack("<IIB", caps, 1 << 24, 45) + b"\0" * 23
+        s.sendall(len(req).to_bytes(3, "little") + b"\x01" + req)
+        # whatever Sluice says (a TLS alert at most), it then closes
+        while True:
+            try:
+                if not s.recv(4096):
+                    break
+            except ConnectionResetError:
+                break
+    finally:
+        s.close()
+    assert "(auth_timeout)" in LOGS[proxy].read_text(errors="replace")
+    with _tls_connect(proxy, certs) as conn:
+        assert st.server_id(conn) == st.PRIMARY_ID
 
 
 @pytest.mark.parametrize("section,error", [

@@ -375,6 +375,44 @@ test_account_order(void **state)
     mdb_users_free(&u);
 }
 
+static int
+rand_fails(unsigned char *buf, int num)
+{
+    memset(buf, 7, (size_t)num);   /* whatever it wrote must not be used */
+    return 0;
+}
+
+static int
+rand_all_bytes(unsigned char *buf, int num)
+{
+    for (int i = 0; i < num; i++) {
+        buf[i] = (unsigned char)(i * 13 + 200);
+    }
+    return 1;
+}
+
+/* A failing RNG refuses the scramble (no random() fallback); a working
+ * one gives printable bytes, and the default (RAND_bytes) differs from
+ * call to call. */
+static void
+test_scramble(void **state)
+{
+    uint8_t a[MDB_SCRAMBLE_LEN], b[MDB_SCRAMBLE_LEN];
+
+    (void)state;
+    assert_int_equal(mdb_make_scramble(a, rand_fails), -1);
+    for (int i = 0; i < MDB_SCRAMBLE_LEN; i++) {
+        assert_int_equal(a[i], 0);
+    }
+    assert_int_equal(mdb_make_scramble(a, rand_all_bytes), 0);
+    for (int i = 0; i < MDB_SCRAMBLE_LEN; i++) {
+        assert_in_range(a[i], 33, 126);
+    }
+    assert_int_equal(mdb_make_scramble(a, NULL), 0);
+    assert_int_equal(mdb_make_scramble(b, NULL), 0);
+    assert_memory_not_equal(a, b, MDB_SCRAMBLE_LEN);
+}
+
 int
 main(void)
 {
@@ -389,6 +427,7 @@ main(void)
         cmocka_unit_test(test_auth_switch_parse),
         cmocka_unit_test(test_host_match),
         cmocka_unit_test(test_account_order),
+        cmocka_unit_test(test_scramble),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

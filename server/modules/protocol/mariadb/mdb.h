@@ -98,9 +98,8 @@ int mdb_backend_pending(const struct sl_dcb *dcb);
 
 /* The host is blocked for svc: refuse with 1129. Any worker. */
 bool mdb_host_blocked(const struct sl_service *svc, const char *host);
-/* Count a failed login; blocks the host at max_auth_errors_until_block. */
+/* Count a failed login or COM_CHANGE_USER; blocks the host at
+ * max_auth_errors_until_block. Any worker. */
 void mdb_host_auth_failed(const struct sl_service *svc, const char *host);
-/* A successful login clears the host's count. */
-void mdb_host_auth_ok(const struct sl_service *svc, const char *host);
 
 #endif

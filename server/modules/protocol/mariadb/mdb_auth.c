@@ -17,6 +17,7 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <openssl/crypto.h>
+#include <openssl/rand.h>
 #include <openssl/sha.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,21 @@ void
 mdb_sha1(const void *data, size_t len, uint8_t out[MDB_SHA1_LEN])
 {
     SHA1(data, len, out);
+}
+
+int
+mdb_make_scramble(uint8_t s[MDB_SCRAMBLE_LEN], mdb_rand_fn rand_fn)
+{
+    mdb_rand_fn fill = rand_fn != NULL ? rand_fn : RAND_bytes;
+
+    if (fill(s, MDB_SCRAMBLE_LEN) != 1) {
+        OPENSSL_cleanse(s, MDB_SCRAMBLE_LEN);
+        return -1;
+    }
+    for (int i = 0; i < MDB_SCRAMBLE_LEN; i++) {
+        s[i] = (uint8_t)(33 + s[i] % 94);
+    }
+    return 0;
 }
 
 /* SHA1(scramble || stored) */

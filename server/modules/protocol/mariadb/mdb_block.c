@@ -5,11 +5,16 @@
  * more than MDB_BLOCK_WINDOW_MS apart start a new count. When the count
  * reaches the limit the host is blocked for MDB_BLOCK_MS: its connections
  * get ERR 1129 in place of the handshake, so a storm of bad logins never
- * costs a backend connection or an account reload. A successful login
- * clears the host's count.
+ * costs a backend connection or an account reload. Every failed
+ * authentication counts, a COM_CHANGE_USER's too.
+ *
+ * Unlike MariaDB's max_connect_errors, a successful login does not clear
+ * the count (MaxScale's rule): otherwise a host holding one valid account
+ * could interleave good logins with guesses at other accounts for ever.
+ * The count ends when the host has had no failure for the window.
  *
  * Context: any worker; one mutex guards the table (taken only at
- * connection start and on failed or first logins, never per query).
+ * connection start and on failed logins, never per query).
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -121,24 +126,6 @@ mdb_host_auth_failed(const struct sl_service *svc, const char *host)
                         "logins (max_auth_errors_until_block)", host,
                         MDB_BLOCK_MS / 1000, s->failures);
         }
-    }
-    pthread_mutex_unlock(&lock);
-}
-
-void
-mdb_host_auth_ok(const struct sl_service *svc, const char *host)
-{
-    uint64_t now = sl_worker_now_ms();
-    struct slot *s;
-
-    if (atomic_load(&used) == 0) {
-        return;
-    }
-    pthread_mutex_lock(&lock);
-    s = find(svc, host, now, false);
-    if (s != NULL && now >= s->blocked_until_ms) {
-        s->svc = NULL;
-        atomic_fetch_sub(&used, 1);
     }
     pthread_mutex_unlock(&lock);
 }

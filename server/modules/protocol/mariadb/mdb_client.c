@@ -16,6 +16,11 @@
  * Sequence numbers during login: handshake 0, response 1, OK/ERR 2; after
  * an auth switch: request 2, response 3, OK/ERR 4.
  *
+ * Bounds on what a client makes us hold: outside READY at most one login
+ * packet may be queued (1043 beyond); in READY a command may announce at
+ * most the service's max_allowed_packet (1153, judged from its headers
+ * before its bytes arrive). Either closes the client.
+ *
  * TLS (listener ssl=true): the handshake offers CLIENT_SSL; the client's
  * SSLRequest (seq 1) starts TLS (sl_dcb_tls_start) and the real response
  * follows inside TLS with seq 2, so every later login seq is one higher.
@@ -24,7 +29,6 @@
  *
  * Context: worker-owned (the client DCB's worker).
  */
-#include <openssl/rand.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +71,7 @@ struct mdb_client {
     char init_db[MDB_DB_MAX];    /* COM_INIT_DB awaiting its OK */
     bool init_db_pending;
     bool tls_started;            /* SSLRequest seen, TLS running */
+    uint64_t max_packet;         /* service's max_allowed_packet */
 };
 
 static struct mdb_client *
@@ -94,19 +99,21 @@ send_payload(struct sl_dcb *dcb, uint8_t seq, const void *p, size_t len)
     return buf != NULL && sl_dcb_write(dcb, buf) == 0 ? SL_OK : SL_ERROR;
 }
 
-/* Printable scramble bytes (33..126), as the server makes them: clients
- * and drivers treat it as a NUL-terminated string. */
-static void
-make_scramble(uint8_t s[MDB_SCRAMBLE_LEN])
+/* The host is blocked (max_auth_errors_until_block): ERR 1129 with seq,
+ * true. Checked at connect and again at each COM_CHANGE_USER, so
+ * sessions opened before the block cannot keep guessing. */
+static bool
+refuse_if_blocked(struct sl_dcb *dcb, uint8_t seq)
 {
-    if (RAND_bytes(s, MDB_SCRAMBLE_LEN) != 1) {
-        for (int i = 0; i < MDB_SCRAMBLE_LEN; i++) {
-            s[i] = (uint8_t)random();
-        }
+    char msg[200];
+
+    if (!mdb_host_blocked(sl_dcb_service(dcb), sl_dcb_remote(dcb))) {
+        return false;
     }
-    for (int i = 0; i < MDB_SCRAMBLE_LEN; i++) {
-        s[i] = (uint8_t)(33 + s[i] % 94);
-    }
+    snprintf(msg, sizeof(msg), "Host '%s' is blocked because of many "
+             "connection errors", sl_dcb_remote(dcb));
+    send_err(dcb, seq, 1129, "HY000", msg);
+    return true;
 }
 
 int
@@ -125,16 +132,20 @@ mdb_client_accept(struct sl_dcb *client)
         return SL_ERROR;
     }
     sl_dcb_set_protocol_data(client, cl);
-    if (mdb_host_blocked(sl_dcb_service(client), sl_dcb_remote(client))) {
-        char msg[200];
-
-        snprintf(msg, sizeof(msg), "Host '%s' is blocked because of many "
-                 "connection errors", sl_dcb_remote(client));
-        send_err(client, 0, 1129, "HY000", msg);
+    if (refuse_if_blocked(client, 0)) {
         return SL_ERROR;
     }
     cl->cu_seq = -1;
-    make_scramble(cl->scramble);
+    cl->max_packet = params != NULL
+                         ? sl_params_size(params, "max_allowed_packet")
+                         : 16 * 1024 * 1024;
+    if (mdb_make_scramble(cl->scramble, NULL) != 0) {
+        sl_log_error("no random bytes for the scramble of client %s: "
+                     "connection refused", sl_dcb_remote(client));
+        send_err(client, 0, 1105, "HY000",
+                 "Cannot generate a random scramble");
+        return SL_ERROR;
+    }
     if (version == NULL || version[0] == '\0' || strlen(version) > 128) {
         version = MDB_DEFAULT_VERSION;
     }
@@ -279,7 +290,6 @@ login(struct sl_dcb *dcb, struct mdb_client *cl)
 {
     switch (check_token(dcb, cl, cl->sd)) {
     case MDB_AUTH_OK:
-        mdb_host_auth_ok(sl_dcb_service(dcb), sl_dcb_remote(dcb));
         return start_session(dcb, cl);
     case MDB_AUTH_WAIT:
         cl->state = CS_PARKED;
@@ -462,6 +472,7 @@ change_user_check(struct sl_dcb *dcb, struct mdb_client *cl)
         return SL_OK;
     default:
         log_denied(dcb, cl->hello);
+        mdb_host_auth_failed(sl_dcb_service(dcb), sl_dcb_remote(dcb));
         send_access_denied(dcb, (uint8_t)cl->cu_seq, cl->hello);
         drop_change_user(cl);
         return SL_ERROR;
@@ -476,6 +487,10 @@ change_user(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *cmd)
     unsigned char *p = len <= MAX_LOGIN_PACKET ? sl_buf_pullup(cmd, len)
                                                : NULL;
 
+    if (refuse_if_blocked(dcb, 1)) {
+        sl_buf_free(cmd);
+        return SL_ERROR;
+    }
     cl->hello = malloc(sizeof(*cl->hello));
     cl->cu_cmd = cmd;
     if (p == NULL || cl->hello == NULL ||
@@ -615,6 +630,41 @@ one_data_packet(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *rq,
                : SL_ERROR;
 }
 
+/*
+ * The command at the head of rq, complete or not, announces more than
+ * max_allowed_packet (its headers so far, judged before the bytes
+ * arrive): ERR 1153, as the server sends, with the sequence number after
+ * the last packet seen. The caller closes the client.
+ */
+static bool
+command_too_big(struct sl_dcb *dcb, const struct mdb_client *cl,
+                const struct sl_buf *rq)
+{
+    unsigned char hdr[SL_MDB_HDR_LEN];
+    uint64_t total = 0;
+    size_t off = 0;
+    uint32_t len;
+
+    do {
+        if (sl_buf_copy_out(rq, off, SL_MDB_HDR_LEN, hdr) != SL_MDB_HDR_LEN) {
+            break;
+        }
+        len = sl_mdb_get_len(hdr);
+        total += len;
+        off += SL_MDB_HDR_LEN + len;
+    } while (len == SL_MDB_MAX_PAYLOAD && total <= cl->max_packet);
+    if (total <= cl->max_packet) {
+        return false;
+    }
+    sl_log_warn("client %s@%s sent a command of more than %llu bytes "
+                "(max_allowed_packet); closing it",
+                sl_session_user(sl_dcb_session(dcb)), sl_dcb_remote(dcb),
+                (unsigned long long)cl->max_packet);
+    send_err(dcb, (uint8_t)(hdr[3] + 1), 1153, "08S01",
+             "Got a packet bigger than 'max_allowed_packet' bytes");
+    return true;
+}
+
 static int
 process_commands(struct sl_dcb *dcb, struct mdb_client *cl)
 {
@@ -629,6 +679,10 @@ process_commands(struct sl_dcb *dcb, struct mdb_client *cl)
             }
             rc = one_data_packet(dcb, cl, rq, n);
         } else {
+            if (cl->max_packet > 0 && command_too_big(dcb, cl, rq)) {
+                rc = SL_ERROR;
+                break;
+            }
             if ((n = sl_mdb_command_len(rq)) == 0) {
                 break;
             }
@@ -636,6 +690,25 @@ process_commands(struct sl_dcb *dcb, struct mdb_client *cl)
         }
     }
     return rc == SL_DONE ? SL_OK : rc;
+}
+
+/*
+ * Outside READY a client has no business queueing more than one login
+ * packet: a client parked for an account reload (or waiting for its
+ * backends) that keeps streaming would otherwise grow its read queue
+ * without limit. Refused with 1043 and closed.
+ */
+static bool
+streams_ahead(struct sl_dcb *dcb, const struct mdb_client *cl,
+              const struct sl_buf *rq)
+{
+    if (cl->state == CS_READY || sl_buf_len(rq) <= MAX_LOGIN_PACKET) {
+        return false;
+    }
+    sl_log_warn("client %s sent %zu bytes before its login or change of "
+                "user completed; closing it", sl_dcb_remote(dcb),
+                sl_buf_len(rq));
+    return true;
 }
 
 int
@@ -646,6 +719,10 @@ mdb_client_read(struct sl_dcb *client)
     bool ready;
     int rc;
 
+    if (streams_ahead(client, cl, rq)) {
+        return bad_handshake(client, cl->cu_seq >= 0 ? (uint8_t)cl->cu_seq
+                                                     : cl->seq);
+    }
     switch (cl->state) {
     case CS_HELLO:
         return read_hello(client, cl, rq);
@@ -754,7 +831,7 @@ mdb_client_error(struct sl_dcb *client, uint16_t code, const char *sqlstate,
                  const char *msg)
 {
     struct mdb_client *cl = client_of(client);
-    uint8_t seq = 1;
+    uint8_t seq = cl != NULL ? 1 : 0;   /* NULL: refused before accept */
 
     if (cl != NULL && cl->state != CS_READY) {
         seq = cl->state == CS_CU_PARKED || cl->state == CS_CU_SWITCH

@@ -127,6 +127,18 @@ int mdb_parse_change_user(const unsigned char *p, size_t len, uint32_t caps,
 
 /* ---- mysql_native_password ---- */
 
+/* A source of cryptographic random bytes, RAND_bytes's contract: 1 on
+ * success, anything else on failure. */
+typedef int (*mdb_rand_fn)(unsigned char *buf, int num);
+/*
+ * A fresh scramble from rand_fn (NULL = OpenSSL's RAND_bytes), mapped to
+ * printable bytes (33..126) as the server makes them: clients treat it as
+ * a NUL-terminated string. 0, or -1 when rand_fn fails: there is no safe
+ * fallback (a guessable scramble makes tokens replayable), so the caller
+ * refuses the connection.
+ */
+int mdb_make_scramble(uint8_t s[MDB_SCRAMBLE_LEN], mdb_rand_fn rand_fn);
+
 void mdb_sha1(const void *data, size_t len, uint8_t out[MDB_SHA1_LEN]);
 /* token = SHA1(pw) XOR SHA1(scramble || SHA1(SHA1(pw))), from SHA1(pw). */
 void mdb_native_token(const uint8_t sha1pw[MDB_SHA1_LEN],
