@@ -23,6 +23,10 @@
  * Storage: one hash table per filter instance, shared by all workers under
  * a mutex (cached_data=shared; thread_specific is accepted and also
  * shared). Entries are evicted oldest first past max_size or max_count.
+ * An entry's size is what it holds in memory: the answer, the key, the
+ * table names and the entry itself; max_size (default 100Mi) bounds the
+ * store, and an answer is no longer collected once it alone would
+ * exceed max_size.
  *
  * Context: the store under inst->lock; sessions worker-owned.
  */
@@ -67,7 +71,8 @@ static const struct sl_param_spec cache_params[] = {
     {"max_resultset_size", SL_PARAM_SIZE, "0", 0, NULL,
      "Larger results are not stored (0: no limit)"},
     {"max_count", SL_PARAM_COUNT, "0", 0, NULL, "Entries (0: no limit)"},
-    {"max_size", SL_PARAM_SIZE, "0", 0, NULL, "Total bytes (0: no limit)"},
+    {"max_size", SL_PARAM_SIZE, "100Mi", 0, NULL,
+     "Total bytes of the store (0: no limit)"},
     {"rules", SL_PARAM_PATH, NULL, 0, NULL, "JSON rules file"},
     {"invalidate", SL_PARAM_ENUM, "never", 0, cache_invalidate,
      "current: writes drop entries of their tables"},
@@ -90,6 +95,7 @@ struct cache_entry {
     size_t key_len;
     unsigned char *data;               /* the whole answer */
     size_t len;
+    size_t cost;                       /* bytes counted against max_size */
     struct sl_reply reply;             /* its final reply view */
     int64_t created_us;
     unsigned ntables;
@@ -157,7 +163,7 @@ entry_unlink(struct cache_instance *inst, struct cache_entry *e)
         inst->newest = e->older;
     }
     inst->count--;
-    inst->size -= e->len;
+    inst->size -= e->cost;
     free(e->key);
     free(e->data);
     free(e->tables);
@@ -197,7 +203,7 @@ store_insert(struct cache_instance *inst, struct cache_entry *e)
     }
     inst->newest = e;
     inst->count++;
-    inst->size += e->len;
+    inst->size += e->cost;
     while (inst->oldest != e &&
            ((inst->max_size && inst->size > inst->max_size) ||
             (inst->max_count && inst->count > inst->max_count))) {
@@ -280,7 +286,8 @@ cache_destroy(void *instance)
     free(inst);
 }
 
-/* {"entries", "size", "hits", "misses"}. Admin thread. */
+/* {"entries", "size", "max_count", "max_size", "hits", "misses"}. Admin
+ * thread. */
 static void *
 cache_diagnostics(void *instance)
 {
@@ -288,9 +295,11 @@ cache_diagnostics(void *instance)
     json_t *j;
 
     pthread_mutex_lock(&inst->lock);
-    j = json_pack("{s:I, s:I, s:I, s:I}", "entries", (json_int_t)inst->count,
-                  "size", (json_int_t)inst->size, "hits",
-                  (json_int_t)inst->hits, "misses", (json_int_t)inst->misses);
+    j = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "entries",
+                  (json_int_t)inst->count, "size", (json_int_t)inst->size,
+                  "max_count", (json_int_t)inst->max_count, "max_size",
+                  (json_int_t)inst->max_size, "hits", (json_int_t)inst->hits,
+                  "misses", (json_int_t)inst->misses);
     pthread_mutex_unlock(&inst->lock);
     return j;
 }
@@ -374,22 +383,42 @@ cacheable(const struct sl_qc_result *qc)
            qc->ntables <= SL_QC_MAX_TABLES;
 }
 
+/* Append a field as a 4-byte length and its bytes. */
+static char *
+put_field(char *k, const char *f, size_t n)
+{
+    k[0] = (char)(n & 0xff);
+    k[1] = (char)((n >> 8) & 0xff);
+    k[2] = (char)((n >> 16) & 0xff);
+    k[3] = (char)((n >> 24) & 0xff);
+    memcpy(k + 4, f, n);
+    return k + 4 + n;
+}
+
+/*
+ * The lookup key (malloc'd, *n bytes): [user, client host,] database,
+ * each length-prefixed, then the SQL text. The lengths keep the fields
+ * apart: joined bare, user "appshop" without a database and user "app"
+ * in "shop" would share entries.
+ */
 static char *
 make_key(struct cache_session *cs, const char *sql, size_t len, size_t *n)
 {
     const char *db = sl_session_db(cs->ses);
     const char *user = cs->inst->isolated ? sl_session_user(cs->ses) : "";
-    size_t dl = strlen(db), ul = strlen(user);
-    char *k = malloc(ul + dl + len + 2);
+    const char *host = cs->inst->isolated ? sl_session_remote(cs->ses) : "";
+    size_t dl = strlen(db), ul = strlen(user), hl = strlen(host);
+    char *k = malloc(12 + ul + hl + dl + len);
+    char *p;
 
     if (k == NULL) {
         return NULL;
     }
-    memcpy(k, user, ul);
-    memcpy(k + ul, db, dl);
-    k[ul + dl] = '\n';
-    memcpy(k + ul + dl + 1, sql, len);
-    *n = ul + dl + 1 + len;
+    p = put_field(k, user, ul);
+    p = put_field(p, host, hl);
+    p = put_field(p, db, dl);
+    memcpy(p, sql, len);
+    *n = (size_t)(p - k) + len;
     return k;
 }
 
@@ -493,14 +522,18 @@ store_answer(struct cache_session *cs, const struct sl_reply *reply)
 {
     struct cache_instance *inst = cs->inst;
     struct cache_entry *e = calloc(1, sizeof(*e));
+    unsigned nt = cs->qc.ntables < SL_QC_MAX_TABLES ? cs->qc.ntables
+                                                    : SL_QC_MAX_TABLES;
 
     if (e == NULL) {
         return;
     }
-    e->tables = calloc(SL_QC_MAX_TABLES, sizeof(*e->tables));
+    e->tables = nt > 0 ? calloc(nt, sizeof(*e->tables)) : NULL;
     e->len = sl_buf_len(cs->collect);
     e->data = malloc(e->len ? e->len : 1);
-    if (e->tables == NULL || e->data == NULL) {
+    e->cost = sizeof(*e) + nt * sizeof(*e->tables) + e->len + cs->key_len;
+    if ((nt > 0 && e->tables == NULL) || e->data == NULL ||
+        (inst->max_size && e->cost > inst->max_size)) {
         free(e->tables);
         free(e->data);
         free(e);
@@ -519,15 +552,19 @@ store_answer(struct cache_session *cs, const struct sl_reply *reply)
     pthread_mutex_unlock(&inst->lock);
 }
 
-/* Collect a piece of a storable answer; stop collecting past a limit. */
+/* Collect a piece of a storable answer; stop collecting past a limit
+ * (max_resultset_size, or max_size: an answer that could never be stored
+ * is not held in memory either). */
 static void
 collect(struct cache_session *cs, const struct sl_buf *buf,
         const struct sl_reply *reply)
 {
     struct cache_instance *inst = cs->inst;
     size_t have = cs->collect ? sl_buf_len(cs->collect) : 0;
+    size_t next = have + sl_buf_len(buf);
 
-    if ((inst->max_rsize && have + sl_buf_len(buf) > inst->max_rsize) ||
+    if ((inst->max_rsize && next > inst->max_rsize) ||
+        (inst->max_size && next > inst->max_size) ||
         (inst->max_rows && reply->rows > inst->max_rows) || reply->is_err ||
         reply->more_results || reply->results > 1) {
         collect_reset(cs);
