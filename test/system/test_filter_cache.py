@@ -7,6 +7,7 @@ invalidate=current are covered."""
 
 import base64
 import json
+import struct
 import time
 import urllib.request
 import uuid
@@ -277,3 +278,158 @@ def test_default_store_is_bounded(iso_proxy):
     when written out)."""
     d = diagnostics("Default-Cache")
     assert d["max_size"] == 100 * 1024 * 1024, d
+
+
+# ---- default-database tracking (issue 14, item 7) ----
+
+COM_QUERY, COM_INIT_DB = 0x03, 0x02
+CLIENT_DEPRECATE_EOF = 1 << 24
+
+
+def admin_get(path):
+    req = urllib.request.Request(f"http://{st.HOST}:{ADMIN}/v1{path}")
+    tok = base64.b64encode(b"admin:mariadb").decode()
+    req.add_header("Authorization", "Basic " + tok)
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return json.loads(resp.read())
+
+
+def session_dbs(service):
+    """The database Sluice believes each open session of service is in."""
+    doc = admin_get("/sessions")
+    out = []
+    for s in doc["data"]:
+        a = s.get("attributes", s)
+        if a.get("service") == service:
+            out.append(a["database"])
+    return out
+
+
+def assert_session_db(db, service="Default-Service"):
+    """The test's session is the only one left once sessions closed by
+    earlier steps are gone; a wrong database never turns right."""
+    st.wait_until(lambda: session_dbs(service) == [db], 10,
+                  what=f"sessions of {service} to be in {db}: "
+                  f"{session_dbs(service)}")
+
+
+def read_answer(conn):
+    """One answer read by hand: ("ok",), ("err", code) or ("rows", [first
+    column of each row])."""
+    conn._next_seq_id = 1
+    try:
+        pkt = conn._read_packet()
+    except pymysql.MySQLError as exc:
+        return ("err", st.error_code(exc))
+    if pkt.is_ok_packet():
+        return ("ok",)
+    ncols = pkt.read_length_encoded_integer()
+    for _ in range(ncols):
+        conn._read_packet()
+    if not conn.client_flag & CLIENT_DEPRECATE_EOF:
+        conn._read_packet()
+    rows = []
+    while True:
+        pkt = conn._read_packet()
+        if pkt.is_eof_packet():
+            return ("rows", rows)
+        rows.append(pkt.read_length_coded_string().decode())
+
+
+def pipeline(conn, *commands):
+    """Write every (command byte, argument) at once, before reading any
+    answer, then read the answers in order."""
+    data = b""
+    for cmd, arg in commands:
+        payload = bytes([cmd]) + arg.encode()
+        data += struct.pack("<I", len(payload))[:3] + b"\x00" + payload
+    conn._write_bytes(data)
+    return [read_answer(conn) for _ in commands]
+
+
+@pytest.fixture
+def two_dbs():
+    """ck_pipe in test ('in test') and in sbtest ('in sbtest'): app may
+    use both databases."""
+    with st.root(st.PRIMARY_ID) as conn, conn.cursor() as cur:
+        cur.execute("CREATE DATABASE IF NOT EXISTS sbtest")
+        for db in ("test", "sbtest"):
+            cur.execute(f"CREATE OR REPLACE TABLE {db}.ck_pipe "
+                        "(k INT, v VARCHAR(16))")
+            cur.execute(f"INSERT INTO {db}.ck_pipe VALUES (1, 'in {db}')")
+    st.wait_replicated()
+    try:
+        yield
+    finally:
+        with st.root(st.PRIMARY_ID) as conn, conn.cursor() as cur:
+            for db in ("test", "sbtest"):
+                cur.execute(f"DROP TABLE IF EXISTS {db}.ck_pipe")
+
+
+def fresh_read(sql):
+    """sql through the cache from a new session in `test`."""
+    with st.connect(DEFAULT, database="test") as conn:
+        return st.scalar(conn, sql)
+
+
+def test_pipelined_failed_init_db_is_not_applied(iso_proxy):
+    """DO 1 and COM_INIT_DB to a database app may not use, sent together:
+    DO's OK must not apply the change; the INIT_DB's 1044 decides. Sluice
+    still believes `test` (the REST session), and so does the server."""
+    with st.connect(DEFAULT, database="test") as conn:
+        answers = pipeline(conn, (COM_QUERY, "DO 1"), (COM_INIT_DB, "mysql"))
+        assert answers == [("ok",), ("err", 1044)]
+        assert_session_db("test")
+        assert st.scalar(conn, "SELECT DATABASE()") == "test"
+        answers = pipeline(conn, (COM_INIT_DB, "sbtest"), (COM_QUERY, "DO 1"))
+        assert answers == [("ok",), ("ok",)]
+        assert_session_db("sbtest")
+
+
+def test_pipelined_use_then_select_is_not_cached_under_old_db(
+        iso_proxy, two_dbs):
+    """USE sbtest and a SELECT sent together: the SELECT runs in sbtest;
+    it must not be stored under `test` (whose sessions would get
+    sbtest's rows)."""
+    sql = "SELECT v FROM ck_pipe WHERE k = 1"
+    with st.connect(DEFAULT, database="test") as conn:
+        answers = pipeline(conn, (COM_QUERY, "USE sbtest"), (COM_QUERY, sql))
+        assert answers == [("ok",), ("rows", ["in sbtest"])]
+    for _ in range(2):
+        assert fresh_read(sql) == "in test"
+
+
+def test_multi_statement_use_is_not_cached_under_old_db(iso_proxy, two_dbs):
+    """"SELECT 1; USE sbtest" changes the database inside one command:
+    Sluice cannot tell from its answer, so the cache keys nothing on the
+    database until the next USE; nothing is stored under `test`."""
+    sql = "SELECT v FROM ck_pipe WHERE k = 1 AND 2 = 2"
+    with st.connect(DEFAULT, database="test",
+                    client_flag=pymysql.constants.CLIENT.MULTI_STATEMENTS
+                    ) as conn, conn.cursor() as cur:
+        cur.execute("SELECT 1; USE sbtest")
+        while cur.nextset():
+            pass
+        for _ in range(2):
+            assert st.scalar(conn, sql) == "in sbtest"
+        cur.execute("USE test")
+        assert_session_db("test")
+    for _ in range(2):
+        assert fresh_read(sql) == "in test"
+
+
+def test_use_behind_a_comment_is_tracked(iso_proxy, two_dbs):
+    """A USE after a comment, or inside an executable comment, changes the
+    database as the server sees it, so Sluice's view (and the cache key)
+    follows."""
+    sql = "SELECT v FROM ck_pipe WHERE k = 1 AND 3 = 3"
+    with st.connect(DEFAULT, database="test") as conn, conn.cursor() as cur:
+        cur.execute("/* hello */ USE sbtest")
+        assert_session_db("sbtest")
+        for _ in range(2):
+            assert st.scalar(conn, sql) == "in sbtest"
+        cur.execute("/*!50000USE test*/")
+        assert_session_db("test")
+        assert st.scalar(conn, sql) == "in test"
+    for _ in range(2):
+        assert fresh_read(sql) == "in test"

@@ -468,7 +468,7 @@ maybe_invalidate(struct cache_session *cs, const struct sl_qc_result *qc)
     if (!(qc->type & (SL_QC_WRITE | SL_QC_DDL))) {
         return;
     }
-    n = qc->ntables > SL_QC_MAX_TABLES
+    n = qc->ntables > SL_QC_MAX_TABLES || sl_session_db_unsure(cs->ses)
             ? 0
             : qualify_tables(qc, sl_session_db(cs->ses), tables);
     pthread_mutex_lock(&cs->inst->lock);
@@ -497,7 +497,8 @@ cache_route_query(void *fsession, struct sl_buf *buf)
     if (inst->invalidate) {
         maybe_invalidate(cs, &cs->qc);
     }
-    if (!cs->use || cs->in_trx || !cacheable(&cs->qc)) {
+    if (!cs->use || cs->in_trx || sl_session_db_unsure(cs->ses) ||
+        !cacheable(&cs->qc)) {
         return sl_filter_route_next(cs->fs, buf);
     }
     cs->key = make_key(cs, sql, len, &cs->key_len);
