@@ -433,3 +433,22 @@ def test_use_behind_a_comment_is_tracked(iso_proxy, two_dbs):
         assert st.scalar(conn, sql) == "in test"
     for _ in range(2):
         assert fresh_read(sql) == "in test"
+
+
+def test_answers_are_not_shared_across_eof_formats(iso_proxy, two_dbs):
+    """An answer stored for a client with CLIENT_DEPRECATE_EOF has no EOF
+    after its column definitions; replayed to a client without it, it
+    would be misread. The key holds the format: both kinds of client read
+    their own."""
+    sql = "SELECT v FROM test.ck_pipe WHERE k = 1 AND 4 = 4"
+    with st.connect(DEFAULT, client_flag=CLIENT_DEPRECATE_EOF) as conn:
+        assert conn.client_flag & CLIENT_DEPRECATE_EOF
+        for _ in range(2):
+            assert pipeline(conn, (COM_QUERY, sql)) == [("rows", ["in test"])]
+    with st.connect(DEFAULT, read_timeout=10) as conn:
+        assert not conn.client_flag & CLIENT_DEPRECATE_EOF
+        for _ in range(2):
+            assert st.scalar(conn, sql) == "in test"
+    with st.connect(DEFAULT, client_flag=CLIENT_DEPRECATE_EOF) as conn:
+        assert pipeline(conn, (COM_QUERY, sql)) == [("rows", ["in test"])]
+    assert diagnostics("Default-Cache")["hits"] >= 3

@@ -3,9 +3,13 @@
  *
  * A COM_QUERY the classifier calls a plain read (a SELECT that reads no
  * variables, locks nothing and has no side effect), whose session may use
- * the cache (rules "use") and outside an explicit transaction, is looked up
- * by its key: default database + "\n" + SQL text (+ user with
- * users=isolated).
+ * the cache (rules "use"), outside an explicit transaction and while the
+ * session's default database is certain (sl_session_db_unsure), is looked
+ * up by its key: the client's answer format (CLIENT_DEPRECATE_EOF,
+ * CLIENT_SESSION_TRACK), with users=isolated the user name and client
+ * host, and the default database, each length-prefixed so that no two
+ * different tuples give the same bytes ("appshop" with no database is not
+ * "app" in "shop"), then the SQL text.
  *
  *   hit, younger than soft_ttl:  the stored answer's bytes are replayed to
  *       the client as they came from the server (sequence numbers 1..n, as
@@ -395,11 +399,16 @@ put_field(char *k, const char *f, size_t n)
     return k + 4 + n;
 }
 
+/* Client capabilities that change an answer's bytes: the EOF after the
+ * column definitions, session-state data in the final OK. */
+#define FORMAT_CAPS (SL_CAP_DEPRECATE_EOF | SL_CAP_SESSION_TRACK)
+
 /*
- * The lookup key (malloc'd, *n bytes): [user, client host,] database,
- * each length-prefixed, then the SQL text. The lengths keep the fields
- * apart: joined bare, user "appshop" without a database and user "app"
- * in "shop" would share entries.
+ * The lookup key (malloc'd, *n bytes): the answer format, [user, client
+ * host,] database, each length-prefixed, then the SQL text. The lengths
+ * keep the fields apart: joined bare, user "appshop" without a database
+ * and user "app" in "shop" would share entries. The format keeps an
+ * answer stored for a CLIENT_DEPRECATE_EOF client from one without it.
  */
 static char *
 make_key(struct cache_session *cs, const char *sql, size_t len, size_t *n)
@@ -407,14 +416,16 @@ make_key(struct cache_session *cs, const char *sql, size_t len, size_t *n)
     const char *db = sl_session_db(cs->ses);
     const char *user = cs->inst->isolated ? sl_session_user(cs->ses) : "";
     const char *host = cs->inst->isolated ? sl_session_remote(cs->ses) : "";
+    uint32_t fmt = (uint32_t)(sl_session_client_caps(cs->ses) & FORMAT_CAPS);
     size_t dl = strlen(db), ul = strlen(user), hl = strlen(host);
-    char *k = malloc(12 + ul + hl + dl + len);
+    char *k = malloc(4 + 12 + ul + hl + dl + len);
     char *p;
 
     if (k == NULL) {
         return NULL;
     }
-    p = put_field(k, user, ul);
+    memcpy(k, &fmt, 4);
+    p = put_field(k + 4, user, ul);
     p = put_field(p, host, hl);
     p = put_field(p, db, dl);
     memcpy(p, sql, len);
