@@ -187,6 +187,21 @@ def test_lazy_connect_one_replica(proxy):
         assert st.scalar(p, "SELECT sid FROM test.rws WHERE id=40") == 1
 
 
+def test_lazy_replica_logs_in_to_the_real_database(proxy):
+    """DO 1 and a COM_INIT_DB the server refuses (1044), pipelined: the
+    replica connected afterwards logs in to the session's real database,
+    not the refused one, and answers the read."""
+    from test_filter_cache import COM_INIT_DB, COM_QUERY, pipeline
+    wait_routes(LAZY_PORT)
+    with st.connect(LAZY_PORT, database="test", read_timeout=30) as conn:
+        answers = pipeline(conn, (COM_QUERY, "DO 1"), (COM_INIT_DB, "mysql"))
+        assert answers == [("ok",), ("err", 1044)]
+        with conn.cursor() as cur:
+            cur.execute("SELECT DATABASE(), @@server_id")
+            db, sid = cur.fetchone()
+        assert (db, sid in st.REPLICA_IDS) == ("test", True), (db, sid)
+
+
 def test_history_replayed_and_pruned(proxy):
     """A replica connected after three SETs gets the last two replayed
     (max_sescmd_history=2, pruned): @c and @b are there, @a is not."""
