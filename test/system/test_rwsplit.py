@@ -197,9 +197,49 @@ def test_lazy_replica_logs_in_to_the_real_database(proxy):
         answers = pipeline(conn, (COM_QUERY, "DO 1"), (COM_INIT_DB, "mysql"))
         assert answers == [("ok",), ("err", 1044)]
         with conn.cursor() as cur:
-            cur.execute("SELECT DATABASE(), @@server_id")
-            db, sid = cur.fetchone()
-        assert (db, sid in st.REPLICA_IDS) == ("test", True), (db, sid)
+            rows = []
+            for _ in range(10):
+                cur.execute("SELECT DATABASE(), @@server_id")
+                rows.append(cur.fetchone())
+        assert {db for db, _ in rows} == {"test"}, rows
+        assert {sid for _, sid in rows} & st.REPLICA_IDS, rows
+
+
+def test_lazy_replica_login_refused_answers_error(proxy):
+    """The session's database is dropped behind its back: replicas
+    connected afterwards refuse the login (1049). The read gets an error
+    after each server was tried once, not an endless reconnect loop
+    between the replicas; the session goes on (writes reach the primary).
+    """
+    with st.root(st.PRIMARY_ID) as r, r.cursor() as cur:
+        cur.execute("CREATE DATABASE IF NOT EXISTS ck_gone")
+        cur.execute("GRANT ALL ON ck_gone.* TO 'app'@'%'")
+    st.wait_replicated()
+    try:
+        wait_routes(LAZY_PORT)
+        with st.connect(LAZY_PORT, database="ck_gone",
+                        read_timeout=30) as conn:
+            st.scalar(conn, "DO 1")
+            with st.root(st.PRIMARY_ID) as r, r.cursor() as cur:
+                cur.execute("DROP DATABASE ck_gone")
+            st.wait_replicated()
+            before = log_count(proxy, "login to server failed")
+            with pytest.raises(pymysql.MySQLError) as exc:
+                st.scalar(conn, "SELECT @@server_id")
+            assert st.error_code(exc.value) == 1105, exc.value
+            tries = log_count(proxy, "login to server failed") - before
+            assert 1 <= tries <= len(st.SERVERS) + 1, tries   # one retry each
+            assert st.scalar(conn, "SELECT @@server_id FOR UPDATE") == \
+                st.PRIMARY_ID
+    finally:
+        with st.root(st.PRIMARY_ID) as r, r.cursor() as cur:
+            cur.execute("DROP DATABASE IF EXISTS ck_gone")
+            cur.execute("REVOKE ALL ON ck_gone.* FROM 'app'@'%'")
+
+
+def log_count(proxy, text):
+    return (proxy.run_dir / "proxy.log").read_text(
+        errors="replace").count(text)
 
 
 def test_history_replayed_and_pruned(proxy):

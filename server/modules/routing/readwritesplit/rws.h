@@ -213,6 +213,10 @@ struct rws_session {
     int cur_target;
     bool cur_is_read;
     bool cur_started;             /* bytes already went to the client */
+    unsigned cur_retries;         /* retry_read()s of this command: at
+                                   * most one per server, so connections
+                                   * that keep failing (a login refused)
+                                   * cannot be retried forever */
     bool cur_is_write;
     int last_used;
     unsigned rotate;

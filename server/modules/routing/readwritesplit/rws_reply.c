@@ -765,9 +765,11 @@ retry_read(struct rws_session *rs, struct rws_be *failed)
     int idx;
 
     if (!rs->inst->cfg.retry_failed_reads || again == NULL ||
-        rs->cur_started || !rs->cur_is_read) {
+        rs->cur_started || !rs->cur_is_read ||
+        rs->cur_retries >= rs->inst->nservers) {
         return false;
     }
+    rs->cur_retries++;
     idx = rws_slave_index(rs, (int)failed->idx);
     if (idx < 0) {
         idx = rws_master_index(rs, true);

@@ -1150,6 +1150,7 @@ route_to(struct rws_session *rs, int idx, struct sl_buf *buf, bool is_write)
     rs->cur_pure_read = rs->routing_read;
     rs->routing_read = false;
     rs->cur_started = false;
+    rs->cur_retries = 0;
     rs->last_used = idx;
     if (expects_reply(cmd) && (!is_write || rs->inst->cfg.trx_replay)) {
         rs->cur = sl_buf_clone_new(buf);   /* for a retry or a replay */
