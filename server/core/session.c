@@ -554,6 +554,18 @@ sl_session_set_db_unsure(struct sl_session *ses, bool unsure)
 }
 
 uint64_t
+sl_session_answers_pending(const struct sl_session *ses)
+{
+    return ses->answers_pending;
+}
+
+void
+sl_session_set_answers_pending(struct sl_session *ses, uint64_t n)
+{
+    ses->answers_pending = n;
+}
+
+uint64_t
 sl_session_client_caps(const struct sl_session *ses)
 {
     return ses->client_caps;

@@ -452,3 +452,17 @@ def test_answers_are_not_shared_across_eof_formats(iso_proxy, two_dbs):
     with st.connect(DEFAULT, client_flag=CLIENT_DEPRECATE_EOF) as conn:
         assert pipeline(conn, (COM_QUERY, sql)) == [("rows", ["in test"])]
     assert diagnostics("Default-Cache")["hits"] >= 3
+
+
+def test_pipelined_hit_waits_for_earlier_answers(iso_proxy, two_dbs):
+    """A cached SELECT pipelined behind a command still running on the
+    server: the hit must not overtake that command's answer."""
+    sql = "SELECT v FROM test.ck_pipe WHERE k = 1 AND 5 = 5"
+    assert fresh_read(sql) == "in test"    # stored
+    with st.connect(DEFAULT, database="test") as conn:
+        answers = pipeline(conn, (COM_QUERY, "SELECT SLEEP(0.3), 'slow'"),
+                           (COM_QUERY, sql), (COM_QUERY, "DO 1"),
+                           (COM_QUERY, sql))
+        assert answers == [("rows", ["0"]), ("rows", ["in test"]), ("ok",),
+                           ("rows", ["in test"])]
+        assert st.scalar(conn, "SELECT 'still in step'") == "still in step"

@@ -54,14 +54,18 @@ pipelined_failed_init_db_is_not_applied(void **state)
     (void)state;
     v = send_cmd(&t, SL_COM_QUERY, "DO 1");
     assert_false(v.unsure);
+    assert_int_equal(v.pending, 1);
     v = send_cmd(&t, SL_COM_INIT_DB, "mysql");
     assert_true(v.unsure);                  /* in flight */
+    assert_int_equal(v.pending, 2);
     v = mdb_dbtrack_answered(&t, true);     /* DO 1's OK */
     assert_null(v.db);
     assert_true(v.unsure);
+    assert_int_equal(v.pending, 1);
     v = mdb_dbtrack_answered(&t, false);    /* INIT_DB's 1044 */
     assert_null(v.db);
     assert_false(v.unsure);
+    assert_int_equal(v.pending, 0);
     v = send_cmd(&t, SL_COM_INIT_DB, "test2");
     v = mdb_dbtrack_answered(&t, true);
     assert_string_equal(v.db, "test2");

@@ -516,7 +516,10 @@ cache_route_query(void *fsession, struct sl_buf *buf)
     if (cs->key == NULL) {
         return sl_filter_route_next(cs->fs, buf);
     }
-    if (serve_hit(cs, cs->key, cs->key_len, &rc)) {
+    /* A hit answers at once: not while earlier commands of a pipeline
+     * still wait for theirs. */
+    if (sl_session_answers_pending(cs->ses) <= 1 &&
+        serve_hit(cs, cs->key, cs->key_len, &rc)) {
         sl_buf_free(buf);
         collect_reset(cs);
         return rc;

@@ -104,6 +104,7 @@ apply_db(struct sl_dcb *dcb, struct mdb_db_verdict v)
         sl_session_set_db(ses, v.db);
     }
     sl_session_set_db_unsure(ses, v.unsure);
+    sl_session_set_answers_pending(ses, v.pending);
 }
 
 /* Printable scramble bytes (33..126), as the server makes them: clients

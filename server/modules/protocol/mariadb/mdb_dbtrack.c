@@ -24,7 +24,8 @@
 static struct mdb_db_verdict
 current(const struct mdb_dbtrack *t)
 {
-    struct mdb_db_verdict v = {NULL, t->len > 0 || t->unknown};
+    struct mdb_db_verdict v = {NULL, t->len > 0 || t->unknown,
+                               t->sent - t->answered};
 
     return v;
 }
@@ -169,7 +170,7 @@ mdb_dbtrack_change_user(struct mdb_dbtrack *t, const char *db)
 struct mdb_db_verdict
 mdb_dbtrack_answered(struct mdb_dbtrack *t, bool ok)
 {
-    struct mdb_db_verdict v = {NULL, false};
+    struct mdb_db_verdict v = {NULL, false, 0};
     struct mdb_dbchange *c;
 
     if (t->answered < t->sent) {
@@ -188,6 +189,7 @@ mdb_dbtrack_answered(struct mdb_dbtrack *t, bool ok)
         }
     }
     v.unsure = t->len > 0 || t->unknown;
+    v.pending = t->sent - t->answered;
     return v;
 }
 

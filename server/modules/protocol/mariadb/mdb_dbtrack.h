@@ -18,6 +18,10 @@
  * change is queued, or after an UNKNOWN one, the database is "unsure"
  * (sl_session_db_unsure): the cache filter does not key on it.
  *
+ * The same ordinals give the number of commands still waiting for their
+ * answers (sl_session_answers_pending): a filter answering by itself
+ * must not overtake them.
+ *
  * The tracker does not touch the session: its calls say what to set.
  * Context: worker-owned (the client DCB's worker).
  */
@@ -55,10 +59,12 @@ struct mdb_dbtrack {
 };
 
 /* The verdict of a call: set the session's database to db (when not
- * NULL; valid until the next call) and its unsure flag to unsure. */
+ * NULL; valid until the next call), its unsure flag to unsure, and the
+ * number of commands still waiting for their answers to pending. */
 struct mdb_db_verdict {
     const char *db;
     bool unsure;
+    uint64_t pending;
 };
 
 /* A complete command from the client about to be routed (cmd: its
