@@ -466,3 +466,17 @@ def test_pipelined_hit_waits_for_earlier_answers(iso_proxy, two_dbs):
         assert answers == [("rows", ["0"]), ("rows", ["in test"]), ("ok",),
                            ("rows", ["in test"])]
         assert st.scalar(conn, "SELECT 'still in step'") == "still in step"
+
+
+def test_pipelined_answer_is_not_stored_under_the_next_key(
+        iso_proxy, two_dbs):
+    """Two cacheable SELECTs pipelined: the first one's answer must not be
+    stored under the second one's key (another session would get
+    'poison' for the second statement)."""
+    victim = "SELECT v FROM test.ck_pipe WHERE k = 1 AND 6 = 6"
+    bait = "SELECT 'poison' FROM test.ck_pipe WHERE k = 1"
+    with st.connect(DEFAULT, database="test") as conn:
+        answers = pipeline(conn, (COM_QUERY, bait), (COM_QUERY, victim))
+        assert answers == [("rows", ["poison"]), ("rows", ["in test"])]
+    for _ in range(2):
+        assert fresh_read(victim) == "in test"

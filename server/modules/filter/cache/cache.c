@@ -524,7 +524,11 @@ cache_route_query(void *fsession, struct sl_buf *buf)
         collect_reset(cs);
         return rc;
     }
-    cs->storing = cache_rules_store(&inst->rules, &cs->qc,
+    /* The answer collected next must be this command's: not when earlier
+     * pipelined commands still wait for theirs (collect_reset() above
+     * also drops a collection overtaken by this command). */
+    cs->storing = sl_session_answers_pending(cs->ses) <= 1 &&
+                  cache_rules_store(&inst->rules, &cs->qc,
                                     sl_session_db(cs->ses), sql, len, cs->md);
     if (!cs->storing) {
         collect_reset(cs);
