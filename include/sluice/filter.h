@@ -114,8 +114,10 @@ struct sl_filter_ops {
 SL_EXPORT int sl_filter_route_next(struct sl_filter_session *fs,
                                    struct sl_buf *buf);
 /* Pass (a piece of) an answer to the previous filter or the client; takes
- * buf. Also how a filter answers a command itself, from route_query.
- * SL_OK or SL_ERROR. Worker-owned. */
+ * buf. Also how a filter answers a command itself, from route_query --
+ * only when sl_session_answers_pending() is 1, or the answer would
+ * overtake those of earlier, pipelined commands. SL_OK or SL_ERROR.
+ * Worker-owned. */
 SL_EXPORT int sl_filter_reply_next(struct sl_filter_session *fs,
                                    struct sl_buf *buf,
                                    const struct sl_reply *reply);

@@ -64,6 +64,22 @@ SL_EXPORT const char *sl_session_remote(const struct sl_session *ses);
 SL_EXPORT const char *sl_session_db(const struct sl_session *ses);
 SL_EXPORT void sl_session_set_user(struct sl_session *ses, const char *user);
 SL_EXPORT void sl_session_set_db(struct sl_session *ses, const char *db);
+/* Is the default database uncertain right now: a change of it is still
+ * waiting for its answer (pipelined commands), or the server may have
+ * changed it without Sluice being able to tell (a multi-statement with
+ * USE)? sl_session_db() is then the last one known. Set by the client
+ * protocol; a filter keying anything on the database (the cache) must
+ * not use it while true. Worker-owned. */
+SL_EXPORT bool sl_session_db_unsure(const struct sl_session *ses);
+SL_EXPORT void sl_session_set_db_unsure(struct sl_session *ses, bool unsure);
+/* Commands the client sent that still wait for (the end of) their
+ * answers, the one being routed included: in route_query it is 1 unless
+ * the client pipelined. A filter that answers a command itself (the
+ * cache) must do so only when it is 1, or its answer would overtake
+ * earlier ones. Set by the client protocol. Worker-owned. */
+SL_EXPORT uint64_t sl_session_answers_pending(const struct sl_session *ses);
+SL_EXPORT void sl_session_set_answers_pending(struct sl_session *ses,
+                                              uint64_t n);
 /* The capability flags the client negotiated (SL_CAP_*, see mariadb.h),
  * set by the client protocol when the session starts; 0 before. A filter
  * that answers with a result set needs SL_CAP_DEPRECATE_EOF from here. */

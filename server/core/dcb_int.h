@@ -114,9 +114,11 @@ struct sl_session {
     bool counted;                   /* counted in service->sessions */
     pthread_mutex_t lock;           /* shared model: held while processing
                                      * any DCB of this session */
-    char user[128];
+    char user[388];                 /* 128 characters of utf8mb3 */
     char remote[256];
-    char db[128];
+    char db[196];                   /* 64 characters of utf8mb3 */
+    bool db_unsure;                 /* sl_session_db_unsure() */
+    uint64_t answers_pending;       /* sl_session_answers_pending() */
     struct sl_hint hint;            /* for the next routed command */
     uint64_t client_caps;           /* SL_CAP_* the client negotiated */
     /* Internal sessions (no client DCB; sl_session_create_internal): */

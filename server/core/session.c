@@ -562,6 +562,30 @@ sl_session_set_db(struct sl_session *ses, const char *db)
     snprintf(ses->db, sizeof(ses->db), "%s", db ? db : "");
 }
 
+bool
+sl_session_db_unsure(const struct sl_session *ses)
+{
+    return ses->db_unsure;
+}
+
+void
+sl_session_set_db_unsure(struct sl_session *ses, bool unsure)
+{
+    ses->db_unsure = unsure;
+}
+
+uint64_t
+sl_session_answers_pending(const struct sl_session *ses)
+{
+    return ses->answers_pending;
+}
+
+void
+sl_session_set_answers_pending(struct sl_session *ses, uint64_t n)
+{
+    ses->answers_pending = n;
+}
+
 uint64_t
 sl_session_client_caps(const struct sl_session *ses)
 {

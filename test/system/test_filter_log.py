@@ -208,6 +208,29 @@ def test_throttle_errors_past_the_limit(proxy):
         assert st.server_id(conn) == st.PRIMARY_ID
 
 
+def test_throttle_never_answers_out_of_order(proxy):
+    """Thirty statements pipelined past max_qps: the refusal may not
+    overtake the answers of the earlier ones (the client would read it as
+    one of them). Every answer read is its own statement's; the session
+    is closed instead of answering out of order."""
+    from test_filter_cache import COM_QUERY, read_answer
+    time.sleep(1.2)   # a fresh window
+    with st.connect(THROTTLE, read_timeout=20) as conn:
+        data = b""
+        for i in range(30):
+            payload = bytes([COM_QUERY]) + f"SELECT {i}".encode()
+            data += len(payload).to_bytes(3, "little") + b"\x00" + payload
+        conn._write_bytes(data)
+        answers = []
+        for i in range(30):
+            a = read_answer(conn)
+            answers.append(a)
+            if a[0] == "err":
+                break
+        for i, a in enumerate(answers):
+            assert a in (("rows", [str(i)]), ("err", 2013)), answers
+
+
 def test_throttle_disconnects_after_throttling_duration(proxy):
     conn = st.connect(THROTTLE_CUT)
     deadline = time.monotonic() + 10

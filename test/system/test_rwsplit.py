@@ -14,6 +14,7 @@ readconnroute services of proxy.py):
 Destructive tests (replica killed, replication delayed, primary restarted)
 restore the sandbox before they end."""
 
+import struct
 import subprocess
 import threading
 import time
@@ -184,6 +185,61 @@ def test_lazy_connect_one_replica(proxy):
         cur.execute("REPLACE INTO test.rws VALUES (40, @@server_id, 'lz')")
     with st.root(st.PRIMARY_ID) as p:
         assert st.scalar(p, "SELECT sid FROM test.rws WHERE id=40") == 1
+
+
+def test_lazy_replica_logs_in_to_the_real_database(proxy):
+    """DO 1 and a COM_INIT_DB the server refuses (1044), pipelined: the
+    replica connected afterwards logs in to the session's real database,
+    not the refused one, and answers the read."""
+    from test_filter_cache import COM_INIT_DB, COM_QUERY, pipeline
+    wait_routes(LAZY_PORT)
+    with st.connect(LAZY_PORT, database="test", read_timeout=30) as conn:
+        answers = pipeline(conn, (COM_QUERY, "DO 1"), (COM_INIT_DB, "mysql"))
+        assert answers == [("ok",), ("err", 1044)]
+        with conn.cursor() as cur:
+            rows = []
+            for _ in range(10):
+                cur.execute("SELECT DATABASE(), @@server_id")
+                rows.append(cur.fetchone())
+        assert {db for db, _ in rows} == {"test"}, rows
+        assert {sid for _, sid in rows} & st.REPLICA_IDS, rows
+
+
+def test_lazy_replica_login_refused_answers_error(proxy):
+    """The session's database is dropped behind its back: replicas
+    connected afterwards refuse the login (1049). The read gets an error
+    after each server was tried once, not an endless reconnect loop
+    between the replicas; the session goes on (writes reach the primary).
+    """
+    with st.root(st.PRIMARY_ID) as r, r.cursor() as cur:
+        cur.execute("CREATE DATABASE IF NOT EXISTS ck_gone")
+        cur.execute("GRANT ALL ON ck_gone.* TO 'app'@'%'")
+    st.wait_replicated()
+    try:
+        wait_routes(LAZY_PORT)
+        with st.connect(LAZY_PORT, database="ck_gone",
+                        read_timeout=30) as conn:
+            st.scalar(conn, "DO 1")
+            with st.root(st.PRIMARY_ID) as r, r.cursor() as cur:
+                cur.execute("DROP DATABASE ck_gone")
+            st.wait_replicated()
+            before = log_count(proxy, "login to server failed")
+            with pytest.raises(pymysql.MySQLError) as exc:
+                st.scalar(conn, "SELECT @@server_id")
+            assert st.error_code(exc.value) == 1105, exc.value
+            tries = log_count(proxy, "login to server failed") - before
+            assert 1 <= tries <= len(st.SERVERS) + 1, tries   # one retry each
+            assert st.scalar(conn, "SELECT @@server_id FOR UPDATE") == \
+                st.PRIMARY_ID
+    finally:
+        with st.root(st.PRIMARY_ID) as r, r.cursor() as cur:
+            cur.execute("DROP DATABASE IF EXISTS ck_gone")
+            cur.execute("REVOKE ALL ON ck_gone.* FROM 'app'@'%'")
+
+
+def log_count(proxy, text):
+    return (proxy.run_dir / "proxy.log").read_text(
+        errors="replace").count(text)
 
 
 def test_history_replayed_and_pruned(proxy):
@@ -383,6 +439,90 @@ def test_prepared_statements_pymysql_text_and_binary_mix(proxy):
             seen.add(sid)
         cur.execute("DEALLOCATE PREPARE s1")
     assert seen <= set(st.SERVERS)
+
+
+# Counts one parameter under the default sql_mode and two under
+# NO_BACKSLASH_ESCAPES (the backslash no longer escapes the quote, so the
+# second "?" leaves the string literal).
+PS_TWO_COUNTS = "SELECT ?, @@server_id, 'x\\', ?, '' -- '"
+
+
+@pytest.fixture
+def replicas_count_params_differently():
+    """New connections to the replicas get NO_BACKSLASH_ESCAPES."""
+    modes = {}
+    for sid in st.REPLICA_IDS:
+        with st.root(sid) as r, r.cursor() as cur:
+            cur.execute("SELECT @@GLOBAL.sql_mode")
+            modes[sid] = cur.fetchone()[0]
+            cur.execute("SET GLOBAL sql_mode = CONCAT(@@GLOBAL.sql_mode, "
+                        "',NO_BACKSLASH_ESCAPES')")
+    try:
+        yield
+    finally:
+        for sid, mode in modes.items():
+            with st.root(sid) as r, r.cursor() as cur:
+                cur.execute("SET GLOBAL sql_mode = %s", (mode,))
+
+
+def ps_prepare(conn, sql):
+    """COM_STMT_PREPARE by hand: (statement id, parameter count)."""
+    conn._execute_command(0x16, sql.encode())
+    data = conn._read_packet().get_all_data()
+    assert data[0] == 0, data
+    stmt_id, ncols, nparams = struct.unpack("<IHH", data[1:9])
+    for n in (nparams, ncols):
+        for _ in range(n):
+            conn._read_packet()
+        if n and not conn.client_flag & (1 << 24):   # DEPRECATE_EOF
+            conn._read_packet()
+    return stmt_id, nparams
+
+
+def ps_first_two(conn, stmt_id, value):
+    """COM_STMT_EXECUTE with one BIGINT parameter (types sent): the first
+    two columns (both 8-byte integers) of the only row."""
+    body = struct.pack("<IBI", stmt_id, 0, 1) + b"\x00\x01"
+    body += bytes([0x08, 0]) + struct.pack("<q", value)
+    conn._execute_command(0x17, body)
+    ncols = conn._read_packet().get_all_data()[0]
+    for _ in range(ncols):
+        conn._read_packet()
+    if not conn.client_flag & (1 << 24):
+        conn._read_packet()
+    rows = []
+    while True:
+        data = conn._read_packet().get_all_data()
+        if data[0] == 0xFE and len(data) < 0xFFFFFF:
+            return rows
+        nulls = (ncols + 7 + 2) // 8
+        rows.append(struct.unpack("<qq", data[1 + nulls:17 + nulls]))
+
+
+@pytest.mark.parametrize("port", [RW_PORT, LAZY_PORT], ids=["rw", "lazy"])
+def test_prepare_with_another_param_count_drops_backend(
+        proxy, replicas_count_params_differently, port):
+    """The replicas count two parameters where the primary (the client's
+    answer) counts one: each is closed as divergent, whether it answers
+    the PREPARE before the primary (rw) or afterwards, when a lazily
+    opened connection replays it behind the client's execute (lazy).
+    Every execute answers with the client's own value from a server that
+    counts like the client; nothing overflows (the ASan build checks)."""
+    wait_routes(port)
+    with st.connect(port) as conn:
+        stmt_id, nparams = ps_prepare(conn, PS_TWO_COUNTS)
+        assert nparams == 1
+        got = []
+        for i in range(20):   # on past errors: later executes matter too
+            try:
+                got.append(ps_first_two(conn, stmt_id, 1000 + i))
+            except pymysql.MySQLError as exc:
+                got.append(str(exc))
+        assert got == [[(1000 + i, st.PRIMARY_ID)] for i in range(20)], got
+        assert st.scalar(conn, "SELECT 1") == 1
+    log = (proxy.run_dir / "proxy.log").read_text(errors="replace")
+    assert "another parameter count than the one the client was given" \
+        in log
 
 
 def replica_lag_ok(port, sid_avoided, n=20):

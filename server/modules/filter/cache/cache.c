@@ -3,9 +3,13 @@
  *
  * A COM_QUERY the classifier calls a plain read (a SELECT that reads no
  * variables, locks nothing and has no side effect), whose session may use
- * the cache (rules "use") and outside an explicit transaction, is looked up
- * by its key: default database + "\n" + SQL text (+ user with
- * users=isolated).
+ * the cache (rules "use"), outside an explicit transaction and while the
+ * session's default database is certain (sl_session_db_unsure), is looked
+ * up by its key: the client's answer format (CLIENT_DEPRECATE_EOF,
+ * CLIENT_SESSION_TRACK), with users=isolated the user name and client
+ * host, and the default database, each length-prefixed so that no two
+ * different tuples give the same bytes ("appshop" with no database is not
+ * "app" in "shop"), then the SQL text.
  *
  *   hit, younger than soft_ttl:  the stored answer's bytes are replayed to
  *       the client as they came from the server (sequence numbers 1..n, as
@@ -23,6 +27,10 @@
  * Storage: one hash table per filter instance, shared by all workers under
  * a mutex (cached_data=shared; thread_specific is accepted and also
  * shared). Entries are evicted oldest first past max_size or max_count.
+ * An entry's size is what it holds in memory: the answer, the key, the
+ * table names and the entry itself; max_size (default 100Mi) bounds the
+ * store, and an answer is no longer collected once it alone would
+ * exceed max_size.
  *
  * Context: the store under inst->lock; sessions worker-owned.
  */
@@ -67,7 +75,8 @@ static const struct sl_param_spec cache_params[] = {
     {"max_resultset_size", SL_PARAM_SIZE, "0", 0, NULL,
      "Larger results are not stored (0: no limit)"},
     {"max_count", SL_PARAM_COUNT, "0", 0, NULL, "Entries (0: no limit)"},
-    {"max_size", SL_PARAM_SIZE, "0", 0, NULL, "Total bytes (0: no limit)"},
+    {"max_size", SL_PARAM_SIZE, "100Mi", 0, NULL,
+     "Total bytes of the store (0: no limit)"},
     {"rules", SL_PARAM_PATH, NULL, 0, NULL, "JSON rules file"},
     {"invalidate", SL_PARAM_ENUM, "never", 0, cache_invalidate,
      "current: writes drop entries of their tables"},
@@ -90,6 +99,7 @@ struct cache_entry {
     size_t key_len;
     unsigned char *data;               /* the whole answer */
     size_t len;
+    size_t cost;                       /* bytes counted against max_size */
     struct sl_reply reply;             /* its final reply view */
     int64_t created_us;
     unsigned ntables;
@@ -157,7 +167,7 @@ entry_unlink(struct cache_instance *inst, struct cache_entry *e)
         inst->newest = e->older;
     }
     inst->count--;
-    inst->size -= e->len;
+    inst->size -= e->cost;
     free(e->key);
     free(e->data);
     free(e->tables);
@@ -197,7 +207,7 @@ store_insert(struct cache_instance *inst, struct cache_entry *e)
     }
     inst->newest = e;
     inst->count++;
-    inst->size += e->len;
+    inst->size += e->cost;
     while (inst->oldest != e &&
            ((inst->max_size && inst->size > inst->max_size) ||
             (inst->max_count && inst->count > inst->max_count))) {
@@ -280,7 +290,8 @@ cache_destroy(void *instance)
     free(inst);
 }
 
-/* {"entries", "size", "hits", "misses"}. Admin thread. */
+/* {"entries", "size", "max_count", "max_size", "hits", "misses"}. Admin
+ * thread. */
 static void *
 cache_diagnostics(void *instance)
 {
@@ -288,9 +299,11 @@ cache_diagnostics(void *instance)
     json_t *j;
 
     pthread_mutex_lock(&inst->lock);
-    j = json_pack("{s:I, s:I, s:I, s:I}", "entries", (json_int_t)inst->count,
-                  "size", (json_int_t)inst->size, "hits",
-                  (json_int_t)inst->hits, "misses", (json_int_t)inst->misses);
+    j = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "entries",
+                  (json_int_t)inst->count, "size", (json_int_t)inst->size,
+                  "max_count", (json_int_t)inst->max_count, "max_size",
+                  (json_int_t)inst->max_size, "hits", (json_int_t)inst->hits,
+                  "misses", (json_int_t)inst->misses);
     pthread_mutex_unlock(&inst->lock);
     return j;
 }
@@ -374,22 +387,49 @@ cacheable(const struct sl_qc_result *qc)
            qc->ntables <= SL_QC_MAX_TABLES;
 }
 
+/* Append a field as a 4-byte length and its bytes. */
+static char *
+put_field(char *k, const char *f, size_t n)
+{
+    k[0] = (char)(n & 0xff);
+    k[1] = (char)((n >> 8) & 0xff);
+    k[2] = (char)((n >> 16) & 0xff);
+    k[3] = (char)((n >> 24) & 0xff);
+    memcpy(k + 4, f, n);
+    return k + 4 + n;
+}
+
+/* Client capabilities that change an answer's bytes: the EOF after the
+ * column definitions, session-state data in the final OK. */
+#define FORMAT_CAPS (SL_CAP_DEPRECATE_EOF | SL_CAP_SESSION_TRACK)
+
+/*
+ * The lookup key (malloc'd, *n bytes): the answer format, [user, client
+ * host,] database, each length-prefixed, then the SQL text. The lengths
+ * keep the fields apart: joined bare, user "appshop" without a database
+ * and user "app" in "shop" would share entries. The format keeps an
+ * answer stored for a CLIENT_DEPRECATE_EOF client from one without it.
+ */
 static char *
 make_key(struct cache_session *cs, const char *sql, size_t len, size_t *n)
 {
     const char *db = sl_session_db(cs->ses);
     const char *user = cs->inst->isolated ? sl_session_user(cs->ses) : "";
-    size_t dl = strlen(db), ul = strlen(user);
-    char *k = malloc(ul + dl + len + 2);
+    const char *host = cs->inst->isolated ? sl_session_remote(cs->ses) : "";
+    uint32_t fmt = (uint32_t)(sl_session_client_caps(cs->ses) & FORMAT_CAPS);
+    size_t dl = strlen(db), ul = strlen(user), hl = strlen(host);
+    char *k = malloc(4 + 12 + ul + hl + dl + len);
+    char *p;
 
     if (k == NULL) {
         return NULL;
     }
-    memcpy(k, user, ul);
-    memcpy(k + ul, db, dl);
-    k[ul + dl] = '\n';
-    memcpy(k + ul + dl + 1, sql, len);
-    *n = ul + dl + 1 + len;
+    memcpy(k, &fmt, 4);
+    p = put_field(k + 4, user, ul);
+    p = put_field(p, host, hl);
+    p = put_field(p, db, dl);
+    memcpy(p, sql, len);
+    *n = (size_t)(p - k) + len;
     return k;
 }
 
@@ -439,7 +479,7 @@ maybe_invalidate(struct cache_session *cs, const struct sl_qc_result *qc)
     if (!(qc->type & (SL_QC_WRITE | SL_QC_DDL))) {
         return;
     }
-    n = qc->ntables > SL_QC_MAX_TABLES
+    n = qc->ntables > SL_QC_MAX_TABLES || sl_session_db_unsure(cs->ses)
             ? 0
             : qualify_tables(qc, sl_session_db(cs->ses), tables);
     pthread_mutex_lock(&cs->inst->lock);
@@ -468,19 +508,27 @@ cache_route_query(void *fsession, struct sl_buf *buf)
     if (inst->invalidate) {
         maybe_invalidate(cs, &cs->qc);
     }
-    if (!cs->use || cs->in_trx || !cacheable(&cs->qc)) {
+    if (!cs->use || cs->in_trx || sl_session_db_unsure(cs->ses) ||
+        !cacheable(&cs->qc)) {
         return sl_filter_route_next(cs->fs, buf);
     }
     cs->key = make_key(cs, sql, len, &cs->key_len);
     if (cs->key == NULL) {
         return sl_filter_route_next(cs->fs, buf);
     }
-    if (serve_hit(cs, cs->key, cs->key_len, &rc)) {
+    /* A hit answers at once: not while earlier commands of a pipeline
+     * still wait for theirs. */
+    if (sl_session_answers_pending(cs->ses) <= 1 &&
+        serve_hit(cs, cs->key, cs->key_len, &rc)) {
         sl_buf_free(buf);
         collect_reset(cs);
         return rc;
     }
-    cs->storing = cache_rules_store(&inst->rules, &cs->qc,
+    /* The answer collected next must be this command's: not when earlier
+     * pipelined commands still wait for theirs (collect_reset() above
+     * also drops a collection overtaken by this command). */
+    cs->storing = sl_session_answers_pending(cs->ses) <= 1 &&
+                  cache_rules_store(&inst->rules, &cs->qc,
                                     sl_session_db(cs->ses), sql, len, cs->md);
     if (!cs->storing) {
         collect_reset(cs);
@@ -493,14 +541,18 @@ store_answer(struct cache_session *cs, const struct sl_reply *reply)
 {
     struct cache_instance *inst = cs->inst;
     struct cache_entry *e = calloc(1, sizeof(*e));
+    unsigned nt = cs->qc.ntables < SL_QC_MAX_TABLES ? cs->qc.ntables
+                                                    : SL_QC_MAX_TABLES;
 
     if (e == NULL) {
         return;
     }
-    e->tables = calloc(SL_QC_MAX_TABLES, sizeof(*e->tables));
+    e->tables = nt > 0 ? calloc(nt, sizeof(*e->tables)) : NULL;
     e->len = sl_buf_len(cs->collect);
     e->data = malloc(e->len ? e->len : 1);
-    if (e->tables == NULL || e->data == NULL) {
+    e->cost = sizeof(*e) + nt * sizeof(*e->tables) + e->len + cs->key_len;
+    if ((nt > 0 && e->tables == NULL) || e->data == NULL ||
+        (inst->max_size && e->cost > inst->max_size)) {
         free(e->tables);
         free(e->data);
         free(e);
@@ -519,15 +571,19 @@ store_answer(struct cache_session *cs, const struct sl_reply *reply)
     pthread_mutex_unlock(&inst->lock);
 }
 
-/* Collect a piece of a storable answer; stop collecting past a limit. */
+/* Collect a piece of a storable answer; stop collecting past a limit
+ * (max_resultset_size, or max_size: an answer that could never be stored
+ * is not held in memory either). */
 static void
 collect(struct cache_session *cs, const struct sl_buf *buf,
         const struct sl_reply *reply)
 {
     struct cache_instance *inst = cs->inst;
     size_t have = cs->collect ? sl_buf_len(cs->collect) : 0;
+    size_t next = have + sl_buf_len(buf);
 
-    if ((inst->max_rsize && have + sl_buf_len(buf) > inst->max_rsize) ||
+    if ((inst->max_rsize && next > inst->max_rsize) ||
+        (inst->max_size && next > inst->max_size) ||
         (inst->max_rows && reply->rows > inst->max_rows) || reply->is_err ||
         reply->more_results || reply->results > 1) {
         collect_reset(cs);

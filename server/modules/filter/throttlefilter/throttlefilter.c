@@ -183,6 +183,13 @@ thr_route_query(void *fsession, struct sl_buf *buf)
         sl_session_close(ts->ses, "throttled for too long");
         return SL_OK;
     }
+    if (sl_session_answers_pending(ts->ses) > 1) {
+        /* Pipelined: an error now would overtake the answers of earlier
+         * commands and be read as one of them. */
+        sl_buf_free(buf);
+        sl_session_close(ts->ses, "over max_qps while pipelining");
+        return SL_OK;
+    }
     reply.command = (uint8_t)cmd;
     sl_buf_free(buf);
     reply.state = SL_REPLY_DONE;

@@ -44,6 +44,7 @@
 #include <sluice/session.h>
 
 #include "mdb.h"
+#include "mdb_dbtrack.h"
 
 /* Longest login packet accepted before the client is called malformed. */
 #define MAX_LOGIN_PACKET 65536
@@ -68,8 +69,7 @@ struct mdb_client {
     struct mdb_hello *hello;     /* during login and COM_CHANGE_USER */
     struct sl_buf *cu_cmd;       /* the COM_CHANGE_USER being checked */
     struct mdb_session *sd;      /* handed to the session */
-    char init_db[MDB_DB_MAX];    /* COM_INIT_DB awaiting its OK */
-    bool init_db_pending;
+    struct mdb_dbtrack dbt;      /* default-database changes in flight */
     bool tls_started;            /* SSLRequest seen, TLS running */
     uint64_t max_packet;         /* service's max_allowed_packet */
 };
@@ -97,6 +97,19 @@ send_payload(struct sl_dcb *dcb, uint8_t seq, const void *p, size_t len)
     struct sl_buf *buf = sl_mdb_make_packet(seq, p, len);
 
     return buf != NULL && sl_dcb_write(dcb, buf) == 0 ? SL_OK : SL_ERROR;
+}
+
+/* Apply a default-database verdict of the tracker to the session. */
+static void
+apply_db(struct sl_dcb *dcb, struct mdb_db_verdict v)
+{
+    struct sl_session *ses = sl_dcb_session(dcb);
+
+    if (v.db != NULL) {
+        sl_session_set_db(ses, v.db);
+    }
+    sl_session_set_db_unsure(ses, v.unsure);
+    sl_session_set_answers_pending(ses, v.pending);
 }
 
 /* The host is blocked (max_auth_errors_until_block): ERR 1129 with seq,
@@ -448,6 +461,7 @@ change_user_ok(struct sl_dcb *dcb, struct mdb_client *cl)
     cl->cu_cmd = NULL;
     sl_session_set_user(ses, cl->hello->user);
     sl_session_set_db(ses, cl->hello->db);
+    apply_db(dcb, mdb_dbtrack_change_user(&cl->dbt, cl->hello->db));
     if (cl->hello->charset != 0) {
         cl->sd->charset = cl->hello->charset;
     }
@@ -524,59 +538,6 @@ routable(int cmd)
            cmd == SL_COM_STMT_BULK_EXECUTE;
 }
 
-static void
-note_init_db(struct mdb_client *cl, const struct sl_buf *cmd)
-{
-    size_t n = sl_buf_len(cmd) - SL_MDB_HDR_LEN - 1;
-
-    if (n >= sizeof(cl->init_db)) {
-        return;
-    }
-    sl_buf_copy_out(cmd, SL_MDB_HDR_LEN + 1, n, cl->init_db);
-    cl->init_db[n] = '\0';
-    cl->init_db_pending = true;
-}
-
-/*
- * "USE db" sent as COM_QUERY changes the default database like
- * COM_INIT_DB; remember it so backends opened later log in to it. Only
- * short statements are looked at; anything unusual is left alone.
- */
-static void
-note_use(struct mdb_client *cl, const struct sl_buf *cmd)
-{
-    char q[MDB_DB_MAX + 16];
-    size_t n = sl_buf_len(cmd) - SL_MDB_HDR_LEN - 1;
-    char *p, *end, *name;
-
-    if (n < 5 || n >= sizeof(q)) {
-        return;
-    }
-    sl_buf_copy_out(cmd, SL_MDB_HDR_LEN + 1, n, q);
-    q[n] = '\0';
-    p = q + strspn(q, " \t\r\n");
-    if (strncasecmp(p, "use", 3) != 0 || strchr(" \t\r\n`", p[3]) == NULL) {
-        return;
-    }
-    p += 3 + strspn(p + 3, " \t\r\n");
-    if (*p == '`') {
-        name = p + 1;
-        if ((end = strchr(name, '`')) == NULL) {
-            return;
-        }
-    } else {
-        name = p;
-        end = p + strcspn(p, " \t\r\n;");
-    }
-    p = end + (*end == '`');
-    if (end == name || p[strspn(p, " \t\r\n;")] != '\0') {
-        return;
-    }
-    *end = '\0';
-    snprintf(cl->init_db, sizeof(cl->init_db), "%s", name);
-    cl->init_db_pending = true;
-}
-
 /* One complete command of n bytes at the head of rq. */
 static int
 one_command(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *rq,
@@ -603,11 +564,7 @@ one_command(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *rq,
     if (cmd == SL_COM_CHANGE_USER) {
         return change_user(dcb, cl, buf);
     }
-    if (cmd == SL_COM_INIT_DB) {
-        note_init_db(cl, buf);
-    } else if (cmd == SL_COM_QUERY && n <= SL_MDB_HDR_LEN + 1 + MDB_DB_MAX) {
-        note_use(cl, buf);
-    }
+    apply_db(dcb, mdb_dbtrack_command(&cl->dbt, buf));
     return sl_session_route_query(ses, buf) == SL_OK ? SL_OK : SL_ERROR;
 }
 
@@ -805,13 +762,8 @@ mdb_client_reply(struct sl_dcb *client, struct sl_buf *buf,
             cl->cu_seq = -1;
         }
     }
-    if ((reply->command == SL_COM_INIT_DB ||
-         reply->command == SL_COM_QUERY) &&
-        reply->complete && cl->init_db_pending) {
-        cl->init_db_pending = false;
-        if (reply->is_ok) {
-            sl_session_set_db(sl_dcb_session(client), cl->init_db);
-        }
+    if (reply->complete) {
+        apply_db(client, mdb_dbtrack_answered(&cl->dbt, reply->is_ok));
     }
     if (reply->state == SL_REPLY_LOAD_DATA && !reply->complete) {
         cl->load_data = true;
@@ -839,6 +791,9 @@ mdb_client_error(struct sl_dcb *client, uint16_t code, const char *sqlstate,
                   : cl->seq;
     } else if (cl != NULL && cl->cu_seq >= 0) {
         seq = (uint8_t)cl->cu_seq;
+    } else if (cl != NULL) {
+        /* Made up in place of the answer to the oldest command. */
+        apply_db(client, mdb_dbtrack_answered(&cl->dbt, false));
     }
     send_err(client, seq, code, sqlstate, msg);
 }
@@ -852,6 +807,7 @@ mdb_client_free(struct sl_dcb *client)
         return;
     }
     sl_buf_free(cl->cu_cmd);
+    mdb_dbtrack_free(&cl->dbt);
     free(cl->hello);
     free(cl->sd);
     free(cl);

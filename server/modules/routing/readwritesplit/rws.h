@@ -161,10 +161,14 @@ struct rws_ps {
     bool is_read;                 /* SELECT outside transactions: replica */
     bool sescmd;                  /* SET ...: executed on every connection */
     uint32_t type;                /* the classifier's SL_QC_* of the text */
-    uint16_t params;
+    uint16_t params;              /* the client's count (the replier's) */
+    bool params_known;            /* the replier has answered */
     uint32_t *bids;               /* [nservers] backend ids, 0 none */
+    uint16_t *bparams;            /* [nservers] each connection's count,
+                                   * checked when the replier answers */
     uint64_t types_sent;          /* bit per server index < 64 */
-    unsigned char *types;         /* 2 * params bytes, from an execute */
+    unsigned char *types;         /* 2 * ntypes bytes, from an execute */
+    uint16_t ntypes;              /* params when types was filled */
     int last;                     /* backend of the last execution */
     struct rws_sescmd *sc;        /* its PREPARE, for the history */
 };
@@ -209,6 +213,10 @@ struct rws_session {
     int cur_target;
     bool cur_is_read;
     bool cur_started;             /* bytes already went to the client */
+    unsigned cur_retries;         /* retry_read()s of this command: at
+                                   * most one per server, so connections
+                                   * that keep failing (a login refused)
+                                   * cannot be retried forever */
     bool cur_is_write;
     int last_used;
     unsigned rotate;

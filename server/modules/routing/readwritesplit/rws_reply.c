@@ -377,6 +377,45 @@ check_sescmd(struct rws_session *rs, struct rws_be *be,
     }
 }
 
+/* Connections that answered the PREPARE before the replier did, with
+ * another parameter count than the one the client was given: closed. */
+static void
+drop_miscounted(struct rws_session *rs, struct rws_ps *ps, unsigned replier)
+{
+    for (unsigned i = 0; i < rs->inst->nservers; i++) {
+        if (i != replier && ps->bids[i] != 0 &&
+            ps->bparams[i] != ps->params) {
+            ps->bids[i] = 0;
+            drop_backend(rs, &rs->be[i], "its prepared statement has another parameter count than the one the client was given");
+        }
+    }
+}
+
+/*
+ * A connection's complete PREPARE OK: remember its statement id. The
+ * replier's parameter count is the client's and lays out every execute
+ * (the NULL bitmap, the saved types); a connection that counts otherwise
+ * (another sql_mode, another schema) would be sent executes it cannot
+ * read, so it is closed as divergent, whichever answers first.
+ */
+static void
+prepare_ok(struct rws_session *rs, struct rws_be *be, struct rws_ps *ps,
+           const struct sl_reply *reply, bool to_client)
+{
+    if (to_client) {
+        ps->params = reply->param_count;
+        ps->params_known = true;
+        ps->bids[be->idx] = reply->stmt_id;
+        drop_miscounted(rs, ps, be->idx);
+    } else if (ps->params_known && reply->param_count != ps->params) {
+        ps->bids[be->idx] = 0;
+        drop_backend(rs, be, "its prepared statement has another parameter count than the one the client was given");
+    } else {
+        ps->bids[be->idx] = reply->stmt_id;
+        ps->bparams[be->idx] = reply->param_count;
+    }
+}
+
 /* The first packet of a prepare OK carries the statement id: map it and
  * give the client our id instead. */
 static void
@@ -390,12 +429,9 @@ prepare_answer(struct rws_session *rs, struct rws_be *be,
     if (reply->complete && reply->is_err && be->last_prepare == sc->ps_id) {
         be->last_prepare = 0;   /* "-1" would name an older statement */
     }
-    if (ps == NULL || !reply->complete || reply->is_err) {
-        goto rewrite;
+    if (ps != NULL && reply->complete && !reply->is_err) {
+        prepare_ok(rs, be, ps, reply, to_client);
     }
-    ps->bids[be->idx] = reply->stmt_id;
-    ps->params = reply->param_count;
-rewrite:
     if (to_client && ps != NULL && buf != NULL && sl_buf_len(buf) >= 9 &&
         (p = sl_buf_pullup(buf, 9)) != NULL && p[4] == 0x00) {
         p[5] = (unsigned char)ps->id;
@@ -729,9 +765,11 @@ retry_read(struct rws_session *rs, struct rws_be *failed)
     int idx;
 
     if (!rs->inst->cfg.retry_failed_reads || again == NULL ||
-        rs->cur_started || !rs->cur_is_read) {
+        rs->cur_started || !rs->cur_is_read ||
+        rs->cur_retries >= rs->inst->nservers) {
         return false;
     }
+    rs->cur_retries++;
     idx = rws_slave_index(rs, (int)failed->idx);
     if (idx < 0) {
         idx = rws_master_index(rs, true);

@@ -415,6 +415,7 @@ ps_release(struct rws_session *rs, struct rws_ps *ps)
         rws_sescmd_unref(rs, ps->sc);
     }
     free(ps->bids);
+    free(ps->bparams);
     free(ps->types);
 }
 
@@ -444,7 +445,10 @@ ps_add(struct rws_session *rs)
     ps = &rs->ps[rs->nps];
     memset(ps, 0, sizeof(*ps));
     ps->bids = calloc(rs->inst->nservers + 1, sizeof(*ps->bids));
-    if (ps->bids == NULL) {
+    ps->bparams = calloc(rs->inst->nservers + 1, sizeof(*ps->bparams));
+    if (ps->bids == NULL || ps->bparams == NULL) {
+        free(ps->bids);
+        free(ps->bparams);
         return NULL;
     }
     ps->id = rs->next_ps++;
@@ -558,7 +562,8 @@ add_types(const struct sl_buf *exec, const struct rws_ps *ps)
     struct sl_buf *pkt;
 
     if (len <= off || sl_buf_byte(exec, off) != 0 || ps->types == NULL ||
-        len - 4 >= SL_MDB_MAX_PAYLOAD || (out = malloc(len + tl)) == NULL) {
+        ps->ntypes != ps->params || len - 4 >= SL_MDB_MAX_PAYLOAD ||
+        (out = malloc(len + tl)) == NULL) {
         return NULL;
     }
     sl_buf_copy_out(exec, 4, off - 4, out);
@@ -581,9 +586,14 @@ save_types(const struct sl_buf *exec, struct rws_ps *ps)
         sl_buf_byte(exec, off) != 1) {
         return;
     }
+    if (ps->types != NULL && ps->ntypes != ps->params) {
+        free(ps->types);   /* sized for another count: never write past */
+        ps->types = NULL;
+    }
     if (ps->types == NULL && (ps->types = malloc(tl)) == NULL) {
         return;
     }
+    ps->ntypes = ps->params;
     sl_buf_copy_out(exec, off + 1, tl, ps->types);
     ps->types_sent = 0;
 }
@@ -1140,6 +1150,7 @@ route_to(struct rws_session *rs, int idx, struct sl_buf *buf, bool is_write)
     rs->cur_pure_read = rs->routing_read;
     rs->routing_read = false;
     rs->cur_started = false;
+    rs->cur_retries = 0;
     rs->last_used = idx;
     if (expects_reply(cmd) && (!is_write || rs->inst->cfg.trx_replay)) {
         rs->cur = sl_buf_clone_new(buf);   /* for a retry or a replay */
