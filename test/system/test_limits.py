@@ -186,6 +186,16 @@ def _log(proxy):
     return proxy.daemon.log_path.read_text(errors="replace")
 
 
+def _connect_when_free(port, **kw):
+    """A connection to the max_connections=5 service once it has a free
+    slot: a test before may have just closed its connections, and Sluice
+    frees their slots when it has read the close (as a server would)."""
+    got = []
+    st.wait_until(lambda: got.append(st.connect(port, **kw)) is None, 10,
+                  what=f"a free connection slot on port {port}")
+    return got[0]
+
+
 def test_max_connections(proxy):
     port = BASE + 2
     conns = [st.connect(port) for _ in range(5)]
@@ -207,8 +217,8 @@ def test_max_connections(proxy):
 
 def test_connection_timeout(proxy):
     port = BASE + 2
-    idle = st.connect(port)
-    busy = st.connect(port)
+    idle = _connect_when_free(port)
+    busy = _connect_when_free(port)
     assert st.server_id(idle) == st.PRIMARY_ID
     t0 = time.monotonic()
     while time.monotonic() - t0 < 3.5:          # busy keeps talking
@@ -226,8 +236,8 @@ def test_net_write_timeout(proxy):
     """A client that stops reading: Sluice's writes stall, it closes the
     client after net_write_timeout (2s) and its backend with it."""
     port = BASE + 2
-    conn = st.connect(port, database="test",
-                      cursorclass=pymysql.cursors.SSCursor)
+    conn = _connect_when_free(port, database="test",
+                              cursorclass=pymysql.cursors.SSCursor)
     cur = conn.cursor()
     cur.execute("SELECT REPEAT('w', 1024 * 1024) FROM seq_1_to_256")
     assert len(cur.fetchone()[0]) == 1024 * 1024
