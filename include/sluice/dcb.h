@@ -95,10 +95,12 @@ SL_EXPORT uint64_t sl_dcb_bytes_written(const struct sl_dcb *dcb);
  * sl_dcb_tls_start: switch the connection to TLS now -- a client DCB acts
  * as the TLS server (after the client's SSLRequest; bytes already in the
  * read queue are handed to TLS), a backend DCB as the TLS client (after
- * sending its SSLRequest). The handshake runs inside the DCB's events;
- * sl_dcb_write queues until it completes, and a failed handshake closes
- * the DCB like a hangup. 0, or a negative errno (-ENOTSUP when TLS is not
- * configured). Worker-owned.
+ * sending its SSLRequest; the protocol must have consumed the server's
+ * greeting, and anything else already read is refused with -EBADMSG as
+ * plaintext injected ahead of TLS). The handshake runs inside the DCB's
+ * events; sl_dcb_write queues until it completes, and a failed handshake
+ * closes the DCB like a hangup. 0, or a negative errno (-ENOTSUP when TLS
+ * is not configured). Worker-owned.
  */
 SL_EXPORT bool sl_dcb_tls_configured(const struct sl_dcb *dcb);
 SL_EXPORT bool sl_dcb_tls_required(const struct sl_dcb *dcb);

@@ -1315,6 +1315,18 @@ sl_dcb_tls_start(struct sl_dcb *dcb)
     if (dcb->tls != NULL || dcb->state == DCB_CLOSED) {
         return -EINVAL;
     }
+    /*
+     * A server says nothing between its greeting and our SSLRequest, so
+     * bytes already read on a backend were sent in the clear by someone
+     * who wants them taken for the TLS-protected login reply. (A client's
+     * early bytes are its ClientHello: they go to the TLS layer below.)
+     */
+    if (!accept && dcb->readq.len > 0) {
+        sl_log_warn("server %s: %zu plaintext bytes arrived before TLS "
+                    "started; closing the connection", dcb->server != NULL
+                    ? dcb->server->name : dcb->remote, dcb->readq.len);
+        return -EBADMSG;
+    }
     /* the plain SSLRequest must be on the wire before TLS bytes */
     if (dcb->writeq.len > 0 && (flush(dcb) != 0 || dcb->writeq.len > 0)) {
         return -EAGAIN;

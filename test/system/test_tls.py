@@ -9,11 +9,16 @@ certificate for 127.0.0.1/localhost, a client certificate, and a second
 CA that signed nothing of ours.
 """
 
+import base64
 import hashlib
 import os
+import socket
+import ssl
 import subprocess
 import threading
+import urllib.request
 
+import pymysql
 import pytest
 
 import sluicetest as st
@@ -303,3 +308,163 @@ def test_bad_tls_config_refused(tmp_path, certs, section, error):
     assert status not in (0, None), out
     assert error in out, out
     assert f"{cfg}:" in out or "bad.cnf:" in out, out
+
+
+# ---- a hostile server injecting plaintext ahead of TLS ----
+
+EVIL_PORTS = {"listener": st.port(4530), "admin": st.port(4531),
+              "server": st.port(4532)}
+
+
+def _packet(seq, payload):
+    return len(payload).to_bytes(3, "little") + bytes([seq]) + payload
+
+
+def _greeting():
+    """A Handshake v10 offering CLIENT_SSL (and 4.1 auth)."""
+    caps = (0x1 | 0x8 | 0x200 | 0x800 | 0x2000 | 0x8000 | 0x80000)
+    return _packet(0, b"\x0a" + b"10.11.99-evil\0" + (7).to_bytes(4, "little")
+                   + b"abcdefgh" + b"\0" + (caps & 0xffff).to_bytes(2, "little")
+                   + b"\x21" + b"\x02\x00" + (caps >> 16).to_bytes(2, "little")
+                   + b"\x15" + b"\0" * 10 + b"ijklmnopqrst\0"
+                   + b"mysql_native_password\0")
+
+
+class EvilServer:
+    """Plays a MariaDB server an attacker controls the path to: its
+    greeting offers TLS and is followed, in the same segment, by a
+    plaintext OK (seq 3, where the login's answer inside TLS would be).
+    If Sluice then speaks TLS, it finishes the handshake, takes whatever
+    comes and answers every command with OK; `commands` counts them."""
+
+    def __init__(self, port, certs):
+        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.ctx.load_cert_chain(certs / "server.pem",
+                                 certs / "server-key.pem")
+        self.sock = socket.create_server((st.HOST, port))
+        self.sock.settimeout(0.5)
+        self.commands = 0
+        self.tls_logins = 0
+        self.stop = False
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while not self.stop:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            threading.Thread(target=self._serve, args=(conn,),
+                             daemon=True).start()
+
+    @staticmethod
+    def _read_packet(conn):
+        hdr = b""
+        while len(hdr) < 4:
+            chunk = conn.recv(4 - len(hdr))
+            if not chunk:
+                return None
+            hdr += chunk
+        n = int.from_bytes(hdr[:3], "little")
+        body = b""
+        while len(body) < n:
+            chunk = conn.recv(n - len(body))
+            if not chunk:
+                return None
+            body += chunk
+        return hdr[3], body
+
+    def _serve(self, conn):
+        ok = b"\x00\x00\x00\x02\x00\x00\x00"
+        try:
+            conn.settimeout(30)
+            conn.sendall(_greeting() + _packet(3, ok))
+            if self._read_packet(conn) is None:     # the SSLRequest
+                return
+            tls = self.ctx.wrap_socket(conn, server_side=True)
+            if self._read_packet(tls) is None:      # the login
+                return
+            self.tls_logins += 1
+            while (pkt := self._read_packet(tls)) is not None:
+                if pkt[1][:1] == b"\x01":
+                    return
+                self.commands += 1
+                tls.sendall(_packet(pkt[0] + 1, ok))
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    def close(self):
+        self.stop = True
+        self.thread.join(5)
+        self.sock.close()
+
+
+def test_plaintext_injected_before_backend_tls_is_refused(tmp_path, certs):
+    """Bytes a server sends after its greeting and before TLS is up are
+    not the server's (it must wait for the SSLRequest): Sluice fails that
+    backend connection and says why, instead of reading them as the login
+    reply. db1-accounts only lends its accounts: no monitor watches it
+    and it is not running, so nothing is routed to it."""
+    evil = EvilServer(EVIL_PORTS["server"], certs)
+    text = sluice_config(tmp_path, st.port(4533), st.port(4534))
+    text = text.replace("admin_enabled=false",
+                        f"admin_host={st.HOST}\n"
+                        f"admin_port={EVIL_PORTS['admin']}")
+    text += f"""
+[evil]
+type=server
+address={st.HOST}
+port={EVIL_PORTS['server']}
+ssl=true
+
+[db1-accounts]
+type=server
+address={st.HOST}
+port={st.SERVERS[1]}
+
+[Evil-Service]
+type=service
+router=readconnroute
+router_options=running
+servers=db1-accounts,evil
+user={st.SERVICE_USER}
+password={st.SERVICE_PASSWORD}
+
+[Evil-Listener]
+type=listener
+service=Evil-Service
+address={st.HOST}
+port={EVIL_PORTS['listener']}
+"""
+    for sub in ("log", "data", "persist"):
+        (tmp_path / sub).mkdir()
+    cfg = tmp_path / "sluice.cnf"
+    cfg.write_text(text)
+    daemon = Daemon(st.sluice_argv("start", cfg), tmp_path / "proxy.log",
+                    st.sluice_env())
+    try:
+        daemon.wait_ports([EVIL_PORTS["listener"], EVIL_PORTS["admin"]])
+        _admin_put(EVIL_PORTS["admin"], "/servers/evil/set?state=running")
+        with pytest.raises(pymysql.err.MySQLError):
+            with st.connect(EVIL_PORTS["listener"], connect_timeout=20,
+                            read_timeout=30) as conn:
+                st.scalar(conn, "SELECT 1")
+        log = daemon.log_tail(200)
+        assert "plaintext bytes arrived before TLS started" in log, log
+        assert evil.tls_logins == 0 and evil.commands == 0, log
+    finally:
+        problems = daemon.stop()
+        evil.close()
+    assert not problems, problems
+
+
+def _admin_put(port, path):
+    req = urllib.request.Request(f"http://{st.HOST}:{port}/v1{path}",
+                                 method="PUT")
+    tok = base64.b64encode(b"admin:mariadb").decode()
+    req.add_header("Authorization", "Basic " + tok)
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        assert resp.status in (200, 204), resp.status
