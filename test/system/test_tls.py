@@ -468,3 +468,97 @@ def _admin_put(port, path):
     req.add_header("Authorization", "Basic " + tok)
     with urllib.request.urlopen(req, timeout=10) as resp:
         assert resp.status in (200, 204), resp.status
+
+
+# ---- Sluice's own libmariadb connections (monitor, accounts) over TLS ----
+
+TLS_ACCOUNT = ("sl_tls_only", "sl_tls_only_pw")
+
+
+@pytest.fixture
+def tls_only_account(tls_backend):
+    """A service/monitor account that the servers refuse without TLS."""
+    user, pw = TLS_ACCOUNT
+    grants = ["SELECT ON mysql.*", "SHOW DATABASES, REPLICATION CLIENT, "
+              "SLAVE MONITOR ON *.*"]
+    with st.root(st.PRIMARY_ID) as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE OR REPLACE USER '{user}'@'%' IDENTIFIED BY "
+                    f"'{pw}' REQUIRE SSL")
+        for g in grants:
+            cur.execute(f"GRANT {g} TO '{user}'@'%'")
+    st.wait_replicated()
+    yield TLS_ACCOUNT
+    with st.root(st.PRIMARY_ID) as conn, conn.cursor() as cur:
+        cur.execute(f"DROP USER IF EXISTS '{user}'@'%'")
+
+
+def test_monitor_and_account_loading_use_server_tls(tmp_path, certs,
+                                                    tls_only_account):
+    """With ssl=true on a server, the monitor and the account loader log
+    in over TLS too: their account has REQUIRE SSL, so the server's
+    status (set by the monitor) and the accounts (loaded from it) both
+    depend on it."""
+    user, pw = tls_only_account
+    with pytest.raises(pymysql.err.OperationalError) as err:
+        st.connect(st.SERVERS[TLS_SERVER], user=user, password=pw).close()
+    assert st.error_code(err.value) == 1045, "the account must need TLS"
+    port = st.port(4540)
+    text = sluice_config(tmp_path, st.port(4541), st.port(4542)) + f"""
+[db3-tls-only]
+type=server
+address={st.HOST}
+port={st.SERVERS[TLS_SERVER]}
+ssl=true
+ssl_ca={certs}/ca.pem
+ssl_verify_peer_certificate=true
+ssl_verify_peer_host=true
+ssl_version=TLSv12,TLSv13
+
+[TLS-Monitor]
+type=monitor
+module=basicmon
+servers=db3-tls-only
+user={user}
+password={pw}
+monitor_interval=500ms
+
+[TLS-Account-Service]
+type=service
+router=readconnroute
+router_options=running
+servers=db3-tls-only
+user={user}
+password={pw}
+
+[TLS-Account-Listener]
+type=listener
+service=TLS-Account-Service
+address={st.HOST}
+port={port}
+"""
+    for sub in ("log", "data", "persist"):
+        (tmp_path / sub).mkdir()
+    cfg = tmp_path / "sluice.cnf"
+    cfg.write_text(text)
+    daemon = Daemon(st.sluice_argv("start", cfg), tmp_path / "proxy.log",
+                    st.sluice_env())
+    try:
+        daemon.wait_ports([port])
+
+        def routed():
+            with st.connect(port, connect_timeout=5) as conn:
+                return st.server_id(conn) == TLS_SERVER
+        try:
+            st.wait_until(routed, 30, interval=0.5,
+                          what="a login through the TLS-only account")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{daemon.log_tail(30)}")
+        with st.root(TLS_SERVER) as conn:
+            seen = st.scalar(conn, "SELECT COUNT(*) FROM "
+                             "information_schema.PROCESSLIST WHERE "
+                             "USER = %s", (user,))
+        assert seen >= 1, "the monitor keeps a (TLS) connection open"
+        assert "cannot load user accounts" not in daemon.log_tail(500)
+    finally:
+        problems = daemon.stop()
+    assert not problems, problems

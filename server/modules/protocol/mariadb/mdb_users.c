@@ -153,6 +153,12 @@ load_from(struct mdb_service *s, struct sl_server *srv,
     mysql_options(c, MYSQL_OPT_CONNECT_TIMEOUT, &timeout);
     mysql_options(c, MYSQL_OPT_READ_TIMEOUT, &timeout);
     mysql_options(c, MYSQL_OPT_WRITE_TIMEOUT, &timeout);
+    if (sl_server_mysql_tls(srv, c) != 0) {
+        snprintf(err, errlen, "server %s: cannot set its TLS options",
+                 sl_server_name(srv));
+        mysql_close(c);
+        return -1;
+    }
     if (mysql_real_connect(c, sock != NULL ? NULL : sl_server_address(srv),
                            sl_service_user(s->svc),
                            sl_service_password(s->svc), NULL,
