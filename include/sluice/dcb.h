@@ -106,5 +106,15 @@ SL_EXPORT bool sl_dcb_tls_configured(const struct sl_dcb *dcb);
 SL_EXPORT bool sl_dcb_tls_required(const struct sl_dcb *dcb);
 SL_EXPORT bool sl_dcb_is_tls(const struct sl_dcb *dcb);
 SL_EXPORT int sl_dcb_tls_start(struct sl_dcb *dcb);
+/*
+ * What a protocol needs to enforce an account's TLS requirements (REQUIRE
+ * CIPHER / X509 / ISSUER / SUBJECT). sl_dcb_tls_cipher: the negotiated
+ * cipher, "" when plain. sl_dcb_tls_peer: true when the peer presented a
+ * certificate that verified; its issuer and subject go to the buffers in
+ * OpenSSL's one-line form ("/C=FI/CN=name"), "" otherwise. Worker-owned.
+ */
+SL_EXPORT const char *sl_dcb_tls_cipher(const struct sl_dcb *dcb);
+SL_EXPORT bool sl_dcb_tls_peer(const struct sl_dcb *dcb, char *issuer,
+                               size_t ilen, char *subject, size_t slen);
 
 #endif

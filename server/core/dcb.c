@@ -1350,6 +1350,28 @@ sl__dcb_tls_cipher(const struct sl_dcb *dcb)
     return dcb->tls != NULL ? sl__tls_cipher(dcb->tls) : "";
 }
 
+const char *
+sl_dcb_tls_cipher(const struct sl_dcb *dcb)
+{
+    return sl__dcb_tls_cipher(dcb);
+}
+
+bool
+sl_dcb_tls_peer(const struct sl_dcb *dcb, char *issuer, size_t ilen,
+                char *subject, size_t slen)
+{
+    if (dcb->tls == NULL || ilen == 0 || slen == 0) {
+        if (ilen > 0) {
+            issuer[0] = '\0';
+        }
+        if (slen > 0) {
+            subject[0] = '\0';
+        }
+        return false;
+    }
+    return sl__tls_peer_names(dcb->tls, issuer, ilen, subject, slen);
+}
+
 /* ---- graceful shutdown ---- */
 
 static bool

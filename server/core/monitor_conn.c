@@ -66,6 +66,15 @@ tls_versions(const char *list, char *out, size_t len)
     return hi >= 0 && off < len;
 }
 
+bool
+sl_server_mysql_tls_ok(const struct sl_server *srv, void *mysql)
+{
+    const struct sl_params *p = sl_server_params(srv);
+
+    return p == NULL || !sl_params_bool(p, "ssl") ||
+           mysql_get_ssl_cipher(mysql) != NULL;
+}
+
 int
 sl_server_mysql_tls(const struct sl_server *srv, void *mysql)
 {
@@ -142,6 +151,13 @@ sl_monitor_connect(const struct sl_monitor *mon, struct sl_server *srv,
                            sock, 0) == NULL) {
         *err = mysql_errno(c);
         snprintf(msg, msglen, "%s", mysql_error(c));
+        mysql_close(c);
+        return NULL;
+    }
+    if (!sl_server_mysql_tls_ok(srv, c)) {
+        *err = 0;
+        snprintf(msg, msglen, "server does not support TLS but ssl=true "
+                 "is set");
         mysql_close(c);
         return NULL;
     }

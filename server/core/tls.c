@@ -516,3 +516,22 @@ sl__tls_cipher(const struct sl_tls_conn *c)
 
     return s != NULL ? s : "";
 }
+
+bool
+sl__tls_peer_names(const struct sl_tls_conn *c, char *issuer, size_t ilen,
+                   char *subject, size_t slen)
+{
+    X509 *cert;
+
+    issuer[0] = '\0';
+    subject[0] = '\0';
+    if (c == NULL || c->handshaking ||
+        SSL_get_verify_result(c->ssl) != X509_V_OK ||
+        (cert = SSL_get_peer_certificate(c->ssl)) == NULL) {
+        return false;
+    }
+    X509_NAME_oneline(X509_get_issuer_name(cert), issuer, (int)ilen);
+    X509_NAME_oneline(X509_get_subject_name(cert), subject, (int)slen);
+    X509_free(cert);
+    return true;
+}

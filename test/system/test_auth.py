@@ -11,7 +11,7 @@ import pymysql
 import pytest
 
 import sluicetest as st
-from proxy import running_proxy
+from proxy import PROXY, running_proxy
 
 PRIMARY_PORT, REPLICA_PORT = st.port(4110), st.port(4111)
 # A database the app user has a grant on but that does not exist, so the
@@ -128,3 +128,162 @@ def test_forbidden_database(proxy):
 def test_default_database_is_used(proxy):
     with st.connect(proxy.primary_port, database="test") as conn:
         assert st.scalar(conn, "SELECT DATABASE()") == "test"
+
+
+# ---- what an account requires beyond its password ----
+# Accounts made by the test on the primary (dropped afterwards); each is
+# tried directly on db1 and through Sluice, which must answer alike and
+# refuse by itself (its log says so) rather than leave it to the server,
+# which only sees Sluice's own connection.
+
+EXPIRED_CAP = 1 << 22     # CLIENT_CAN_HANDLE_EXPIRED_PASSWORDS
+
+
+@pytest.fixture(scope="module")
+def global_priv_grant():
+    """The service user reads mysql.global_priv (as scripts/sandbox now
+    grants; older sandboxes get it here)."""
+    with st.root(st.PRIMARY_ID) as conn, conn.cursor() as cur:
+        for host in ("%", "localhost"):
+            cur.execute(f"GRANT SELECT ON mysql.global_priv TO "
+                        f"'{st.SERVICE_USER}'@'{host}'")
+
+
+@pytest.fixture
+def account(global_priv_grant):
+    """make(options) -> (user, password): a fresh account on the primary
+    with CREATE USER options; dropped at the end."""
+    made = []
+
+    def make(options):
+        user = "req_" + uuid.uuid4().hex[:8]
+        with st.root(st.PRIMARY_ID) as conn, conn.cursor() as cur:
+            cur.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY 'pw' "
+                        f"{options}")
+            cur.execute(f"GRANT SELECT ON test.* TO '{user}'@'%'")
+        made.append(user)
+        return user, "pw"
+    yield make
+    with st.root(st.PRIMARY_ID) as conn, conn.cursor() as cur:
+        for user in made:
+            cur.execute(f"DROP USER IF EXISTS '{user}'@'%'")
+
+
+def attempt(port, user, password, flags=0):
+    """('ok', rows of SELECT 1) | ('login' or 'query', code, message)."""
+    try:
+        conn = st.connect(port, user=user, password=password,
+                          client_flag=flags)
+    except pymysql.err.MySQLError as exc:
+        return ("login", st.error_code(exc), str(exc.args[1]))
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT 1")
+            return ("ok", cur.fetchall())
+    except pymysql.err.MySQLError as exc:
+        return ("query", st.error_code(exc), str(exc.args[1]))
+    finally:
+        conn.close()
+
+
+def same_as_direct(proxy, user, password, flags=0):
+    direct = attempt(st.SERVERS[st.PRIMARY_ID], user, password, flags)
+    through = attempt(proxy.primary_port, user, password, flags)
+    assert through == direct, (through, direct)
+    return through
+
+
+def sluice_refused(proxy, user, code, password="pw"):
+    """Sluice's log says it refused user's login with code. Failed logins
+    from one host reload the accounts at most every 5 s once this module
+    has used its burst, so a new account may need another try."""
+    if PROXY != "sluice":
+        return
+    line = f"login of '{user}'@'127.0.0.1' refused: {code}"
+    path = proxy.run_dir / "proxy.log"
+
+    def logged():
+        if line in path.read_text(errors="replace"):
+            return True
+        attempt(proxy.primary_port, user, password)
+        return False
+    try:
+        st.wait_until(logged, 30, interval=1, what=line)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{path.read_text()[-3000:]}")
+
+
+def test_locked_account_is_refused(proxy, account):
+    user, pw = account("ACCOUNT LOCK")
+    assert same_as_direct(proxy, user, pw) == (
+        "login", 4151, "Access denied, this account is locked")
+    sluice_refused(proxy, user, 4151)
+    # the password is checked first: a wrong one is a plain 1045
+    assert same_as_direct(proxy, user, "bad")[:2] == ("login", 1045)
+
+
+@pytest.fixture
+def disconnect_on_expired():
+    with st.root(st.PRIMARY_ID) as conn, conn.cursor() as cur:
+        cur.execute("SET GLOBAL disconnect_on_expired_password = ON")
+    yield
+    with st.root(st.PRIMARY_ID) as conn, conn.cursor() as cur:
+        cur.execute("SET GLOBAL disconnect_on_expired_password = OFF")
+
+
+def test_expired_password(proxy, account, disconnect_on_expired):
+    """With disconnect_on_expired_password, a client that cannot handle an
+    expired password gets 1862; one that says it can logs in to the
+    server's sandbox mode, where statements get 1820."""
+    user, pw = account("PASSWORD EXPIRE")
+    code = same_as_direct(proxy, user, pw)
+    assert code[:2] == ("login", 1862), code
+    sluice_refused(proxy, user, 1862)
+    assert same_as_direct(proxy, user, pw, EXPIRED_CAP)[:2] == ("query", 1820)
+
+
+def test_expired_lifetime_sandbox_mode(proxy, account):
+    """disconnect_on_expired_password off (the default): sandbox mode for
+    every client, through Sluice as directly."""
+    user, pw = account("")
+    with st.root(st.PRIMARY_ID) as conn, conn.cursor() as cur:
+        cur.execute(f"ALTER USER '{user}'@'%' PASSWORD EXPIRE")
+    assert same_as_direct(proxy, user, pw)[:2] == ("query", 1820)
+
+
+def test_max_user_connections(proxy, account):
+    user, pw = account("WITH MAX_USER_CONNECTIONS 2")
+    held = [st.connect(proxy.primary_port, user=user, password=pw)
+            for _ in range(2)]
+    try:
+        code = attempt(proxy.primary_port, user, pw)
+        assert code == ("login", 1226, f"User '{user}' has exceeded the "
+                        "'max_user_connections' resource (current value: "
+                        "2)"), code
+        sluice_refused(proxy, user, 1226)
+        held.pop().close()
+        st.wait_until(lambda: attempt(proxy.primary_port, user, pw)[0] ==
+                      "ok", 20, interval=0.2, what="a slot freed by close")
+    finally:
+        for conn in held:
+            conn.close()
+
+
+def test_max_connections_per_hour(proxy, account):
+    user, pw = account("WITH MAX_CONNECTIONS_PER_HOUR 2")
+    assert attempt(proxy.primary_port, user, pw)[0] == "ok"
+    assert attempt(proxy.primary_port, user, pw)[0] == "ok"
+    code = attempt(proxy.primary_port, user, pw)
+    assert code == ("login", 1226, f"User '{user}' has exceeded the "
+                    "'max_connections_per_hour' resource (current value: "
+                    "2)"), code
+    sluice_refused(proxy, user, 1226)
+    # the server counted the same two: directly it refuses alike
+    assert attempt(st.SERVERS[st.PRIMARY_ID], user, pw) == code
+
+
+def test_require_ssl_over_plaintext(proxy, account):
+    user, pw = account("REQUIRE SSL")
+    code = same_as_direct(proxy, user, pw)
+    assert code[:2] == ("login", 1045), code
+    sluice_refused(proxy, user, 1045)

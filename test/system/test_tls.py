@@ -562,3 +562,118 @@ port={port}
     finally:
         problems = daemon.stop()
     assert not problems, problems
+
+
+# ---- accounts' REQUIRE clauses, checked against the client's own TLS ----
+
+@pytest.fixture
+def require_accounts(tls_backend):
+    """Accounts with REQUIRE clauses (made on the primary, replicated to
+    the TLS server), and the service user may read mysql.global_priv."""
+    accounts = {
+        "req_ssl": "REQUIRE SSL",
+        "req_subject": "REQUIRE SUBJECT '/CN=sluice test client'",
+        "req_issuer": "REQUIRE ISSUER '/CN=Sluice test otherca'",
+    }
+    with st.root(st.PRIMARY_ID) as conn, conn.cursor() as cur:
+        for host in ("%", "localhost"):
+            cur.execute(f"GRANT SELECT ON mysql.global_priv TO "
+                        f"'{st.SERVICE_USER}'@'{host}'")
+        for user, req in accounts.items():
+            cur.execute(f"CREATE OR REPLACE USER '{user}'@'%' IDENTIFIED "
+                        f"BY 'pw' {req}")
+    st.wait_replicated()
+    yield accounts
+    with st.root(st.PRIMARY_ID) as conn, conn.cursor() as cur:
+        for user in accounts:
+            cur.execute(f"DROP USER IF EXISTS '{user}'@'%'")
+
+
+def _login_code(port, user, password="pw", **kw):
+    """None when user logs in and runs a statement, else the error code."""
+    try:
+        with st.connect(port, user=user, password=password, **kw) as conn:
+            st.scalar(conn, "SELECT 1")
+        return None
+    except pymysql.err.MySQLError as exc:
+        return st.error_code(exc)
+
+
+def test_account_require_clause_checks_the_client(tmp_path, certs,
+                                                  require_accounts):
+    """The server sees only Sluice's TLS link (and Sluice's certificate):
+    Sluice itself must refuse a plain client of a REQUIRE SSL account and
+    a client certificate with the wrong subject or issuer, with 1045."""
+    if not (certs / "intruder.pem").exists():
+        _make_cert(certs, "intruder", "ca", "/CN=intruder")
+    plain, tls = st.port(4550), st.port(4551)
+    text = sluice_config(tmp_path, st.port(4552), st.port(4553)) + f"""
+[db3-req]
+type=server
+address={st.HOST}
+port={st.SERVERS[TLS_SERVER]}
+ssl=true
+ssl_ca={certs}/ca.pem
+ssl_cert={certs}/client.pem
+ssl_key={certs}/client-key.pem
+
+[Req-Monitor]
+type=monitor
+module=basicmon
+servers=db3-req
+user={st.SERVICE_USER}
+password={st.SERVICE_PASSWORD}
+monitor_interval=500ms
+
+[Req-Service]
+type=service
+router=readconnroute
+router_options=running
+servers=db3-req
+user={st.SERVICE_USER}
+password={st.SERVICE_PASSWORD}
+
+[Req-Plain-Listener]
+type=listener
+service=Req-Service
+address={st.HOST}
+port={plain}
+
+[Req-TLS-Listener]
+type=listener
+service=Req-Service
+address={st.HOST}
+port={tls}
+ssl=true
+ssl_cert={certs}/server.pem
+ssl_key={certs}/server-key.pem
+ssl_ca={certs}/ca.pem
+ssl_verify_peer_certificate=true
+"""
+    for sub in ("log", "data", "persist"):
+        (tmp_path / sub).mkdir()
+    cfg = tmp_path / "sluice.cnf"
+    cfg.write_text(text)
+    daemon = Daemon(st.sluice_argv("start", cfg), tmp_path / "proxy.log",
+                    st.sluice_env())
+
+    def cert(name):
+        return {"ca": str(certs / "ca.pem"),
+                "cert": str(certs / f"{name}.pem"),
+                "key": str(certs / f"{name}-key.pem")}
+    try:
+        daemon.wait_ports([plain, tls])
+        st.wait_until(lambda: _login_code(plain, st.APP_USER,
+                                          st.APP_PASSWORD) is None, 30,
+                      interval=0.5, what="the TLS backend")
+        # a client without TLS, though Sluice's own link is TLS
+        assert _login_code(plain, "req_ssl") == 1045
+        assert _login_code(tls, "req_ssl", ssl=cert("client")) is None
+        assert _login_code(tls, "req_subject", ssl=cert("client")) is None
+        assert _login_code(tls, "req_subject", ssl=cert("intruder")) == 1045
+        assert _login_code(tls, "req_issuer", ssl=cert("client")) == 1045
+        log = daemon.log_tail(200)
+        assert "'req_ssl'@'127.0.0.1' refused: 1045" in log, log
+    finally:
+        problems = daemon.stop()
+    assert not problems, problems
