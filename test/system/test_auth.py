@@ -287,3 +287,19 @@ def test_require_ssl_over_plaintext(proxy, account):
     code = same_as_direct(proxy, user, pw)
     assert code[:2] == ("login", 1045), code
     sluice_refused(proxy, user, 1045)
+
+
+def test_account_with_every_privilege_bit(proxy, account):
+    """An account with every privilege bit (root as installed) has an
+    "access" in mysql.global_priv larger than a signed 64-bit integer;
+    it must still load."""
+    user, pw = account("")
+    with st.root(st.PRIMARY_ID) as conn, conn.cursor() as cur:
+        cur.execute("UPDATE mysql.global_priv SET Priv = REPLACE(Priv, "
+                    "'\"access\":0', '\"access\":18446744073709551615') "
+                    "WHERE User = %s", (user,))
+        cur.execute("FLUSH PRIVILEGES")
+        cur.execute("SELECT Priv FROM mysql.global_priv WHERE User = %s",
+                    (user,))
+        assert '"access":18446744073709551615' in cur.fetchone()[0]
+    assert same_as_direct(proxy, user, pw) == ("ok", ((1,),))

@@ -134,12 +134,18 @@ dup_field(const json_t *j, const char *key, char **out)
     return s != NULL && s[0] != '\0' && *out == NULL ? -1 : 0;
 }
 
+/* Numbers are decoded as reals: "access" of an account with every
+ * privilege does not fit jansson's int64. */
 static int64_t
 int_or(const json_t *j, const char *key, int64_t dflt)
 {
     const json_t *v = json_object_get(j, key);
+    double d = json_number_value(v);
 
-    return json_is_integer(v) ? (int64_t)json_integer_value(v) : dflt;
+    if (!json_is_number(v) || d < (double)INT64_MIN || d > 9.0e18) {
+        return dflt;
+    }
+    return (int64_t)d;
 }
 
 static uint32_t
@@ -170,14 +176,16 @@ apply_priv(struct mdb_account *a, const json_t *j)
     return 0;
 }
 
-/* One mysql.global_priv row. A row whose JSON cannot be read, or that
- * names no plugin, is kept with an unusable password (never matches). */
+/* One mysql.global_priv row. No plugin means mysql_native_password, as
+ * mysql.user shows it; a row whose JSON cannot be read is kept with an
+ * unusable password (it never matches). */
 static int
 add_priv_row(struct mdb_users *u, const char *user, const char *host,
              const char *priv)
 {
     json_error_t e;
-    json_t *j = priv != NULL ? json_loads(priv, 0, &e) : NULL;
+    json_t *j = priv != NULL ? json_loads(priv, JSON_DECODE_INT_AS_REAL, &e)
+                             : NULL;
     const char *plugin = json_string_value(json_object_get(j, "plugin"));
     const char *auth = json_string_value(
         json_object_get(j, "authentication_string"));
@@ -187,8 +195,8 @@ add_priv_row(struct mdb_users *u, const char *user, const char *host,
         json_decref(j);
         return 0;
     }
-    if (mdb_users_add(u, user, host, plugin != NULL ? auth : "!",
-                      plugin != NULL ? plugin : "?") != 0) {
+    if (mdb_users_add(u, user, host, j == NULL ? "!" : auth,
+                      j == NULL ? "?" : plugin) != 0) {
         rc = -1;
     } else if (j != NULL) {
         rc = apply_priv(&u->v[u->n - 1], j);
