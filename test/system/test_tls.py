@@ -677,3 +677,126 @@ ssl_verify_peer_certificate=true
     finally:
         problems = daemon.stop()
     assert not problems, problems
+
+
+# ---- ssl_crl, and the warning for unverified server certificates ----
+
+def _revoke(certs, name, tag):
+    """A CRL from our CA that revokes `name`.pem (its own CA database, so
+    each CRL revokes only what it names). Returns the CRL's path."""
+    db = certs / f"cadb-{tag}"
+    db.mkdir(exist_ok=True)
+    (db / "index.txt").write_text("")
+    (db / "crlnumber").write_text("01\n")
+    (db / "ca.cnf").write_text(f"""[ca]
+default_ca = test_ca
+[test_ca]
+database = {db}/index.txt
+crlnumber = {db}/crlnumber
+default_md = sha256
+default_crl_days = 2
+""")
+    ca = ["-config", str(db / "ca.cnf"), "-keyfile", "ca-key.pem", "-cert",
+          "ca.pem"]
+    _openssl("ca", *ca, "-revoke", f"{name}.pem", cwd=certs)
+    _openssl("ca", *ca, "-gencrl", "-out", f"crl-{tag}.pem", cwd=certs)
+    return certs / f"crl-{tag}.pem"
+
+
+def test_ssl_crl_and_unverified_server_warning(tmp_path, certs, tls_backend):
+    """ssl_crl is honoured on both sides: a revoked client certificate is
+    refused by the listener, a server whose certificate is revoked is
+    refused by Sluice's backend connection. A server with ssl=true and no
+    certificate verification gets a warning at start-up. (The db3
+    services load their accounts from db1-accounts, which nothing routes
+    to: it is not running for want of a monitor.)"""
+    if not (certs / "revoked.pem").exists():
+        _make_cert(certs, "revoked", "ca", "/CN=revoked client")
+    crl_client = _revoke(certs, "revoked", "client")
+    crl_server = _revoke(certs, "server", "server")
+    listener, admin = st.port(4560), st.port(4561)
+    text = sluice_config(tmp_path, st.port(4562), st.port(4563))
+    text = text.replace("admin_enabled=false",
+                        f"admin_host={st.HOST}\nadmin_port={admin}")
+    for name, crl in (("db3-ok", crl_client), ("db3-revoked", crl_server)):
+        text += f"""
+[{name}]
+type=server
+address={st.HOST}
+port={st.SERVERS[TLS_SERVER]}
+ssl=true
+ssl_ca={certs}/ca.pem
+ssl_verify_peer_certificate=true
+ssl_crl={crl}
+
+[{name}-Service]
+type=service
+router=readconnroute
+router_options=running
+servers=db1-accounts,{name}
+user={st.SERVICE_USER}
+password={st.SERVICE_PASSWORD}
+
+[{name}-Listener]
+type=listener
+service={name}-Service
+address={st.HOST}
+port={listener + (1 if name == "db3-revoked" else 2) * 10}
+"""
+    text += f"""
+[db1-accounts]
+type=server
+address={st.HOST}
+port={st.SERVERS[st.PRIMARY_ID]}
+
+[db3-unverified]
+type=server
+address={st.HOST}
+port={st.SERVERS[TLS_SERVER]}
+ssl=true
+
+[CRL-Listener]
+type=listener
+service=Primary-Service
+address={st.HOST}
+port={listener}
+ssl=true
+ssl_cert={certs}/server.pem
+ssl_key={certs}/server-key.pem
+ssl_ca={certs}/ca.pem
+ssl_verify_peer_certificate=true
+ssl_crl={crl_client}
+"""
+    for sub in ("log", "data", "persist"):
+        (tmp_path / sub).mkdir()
+    cfg = tmp_path / "sluice.cnf"
+    cfg.write_text(text)
+    daemon = Daemon(st.sluice_argv("start", cfg), tmp_path / "proxy.log",
+                    st.sluice_env())
+
+    def cert(name):
+        return {"ca": str(certs / "ca.pem"),
+                "cert": str(certs / f"{name}.pem"),
+                "key": str(certs / f"{name}-key.pem")}
+    try:
+        daemon.wait_ports([listener, listener + 10, listener + 20, admin])
+        for name in ("db3-ok", "db3-revoked"):
+            _admin_put(admin, f"/servers/{name}/set?state=running")
+        st.wait_until(lambda: _login_code(listener, st.APP_USER,
+                                          st.APP_PASSWORD,
+                                          ssl=cert("client")) is None,
+                      30, interval=0.5, what="a client certificate login")
+        assert _login_code(listener, st.APP_USER, st.APP_PASSWORD,
+                           ssl=cert("revoked")) is not None
+        with st.connect(listener + 20) as conn:
+            assert st.server_id(conn) == TLS_SERVER
+        assert _login_code(listener + 10, st.APP_USER,
+                           st.APP_PASSWORD) is not None
+        log = daemon.log_tail(300)
+        assert log.count("certificate: certificate revoked") >= 2, log
+        assert ("server 'db3-unverified' has ssl=true but "
+                "ssl_verify_peer_certificate=false") in log, log
+        assert "server 'db3-ok' has ssl=true but" not in log, log
+    finally:
+        problems = daemon.stop()
+    assert not problems, problems
