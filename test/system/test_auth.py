@@ -303,3 +303,17 @@ def test_account_with_every_privilege_bit(proxy, account):
                     (user,))
         assert '"access":18446744073709551615' in cur.fetchone()[0]
     assert same_as_direct(proxy, user, pw) == ("ok", ((1,),))
+
+
+def test_change_user_keeps_within_max_user_connections(proxy, account):
+    """COM_CHANGE_USER gives back the old account's slot before taking
+    the new one, as the server does: a session of a one-connection
+    account can change to that same account."""
+    user, pw = account("WITH MAX_USER_CONNECTIONS 1")
+    for port in (st.SERVERS[st.PRIMARY_ID], proxy.primary_port):
+        proc = st.c_client(port, "change_user", user, pw, user=user,
+                           password=pw)
+        assert proc.returncode == 0, (port, proc.stdout, proc.stderr)
+        assert f"{user}@%" in proc.stdout, proc.stdout
+    # and the slot is free again afterwards
+    assert attempt(proxy.primary_port, user, pw)[0] == "ok"

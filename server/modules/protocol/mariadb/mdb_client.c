@@ -488,11 +488,15 @@ change_user_check(struct sl_dcb *dcb, struct mdb_client *cl)
     struct mdb_session fresh = {0};
     struct mdb_refusal why;
 
+    /* The old account's connection slot goes first, as in the server:
+     * changing to the same user at its max_user_connections works (and a
+     * refused change closes the connection anyway). */
+    mdb_service_release(service_cache(dcb), cl->sd->usage);
+    cl->sd->usage = NULL;
     switch (check_token(dcb, cl, &fresh, &why)) {
     case MDB_AUTH_OK:
         memcpy(cl->sd->sha1pw, fresh.sha1pw, MDB_SHA1_LEN);
         cl->sd->has_pw = fresh.has_pw;
-        mdb_service_release(service_cache(dcb), cl->sd->usage);
         cl->sd->usage = fresh.usage;
         return change_user_ok(dcb, cl);
     case MDB_AUTH_WAIT:
