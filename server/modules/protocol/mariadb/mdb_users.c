@@ -40,11 +40,10 @@
 #include <string.h>
 #include <time.h>
 
-#include <sluice/mariadb.h>
-
 #define SL_LOG_TAG "mariadbprotocol"
 #include <sluice/dcb.h>
 #include <sluice/log.h>
+#include <sluice/mariadb.h>
 #include <sluice/server.h>
 #include <sluice/service.h>
 #include <sluice/worker.h>
