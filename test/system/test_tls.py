@@ -323,11 +323,12 @@ def _packet(seq, payload):
 def _greeting():
     """A Handshake v10 offering CLIENT_SSL (and 4.1 auth)."""
     caps = (0x1 | 0x8 | 0x200 | 0x800 | 0x2000 | 0x8000 | 0x80000)
-    return _packet(0, b"\x0a" + b"10.11.99-evil\0" + (7).to_bytes(4, "little")
-                   + b"abcdefgh" + b"\0" + (caps & 0xffff).to_bytes(2, "little")
-                   + b"\x21" + b"\x02\x00" + (caps >> 16).to_bytes(2, "little")
-                   + b"\x15" + b"\0" * 10 + b"ijklmnopqrst\0"
-                   + b"mysql_native_password\0")
+    lo, hi = (caps & 0xffff).to_bytes(2, "little"), \
+        (caps >> 16).to_bytes(2, "little")
+    return _packet(0, b"\x0a" + b"10.11.99-evil\0"
+                   + (7).to_bytes(4, "little") + b"abcdefgh\0" + lo
+                   + b"\x21" + b"\x02\x00" + hi + b"\x15" + b"\0" * 10
+                   + b"ijklmnopqrst\0" + b"mysql_native_password\0")
 
 
 class EvilServer:

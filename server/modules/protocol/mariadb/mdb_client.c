@@ -213,15 +213,24 @@ send_switch(struct sl_dcb *dcb, uint8_t seq, const uint8_t *scramble)
     return send_payload(dcb, seq, p, n);
 }
 
-/* Send the error of a refused login (1045 with the usual message). */
+/* Send the error of a refused login (1045 with the usual message), and
+ * log it like a failed authentication. */
 static void
 send_refusal(struct sl_dcb *dcb, uint8_t seq, const struct mdb_hello *h,
              const struct mdb_refusal *why)
 {
-    sl_log_warn("login of '%s'@'%s' refused: %d %s", h->user,
-                sl_dcb_remote(dcb), why->code,
-                why->code == 1045 ? "account's REQUIRE clause not met"
-                                  : why->msg);
+    const struct sl_params *params = sl_service_params(sl_dcb_service(dcb));
+    const char *reason = why->code == 1045 ? "account's REQUIRE clause not "
+                                             "met"
+                                           : why->msg;
+
+    if (params == NULL || sl_params_bool(params, "log_auth_warnings")) {
+        sl_log_warn("login of '%s'@'%s' refused: %d %s", h->user,
+                    sl_dcb_remote(dcb), why->code, reason);
+    } else {
+        sl_log_info("login of '%s'@'%s' refused: %d %s", h->user,
+                    sl_dcb_remote(dcb), why->code, reason);
+    }
     if (why->code == 1045) {
         send_access_denied(dcb, seq, h);
     } else {
