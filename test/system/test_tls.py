@@ -296,6 +296,8 @@ def test_backend_connection_encrypted(proxy, tls_backend):
     ("ssl=true\nssl_cert={c}/server.pem\nssl_key={c}/server-key.pem\n"
      "ssl_version=TLSv99\n", "invalid value 'TLSv99' for parameter "
      "'ssl_version'"),
+    ("ssl=true\nssl_cert={c}/server.pem\nssl_key={c}/server-key.pem\n"
+     "ssl_crl={c}/ca.pem\n", "cannot load ssl_crl '"),
 ])
 def test_bad_tls_config_refused(tmp_path, certs, section, error):
     text = sluice_config(tmp_path, st.port(4520), st.port(4521))
