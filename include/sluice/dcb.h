@@ -95,14 +95,26 @@ SL_EXPORT uint64_t sl_dcb_bytes_written(const struct sl_dcb *dcb);
  * sl_dcb_tls_start: switch the connection to TLS now -- a client DCB acts
  * as the TLS server (after the client's SSLRequest; bytes already in the
  * read queue are handed to TLS), a backend DCB as the TLS client (after
- * sending its SSLRequest). The handshake runs inside the DCB's events;
- * sl_dcb_write queues until it completes, and a failed handshake closes
- * the DCB like a hangup. 0, or a negative errno (-ENOTSUP when TLS is not
- * configured). Worker-owned.
+ * sending its SSLRequest; the protocol must have consumed the server's
+ * greeting, and anything else already read is refused with -EBADMSG as
+ * plaintext injected ahead of TLS). The handshake runs inside the DCB's
+ * events; sl_dcb_write queues until it completes, and a failed handshake
+ * closes the DCB like a hangup. 0, or a negative errno (-ENOTSUP when TLS
+ * is not configured). Worker-owned.
  */
 SL_EXPORT bool sl_dcb_tls_configured(const struct sl_dcb *dcb);
 SL_EXPORT bool sl_dcb_tls_required(const struct sl_dcb *dcb);
 SL_EXPORT bool sl_dcb_is_tls(const struct sl_dcb *dcb);
 SL_EXPORT int sl_dcb_tls_start(struct sl_dcb *dcb);
+/*
+ * What a protocol needs to enforce an account's TLS requirements (REQUIRE
+ * CIPHER / X509 / ISSUER / SUBJECT). sl_dcb_tls_cipher: the negotiated
+ * cipher, "" when plain. sl_dcb_tls_peer: true when the peer presented a
+ * certificate that verified; its issuer and subject go to the buffers in
+ * OpenSSL's one-line form ("/C=FI/CN=name"), "" otherwise. Worker-owned.
+ */
+SL_EXPORT const char *sl_dcb_tls_cipher(const struct sl_dcb *dcb);
+SL_EXPORT bool sl_dcb_tls_peer(const struct sl_dcb *dcb, char *issuer,
+                               size_t ilen, char *subject, size_t slen);
 
 #endif

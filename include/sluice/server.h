@@ -48,6 +48,24 @@ sl_server_is_usable(uint32_t status)
     return (status & SL_SRV_RUNNING) && !(status & SL_SRV_MAINT);
 }
 
+/*
+ * Give a libmariadb handle (a MYSQL *, before mysql_real_connect) the
+ * server's TLS settings when it has ssl=true: TLS required, ssl_ca,
+ * ssl_cert, ssl_key, ssl_cipher, ssl_crl, ssl_version, and certificate
+ * verification (which in libmariadb also checks the host name) when
+ * ssl_verify_peer_certificate=true. Every connection Sluice opens with
+ * libmariadb (monitors, account loading) goes through this. No-op
+ * without ssl=true. 0, or -1 if libmariadb refused an option. Any thread.
+ *
+ * libmariadb falls back to plain text when the server (or someone in the
+ * path) does not offer TLS, unless it verifies the certificate: callers
+ * check sl_server_mysql_tls_ok right after connecting and close the
+ * connection when it says false (ssl=true but no TLS).
+ */
+SL_EXPORT int sl_server_mysql_tls(const struct sl_server *s, void *mysql);
+SL_EXPORT bool sl_server_mysql_tls_ok(const struct sl_server *s,
+                                      void *mysql);
+
 SL_EXPORT int64_t sl_server_replication_lag(const struct sl_server *s);
 SL_EXPORT void sl_server_set_replication_lag(struct sl_server *s, int64_t lag);
 /* Server version as reported by the monitor (e.g. 101119), 0 unknown. */

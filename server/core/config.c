@@ -222,7 +222,8 @@ static const struct sl_param_spec global_specs[] = {
       "Also check the peer certificate's host name"),                         \
     P("ssl_cert_verify_depth", SL_PARAM_COUNT, "9", 0,                        \
       "Longest certificate chain accepted"),                                  \
-    P("ssl_crl", SL_PARAM_PATH, NULL, IGN, "")
+    P("ssl_crl", SL_PARAM_PATH, NULL, 0,                                     \
+      "Certificate revocation lists (PEM) for the peer's chain")
 
 static const struct sl_param_spec server_specs[] = {
     P("type", SL_PARAM_STRING, NULL, MAND, "Must be server"),

@@ -1430,6 +1430,18 @@ sl_dcb_tls_start(struct sl_dcb *dcb)
     if (dcb->tls != NULL || dcb->state == DCB_CLOSED) {
         return -EINVAL;
     }
+    /*
+     * A server says nothing between its greeting and our SSLRequest, so
+     * bytes already read on a backend were sent in the clear by someone
+     * who wants them taken for the TLS-protected login reply. (A client's
+     * early bytes are its ClientHello: they go to the TLS layer below.)
+     */
+    if (!accept && dcb->readq.len > 0) {
+        sl_log_warn("server %s: %zu plaintext bytes arrived before TLS "
+                    "started; closing the connection", dcb->server != NULL
+                    ? dcb->server->name : dcb->remote, dcb->readq.len);
+        return -EBADMSG;
+    }
     /* the plain SSLRequest must be on the wire before TLS bytes */
     if (dcb->writeq.len > 0 && (flush(dcb) != 0 || dcb->writeq.len > 0)) {
         return -EAGAIN;
@@ -1451,6 +1463,28 @@ const char *
 sl__dcb_tls_cipher(const struct sl_dcb *dcb)
 {
     return dcb->tls != NULL ? sl__tls_cipher(dcb->tls) : "";
+}
+
+const char *
+sl_dcb_tls_cipher(const struct sl_dcb *dcb)
+{
+    return sl__dcb_tls_cipher(dcb);
+}
+
+bool
+sl_dcb_tls_peer(const struct sl_dcb *dcb, char *issuer, size_t ilen,
+                char *subject, size_t slen)
+{
+    if (dcb->tls == NULL || ilen == 0 || slen == 0) {
+        if (ilen > 0) {
+            issuer[0] = '\0';
+        }
+        if (slen > 0) {
+            subject[0] = '\0';
+        }
+        return false;
+    }
+    return sl__tls_peer_names(dcb->tls, issuer, ilen, subject, slen);
 }
 
 /* ---- graceful shutdown ---- */

@@ -5,10 +5,17 @@
  * Every monitor module opens its connections through here so they all
  * honour the same core parameters the same way.
  *
+ * sl_server_mysql_tls gives every libmariadb connection Sluice opens
+ * (monitors here, account loading in the protocol module) the server's
+ * ssl* settings, so credentials and password hashes never cross in the
+ * clear to a server configured with ssl=true.
+ *
  * Context: the monitor's own thread (blocking calls; never a worker).
  */
 #include <mysql.h>
 #include <stdio.h>
+#include <string.h>
+#include <strings.h>
 #include <sluice/monitor.h>
 #include <sluice/params.h>
 #include <sluice/server.h>
@@ -22,6 +29,89 @@ ms_to_seconds(uint64_t ms)
     uint64_t s = (ms + 999) / 1000;
 
     return s == 0 ? 1 : (s > 3600 ? 3600 : (unsigned)s);
+}
+
+/*
+ * Sluice's ssl_version ("MAX", or a comma list of TLSv10..TLSv13 or
+ * TLSv1.0..TLSv1.3 bounding the range) as libmariadb's list of allowed
+ * versions ("TLSv1.2,TLSv1.3"). false for MAX or nothing recognised:
+ * libmariadb's defaults then apply (the config check refuses bad names).
+ */
+static bool
+tls_versions(const char *list, char *out, size_t len)
+{
+    int lo = 9, hi = -1;
+    const char *p = list;
+    size_t off = 0;
+
+    while (*p != '\0') {
+        size_t n = strcspn(p, ", ");
+        int v = -1;
+
+        if (n >= 6 && strncasecmp(p, "TLSv1", 5) == 0) {
+            const char *d = p + (n == 7 && p[5] == '.' ? 6 : 5);
+
+            v = n >= 6 && *d >= '0' && *d <= '3' ? *d - '0' : -1;
+        }
+        lo = v >= 0 && v < lo ? v : lo;
+        hi = v > hi ? v : hi;
+        p += n;
+        p += strspn(p, ", ");
+    }
+    out[0] = '\0';
+    for (int v = lo; v <= hi && off < len; v++) {
+        off += (size_t)snprintf(out + off, len - off, "%sTLSv1.%d",
+                                off > 0 ? "," : "", v);
+    }
+    return hi >= 0 && off < len;
+}
+
+bool
+sl_server_mysql_tls_ok(const struct sl_server *srv, void *mysql)
+{
+    const struct sl_params *p = sl_server_params(srv);
+
+    return p == NULL || !sl_params_bool(p, "ssl") ||
+           mysql_get_ssl_cipher(mysql) != NULL;
+}
+
+int
+sl_server_mysql_tls(const struct sl_server *srv, void *mysql)
+{
+    const struct sl_params *p = sl_server_params(srv);
+    static const struct {
+        const char *param;
+        enum mysql_option opt;
+    } files[] = {
+        {"ssl_ca", MYSQL_OPT_SSL_CA},        {"ssl_ca_cert", MYSQL_OPT_SSL_CA},
+        {"ssl_cert", MYSQL_OPT_SSL_CERT},    {"ssl_key", MYSQL_OPT_SSL_KEY},
+        {"ssl_cipher", MYSQL_OPT_SSL_CIPHER}, {"ssl_crl", MYSQL_OPT_SSL_CRL},
+    };
+    my_bool on = 1;
+    my_bool verify;
+    char versions[64];
+    int rc = 0;
+
+    if (p == NULL || !sl_params_bool(p, "ssl")) {
+        return 0;
+    }
+    /* libmariadb checks the name whenever it checks the certificate. */
+    verify = sl_params_bool(p, "ssl_verify_peer_certificate");
+    rc |= mysql_optionsv(mysql, MYSQL_OPT_SSL_ENFORCE, &on);
+    rc |= mysql_optionsv(mysql, MYSQL_OPT_SSL_VERIFY_SERVER_CERT, &verify);
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        const char *v = sl_params_get(p, files[i].param);
+
+        if (v != NULL && v[0] != '\0') {
+            rc |= mysql_optionsv(mysql, files[i].opt, v);
+        }
+    }
+    if (sl_params_has(p, "ssl_version") &&
+        tls_versions(sl_params_get(p, "ssl_version"), versions,
+                     sizeof(versions))) {
+        rc |= mysql_optionsv(mysql, MARIADB_OPT_TLS_VERSION, versions);
+    }
+    return rc != 0 ? -1 : 0;
 }
 
 void *
@@ -48,12 +138,26 @@ sl_monitor_connect(const struct sl_monitor *mon, struct sl_server *srv,
     mysql_optionsv(c, MYSQL_OPT_READ_TIMEOUT, &rto);
     mysql_optionsv(c, MYSQL_OPT_WRITE_TIMEOUT, &wto);
     mysql_optionsv(c, MYSQL_OPT_PROTOCOL, &proto);
+    if (sl_server_mysql_tls(srv, c) != 0) {
+        *err = 0;
+        snprintf(msg, msglen, "cannot set the TLS options of server %s",
+                 sl_server_name(srv));
+        mysql_close(c);
+        return NULL;
+    }
     if (mysql_real_connect(c, sock ? NULL : sl_server_address(srv),
                            sl_monitor_user(mon), sl_monitor_password(mon),
                            NULL, sock ? 0 : (unsigned)sl_server_port(srv),
                            sock, 0) == NULL) {
         *err = mysql_errno(c);
         snprintf(msg, msglen, "%s", mysql_error(c));
+        mysql_close(c);
+        return NULL;
+    }
+    if (!sl_server_mysql_tls_ok(srv, c)) {
+        *err = 0;
+        snprintf(msg, msglen, "server does not support TLS but ssl=true "
+                 "is set");
         mysql_close(c);
         return NULL;
     }

@@ -210,6 +210,37 @@ ca_param(const struct sl_params *p)
     return sl_params_has(p, "ssl_ca") ? "ssl_ca" : "ssl_ca_cert";
 }
 
+/*
+ * ssl_crl: revocation lists (PEM, one file, any number of CRLs) checked
+ * for every certificate of the peer's chain, as MariaDB does: the file
+ * needs a CRL from each CA in the chain. Errors counted in d.
+ */
+static void
+load_crl(struct sl_cfg_diag *d, const struct sl_params *p, SSL_CTX *ctx,
+         const char *what)
+{
+    const char *crl = sl_params_get(p, "ssl_crl");
+    X509_STORE *store = SSL_CTX_get_cert_store(ctx);
+    X509_LOOKUP *lookup;
+    char err[512];
+
+    if (crl == NULL || crl[0] == '\0') {
+        return;
+    }
+    lookup = store != NULL ? X509_STORE_add_lookup(store, X509_LOOKUP_file())
+                           : NULL;
+    if (lookup == NULL ||
+        X509_load_crl_file(lookup, crl, X509_FILETYPE_PEM) <= 0) {
+        log_ssl_errors(err, sizeof(err));
+        sl__cfg_error(d, sl__params_line(p, "ssl_crl"), "cannot load "
+                      "ssl_crl '%s' of %s: %s", crl, what,
+                      err[0] != '\0' ? err : "no CRL in the file");
+        return;
+    }
+    X509_STORE_set_flags(store, X509_V_FLAG_CRL_CHECK |
+                                    X509_V_FLAG_CRL_CHECK_ALL);
+}
+
 /* Certificate, key and CA. Errors counted in d. */
 static void
 load_files(struct sl_cfg_diag *d, const struct sl_params *p, SSL_CTX *ctx,
@@ -242,6 +273,7 @@ load_files(struct sl_cfg_diag *d, const struct sl_params *p, SSL_CTX *ctx,
         sl__cfg_error(d, sl__params_line(p, ca_param(p)), "cannot load "
                       "%s '%s' of %s: %s", ca_param(p), ca, what, err);
     }
+    load_crl(d, p, ctx, what);
 }
 
 /* Everything but the files: mandatory pieces, versions, ciphers,
@@ -270,6 +302,12 @@ set_policy(struct sl_cfg_diag *d, const struct sl_params *p,
         ERR_clear_error();
         sl__cfg_error(d, sl__params_line(p, "ssl_cipher"), "invalid value "
                       "'%s' for parameter 'ssl_cipher' in %s", cipher, what);
+    }
+    if (!verify && !t->listener) {
+        sl__cfg_warn(d, sl__params_line(p, "ssl"), "%s has ssl=true but "
+                     "ssl_verify_peer_certificate=false: its certificate is "
+                     "not checked, so anyone in the path can pose as it and "
+                     "read the connection", what);
     }
     if (verify) {
         if (!sl_params_has(p, "ssl_ca") && !sl_params_has(p, "ssl_ca_cert")) {
@@ -515,4 +553,23 @@ sl__tls_cipher(const struct sl_tls_conn *c)
     const char *s = c != NULL ? SSL_get_cipher_name(c->ssl) : NULL;
 
     return s != NULL ? s : "";
+}
+
+bool
+sl__tls_peer_names(const struct sl_tls_conn *c, char *issuer, size_t ilen,
+                   char *subject, size_t slen)
+{
+    X509 *cert;
+
+    issuer[0] = '\0';
+    subject[0] = '\0';
+    if (c == NULL || c->handshaking ||
+        SSL_get_verify_result(c->ssl) != X509_V_OK ||
+        (cert = SSL_get_peer_certificate(c->ssl)) == NULL) {
+        return false;
+    }
+    X509_NAME_oneline(X509_get_issuer_name(cert), issuer, (int)ilen);
+    X509_NAME_oneline(X509_get_subject_name(cert), subject, (int)slen);
+    X509_free(cert);
+    return true;
 }

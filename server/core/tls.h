@@ -58,5 +58,10 @@ bool sl__tls_write_wants_read(const struct sl_tls_conn *c);
 void sl__tls_shutdown(struct sl_tls_conn *c);
 /* The negotiated cipher ("" before the handshake). */
 const char *sl__tls_cipher(const struct sl_tls_conn *c);
+/* The peer certificate's issuer and subject (X509_NAME_oneline form, as
+ * MariaDB compares them); false, with both "", when the peer sent none or
+ * it did not verify. */
+bool sl__tls_peer_names(const struct sl_tls_conn *c, char *issuer,
+                        size_t ilen, char *subject, size_t slen);
 
 #endif

@@ -10,13 +10,17 @@ certificate for 127.0.0.1/localhost, a client certificate, and a second
 CA that signed nothing of ours.
 """
 
+import base64
 import hashlib
 import os
 import socket
 import struct
+import ssl
 import subprocess
 import threading
+import urllib.request
 
+import pymysql
 import pytest
 
 import sluicetest as st
@@ -334,6 +338,8 @@ def test_stall_inside_tls_closed_at_auth_timeout(proxy, certs):
     ("ssl=true\nssl_cert={c}/server.pem\nssl_key={c}/server-key.pem\n"
      "ssl_version=TLSv99\n", "invalid value 'TLSv99' for parameter "
      "'ssl_version'"),
+    ("ssl=true\nssl_cert={c}/server.pem\nssl_key={c}/server-key.pem\n"
+     "ssl_crl={c}/ca.pem\n", "cannot load ssl_crl '"),
 ])
 def test_bad_tls_config_refused(tmp_path, certs, section, error):
     text = sluice_config(tmp_path, st.port(4520), st.port(4521))
@@ -346,3 +352,496 @@ def test_bad_tls_config_refused(tmp_path, certs, section, error):
     assert status not in (0, None), out
     assert error in out, out
     assert f"{cfg}:" in out or "bad.cnf:" in out, out
+
+
+# ---- a hostile server injecting plaintext ahead of TLS ----
+
+EVIL_PORTS = {"listener": st.port(4530), "admin": st.port(4531),
+              "server": st.port(4532)}
+
+
+def _packet(seq, payload):
+    return len(payload).to_bytes(3, "little") + bytes([seq]) + payload
+
+
+def _greeting():
+    """A Handshake v10 offering CLIENT_SSL (and 4.1 auth)."""
+    caps = (0x1 | 0x8 | 0x200 | 0x800 | 0x2000 | 0x8000 | 0x80000)
+    lo, hi = (caps & 0xffff).to_bytes(2, "little"), \
+        (caps >> 16).to_bytes(2, "little")
+    return _packet(0, b"\x0a" + b"10.11.99-evil\0"
+                   + (7).to_bytes(4, "little") + b"abcdefgh\0" + lo
+                   + b"\x21" + b"\x02\x00" + hi + b"\x15" + b"\0" * 10
+                   + b"ijklmnopqrst\0" + b"mysql_native_password\0")
+
+
+class EvilServer:
+    """Plays a MariaDB server an attacker controls the path to: its
+    greeting offers TLS and is followed, in the same segment, by a
+    plaintext OK (seq 3, where the login's answer inside TLS would be).
+    If Sluice then speaks TLS, it finishes the handshake, takes whatever
+    comes and answers every command with OK; `commands` counts them."""
+
+    def __init__(self, port, certs):
+        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.ctx.load_cert_chain(certs / "server.pem",
+                                 certs / "server-key.pem")
+        self.sock = socket.create_server((st.HOST, port))
+        self.sock.settimeout(0.5)
+        self.commands = 0
+        self.tls_logins = 0
+        self.stop = False
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while not self.stop:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            threading.Thread(target=self._serve, args=(conn,),
+                             daemon=True).start()
+
+    @staticmethod
+    def _read_packet(conn):
+        hdr = b""
+        while len(hdr) < 4:
+            chunk = conn.recv(4 - len(hdr))
+            if not chunk:
+                return None
+            hdr += chunk
+        n = int.from_bytes(hdr[:3], "little")
+        body = b""
+        while len(body) < n:
+            chunk = conn.recv(n - len(body))
+            if not chunk:
+                return None
+            body += chunk
+        return hdr[3], body
+
+    def _serve(self, conn):
+        ok = b"\x00\x00\x00\x02\x00\x00\x00"
+        try:
+            conn.settimeout(30)
+            conn.sendall(_greeting() + _packet(3, ok))
+            if self._read_packet(conn) is None:     # the SSLRequest
+                return
+            tls = self.ctx.wrap_socket(conn, server_side=True)
+            if self._read_packet(tls) is None:      # the login
+                return
+            self.tls_logins += 1
+            while (pkt := self._read_packet(tls)) is not None:
+                if pkt[1][:1] == b"\x01":
+                    return
+                self.commands += 1
+                tls.sendall(_packet(pkt[0] + 1, ok))
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    def close(self):
+        self.stop = True
+        self.thread.join(5)
+        self.sock.close()
+
+
+def test_plaintext_injected_before_backend_tls_is_refused(tmp_path, certs):
+    """Bytes a server sends after its greeting and before TLS is up are
+    not the server's (it must wait for the SSLRequest): Sluice fails that
+    backend connection and says why, instead of reading them as the login
+    reply. db1-accounts only lends its accounts: no monitor watches it
+    and it is not running, so nothing is routed to it."""
+    evil = EvilServer(EVIL_PORTS["server"], certs)
+    text = sluice_config(tmp_path, st.port(4533), st.port(4534))
+    text = text.replace("admin_enabled=false",
+                        f"admin_host={st.HOST}\n"
+                        f"admin_port={EVIL_PORTS['admin']}")
+    text += f"""
+[evil]
+type=server
+address={st.HOST}
+port={EVIL_PORTS['server']}
+ssl=true
+
+[db1-accounts]
+type=server
+address={st.HOST}
+port={st.SERVERS[1]}
+
+[Evil-Service]
+type=service
+router=readconnroute
+router_options=running
+servers=db1-accounts,evil
+user={st.SERVICE_USER}
+password={st.SERVICE_PASSWORD}
+
+[Evil-Listener]
+type=listener
+service=Evil-Service
+address={st.HOST}
+port={EVIL_PORTS['listener']}
+"""
+    for sub in ("log", "data", "persist"):
+        (tmp_path / sub).mkdir()
+    cfg = tmp_path / "sluice.cnf"
+    cfg.write_text(text)
+    daemon = Daemon(st.sluice_argv("start", cfg), tmp_path / "proxy.log",
+                    st.sluice_env())
+    try:
+        daemon.wait_ports([EVIL_PORTS["listener"], EVIL_PORTS["admin"]])
+        _admin_put(EVIL_PORTS["admin"], "/servers/evil/set?state=running")
+        with pytest.raises(pymysql.err.MySQLError):
+            with st.connect(EVIL_PORTS["listener"], connect_timeout=20,
+                            read_timeout=30) as conn:
+                st.scalar(conn, "SELECT 1")
+        log = daemon.log_tail(200)
+        assert "plaintext bytes arrived before TLS started" in log, log
+        assert evil.tls_logins == 0 and evil.commands == 0, log
+    finally:
+        problems = daemon.stop()
+        evil.close()
+    assert not problems, problems
+
+
+def _admin_put(port, path):
+    req = urllib.request.Request(f"http://{st.HOST}:{port}/v1{path}",
+                                 method="PUT")
+    tok = base64.b64encode(b"admin:mariadb").decode()
+    req.add_header("Authorization", "Basic " + tok)
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        assert resp.status in (200, 204), resp.status
+
+
+# ---- Sluice's own libmariadb connections (monitor, accounts) over TLS ----
+
+TLS_ACCOUNT = ("sl_tls_only", "sl_tls_only_pw")
+
+
+@pytest.fixture
+def tls_only_account(tls_backend):
+    """A service/monitor account that the servers refuse without TLS."""
+    user, pw = TLS_ACCOUNT
+    grants = ["SELECT ON mysql.*", "SHOW DATABASES, REPLICATION CLIENT, "
+              "SLAVE MONITOR ON *.*"]
+    with st.root(st.PRIMARY_ID) as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE OR REPLACE USER '{user}'@'%' IDENTIFIED BY "
+                    f"'{pw}' REQUIRE SSL")
+        for g in grants:
+            cur.execute(f"GRANT {g} TO '{user}'@'%'")
+    st.wait_replicated()
+    yield TLS_ACCOUNT
+    with st.root(st.PRIMARY_ID) as conn, conn.cursor() as cur:
+        cur.execute(f"DROP USER IF EXISTS '{user}'@'%'")
+
+
+def test_monitor_and_account_loading_use_server_tls(tmp_path, certs,
+                                                    tls_only_account):
+    """With ssl=true on a server, the monitor and the account loader log
+    in over TLS too: their account has REQUIRE SSL, so the server's
+    status (set by the monitor) and the accounts (loaded from it) both
+    depend on it."""
+    user, pw = tls_only_account
+    with pytest.raises(pymysql.err.OperationalError) as err:
+        st.connect(st.SERVERS[TLS_SERVER], user=user, password=pw).close()
+    assert st.error_code(err.value) == 1045, "the account must need TLS"
+    port = st.port(4540)
+    text = sluice_config(tmp_path, st.port(4541), st.port(4542)) + f"""
+[db3-tls-only]
+type=server
+address={st.HOST}
+port={st.SERVERS[TLS_SERVER]}
+ssl=true
+ssl_ca={certs}/ca.pem
+ssl_verify_peer_certificate=true
+ssl_verify_peer_host=true
+ssl_version=TLSv12,TLSv13
+
+[TLS-Monitor]
+type=monitor
+module=basicmon
+servers=db3-tls-only
+user={user}
+password={pw}
+monitor_interval=500ms
+
+[TLS-Account-Service]
+type=service
+router=readconnroute
+router_options=running
+servers=db3-tls-only
+user={user}
+password={pw}
+
+[TLS-Account-Listener]
+type=listener
+service=TLS-Account-Service
+address={st.HOST}
+port={port}
+"""
+    for sub in ("log", "data", "persist"):
+        (tmp_path / sub).mkdir()
+    cfg = tmp_path / "sluice.cnf"
+    cfg.write_text(text)
+    daemon = Daemon(st.sluice_argv("start", cfg), tmp_path / "proxy.log",
+                    st.sluice_env())
+    try:
+        daemon.wait_ports([port])
+
+        def routed():
+            with st.connect(port, connect_timeout=5) as conn:
+                return st.server_id(conn) == TLS_SERVER
+        try:
+            st.wait_until(routed, 30, interval=0.5,
+                          what="a login through the TLS-only account")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{daemon.log_tail(30)}")
+        with st.root(TLS_SERVER) as conn:
+            seen = st.scalar(conn, "SELECT COUNT(*) FROM "
+                             "information_schema.PROCESSLIST WHERE "
+                             "USER = %s", (user,))
+        assert seen >= 1, "the monitor keeps a (TLS) connection open"
+        assert "cannot load user accounts" not in daemon.log_tail(500)
+    finally:
+        problems = daemon.stop()
+    assert not problems, problems
+
+
+# ---- accounts' REQUIRE clauses, checked against the client's own TLS ----
+
+@pytest.fixture
+def require_accounts(tls_backend):
+    """Accounts with REQUIRE clauses (made on the primary, replicated to
+    the TLS server), and the service user may read mysql.global_priv."""
+    accounts = {
+        "req_ssl": "REQUIRE SSL",
+        "req_subject": "REQUIRE SUBJECT '/CN=sluice test client'",
+        "req_issuer": "REQUIRE ISSUER '/CN=Sluice test otherca'",
+    }
+    with st.root(st.PRIMARY_ID) as conn, conn.cursor() as cur:
+        for host in ("%", "localhost"):
+            cur.execute(f"GRANT SELECT ON mysql.global_priv TO "
+                        f"'{st.SERVICE_USER}'@'{host}'")
+        for user, req in accounts.items():
+            cur.execute(f"CREATE OR REPLACE USER '{user}'@'%' IDENTIFIED "
+                        f"BY 'pw' {req}")
+    st.wait_replicated()
+    yield accounts
+    with st.root(st.PRIMARY_ID) as conn, conn.cursor() as cur:
+        for user in accounts:
+            cur.execute(f"DROP USER IF EXISTS '{user}'@'%'")
+
+
+def _login_code(port, user, password="pw", **kw):
+    """None when user logs in and runs a statement, else the error code."""
+    try:
+        with st.connect(port, user=user, password=password, **kw) as conn:
+            st.scalar(conn, "SELECT 1")
+        return None
+    except pymysql.err.MySQLError as exc:
+        return st.error_code(exc)
+
+
+def test_account_require_clause_checks_the_client(tmp_path, certs,
+                                                  require_accounts):
+    """The server sees only Sluice's TLS link (and Sluice's certificate):
+    Sluice itself must refuse a plain client of a REQUIRE SSL account and
+    a client certificate with the wrong subject or issuer, with 1045."""
+    if not (certs / "intruder.pem").exists():
+        _make_cert(certs, "intruder", "ca", "/CN=intruder")
+    plain, tls = st.port(4550), st.port(4551)
+    text = sluice_config(tmp_path, st.port(4552), st.port(4553)) + f"""
+[db3-req]
+type=server
+address={st.HOST}
+port={st.SERVERS[TLS_SERVER]}
+ssl=true
+ssl_ca={certs}/ca.pem
+ssl_cert={certs}/client.pem
+ssl_key={certs}/client-key.pem
+
+[Req-Monitor]
+type=monitor
+module=basicmon
+servers=db3-req
+user={st.SERVICE_USER}
+password={st.SERVICE_PASSWORD}
+monitor_interval=500ms
+
+[Req-Service]
+type=service
+router=readconnroute
+router_options=running
+servers=db3-req
+user={st.SERVICE_USER}
+password={st.SERVICE_PASSWORD}
+
+[Req-Plain-Listener]
+type=listener
+service=Req-Service
+address={st.HOST}
+port={plain}
+
+[Req-TLS-Listener]
+type=listener
+service=Req-Service
+address={st.HOST}
+port={tls}
+ssl=true
+ssl_cert={certs}/server.pem
+ssl_key={certs}/server-key.pem
+ssl_ca={certs}/ca.pem
+ssl_verify_peer_certificate=true
+"""
+    for sub in ("log", "data", "persist"):
+        (tmp_path / sub).mkdir()
+    cfg = tmp_path / "sluice.cnf"
+    cfg.write_text(text)
+    daemon = Daemon(st.sluice_argv("start", cfg), tmp_path / "proxy.log",
+                    st.sluice_env())
+
+    def cert(name):
+        return {"ca": str(certs / "ca.pem"),
+                "cert": str(certs / f"{name}.pem"),
+                "key": str(certs / f"{name}-key.pem")}
+    try:
+        daemon.wait_ports([plain, tls])
+        st.wait_until(lambda: _login_code(plain, st.APP_USER,
+                                          st.APP_PASSWORD) is None, 30,
+                      interval=0.5, what="the TLS backend")
+        # a client without TLS, though Sluice's own link is TLS
+        assert _login_code(plain, "req_ssl") == 1045
+        assert _login_code(tls, "req_ssl", ssl=cert("client")) is None
+        assert _login_code(tls, "req_subject", ssl=cert("client")) is None
+        assert _login_code(tls, "req_subject", ssl=cert("intruder")) == 1045
+        assert _login_code(tls, "req_issuer", ssl=cert("client")) == 1045
+        log = daemon.log_tail(200)
+        assert "'req_ssl'@'127.0.0.1' refused: 1045" in log, log
+    finally:
+        problems = daemon.stop()
+    assert not problems, problems
+
+
+# ---- ssl_crl, and the warning for unverified server certificates ----
+
+def _revoke(certs, name, tag):
+    """A CRL from our CA that revokes `name`.pem (its own CA database, so
+    each CRL revokes only what it names). Returns the CRL's path."""
+    db = certs / f"cadb-{tag}"
+    db.mkdir(exist_ok=True)
+    (db / "index.txt").write_text("")
+    (db / "crlnumber").write_text("01\n")
+    (db / "ca.cnf").write_text(f"""[ca]
+default_ca = test_ca
+[test_ca]
+database = {db}/index.txt
+crlnumber = {db}/crlnumber
+default_md = sha256
+default_crl_days = 2
+""")
+    ca = ["-config", str(db / "ca.cnf"), "-keyfile", "ca-key.pem", "-cert",
+          "ca.pem"]
+    _openssl("ca", *ca, "-revoke", f"{name}.pem", cwd=certs)
+    _openssl("ca", *ca, "-gencrl", "-out", f"crl-{tag}.pem", cwd=certs)
+    return certs / f"crl-{tag}.pem"
+
+
+def test_ssl_crl_and_unverified_server_warning(tmp_path, certs, tls_backend):
+    """ssl_crl is honoured on both sides: a revoked client certificate is
+    refused by the listener, a server whose certificate is revoked is
+    refused by Sluice's backend connection. A server with ssl=true and no
+    certificate verification gets a warning at start-up. (The db3
+    services load their accounts from db1-accounts, which nothing routes
+    to: it is not running for want of a monitor.)"""
+    if not (certs / "revoked.pem").exists():
+        _make_cert(certs, "revoked", "ca", "/CN=revoked client")
+    crl_client = _revoke(certs, "revoked", "client")
+    crl_server = _revoke(certs, "server", "server")
+    listener, admin = st.port(4560), st.port(4561)
+    text = sluice_config(tmp_path, st.port(4562), st.port(4563))
+    text = text.replace("admin_enabled=false",
+                        f"admin_host={st.HOST}\nadmin_port={admin}")
+    for name, crl in (("db3-ok", crl_client), ("db3-revoked", crl_server)):
+        text += f"""
+[{name}]
+type=server
+address={st.HOST}
+port={st.SERVERS[TLS_SERVER]}
+ssl=true
+ssl_ca={certs}/ca.pem
+ssl_verify_peer_certificate=true
+ssl_crl={crl}
+
+[{name}-Service]
+type=service
+router=readconnroute
+router_options=running
+servers=db1-accounts,{name}
+user={st.SERVICE_USER}
+password={st.SERVICE_PASSWORD}
+
+[{name}-Listener]
+type=listener
+service={name}-Service
+address={st.HOST}
+port={listener + (1 if name == "db3-revoked" else 2) * 10}
+"""
+    text += f"""
+[db1-accounts]
+type=server
+address={st.HOST}
+port={st.SERVERS[st.PRIMARY_ID]}
+
+[db3-unverified]
+type=server
+address={st.HOST}
+port={st.SERVERS[TLS_SERVER]}
+ssl=true
+
+[CRL-Listener]
+type=listener
+service=Primary-Service
+address={st.HOST}
+port={listener}
+ssl=true
+ssl_cert={certs}/server.pem
+ssl_key={certs}/server-key.pem
+ssl_ca={certs}/ca.pem
+ssl_verify_peer_certificate=true
+ssl_crl={crl_client}
+"""
+    for sub in ("log", "data", "persist"):
+        (tmp_path / sub).mkdir()
+    cfg = tmp_path / "sluice.cnf"
+    cfg.write_text(text)
+    daemon = Daemon(st.sluice_argv("start", cfg), tmp_path / "proxy.log",
+                    st.sluice_env())
+
+    def cert(name):
+        return {"ca": str(certs / "ca.pem"),
+                "cert": str(certs / f"{name}.pem"),
+                "key": str(certs / f"{name}-key.pem")}
+    try:
+        daemon.wait_ports([listener, listener + 10, listener + 20, admin])
+        for name in ("db3-ok", "db3-revoked"):
+            _admin_put(admin, f"/servers/{name}/set?state=running")
+        st.wait_until(lambda: _login_code(listener, st.APP_USER,
+                                          st.APP_PASSWORD,
+                                          ssl=cert("client")) is None,
+                      30, interval=0.5, what="a client certificate login")
+        assert _login_code(listener, st.APP_USER, st.APP_PASSWORD,
+                           ssl=cert("revoked")) is not None
+        with st.connect(listener + 20) as conn:
+            assert st.server_id(conn) == TLS_SERVER
+        assert _login_code(listener + 10, st.APP_USER,
+                           st.APP_PASSWORD) is not None
+        log = daemon.log_tail(300)
+        assert log.count("certificate: certificate revoked") >= 2, log
+        assert ("server 'db3-unverified' has ssl=true but "
+                "ssl_verify_peer_certificate=false") in log, log
+        assert "server 'db3-ok' has ssl=true but" not in log, log
+    finally:
+        problems = daemon.stop()
+    assert not problems, problems

@@ -413,6 +413,52 @@ test_scramble(void **state)
     assert_memory_not_equal(a, b, MDB_SCRAMBLE_LEN);
 }
 
+static void
+test_account_requirements(void **state)
+{
+    struct mdb_account a = {.ssl_type = MDB_SSL_NONE, .pw_changed = -1,
+                            .pw_lifetime = -1};
+    struct mdb_peer plain = {.cipher = ""};
+    struct mdb_peer tls = {.tls = true, .cipher = "TLS_AES_256_GCM_SHA384",
+                           .issuer = "", .subject = ""};
+    struct mdb_peer cert = {.tls = true, .cipher = "AES256-SHA",
+                            .cert_ok = true, .issuer = "/CN=ca",
+                            .subject = "/CN=me"};
+    char issuer[] = "/CN=ca", subject[] = "/CN=other", cipher[] = "AES256-SHA";
+
+    assert_true(mdb_account_tls_ok(&a, &plain));
+    a.ssl_type = MDB_SSL_ANY;
+    assert_false(mdb_account_tls_ok(&a, &plain));
+    assert_true(mdb_account_tls_ok(&a, &tls));
+    a.ssl_type = MDB_SSL_X509;
+    assert_false(mdb_account_tls_ok(&a, &tls));
+    assert_true(mdb_account_tls_ok(&a, &cert));
+    a.ssl_type = MDB_SSL_SPECIFIED;
+    a.ssl_cipher = cipher;
+    assert_false(mdb_account_tls_ok(&a, &tls));   /* another cipher */
+    assert_true(mdb_account_tls_ok(&a, &cert));
+    a.x509_issuer = issuer;
+    assert_true(mdb_account_tls_ok(&a, &cert));
+    a.x509_subject = subject;
+    assert_false(mdb_account_tls_ok(&a, &cert));  /* another subject */
+    cert.cert_ok = false;
+    a.x509_subject = NULL;
+    assert_false(mdb_account_tls_ok(&a, &cert));  /* unverified */
+
+    /* expiry: 0 = PASSWORD EXPIRE; lifetime in days, -1 the default */
+    assert_false(mdb_account_pw_expired(&a, 0, 1000000));
+    a.pw_changed = 0;
+    assert_true(mdb_account_pw_expired(&a, 0, 1000000));
+    a.pw_changed = 1000000;
+    assert_false(mdb_account_pw_expired(&a, 0, 1000000 + 400 * 86400));
+    assert_true(mdb_account_pw_expired(&a, 10, 1000000 + 10 * 86400));
+    assert_false(mdb_account_pw_expired(&a, 10, 1000000 + 9 * 86400));
+    a.pw_lifetime = 0;   /* PASSWORD EXPIRE NEVER beats the default */
+    assert_false(mdb_account_pw_expired(&a, 10, 1000000 + 99 * 86400));
+    a.pw_lifetime = 2;
+    assert_true(mdb_account_pw_expired(&a, 0, 1000000 + 2 * 86400));
+}
+
 int
 main(void)
 {
@@ -428,6 +474,7 @@ main(void)
         cmocka_unit_test(test_host_match),
         cmocka_unit_test(test_account_order),
         cmocka_unit_test(test_scramble),
+        cmocka_unit_test(test_account_requirements),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

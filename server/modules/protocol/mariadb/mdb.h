@@ -35,6 +35,7 @@ struct mdb_session {
     uint32_t caps;                  /* client caps & MDB_SERVER_CAPS */
     uint8_t charset;
     char program_name[64];          /* client's connect attr, or "" */
+    struct mdb_usage *usage;        /* the account's connection slot */
 };
 
 /* ---- account cache (mdb_users.c) ---- */
@@ -44,8 +45,21 @@ struct mdb_service;
 enum mdb_auth_rc {
     MDB_AUTH_OK,
     MDB_AUTH_DENIED,
-    MDB_AUTH_WAIT,   /* parked: mdb_client_resume(dcb) will be posted */
+    MDB_AUTH_WAIT,    /* parked: mdb_client_resume(dcb) will be posted */
+    MDB_AUTH_REFUSED, /* right password, but the account may not log in
+                         now: send the mdb_refusal's error */
 };
+
+/* Why a login with the right password is refused, with MariaDB's error. */
+struct mdb_refusal {
+    uint16_t code;      /* 1045 (REQUIRE not met), 4151, 1862, 1226 */
+    char sqlstate[6];
+    char msg[256];
+};
+
+/* Per-account connection counts, for MAX_USER_CONNECTIONS and
+ * MAX_CONNECTIONS_PER_HOUR (opaque; owned by the service's cache). */
+struct mdb_usage;
 
 struct mdb_auth_req {
     const char *user;
@@ -55,6 +69,7 @@ struct mdb_auth_req {
     size_t token_len;
     const uint8_t *scramble;       /* MDB_SCRAMBLE_LEN bytes */
     bool may_reload;               /* false once a reload was waited for */
+    uint32_t caps;                 /* the client's capabilities */
 };
 
 /* Create the cache and start loading accounts in its own thread. */
@@ -63,15 +78,26 @@ void mdb_service_free(struct mdb_service *s);
 /* json_t * with the cache's counters. */
 void *mdb_service_diagnostics(struct mdb_service *s);
 /*
- * Check a mysql_native_password login. On MDB_AUTH_OK, sd->sha1pw and
- * sd->has_pw are set. On MDB_AUTH_WAIT, the cache holds a reference on dcb
- * and posts mdb_client_resume(dcb) to its worker after the next load.
- * Worker-owned caller; takes the cache's mutex briefly.
+ * Check a mysql_native_password login, then what the account requires
+ * beyond its password, as the server would: its REQUIRE clause against
+ * the client's own TLS (the server only sees Sluice's link), ACCOUNT
+ * LOCK, an expired password (refused only when the server disconnects
+ * clients that cannot handle one), and its connection limits.
+ * On MDB_AUTH_OK, sd->sha1pw, sd->has_pw and sd->usage (the connection
+ * slot taken, or NULL; give it back with mdb_service_release) are set. On
+ * MDB_AUTH_REFUSED, *why says what to send. On MDB_AUTH_WAIT, the cache
+ * holds a reference on dcb and posts mdb_client_resume(dcb) to its worker
+ * after the next load. Worker-owned caller; takes the cache's mutex
+ * briefly.
  */
 enum mdb_auth_rc mdb_service_authenticate(struct mdb_service *s,
                                           struct sl_dcb *dcb,
                                           const struct mdb_auth_req *req,
-                                          struct mdb_session *sd);
+                                          struct mdb_session *sd,
+                                          struct mdb_refusal *why);
+/* Give back a connection slot from mdb_service_authenticate (NULL: no-op).
+ * Any thread; takes the cache's mutex. */
+void mdb_service_release(struct mdb_service *s, struct mdb_usage *u);
 
 /* ---- client side (mdb_client.c) ---- */
 

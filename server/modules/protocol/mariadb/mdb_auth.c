@@ -267,8 +267,53 @@ mdb_users_add(struct mdb_users *u, const char *user, const char *host,
                 (plugin == NULL || plugin[0] == '\0' ||
                  strcmp(plugin, MDB_NATIVE_PLUGIN) == 0);
     a->rank = host_rank(a->host);
+    a->pw_changed = -1;
+    a->pw_lifetime = -1;
     u->n++;
     return 0;
+}
+
+/* A required name: NULL or "" means none required. */
+static bool
+name_ok(const char *required, const char *actual)
+{
+    return required == NULL || required[0] == '\0' ||
+           (actual != NULL && strcmp(required, actual) == 0);
+}
+
+bool
+mdb_account_tls_ok(const struct mdb_account *a, const struct mdb_peer *p)
+{
+    bool names;
+
+    switch (a->ssl_type) {
+    case MDB_SSL_NONE:
+        return true;
+    case MDB_SSL_ANY:
+        return p->tls;
+    case MDB_SSL_X509:
+        return p->tls && p->cert_ok;
+    default:
+        names = (a->x509_issuer != NULL && a->x509_issuer[0] != '\0') ||
+                (a->x509_subject != NULL && a->x509_subject[0] != '\0');
+        return p->tls && name_ok(a->ssl_cipher, p->cipher) &&
+               (!names || p->cert_ok) &&
+               name_ok(a->x509_issuer, p->issuer) &&
+               name_ok(a->x509_subject, p->subject);
+    }
+}
+
+bool
+mdb_account_pw_expired(const struct mdb_account *a, int32_t default_days,
+                       int64_t now)
+{
+    int64_t days = a->pw_lifetime < 0 ? default_days : a->pw_lifetime;
+
+    if (a->pw_changed == 0) {
+        return true;
+    }
+    return a->pw_changed > 0 && days > 0 &&
+           now - a->pw_changed >= days * 86400;
 }
 
 static int
@@ -303,6 +348,9 @@ mdb_users_free(struct mdb_users *u)
     for (size_t i = 0; i < u->n; i++) {
         free(u->v[i].user);
         free(u->v[i].host);
+        free(u->v[i].ssl_cipher);
+        free(u->v[i].x509_issuer);
+        free(u->v[i].x509_subject);
     }
     free(u->v);
     memset(u, 0, sizeof(*u));

@@ -20,6 +20,7 @@
  *
  * Context: worker-owned (the backend DCB's worker = its session's).
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -175,6 +176,7 @@ start_tls(struct sl_dcb *dcb, struct mdb_backend *be, uint32_t server_caps,
     unsigned char req[32] = {0};
     uint32_t caps = be->caps | SL_CAP_SSL;
     struct sl_buf *pkt;
+    int rc;
 
     if (!(server_caps & SL_CAP_SSL)) {
         fail(be, NULL, "server does not support TLS but ssl=true is set");
@@ -188,19 +190,26 @@ start_tls(struct sl_dcb *dcb, struct mdb_backend *be, uint32_t server_caps,
     req[7] = 1;   /* max packet 16 MiB */
     req[8] = charset;
     pkt = sl_mdb_make_packet((uint8_t)(seq + 1), req, sizeof(req));
-    if (pkt == NULL || sl_dcb_write(dcb, pkt) != 0 ||
-        sl_dcb_tls_start(dcb) != 0) {
+    if (pkt == NULL || sl_dcb_write(dcb, pkt) != 0) {
         fail(be, NULL, "cannot start TLS");
+        return -1;
+    }
+    rc = sl_dcb_tls_start(dcb);
+    if (rc != 0) {
+        fail(be, NULL, rc == -EBADMSG ? "server sent plaintext data before "
+                                        "TLS started"
+                                      : "cannot start TLS");
         return -1;
     }
     return 0;
 }
 
+/* The server's greeting h (already consumed from the read queue, so that
+ * TLS starts on an empty one): send the login, inside TLS if configured. */
 static int
 on_handshake(struct sl_dcb *dcb, struct mdb_backend *be,
-             const unsigned char *p, size_t len, uint8_t seq)
+             const struct mdb_server_hello *h, uint8_t seq)
 {
-    struct mdb_server_hello h;
     struct mdb_login l;
     uint8_t token[MDB_SHA1_LEN];
     unsigned char attrs[256];
@@ -208,16 +217,12 @@ on_handshake(struct sl_dcb *dcb, struct mdb_backend *be,
     size_t n;
     struct sl_buf *pkt;
 
-    if (mdb_parse_server_hello(p, len, &h) != 0) {
-        fail(be, NULL, "malformed handshake from server");
-        return SL_OK;
-    }
-    memcpy(be->scramble, h.scramble, MDB_SCRAMBLE_LEN);
-    be->caps = negotiate(dcb, h.caps);
+    memcpy(be->scramble, h->scramble, MDB_SCRAMBLE_LEN);
+    be->caps = negotiate(dcb, h->caps);
     mdb_tracker_init(&be->trk, be->caps);
     make_login(dcb, be, &l, token, attrs, sizeof(attrs));
     if (sl_dcb_tls_configured(dcb)) {
-        if (start_tls(dcb, be, h.caps, l.charset, seq) != 0) {
+        if (start_tls(dcb, be, h->caps, l.charset, seq) != 0) {
             return SL_OK;
         }
         l.caps |= SL_CAP_SSL;
@@ -291,7 +296,6 @@ login_step(struct sl_dcb *dcb, struct mdb_backend *be, struct sl_buf *rq,
     unsigned char *p = sl_buf_pullup(rq, n);
     size_t len = n - SL_MDB_HDR_LEN;
     uint8_t seq;
-    int rc = SL_OK;
 
     if (p == NULL) {
         return SL_ERROR;
@@ -305,7 +309,15 @@ login_step(struct sl_dcb *dcb, struct mdb_backend *be, struct sl_buf *rq,
         return SL_OK;
     }
     if (be->state == BS_HANDSHAKE) {
-        rc = on_handshake(dcb, be, p, len, seq);
+        struct mdb_server_hello h;
+        bool bad = mdb_parse_server_hello(p, len, &h) != 0;
+
+        sl_buf_consume(rq, n);
+        if (bad) {
+            fail(be, NULL, "malformed handshake from server");
+            return SL_OK;
+        }
+        return on_handshake(dcb, be, &h, seq);
     } else if (len > 0 && p[0] == 0x00) {
         sl_buf_consume(rq, n);
         return on_login_ok(dcb, be);
@@ -317,7 +329,7 @@ login_step(struct sl_dcb *dcb, struct mdb_backend *be, struct sl_buf *rq,
         fail(be, NULL, "unexpected packet during login");
     }
     sl_buf_consume(rq, n);
-    return rc;
+    return SL_OK;
 }
 
 /* ---- reply tracking ---- */

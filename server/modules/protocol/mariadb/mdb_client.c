@@ -175,6 +175,15 @@ mdb_client_accept(struct sl_dcb *client)
 
 /* ---- authentication ---- */
 
+/* The account cache of the client's service (NULL if none). */
+static struct mdb_service *
+service_cache(struct sl_dcb *dcb)
+{
+    struct sl_service *svc = sl_dcb_service(dcb);
+
+    return svc != NULL ? sl_service_protocol_data(svc) : NULL;
+}
+
 static void
 send_access_denied(struct sl_dcb *dcb, uint8_t seq, const struct mdb_hello *h)
 {
@@ -228,10 +237,36 @@ send_switch(struct sl_dcb *dcb, uint8_t seq, const uint8_t *scramble)
     return send_payload(dcb, seq, p, n);
 }
 
-/* Check the token of cl->hello; on success out gets SHA1(pw). */
+/* Send the error of a refused login (1045 with the usual message), and
+ * log it like a failed authentication. */
+static void
+send_refusal(struct sl_dcb *dcb, uint8_t seq, const struct mdb_hello *h,
+             const struct mdb_refusal *why)
+{
+    const struct sl_params *params = sl_service_params(sl_dcb_service(dcb));
+    const char *reason = why->code == 1045 ? "account's REQUIRE clause not "
+                                             "met"
+                                           : why->msg;
+
+    if (params == NULL || sl_params_bool(params, "log_auth_warnings")) {
+        sl_log_warn("login of '%s'@'%s' refused: %d %s", h->user,
+                    sl_dcb_remote(dcb), why->code, reason);
+    } else {
+        sl_log_info("login of '%s'@'%s' refused: %d %s", h->user,
+                    sl_dcb_remote(dcb), why->code, reason);
+    }
+    if (why->code == 1045) {
+        send_access_denied(dcb, seq, h);
+    } else {
+        send_err(dcb, seq, why->code, why->sqlstate, why->msg);
+    }
+}
+
+/* Check the token of cl->hello; on success out gets SHA1(pw), on a
+ * refusal why says which error to send. */
 static enum mdb_auth_rc
 check_token(struct sl_dcb *dcb, struct mdb_client *cl,
-            struct mdb_session *out)
+            struct mdb_session *out, struct mdb_refusal *why)
 {
     struct mdb_auth_req req = {
         .user = cl->hello->user,
@@ -241,6 +276,7 @@ check_token(struct sl_dcb *dcb, struct mdb_client *cl,
         .token_len = cl->hello->auth_len,
         .scramble = cl->scramble,
         .may_reload = !cl->reloaded,
+        .caps = cl->hello->caps,
     };
     struct sl_service *service = sl_dcb_service(dcb);
     struct mdb_service *svc = sl_service_protocol_data(service);
@@ -254,7 +290,7 @@ check_token(struct sl_dcb *dcb, struct mdb_client *cl,
         !sl_params_bool(params, "enable_root_user")) {
         return MDB_AUTH_DENIED;
     }
-    return mdb_service_authenticate(svc, dcb, &req, out);
+    return mdb_service_authenticate(svc, dcb, &req, out, why);
 }
 
 /* Remember what the backends need from the client's hello. */
@@ -301,12 +337,20 @@ start_session(struct sl_dcb *dcb, struct mdb_client *cl)
 static int
 login(struct sl_dcb *dcb, struct mdb_client *cl)
 {
-    switch (check_token(dcb, cl, cl->sd)) {
+    struct mdb_refusal why;
+
+    switch (check_token(dcb, cl, cl->sd, &why)) {
     case MDB_AUTH_OK:
         return start_session(dcb, cl);
     case MDB_AUTH_WAIT:
         cl->state = CS_PARKED;
         return SL_OK;
+    case MDB_AUTH_REFUSED:
+        if (why.code == 1045) {
+            mdb_host_auth_failed(sl_dcb_service(dcb), sl_dcb_remote(dcb));
+        }
+        send_refusal(dcb, cl->seq, cl->hello, &why);
+        return SL_ERROR;
     default:
         log_denied(dcb, cl->hello);
         mdb_host_auth_failed(sl_dcb_service(dcb), sl_dcb_remote(dcb));
@@ -475,15 +519,26 @@ static int
 change_user_check(struct sl_dcb *dcb, struct mdb_client *cl)
 {
     struct mdb_session fresh = {0};
+    struct mdb_refusal why;
 
-    switch (check_token(dcb, cl, &fresh)) {
+    /* The old account's connection slot goes first, as in the server:
+     * changing to the same user at its max_user_connections works (and a
+     * refused change closes the connection anyway). */
+    mdb_service_release(service_cache(dcb), cl->sd->usage);
+    cl->sd->usage = NULL;
+    switch (check_token(dcb, cl, &fresh, &why)) {
     case MDB_AUTH_OK:
         memcpy(cl->sd->sha1pw, fresh.sha1pw, MDB_SHA1_LEN);
         cl->sd->has_pw = fresh.has_pw;
+        cl->sd->usage = fresh.usage;
         return change_user_ok(dcb, cl);
     case MDB_AUTH_WAIT:
         cl->state = CS_CU_PARKED;
         return SL_OK;
+    case MDB_AUTH_REFUSED:
+        send_refusal(dcb, (uint8_t)cl->cu_seq, cl->hello, &why);
+        drop_change_user(cl);
+        return SL_ERROR;
     default:
         log_denied(dcb, cl->hello);
         mdb_host_auth_failed(sl_dcb_service(dcb), sl_dcb_remote(dcb));
@@ -809,6 +864,9 @@ mdb_client_free(struct sl_dcb *client)
     sl_buf_free(cl->cu_cmd);
     mdb_dbtrack_free(&cl->dbt);
     free(cl->hello);
+    if (cl->sd != NULL) {
+        mdb_service_release(service_cache(client), cl->sd->usage);
+    }
     free(cl->sd);
     free(cl);
     sl_dcb_set_protocol_data(client, NULL);

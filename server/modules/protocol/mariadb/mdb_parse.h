@@ -30,7 +30,9 @@
 #define MDB_AUTH_MAX 255
 #define MDB_NATIVE_PLUGIN "mysql_native_password"
 
-/* The capabilities the proxy offers clients (see docs/design.md). */
+/* The capabilities the proxy offers clients (see docs/design.md).
+ * CAN_HANDLE_EXPIRED_PASSWORDS passes on to the servers, which then log
+ * an expired account in to their sandbox mode as they would directly. */
 #define MDB_SERVER_CAPS                                                        \
     (SL_CAP_LONG_PASSWORD | SL_CAP_FOUND_ROWS | SL_CAP_LONG_FLAG |             \
      SL_CAP_CONNECT_WITH_DB | SL_CAP_LOCAL_FILES | SL_CAP_IGNORE_SPACE |       \
@@ -38,7 +40,8 @@
      SL_CAP_SECURE_CONNECTION | SL_CAP_MULTI_STATEMENTS |                      \
      SL_CAP_MULTI_RESULTS | SL_CAP_PS_MULTI_RESULTS | SL_CAP_PLUGIN_AUTH |     \
      SL_CAP_CONNECT_ATTRS | SL_CAP_PLUGIN_AUTH_LENENC_DATA |                   \
-     SL_CAP_SESSION_TRACK | SL_CAP_DEPRECATE_EOF)
+     SL_CAP_CAN_HANDLE_EXPIRED_PASSWORDS | SL_CAP_SESSION_TRACK |              \
+     SL_CAP_DEPRECATE_EOF)
 
 /* ---- handshake ---- */
 
@@ -159,6 +162,20 @@ int mdb_parse_stored(const char *s, uint8_t stored[MDB_SHA1_LEN]);
 
 /* ---- accounts and host matching ---- */
 
+/* mysql.global_priv's ssl_type: REQUIRE NONE, SSL, X509, or ISSUER /
+ * SUBJECT / CIPHER (SPECIFIED). */
+enum mdb_ssl_type {
+    MDB_SSL_NONE = 0,
+    MDB_SSL_ANY = 1,
+    MDB_SSL_X509 = 2,
+    MDB_SSL_SPECIFIED = 3,
+};
+
+/*
+ * One account. Beyond user, host and password: what the server enforces
+ * at login and Sluice must too, since the server only sees Sluice's own
+ * link (mysql.global_priv; all zero/NULL when unknown).
+ */
 struct mdb_account {
     char *user;
     char *host;
@@ -166,13 +183,43 @@ struct mdb_account {
     bool has_pw;
     bool native;        /* usable with mysql_native_password */
     int rank;           /* host specificity; lower sorts first */
+    uint8_t ssl_type;   /* enum mdb_ssl_type */
+    char *ssl_cipher;   /* REQUIRE CIPHER, or NULL */
+    char *x509_issuer;  /* REQUIRE ISSUER, or NULL */
+    char *x509_subject; /* REQUIRE SUBJECT, or NULL */
+    bool locked;        /* ACCOUNT LOCK */
+    int64_t pw_changed; /* epoch s; 0: PASSWORD EXPIRE; -1: unknown */
+    int32_t pw_lifetime; /* days; -1: the server's default; 0: never */
+    uint32_t max_user_connections;   /* 0: no limit */
+    uint32_t max_connections_hour;   /* MAX_CONNECTIONS_PER_HOUR */
 };
 
 struct mdb_users {
     struct mdb_account *v;
     size_t n;
     size_t cap;
+    int32_t default_pw_lifetime;     /* @@default_password_lifetime */
+    bool disconnect_expired;         /* @@disconnect_on_expired_password */
 };
+
+/* The client's TLS state, for an account's REQUIRE clause. */
+struct mdb_peer {
+    bool tls;
+    const char *cipher;      /* "" when plain */
+    bool cert_ok;            /* a certificate that verified */
+    const char *issuer;      /* its names, X509_NAME_oneline form */
+    const char *subject;
+};
+
+/* Does the client meet the account's REQUIRE clause (as MariaDB checks
+ * it: SSL = any TLS; X509 = a verified certificate; CIPHER, ISSUER and
+ * SUBJECT = exact strings)? */
+bool mdb_account_tls_ok(const struct mdb_account *a,
+                        const struct mdb_peer *p);
+/* Has the account's password expired at epoch second now? PASSWORD
+ * EXPIRE, or older than its lifetime (default_days when it has none). */
+bool mdb_account_pw_expired(const struct mdb_account *a,
+                            int32_t default_days, int64_t now);
 
 /* Add an account from mysql.user columns (auth may be a `*HEX` hash or
  * empty; plugin may be NULL or ""). 0 or -1 on allocation failure. */

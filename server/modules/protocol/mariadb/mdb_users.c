@@ -20,6 +20,15 @@
  * cannot keep the loader busy. Clients arriving before the first load
  * completes wait for it.
  *
+ * Accounts come from mysql.global_priv (MariaDB 10.4+; the service user
+ * needs SELECT on it) with what the server enforces beyond the password:
+ * REQUIRE, ACCOUNT LOCK, password expiry and connection limits. Sluice
+ * checks those itself because the server sees only Sluice's connection
+ * (its TLS, its certificate). Without global_priv (MySQL, older MariaDB,
+ * no grant) the loader falls back to mysql.user and the password alone.
+ * Connection limits count this service's sessions per account in a list
+ * that survives reloads.
+ *
  * Context: mdb_service_authenticate on workers; the loader thread; create
  * and free on the main thread.
  */
@@ -34,6 +43,7 @@
 #define SL_LOG_TAG "mariadbprotocol"
 #include <sluice/dcb.h>
 #include <sluice/log.h>
+#include <sluice/mariadb.h>
 #include <sluice/server.h>
 #include <sluice/service.h>
 #include <sluice/worker.h>
@@ -48,6 +58,17 @@
 struct waiter {
     struct sl_dcb *dcb;
     struct waiter *next;
+};
+
+/* One account's sessions through this service (MAX_USER_CONNECTIONS,
+ * MAX_CONNECTIONS_PER_HOUR). Lives until the service is freed. */
+struct mdb_usage {
+    struct mdb_usage *next;
+    uint32_t active;          /* sessions logged in now */
+    uint32_t hour_count;      /* logins since hour_start_ms */
+    uint64_t hour_start_ms;
+    char *host;               /* points into name */
+    char name[];              /* user NUL host NUL */
 };
 
 struct host_bucket {
@@ -74,6 +95,7 @@ struct mdb_service {
     uint64_t load_errors;
     char last_error[256];
     char source[128];         /* server the last good load came from */
+    struct mdb_usage *usage;  /* accounts with connection limits */
 };
 
 static uint64_t
@@ -100,8 +122,139 @@ pick_auth(const char *auth_string, const char *password)
     return auth_string != NULL ? auth_string : "";
 }
 
+/* *out = a copy of string j[key], NULL when absent or "". -1 out of
+ * memory. */
 static int
-query_users(MYSQL *c, struct mdb_users *u)
+dup_field(const json_t *j, const char *key, char **out)
+{
+    const char *s = json_string_value(json_object_get(j, key));
+
+    *out = s != NULL && s[0] != '\0' ? strdup(s) : NULL;
+    return s != NULL && s[0] != '\0' && *out == NULL ? -1 : 0;
+}
+
+/* Numbers are decoded as reals: "access" of an account with every
+ * privilege does not fit jansson's int64. */
+static int64_t
+int_or(const json_t *j, const char *key, int64_t dflt)
+{
+    const json_t *v = json_object_get(j, key);
+    double d = json_number_value(v);
+
+    if (!json_is_number(v) || d < (double)INT64_MIN || d > 9.0e18) {
+        return dflt;
+    }
+    return (int64_t)d;
+}
+
+static uint32_t
+limit_of(const json_t *j, const char *key)
+{
+    int64_t v = int_or(j, key, 0);
+
+    return v > 0 && v <= UINT32_MAX ? (uint32_t)v : 0;
+}
+
+/* The requirements in a's mysql.global_priv JSON j. -1 out of memory. An
+ * ssl_type this code does not know is checked like SPECIFIED (TLS at
+ * least). */
+static int
+apply_priv(struct mdb_account *a, const json_t *j)
+{
+    a->ssl_type = (uint8_t)int_or(j, "ssl_type", MDB_SSL_NONE);
+    a->locked = json_is_true(json_object_get(j, "account_locked"));
+    a->pw_changed = int_or(j, "password_last_changed", -1);
+    a->pw_lifetime = (int32_t)int_or(j, "password_lifetime", -1);
+    a->max_user_connections = limit_of(j, "max_user_connections");
+    a->max_connections_hour = limit_of(j, "max_connections");
+    if (dup_field(j, "ssl_cipher", &a->ssl_cipher) != 0 ||
+        dup_field(j, "x509_issuer", &a->x509_issuer) != 0 ||
+        dup_field(j, "x509_subject", &a->x509_subject) != 0) {
+        return -1;
+    }
+    return 0;
+}
+
+/* One mysql.global_priv row. No plugin means mysql_native_password, as
+ * mysql.user shows it; a row whose JSON cannot be read is kept with an
+ * unusable password (it never matches). */
+static int
+add_priv_row(struct mdb_users *u, const char *user, const char *host,
+             const char *priv)
+{
+    json_error_t e;
+    json_t *j = priv != NULL ? json_loads(priv, JSON_DECODE_INT_AS_REAL, &e)
+                             : NULL;
+    const char *plugin = json_string_value(json_object_get(j, "plugin"));
+    const char *auth = json_string_value(
+        json_object_get(j, "authentication_string"));
+    int rc = 0;
+
+    if (json_is_true(json_object_get(j, "is_role"))) {
+        json_decref(j);
+        return 0;
+    }
+    if (mdb_users_add(u, user, host, j == NULL ? "!" : auth,
+                      j == NULL ? "?" : plugin) != 0) {
+        rc = -1;
+    } else if (j != NULL) {
+        rc = apply_priv(&u->v[u->n - 1], j);
+    }
+    json_decref(j);
+    return rc;
+}
+
+/* The server-wide settings an account check depends on. */
+static void
+query_globals(MYSQL *c, struct mdb_users *u)
+{
+    MYSQL_RES *res;
+    MYSQL_ROW row;
+
+    if (mysql_query(c, "SELECT @@global.default_password_lifetime, "
+                       "@@global.disconnect_on_expired_password") != 0 ||
+        (res = mysql_store_result(c)) == NULL) {
+        return;
+    }
+    if ((row = mysql_fetch_row(res)) != NULL) {
+        u->default_pw_lifetime = row[0] != NULL ? atoi(row[0]) : 0;
+        u->disconnect_expired = row[1] != NULL && atoi(row[1]) != 0;
+    }
+    mysql_free_result(res);
+}
+
+/* Accounts from mysql.global_priv. 1 when the table cannot be read (the
+ * caller falls back to mysql.user), 0 done, -1 out of memory. */
+static int
+query_global_priv(MYSQL *c, struct mdb_users *u)
+{
+    MYSQL_RES *res;
+    MYSQL_ROW row;
+
+    if (mysql_query(c, "SELECT User, Host, Priv FROM mysql.global_priv") !=
+            0 ||
+        (res = mysql_store_result(c)) == NULL) {
+        return 1;
+    }
+    while ((row = mysql_fetch_row(res)) != NULL) {
+        if (row[0] == NULL || row[1] == NULL || row[1][0] == '\0') {
+            continue;   /* roles have an empty host */
+        }
+        if (add_priv_row(u, row[0], row[1], row[2]) != 0) {
+            mysql_free_result(res);
+            return -1;
+        }
+    }
+    mysql_free_result(res);
+    query_globals(c, u);
+    mdb_users_sort(u);
+    return 0;
+}
+
+/* Accounts from mysql.user: passwords only, no requirements. *limited is
+ * set (the caller warns) when this path is taken. */
+static int
+query_users(MYSQL *c, struct mdb_users *u, bool *limited)
 {
     static const char *const queries[] = {
         "SELECT user, host, authentication_string, plugin, password "
@@ -113,7 +266,12 @@ query_users(MYSQL *c, struct mdb_users *u)
     };
     MYSQL_RES *res = NULL;
     MYSQL_ROW row;
+    int rc = query_global_priv(c, u);
 
+    *limited = rc > 0;
+    if (rc <= 0) {
+        return rc;
+    }
     for (size_t i = 0; i < SL_ARRAY_LEN(queries) && res == NULL; i++) {
         if (mysql_query(c, queries[i]) == 0) {
             res = mysql_store_result(c);
@@ -144,6 +302,7 @@ load_from(struct mdb_service *s, struct sl_server *srv,
     unsigned timeout = 5;
     MYSQL *c = mysql_init(NULL);
     const char *sock = sl_server_socket(srv);
+    bool limited = false;
     int rc = -1;
 
     if (c == NULL) {
@@ -153,16 +312,34 @@ load_from(struct mdb_service *s, struct sl_server *srv,
     mysql_options(c, MYSQL_OPT_CONNECT_TIMEOUT, &timeout);
     mysql_options(c, MYSQL_OPT_READ_TIMEOUT, &timeout);
     mysql_options(c, MYSQL_OPT_WRITE_TIMEOUT, &timeout);
+    if (sl_server_mysql_tls(srv, c) != 0) {
+        snprintf(err, errlen, "server %s: cannot set its TLS options",
+                 sl_server_name(srv));
+        mysql_close(c);
+        return -1;
+    }
     if (mysql_real_connect(c, sock != NULL ? NULL : sl_server_address(srv),
                            sl_service_user(s->svc),
                            sl_service_password(s->svc), NULL,
-                           (unsigned)sl_server_port(srv), sock, 0) == NULL ||
-        query_users(c, u) != 0) {
+                           (unsigned)sl_server_port(srv), sock, 0) == NULL) {
+        snprintf(err, errlen, "server %s: %s", sl_server_name(srv),
+                 mysql_error(c));
+    } else if (!sl_server_mysql_tls_ok(srv, c)) {
+        snprintf(err, errlen, "server %s: does not support TLS but "
+                 "ssl=true is set", sl_server_name(srv));
+    } else if (query_users(c, u, &limited) != 0) {
         snprintf(err, errlen, "server %s: %s", sl_server_name(srv),
                  mysql_error(c));
         mdb_users_free(u);
     } else {
         rc = 0;
+    }
+    if (rc == 0 && limited) {
+        sl_log_warn("service %s: cannot read mysql.global_priv on %s (grant "
+                    "SELECT on it to the service user): account locks, "
+                    "REQUIRE clauses, password expiry and connection limits "
+                    "are not checked by Sluice", sl_service_name(s->svc),
+                    sl_server_name(srv));
     }
     mysql_close(c);
     return rc;
@@ -308,6 +485,7 @@ void
 mdb_service_free(struct mdb_service *s)
 {
     struct waiter *w;
+    struct mdb_usage *u;
 
     if (s == NULL) {
         return;
@@ -325,6 +503,10 @@ mdb_service_free(struct mdb_service *s)
         free(w);
     }
     mdb_users_free(&s->users);
+    while ((u = s->usage) != NULL) {
+        s->usage = u->next;
+        free(u);
+    }
     pthread_cond_destroy(&s->cond);
     pthread_mutex_destroy(&s->lock);
     free(s);
@@ -397,10 +579,135 @@ park(struct mdb_service *s, struct sl_dcb *dcb)
     return MDB_AUTH_WAIT;
 }
 
+static enum mdb_auth_rc
+refuse(struct mdb_refusal *why, uint16_t code, const char *sqlstate,
+       const char *msg)
+{
+    why->code = code;
+    snprintf(why->sqlstate, sizeof(why->sqlstate), "%s", sqlstate);
+    snprintf(why->msg, sizeof(why->msg), "%s", msg);
+    return MDB_AUTH_REFUSED;
+}
+
+/* The client's TLS, as the account's REQUIRE clause looks at it. */
+static bool
+tls_ok(struct sl_dcb *dcb, const struct mdb_account *a)
+{
+    char issuer[512], subject[512];
+    struct mdb_peer p = {
+        .tls = sl_dcb_is_tls(dcb),
+        .cipher = sl_dcb_tls_cipher(dcb),
+        .issuer = issuer,
+        .subject = subject,
+    };
+
+    if (a->ssl_type >= MDB_SSL_X509) {
+        p.cert_ok = sl_dcb_tls_peer(dcb, issuer, sizeof(issuer), subject,
+                                    sizeof(subject));
+    } else {
+        issuer[0] = subject[0] = '\0';
+    }
+    return mdb_account_tls_ok(a, &p);
+}
+
+static struct mdb_usage *
+usage_of(struct mdb_service *s, const struct mdb_account *a)
+{
+    size_t ulen = strlen(a->user) + 1;
+    size_t hlen = strlen(a->host) + 1;
+    struct mdb_usage *u;
+
+    for (u = s->usage; u != NULL; u = u->next) {
+        if (strcmp(u->name, a->user) == 0 && strcmp(u->host, a->host) == 0) {
+            return u;
+        }
+    }
+    if ((u = calloc(1, sizeof(*u) + ulen + hlen)) == NULL) {
+        return NULL;
+    }
+    memcpy(u->name, a->user, ulen);
+    u->host = u->name + ulen;
+    memcpy(u->host, a->host, hlen);
+    u->hour_start_ms = mono_ms();
+    u->next = s->usage;
+    s->usage = u;
+    return u;
+}
+
+/* MAX_USER_CONNECTIONS and MAX_CONNECTIONS_PER_HOUR: count the login in
+ * sd->usage, or refuse with 1226 as the server does. Lock held. */
+static enum mdb_auth_rc
+take_slot(struct mdb_service *s, const struct mdb_account *a,
+          struct mdb_session *sd, struct mdb_refusal *why)
+{
+    uint64_t now = mono_ms();
+    const char *what = NULL;
+    uint32_t limit = 0;
+    struct mdb_usage *u;
+    char msg[256];
+
+    sd->usage = NULL;
+    if (a->max_user_connections == 0 && a->max_connections_hour == 0) {
+        return MDB_AUTH_OK;
+    }
+    if ((u = usage_of(s, a)) == NULL) {
+        return MDB_AUTH_DENIED;
+    }
+    if (now - u->hour_start_ms >= 3600 * 1000) {
+        u->hour_start_ms = now;
+        u->hour_count = 0;
+    }
+    if (a->max_user_connections > 0 &&
+        u->active >= a->max_user_connections) {
+        what = "max_user_connections";
+        limit = a->max_user_connections;
+    } else if (a->max_connections_hour > 0 &&
+               u->hour_count >= a->max_connections_hour) {
+        what = "max_connections_per_hour";
+        limit = a->max_connections_hour;
+    }
+    if (what != NULL) {
+        snprintf(msg, sizeof(msg), "User '%s' has exceeded the '%s' resource "
+                 "(current value: %u)", a->user, what, limit);
+        return refuse(why, 1226, "42000", msg);
+    }
+    u->active++;
+    u->hour_count++;
+    sd->usage = u;
+    return MDB_AUTH_OK;
+}
+
+/* The password matched: what else the server would check, in its order.
+ * Lock held. */
+static enum mdb_auth_rc
+admit(struct mdb_service *s, struct sl_dcb *dcb, const struct mdb_account *a,
+      const struct mdb_auth_req *req, struct mdb_session *sd,
+      struct mdb_refusal *why)
+{
+    if (!tls_ok(dcb, a)) {
+        return refuse(why, 1045, "28000", "");   /* Access denied */
+    }
+    if (a->locked) {
+        return refuse(why, 4151, "HY000",
+                      "Access denied, this account is locked");
+    }
+    /* Otherwise the server logs an expired account in to its sandbox
+     * mode (only SET PASSWORD), which it enforces on our backends. */
+    if (s->users.disconnect_expired &&
+        !(req->caps & SL_CAP_CAN_HANDLE_EXPIRED_PASSWORDS) &&
+        mdb_account_pw_expired(a, s->users.default_pw_lifetime,
+                               (int64_t)time(NULL))) {
+        return refuse(why, 1862, "HY000", "Your password has expired. To "
+                      "log in you must change it using a client that "
+                      "supports expired passwords");
+    }
+    return take_slot(s, a, sd, why);
+}
+
 enum mdb_auth_rc
 mdb_service_authenticate(struct mdb_service *s, struct sl_dcb *dcb,
                          const struct mdb_auth_req *req,
-                         struct mdb_session *sd)
+                         struct mdb_session *sd, struct mdb_refusal *why)
 {
     const struct mdb_account *a;
     enum mdb_auth_rc rc = MDB_AUTH_DENIED;
@@ -415,7 +722,14 @@ mdb_service_authenticate(struct mdb_service *s, struct sl_dcb *dcb,
         mdb_native_check(req->token, req->token_len, req->scramble,
                          a->has_pw, a->stored, sd->sha1pw)) {
         sd->has_pw = a->has_pw;
-        rc = MDB_AUTH_OK;
+        rc = admit(s, dcb, a, req, sd, why);
+        /* A stale cache must not keep refusing an account just unlocked
+         * or altered: reload once, as for a wrong password. */
+        if (rc == MDB_AUTH_REFUSED && why->code != 1226 && req->may_reload &&
+            host_may_reload(s, req->is_unix ? "localhost" : req->client,
+                            mono_ms())) {
+            rc = park(s, dcb);
+        }
     } else if (req->may_reload &&
                host_may_reload(s, req->is_unix ? "localhost" : req->client,
                                mono_ms())) {
@@ -424,4 +738,17 @@ mdb_service_authenticate(struct mdb_service *s, struct sl_dcb *dcb,
 out:
     pthread_mutex_unlock(&s->lock);
     return rc;
+}
+
+void
+mdb_service_release(struct mdb_service *s, struct mdb_usage *u)
+{
+    if (s == NULL || u == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&s->lock);
+    if (u->active > 0) {
+        u->active--;
+    }
+    pthread_mutex_unlock(&s->lock);
 }
