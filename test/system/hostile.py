@@ -168,7 +168,7 @@ async def garbage(src, port, deadline, rng):
             stats["garbage_reset"] += 1
         finally:
             writer.close()
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.5)
 
 
 async def oversize(src, port, deadline, user, password):
@@ -187,25 +187,24 @@ async def oversize(src, port, deadline, user, password):
         reader, writer = conn
         try:
             # a COM_QUERY announcing 0xFFFFFF bytes (the soak service's
-            # max_allowed_packet is smaller), its first 4 MiB streamed
-            writer.write(b"\xff\xff\xff\x00\x03")
-            for _ in range(64):
-                writer.write(chunk)
-                await asyncio.wait_for(writer.drain(), 5)
-            stats["oversize_sent_4mib"] += 1
-        except (OSError, asyncio.TimeoutError):
-            pass
-        try:
+            # max_allowed_packet is smaller) and its first bytes; Sluice
+            # answers from the header alone
+            writer.write(b"\xff\xff\xff\x00\x03" + chunk)
+            await writer.drain()
             _, body = await read_packet(reader, 15)
             note_error("oversize", error_code(body))
+            # keep streaming the announced bytes until Sluice hangs up
+            for _ in range(63):
+                writer.write(chunk)
+                await asyncio.wait_for(writer.drain(), 5)
             while await asyncio.wait_for(reader.read(65536), 15):
                 pass
             stats["oversize_closed_by_proxy"] += 1
         except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError):
-            stats["oversize_no_answer"] += 1
+            stats["oversize_closed_by_proxy"] += 1
         finally:
             writer.close()
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(0.5)
 
 
 async def guesser(src, port, deadline, user, password, rng):
