@@ -17,7 +17,7 @@ import threading
 import pytest
 
 import sluicetest as st
-from proxy import Daemon, run_sluice, sluice_config, PROXY
+from proxy import CONFIG_REFUSED, Daemon, run_sluice, sluice_config, PROXY
 
 pytestmark = pytest.mark.skipif(PROXY != "sluice",
                                 reason="tests Sluice's own TLS")
@@ -300,6 +300,6 @@ def test_bad_tls_config_refused(tmp_path, certs, section, error):
     cfg = tmp_path / "bad.cnf"
     cfg.write_text(text)
     status, out = run_sluice("check", cfg)
-    assert status not in (0, None), out
+    assert status == CONFIG_REFUSED, (status, out)
     assert error in out, out
     assert f"{cfg}:" in out or "bad.cnf:" in out, out
