@@ -139,14 +139,27 @@ def test_connection_timeout(proxy):
 def test_net_write_timeout(proxy):
     """A client that stops reading: Sluice's writes stall, it closes the
     client after net_write_timeout (2s) and its backend with it."""
+    def _backend_thread_alive(thread_id):
+        with st.root(st.PRIMARY_ID) as r:
+            return st.scalar(r, "SELECT COUNT(*) FROM information_schema."
+                             "PROCESSLIST WHERE ID = %s", (thread_id,)) == 1
     port = BASE + 2
     conn = st.connect(port, database="test",
                       cursorclass=pymysql.cursors.SSCursor)
+    # readconnroute passes CONNECTION_ID() through: the backend's thread
+    backend_id = st.scalar(conn, "SELECT CONNECTION_ID()")
+    assert _backend_thread_alive(backend_id)
+    # the server's own net_write_timeout must not end the thread first
+    st.scalar(conn, "SET SESSION net_write_timeout = 3600")
     cur = conn.cursor()
     cur.execute("SELECT REPEAT('w', 1024 * 1024) FROM seq_1_to_256")
     assert len(cur.fetchone()[0]) == 1024 * 1024
     st.wait_until(lambda: "(net_write_timeout)" in _log(proxy), 15,
                   what="the net_write_timeout log line")
+    # the backend connection goes too (the server ends its thread once
+    # Sluice has closed the socket); the deadline only stops waiting
+    st.wait_until(lambda: not _backend_thread_alive(backend_id), 60,
+                  what=f"backend thread {backend_id} to end")
     with pytest.raises(pymysql.MySQLError):
         for _ in cur:
             pass
