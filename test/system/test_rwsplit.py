@@ -379,7 +379,10 @@ def test_prepared_statements_text_and_binary_mix(proxy):
     session: each answers its own value (checked by c_client); the binary
     read goes to replicas only, the text EXECUTE to the primary (the router
     does not track what a named PREPARE holds: docs/modules.md)."""
-    proc = st.c_client(RW_PORT, "ps_mix", "20")
+    # causal_reads=none: the text EXECUTEs count as writes, after which
+    # causal_reads=local may send a read to the primary (it waits for no
+    # replica); here every binary read must go to a replica
+    proc = st.c_client(NONE_PORT, "ps_mix", "20")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.split()
     assert lines[-1] == "OK", proc.stdout
@@ -400,6 +403,10 @@ def test_prepared_statements_text_and_binary_mix(proxy):
             v, sid = cur.fetchone()
             assert (v, sid) == (i + 1, st.PRIMARY_ID)
         cur.execute("DEALLOCATE PREPARE s1")
+
+
+def proxy_log(proxy):
+    return proxy.daemon.log_path.read_text(errors="replace")
 
 
 def replica_lag_ok(port, sid_avoided, n=20):
@@ -428,8 +435,10 @@ def test_lagging_replica_avoided(proxy):
                 c.execute("SHOW SLAVE STATUS")
                 lag = c.fetchone()["Seconds_Behind_Master"]
             return lag is not None and lag >= 4
-        st.wait_until(lagging, 20, what="db2 to lag")
-        time.sleep(1.5)   # a monitor tick
+        st.wait_until(lagging, 60, what="db2 to lag")
+        # the monitor has seen the lag once the service stops using db2
+        st.wait_until(lambda: replica_lag_ok(LAG_PORT, 2), 60,
+                      what="Lag-Service to avoid the lagging db2")
         with st.connect(LAG_PORT) as conn:
             ids = ids_of(conn, "SELECT @@server_id", 20)
         assert set(ids) == {3}, ids
@@ -545,7 +554,10 @@ def test_transaction_replay_survives_primary_restart(proxy):
         errw = st.connect(ERRW_PORT)
         try:
             kill_server(st.PRIMARY_ID)
-            time.sleep(0.5)
+            # the monitor has seen the primary go (the proxy's log)
+            st.wait_until(lambda: "Server 'db1' changed state: Master, "
+                          "Running -> Down" in proxy_log(proxy), 60,
+                          what="db1 marked Down")
             error_on_write_while_primary_down(errw)
             restart_sandbox()
             cur.execute("INSERT INTO test.rws VALUES (71, @@server_id, 'b')")

@@ -153,12 +153,12 @@ now_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* Read exactly n bytes within 5 s. */
+/* Read exactly n bytes; the 60 s deadline only stops waiting on a hang. */
 static void
 read_exact(int fd, char *buf, size_t n)
 {
     size_t got = 0;
-    uint64_t end = now_ms() + 5000;
+    uint64_t end = now_ms() + 60000;
     struct pollfd p = {.fd = fd, .events = POLLIN};
 
     while (got < n) {
