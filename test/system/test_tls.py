@@ -288,24 +288,29 @@ def test_backend_connection_encrypted(proxy, tls_backend):
     pytest.fail("Replica-Service never chose db3 in 10 connections")
 
 
-@pytest.mark.parametrize("section,error", [
-    ("ssl=true\n", "has ssl=true but no ssl_cert and ssl_key"),
+@pytest.mark.parametrize("section,error,param", [
+    ("ssl=true\n", "has ssl=true but no ssl_cert and ssl_key", "ssl"),
     ("ssl=true\nssl_cert=/nonexistent.pem\nssl_key=/nonexistent.pem\n",
-     "cannot load ssl_cert '/nonexistent.pem'"),
+     "cannot load ssl_cert '/nonexistent.pem'", "ssl_cert"),
     ("ssl=true\nssl_cert={c}/server.pem\nssl_key={c}/client-key.pem\n",
-     "cannot load ssl_key"),
+     "cannot load ssl_key", "ssl_key"),
     ("ssl=true\nssl_cert={c}/server.pem\nssl_key={c}/server-key.pem\n"
      "ssl_version=TLSv99\n", "invalid value 'TLSv99' for parameter "
-     "'ssl_version'"),
+     "'ssl_version'", "ssl_version"),
 ])
-def test_bad_tls_config_refused(tmp_path, certs, section, error):
+def test_bad_tls_config_refused(tmp_path, certs, section, error, param):
+    """Refused (exit status 1, no sanitizer report) naming FILE:LINE of the
+    offending parameter and the reason."""
     text = sluice_config(tmp_path, st.port(4520), st.port(4521))
     text = text.replace(f"port={st.port(4520)}\n",
                         f"port={st.port(4520)}\n" +
                         section.format(c=certs), 1)
     cfg = tmp_path / "bad.cnf"
     cfg.write_text(text)
+    line = [i + 1 for i, l in enumerate(text.splitlines())
+            if l.startswith(f"{param}=")][0]
     status, out = run_sluice("check", cfg)
     assert status == CONFIG_REFUSED, (status, out)
-    assert error in out, out
-    assert f"{cfg}:" in out or "bad.cnf:" in out, out
+    message = [l for l in out.splitlines() if error in l]
+    assert message and message[0].startswith(f"{cfg}:{line}: "), \
+        (line, out)
