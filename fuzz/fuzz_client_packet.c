@@ -1,63 +1,193 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
- * libFuzzer target: the client command decoder. The input is split into
- * chain segments of varying sizes (as socket reads would), then complete
- * commands are cut off the head the way the client protocol does it
- * (sl_mdb_command_len, including 16 MiB continuations), classified, and
- * COM_CHANGE_USER payloads are decoded.
+ * libFuzzer target: the client side of the protocol module, driven for
+ * real. mdb_client.c is compiled in unchanged and runs its own loop --
+ * mdb_client_accept, mdb_client_read (handshake response, login, auth
+ * switch), mdb_session_ready, process_commands/one_command with COM_QUIT,
+ * COM_CHANGE_USER, COM_INIT_DB, "USE db" and unknown commands -- on a
+ * byte stream cut into reads of varying sizes. Only what lies around it
+ * is faked, by defining the libsluice functions it calls here (the
+ * executable's definitions take precedence over the shared library's):
+ * the DCB (its read queue, writes, close), the session (create, route,
+ * close) and the account check (mdb_service_authenticate).
+ *
+ * Input: byte 0 the read size (1..64), byte 1 flags (bit 0 denies the
+ * login, bit 1 offers TLS, bit 2 a unix socket, bit 3 starts at "session
+ * ready": the rest is commands, no handshake), then the client's bytes.
+ *
+ * Invariants (abort on violation): everything routed is exactly one
+ * complete command or packet; everything written to the client is whole
+ * packets; nothing is routed before login or after close; a closed
+ * client is not read again.
  */
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include <sluice/buf.h>
-#include <sluice/mariadb.h>
-
-#include "mdb_parse.h"
+#include "../server/modules/protocol/mariadb/mdb_client.c"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static void
-decode(struct sl_buf *rq, uint32_t caps)
+static struct fake {
+    struct sl_buf rq;
+    void *proto;
+    bool closed;
+    bool session;
+    bool ready;
+    uint8_t flags;
+} f;
+
+/* Opaque stand-ins: never dereferenced by mdb_client.c. */
+static char dcb_obj, ses_obj, svc_obj, mdbsvc_obj, lst_obj;
+#define DCB ((struct sl_dcb *)&dcb_obj)
+
+/* ---- the DCB ---- */
+
+void *sl_dcb_protocol_data(const struct sl_dcb *d) { return f.proto; }
+void sl_dcb_set_protocol_data(struct sl_dcb *d, void *p) { f.proto = p; }
+struct sl_buf *sl_dcb_readq(struct sl_dcb *d) { return &f.rq; }
+struct sl_session *
+sl_dcb_session(const struct sl_dcb *d)
 {
-    struct mdb_hello h;
-    size_t n;
+    return f.session ? (struct sl_session *)&ses_obj : NULL;
+}
+struct sl_service *
+sl_dcb_service(const struct sl_dcb *d)
+{
+    return (struct sl_service *)&svc_obj;
+}
+struct sl_listener *
+sl_dcb_listener(const struct sl_dcb *d)
+{
+    return (struct sl_listener *)&lst_obj;
+}
+const char *sl_listener_name(const struct sl_listener *l) { return "L"; }
+uint64_t sl_dcb_id(const struct sl_dcb *d) { return 1; }
+bool sl_dcb_is_open(const struct sl_dcb *d) { return !f.closed; }
+bool sl_dcb_is_unix(const struct sl_dcb *d) { return f.flags & 4; }
+const char *sl_dcb_remote(const struct sl_dcb *d) { return "127.0.0.1"; }
+bool sl_dcb_tls_configured(const struct sl_dcb *d) { return f.flags & 2; }
+bool sl_dcb_tls_required(const struct sl_dcb *d) { return false; }
+int sl_dcb_tls_start(struct sl_dcb *d) { return 0; }
+void sl_dcb_unref(struct sl_dcb *d) {}
+void sl_dcb_close(struct sl_dcb *d) { f.closed = true; }
 
-    while ((n = sl_mdb_command_len(rq)) > 0) {
-        struct sl_buf cmd = {0};
+int
+sl_dcb_write(struct sl_dcb *d, struct sl_buf *buf)
+{
+    size_t len = sl_buf_len(buf);
 
-        if (sl_buf_split(rq, n, &cmd) != 0) {
-            break;
-        }
-        if (sl_mdb_command(&cmd) == SL_COM_CHANGE_USER && n < 65536) {
-            unsigned char *p = sl_buf_pullup(&cmd, n);
+    if (len == 0 || sl_mdb_complete_packets_len(buf, NULL) != len) {
+        abort();                        /* a partial packet to the client */
+    }
+    sl_buf_free(buf);
+    return 0;
+}
 
-            if (p != NULL) {
-                mdb_parse_change_user(p + 4, n - 4, caps, &h);
-            }
-        }
-        sl_buf_reset(&cmd);
+/* ---- the service and the session ---- */
+
+const struct sl_params *
+sl_service_params(const struct sl_service *s)
+{
+    return NULL;
+}
+void *sl_service_protocol_data(const struct sl_service *s)
+{
+    return &mdbsvc_obj;
+}
+bool mdb_host_blocked(const struct sl_service *s, const char *h)
+{
+    return false;
+}
+void mdb_host_auth_ok(const struct sl_service *s, const char *h) {}
+void mdb_host_auth_failed(const struct sl_service *s, const char *h) {}
+
+enum mdb_auth_rc
+mdb_service_authenticate(struct mdb_service *s, struct sl_dcb *d,
+                         const struct mdb_auth_req *req,
+                         struct mdb_session *sd)
+{
+    if (strlen(req->user) > 4096 || req->token_len > 255) {
+        abort();                        /* decoded beyond its packet */
+    }
+    return f.flags & 1 ? MDB_AUTH_DENIED : MDB_AUTH_OK;
+}
+
+struct sl_session *
+sl_session_create(struct sl_dcb *d)
+{
+    if (f.session) {
+        abort();                        /* a second session */
+    }
+    f.session = true;
+    return (struct sl_session *)&ses_obj;
+}
+void sl_session_set_user(struct sl_session *s, const char *u) { (void)strlen(u); }
+void sl_session_set_db(struct sl_session *s, const char *db) { (void)strlen(db); }
+void sl_session_set_protocol_data(struct sl_session *s, void *p) {}
+void sl_session_set_client_caps(struct sl_session *s, uint64_t c) {}
+void sl_session_close(struct sl_session *s, const char *why) { f.closed = true; }
+
+int
+sl_session_route_query(struct sl_session *s, struct sl_buf *buf)
+{
+    size_t len = sl_buf_len(buf);
+
+    if (!f.ready || f.closed || len < SL_MDB_HDR_LEN ||
+        (sl_mdb_command_len(buf) != len && sl_mdb_packet_len(buf) != len)) {
+        abort();
+    }
+    sl_buf_free(buf);
+    return SL_OK;
+}
+
+/* ---- the driver ---- */
+
+static void
+make_ready(void)
+{
+    if (!f.closed && f.session && !f.ready &&
+        client_of(DCB)->state == CS_STARTING) {
+        f.ready = true;                 /* the backends have logged in */
+        mdb_session_ready(DCB);
     }
 }
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    struct sl_buf rq = {0};
     size_t off = 2, step;
 
     if (size < 2) {
         return 0;
     }
-    step = (size_t)data[0] % 17 + 1;
-    while (off < size) {
+    memset(&f, 0, sizeof(f));
+    step = (size_t)data[0] % 64 + 1;
+    f.flags = data[1];
+    if (mdb_client_accept(DCB) != SL_OK) {
+        abort();
+    }
+    if (f.flags & 8) {                  /* skip the login */
+        client_of(DCB)->state = CS_STARTING;
+        f.session = true;
+        make_ready();
+    }
+    while (off < size && !f.closed) {
         size_t n = size - off < step ? size - off : step;
 
-        sl_buf_append_data(&rq, data + off, n);
+        sl_buf_append_data(&f.rq, data + off, n);
         off += n;
-        decode(&rq, (uint32_t)data[1] << 8 | 0x00028200u);
+        if (mdb_client_read(DCB) == SL_ERROR) {
+            f.closed = true;
+        }
+        make_ready();
     }
-    sl_mdb_complete_packets_len(&rq, NULL);
-    sl_mdb_packet_len(&rq);
-    sl_buf_reset(&rq);
+    mdb_client_free(DCB);
+    if (f.proto != NULL) {
+        abort();
+    }
+    sl_buf_reset(&f.rq);
     return 0;
 }

@@ -1505,21 +1505,25 @@ take_counts(const struct sl_config *cfg, struct counts *c)
     c->n[K_FILTER] = cfg->nfilters;
 }
 
+/* arr + n, or NULL for an array not allocated yet (NULL + 0 is undefined
+ * behaviour in C; the REST fuzz target found it on an empty config). */
+#define TAIL_OF(arr, n) ((arr) != NULL ? (arr) + (n) : NULL)
+
 /* Free the objects past the counts in c (they were never published). */
 static void
 drop_new(struct sl_config *cfg, const struct counts *c)
 {
     struct sl_config tail = {0};
 
-    tail.servers = cfg->servers + c->n[K_SERVER];
+    tail.servers = TAIL_OF(cfg->servers, c->n[K_SERVER]);
     tail.nservers = cfg->nservers - c->n[K_SERVER];
-    tail.services = cfg->services + c->n[K_SERVICE];
+    tail.services = TAIL_OF(cfg->services, c->n[K_SERVICE]);
     tail.nservices = cfg->nservices - c->n[K_SERVICE];
-    tail.listeners = cfg->listeners + c->n[K_LISTENER];
+    tail.listeners = TAIL_OF(cfg->listeners, c->n[K_LISTENER]);
     tail.nlisteners = cfg->nlisteners - c->n[K_LISTENER];
-    tail.monitors = cfg->monitors + c->n[K_MONITOR];
+    tail.monitors = TAIL_OF(cfg->monitors, c->n[K_MONITOR]);
     tail.nmonitors = cfg->nmonitors - c->n[K_MONITOR];
-    tail.filters = cfg->filters + c->n[K_FILTER];
+    tail.filters = TAIL_OF(cfg->filters, c->n[K_FILTER]);
     tail.nfilters = cfg->nfilters - c->n[K_FILTER];
     free_instances(&tail);
     for (size_t i = 0; i < tail.nmonitors; i++) {
@@ -1578,13 +1582,13 @@ create_new_instances(struct loader *L, const struct counts *c)
     struct sl_config *cfg = L->cfg;
     struct sl_config tail = {.global = cfg->global};
 
-    tail.filters = cfg->filters + c->n[K_FILTER];
+    tail.filters = TAIL_OF(cfg->filters, c->n[K_FILTER]);
     tail.nfilters = cfg->nfilters - c->n[K_FILTER];
-    tail.services = cfg->services + c->n[K_SERVICE];
+    tail.services = TAIL_OF(cfg->services, c->n[K_SERVICE]);
     tail.nservices = cfg->nservices - c->n[K_SERVICE];
-    tail.listeners = cfg->listeners + c->n[K_LISTENER];
+    tail.listeners = TAIL_OF(cfg->listeners, c->n[K_LISTENER]);
     tail.nlisteners = cfg->nlisteners - c->n[K_LISTENER];
-    tail.monitors = cfg->monitors + c->n[K_MONITOR];
+    tail.monitors = TAIL_OF(cfg->monitors, c->n[K_MONITOR]);
     tail.nmonitors = cfg->nmonitors - c->n[K_MONITOR];
     L->cfg = &tail;
     create_instances(L);

@@ -44,9 +44,11 @@
 
 #define MAX_EVENTS 256
 #define SHARED_BATCH 64
-#define IDLE_TIMEOUT_MS 1000
 #define ZOMBIE_TIMEOUT_MS 10
 #define STOP_GRACE_MS 2000
+
+/* How long an idle worker sleeps in epoll_wait (worker_int.h). */
+int sl__worker_idle_timeout_ms = 1000;
 
 struct wmsg {
     struct wmsg *next;
@@ -407,7 +409,7 @@ sl__worker_add_zombie(struct sl_dcb *dcb)
 static int
 turn_timeout(struct sl_worker *w)
 {
-    uint64_t t = IDLE_TIMEOUT_MS;
+    uint64_t t = (uint64_t)sl__worker_idle_timeout_ms;
 
     if (sl__evq_count(w->evq) > 0 || (w->stopping && w->nzombies == 0)) {
         return 0;

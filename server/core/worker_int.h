@@ -60,5 +60,10 @@ void sl__worker_add_zombie(struct sl_dcb *dcb);
 void sl__worker_reap_all(struct sl_worker *w);
 /* True while worker threads are running. */
 bool sl__workers_running(void);
+/* Milliseconds an idle worker (no events, timers or zombies) sleeps in
+ * epoll_wait; 1000. A variable (not a macro) so tests can raise it and
+ * prove that reclamation never waits for this timeout. Set before
+ * sl__workers_start(). */
+extern int sl__worker_idle_timeout_ms;
 
 #endif

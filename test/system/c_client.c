@@ -24,6 +24,13 @@
  *                             @@server_id executed N times, the rows read
  *                             back, "write=SID" each; the SELECT executed
  *                             inside a transaction, "trx=SID"; "OK"
+ *   ps_mix N                  (readwritesplit) text and binary prepared
+ *                             statements interleaved on one connection:
+ *                             PREPARE s1 FROM 'SELECT @@server_id, ? + 1'
+ *                             run by EXECUTE s1 USING @v, and "SELECT
+ *                             @@server_id, ?" by mysql_stmt_execute,
+ *                             each N times in turn; the values checked,
+ *                             "text=SID" / "binary=SID" each, then "OK"
  *   ps_many                   eight prepared statements, some closed in
  *                             the middle, each must answer its own value
  *   ps_sescmd SERVER...       (readwritesplit) prepared "SET @psv = ?"
@@ -613,6 +620,67 @@ mode_ps_sescmd(MYSQL *conn, int argc, char **argv)
     return 0;
 }
 
+/* EXECUTE the text-protocol statement s1 ('SELECT @@server_id, ? + 1')
+ * with @v = i; print "text=SID" after checking the value came back. */
+static int
+ps_mix_text(MYSQL *conn, int i)
+{
+    char sql[64];
+    MYSQL_RES *res;
+    MYSQL_ROW row;
+    int rc = 1;
+
+    snprintf(sql, sizeof(sql), "SET @v = %d", i);
+    if (mysql_query(conn, sql) != 0 ||
+        mysql_query(conn, "EXECUTE s1 USING @v") != 0) {
+        return fail(conn, "execute s1");
+    }
+    res = mysql_store_result(conn);
+    if (res == NULL) {
+        return fail(conn, "store_result s1");
+    }
+    row = mysql_fetch_row(res);
+    if (row != NULL && row[0] != NULL && row[1] != NULL &&
+        atoi(row[1]) == i + 1) {
+        printf("text=%s\n", row[0]);
+        rc = 0;
+    } else {
+        fprintf(stderr, "execute s1 %d: bad row\n", i);
+    }
+    mysql_free_result(res);
+    return rc;
+}
+
+static int
+mode_ps_mix(MYSQL *conn, int argc, char **argv)
+{
+    const char *sel = "SELECT @@server_id, ?";
+    int n = argc >= 1 ? atoi(argv[0]) : 10;
+    MYSQL_STMT *stmt;
+    int rc = 0;
+
+    if (mysql_query(conn, "PREPARE s1 FROM "
+                    "'SELECT @@server_id, ? + 1'") != 0) {
+        return fail(conn, "prepare s1");
+    }
+    stmt = mysql_stmt_init(conn);
+    if (stmt == NULL || mysql_stmt_prepare(stmt, sel, strlen(sel)) != 0) {
+        return stmt ? fail_stmt(stmt, "prepare select") : 1;
+    }
+    for (int i = 0; i < n && rc == 0; i++) {
+        rc = ps_mix_text(conn, i);
+        if (rc == 0) {
+            rc = ps_route_select(stmt, i, "binary");
+        }
+    }
+    mysql_stmt_close(stmt);
+    if (rc != 0 || mysql_query(conn, "DEALLOCATE PREPARE s1") != 0) {
+        return rc ? rc : fail(conn, "deallocate s1");
+    }
+    printf("OK\n");
+    return 0;
+}
+
 static int
 run_mode(MYSQL *conn, const char *mode, int argc, char **argv)
 {
@@ -639,6 +707,9 @@ run_mode(MYSQL *conn, const char *mode, int argc, char **argv)
     }
     if (strcmp(mode, "ps_route") == 0) {
         return mode_ps_route(conn, argc, argv);
+    }
+    if (strcmp(mode, "ps_mix") == 0) {
+        return mode_ps_mix(conn, argc, argv);
     }
     fprintf(stderr, "unknown mode or missing argument: %s\n", mode);
     return 2;

@@ -10,6 +10,11 @@ A test module holds one proxy for all its tests:
 
 Sluice must exit by itself with status 0 on SIGTERM and leave no
 sanitizer report in its log; otherwise the module's last test errors.
+A daemon that exits on its own before it is stopped, with any status but
+0, is reported too. run_sluice (bad configs, `sluice-exec check`) fails
+the test itself on a sanitizer report, and callers compare the status
+with CONFIG_REFUSED, never with "non-zero": an ASan abort exits 1 as well,
+so only the output tells the two apart.
 """
 
 import os
@@ -31,6 +36,14 @@ START_TIMEOUT = 30
 STOP_TIMEOUT = 20
 SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
                      "runtime error:")
+# The exit status of `sluice` for a configuration it refuses, in both
+# modes (server/core/main.c: config_check() and run(); docs/configuration.md).
+CONFIG_REFUSED = 1
+
+
+def sanitizer_reports(text):
+    """The sanitizer markers found in a daemon's output (empty if none)."""
+    return [m for m in SANITIZER_MARKERS if m in text]
 
 
 def _register_pid(pid):
@@ -94,6 +107,10 @@ class Daemon:
     def stop(self, check_exit=True):
         """SIGTERM, wait, SIGKILL. Returns a list of problems found."""
         problems = []
+        if check_exit and not self.alive() and self.proc.returncode != 0:
+            # died by itself (crash, sanitizer abort, fatal error)
+            problems.append(f"pid {self.pid} had already exited with "
+                            f"status {self.proc.returncode}")
         if self.alive():
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -109,9 +126,8 @@ class Daemon:
         _unregister_pid(self.pid)
         self._log.close()
         log = self.log_path.read_text(errors="replace")
-        for marker in SANITIZER_MARKERS:
-            if marker in log:
-                problems.append(f"sanitizer report ({marker})")
+        for marker in sanitizer_reports(log):
+            problems.append(f"sanitizer report ({marker})")
         if problems:
             problems.append(f"log {self.log_path}:\n{self.log_tail(60)}")
         return problems
@@ -324,7 +340,9 @@ def running_proxy(tmp_path_factory, primary_port, replica_port, **kw):
 def run_sluice(argv_mode, config, timeout=20):
     """Run `sluice-exec MODE CONFIG` to completion (for bad configs):
     returns (exit status, stdout+stderr). A daemon that keeps running past
-    timeout is killed and reported as status None."""
+    timeout is killed and reported as status None. A sanitizer report in
+    the output fails the test here, whatever the status: ASan exits 1 like
+    a refused config (CONFIG_REFUSED), so the status alone cannot tell."""
     proc = subprocess.Popen(st.sluice_argv(argv_mode, config),
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True,
@@ -339,4 +357,9 @@ def run_sluice(argv_mode, config, timeout=20):
         status = None
     finally:
         _unregister_pid(proc.pid)
+    found = sanitizer_reports(out)
+    if found:
+        pytest.fail(f"sluice {argv_mode} {config}: sanitizer report "
+                    f"({', '.join(found)}), exit status {status}:\n"
+                    f"{out[-6000:]}", pytrace=False)
     return status, out

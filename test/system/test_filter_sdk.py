@@ -12,6 +12,7 @@ import pytest
 
 import filterconf as fc
 import sluicetest as st
+from proxy import CONFIG_REFUSED
 
 pytestmark = pytest.mark.sluice_only
 
@@ -93,7 +94,7 @@ def test_example_filter_with_the_mariadb_cli(proxy):
 def test_bad_filter_config_fails_with_file_and_line(tmp_path, section,
                                                     message):
     cfg, (status, out) = fc.check_config(tmp_path, section)
-    assert status not in (0, None), out
+    assert status == CONFIG_REFUSED, (status, out)
     lines = cfg.read_text().splitlines()
     bad_lines = [i + 1 for i, l in enumerate(lines)
                  if l.startswith(("match", "target01", "no_such_param",

@@ -235,14 +235,27 @@ def test_connection_timeout(proxy):
 def test_net_write_timeout(proxy):
     """A client that stops reading: Sluice's writes stall, it closes the
     client after net_write_timeout (2s) and its backend with it."""
+    def _backend_thread_alive(thread_id):
+        with st.root(st.PRIMARY_ID) as r:
+            return st.scalar(r, "SELECT COUNT(*) FROM information_schema."
+                             "PROCESSLIST WHERE ID = %s", (thread_id,)) == 1
     port = BASE + 2
     conn = _connect_when_free(port, database="test",
                               cursorclass=pymysql.cursors.SSCursor)
+    # readconnroute passes CONNECTION_ID() through: the backend's thread
+    backend_id = st.scalar(conn, "SELECT CONNECTION_ID()")
+    assert _backend_thread_alive(backend_id)
+    # the server's own net_write_timeout must not end the thread first
+    st.scalar(conn, "SET SESSION net_write_timeout = 3600")
     cur = conn.cursor()
     cur.execute("SELECT REPEAT('w', 1024 * 1024) FROM seq_1_to_256")
     assert len(cur.fetchone()[0]) == 1024 * 1024
     st.wait_until(lambda: "(net_write_timeout)" in _log(proxy), 15,
                   what="the net_write_timeout log line")
+    # the backend connection goes too (the server ends its thread once
+    # Sluice has closed the socket); the deadline only stops waiting
+    st.wait_until(lambda: not _backend_thread_alive(backend_id), 60,
+                  what=f"backend thread {backend_id} to end")
     with pytest.raises(pymysql.MySQLError):
         for _ in cur:
             pass
@@ -377,47 +390,66 @@ def test_5000_connections(proxy):
 
 def test_graceful_shutdown(tmp_path):
     """SIGTERM: the listener closes at once, an idle session is closed, a
-    running statement still gets its result, then exit 0."""
+    running statement still gets its result, then exit 0 -- as soon as
+    that statement is done, not when shutdown_timeout runs out.
+
+    The running statement waits on a user lock the test holds, so the
+    order is fixed without timing: SIGTERM, listener closed and idle
+    session gone while the statement still waits, lock released, result,
+    exit. The deadlines only stop waiting."""
     port = st.port(4540)
     for sub in ("log", "data", "persist"):
         (tmp_path / sub).mkdir()
     cfg = tmp_path / "sluice.cnf"
     cfg.write_text(sluice_config(tmp_path, port, port + 1,
-                                 extra="shutdown_timeout=8s"))
+                                 extra="shutdown_timeout=600s"))
     daemon = Daemon(st.sluice_argv("start", cfg), tmp_path / "proxy.log",
                     st.sluice_env())
+    lock = st.root(st.PRIMARY_ID)
     try:
         daemon.wait_ports([port, port + 1])
         st.wait_until(lambda: st.server_id(st.connect(port)) ==
                       st.PRIMARY_ID, 30, what="the proxy")
+        assert st.scalar(lock, "SELECT GET_LOCK('sl_shutdown', 0)") == 1
         idle = st.connect(port)
         busy = st.connect(port)
+        busy_id = st.scalar(busy, "SELECT CONNECTION_ID()")
         result = {}
 
         def long_query():
             try:
                 with busy.cursor() as cur:
-                    cur.execute("SELECT SLEEP(2), 42")
+                    cur.execute("SELECT GET_LOCK('sl_shutdown', 300), 42")
                     result["row"] = cur.fetchone()
             except Exception as exc:  # noqa: BLE001 - checked below
                 result["err"] = exc
         t = threading.Thread(target=long_query)
         t.start()
-        time.sleep(0.5)
-        t0 = time.monotonic()
+
+        def waiting_for_lock():
+            return st.scalar(lock, "SELECT COUNT(*) FROM information_schema."
+                             "PROCESSLIST WHERE ID = %s AND STATE = "
+                             "'User lock'", (busy_id,)) == 1
+        st.wait_until(waiting_for_lock, 60, what="the statement to run")
         daemon.proc.send_signal(signal.SIGTERM)
-        st.wait_until(lambda: not _port_accepts(port), 3,
+        st.wait_until(lambda: not _port_accepts(port), 60,
                       what="the listener to close")
         with pytest.raises(pymysql.MySQLError):
             st.scalar(idle, "SELECT 1")
-        t.join(15)
-        assert daemon.proc.wait(timeout=15) == 0
-        elapsed = time.monotonic() - t0
+        st.wait_until(lambda: "waiting up to" in daemon.log_path.read_text(),
+                      60, what="the drain log line")
+        assert "row" not in result and daemon.alive(), result
+        st.scalar(lock, "SELECT RELEASE_LOCK('sl_shutdown')")
+        t.join(60)
+        assert daemon.proc.wait(timeout=60) == 0
         # the statement that was running when SIGTERM came finished
-        assert result.get("row") == (0, 42), result
-        assert "waiting up to" in daemon.log_path.read_text()
-        assert elapsed < 8, elapsed
+        assert result.get("row") == (1, 42), result
+        log = daemon.log_path.read_text()
+        assert "for 1 busy sessions" in log, log
+        # it exited when the statement was done, not at shutdown_timeout
+        assert "shutdown_timeout: closing" not in log, log
     finally:
+        lock.close()
         problems = daemon.stop()
     assert not problems, problems
 

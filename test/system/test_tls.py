@@ -24,7 +24,7 @@ import pymysql
 import pytest
 
 import sluicetest as st
-from proxy import Daemon, run_sluice, sluice_config, PROXY
+from proxy import CONFIG_REFUSED, Daemon, run_sluice, sluice_config, PROXY
 
 pytestmark = pytest.mark.skipif(PROXY != "sluice",
                                 reason="tests Sluice's own TLS")
@@ -254,10 +254,16 @@ def test_concurrent_tls_sessions(proxy, certs):
 
 
 def test_client_certificate_required(proxy, certs):
+    """The same command with and without a client certificate: without,
+    the TLS handshake is refused (the server hangs up: 2013, or a TLS
+    error: 2026) before any login, so no query runs; with, it runs."""
     port = proxy + 1
-    out = _cli(port, "SELECT 1", "--ssl", f"--ssl-ca={certs}/ca.pem")
-    assert out.returncode != 0, "no client certificate must be refused"
-    out = _cli(port, "SELECT @@server_id", f"--ssl-ca={certs}/ca.pem",
+    tls = ["--ssl", f"--ssl-ca={certs}/ca.pem"]
+    out = _cli(port, "SELECT @@server_id", *tls)
+    assert out.returncode != 0 and out.stdout == "", \
+        "no client certificate must be refused"
+    assert st.cli_error_code(out) in (2013, 2026), out.stderr
+    out = _cli(port, "SELECT @@server_id", *tls,
                f"--ssl-cert={certs}/client.pem",
                f"--ssl-key={certs}/client-key.pem")
     assert out.returncode == 0, out.stderr
@@ -329,35 +335,40 @@ def test_stall_inside_tls_closed_at_auth_timeout(proxy, certs):
         assert st.server_id(conn) == st.PRIMARY_ID
 
 
-@pytest.mark.parametrize("section,error", [
-    ("ssl=true\n", "has ssl=true but no ssl_cert and ssl_key"),
+@pytest.mark.parametrize("section,error,param", [
+    ("ssl=true\n", "has ssl=true but no ssl_cert and ssl_key", "ssl"),
     ("ssl=true\nssl_cert=/nonexistent.pem\nssl_key=/nonexistent.pem\n",
-     "cannot load ssl_cert '/nonexistent.pem'"),
+     "cannot load ssl_cert '/nonexistent.pem'", "ssl_cert"),
     ("ssl=true\nssl_cert={c}/server.pem\nssl_key={c}/client-key.pem\n",
-     "cannot load ssl_key"),
+     "cannot load ssl_key", "ssl_key"),
     ("ssl=true\nssl_cert={c}/server.pem\nssl_key={c}/server-key.pem\n"
      "ssl_version=TLSv99\n", "invalid value 'TLSv99' for parameter "
-     "'ssl_version'"),
+     "'ssl_version'", "ssl_version"),
     ("ssl=true\nssl_cert={c}/server.pem\nssl_key={c}/server-key.pem\n"
-     "ssl_crl={c}/ca.pem\n", "cannot load ssl_crl '"),
+     "ssl_crl={c}/ca.pem\n", "cannot load ssl_crl '", "ssl_crl"),
 ])
-def test_bad_tls_config_refused(tmp_path, certs, section, error):
+def test_bad_tls_config_refused(tmp_path, certs, section, error, param):
+    """Refused (exit status 1, no sanitizer report) naming FILE:LINE of the
+    offending parameter and the reason."""
     text = sluice_config(tmp_path, st.port(4520), st.port(4521))
     text = text.replace(f"port={st.port(4520)}\n",
                         f"port={st.port(4520)}\n" +
                         section.format(c=certs), 1)
     cfg = tmp_path / "bad.cnf"
     cfg.write_text(text)
+    line = [i + 1 for i, l in enumerate(text.splitlines())
+            if l.startswith(f"{param}=")][0]
     status, out = run_sluice("check", cfg)
-    assert status not in (0, None), out
-    assert error in out, out
-    assert f"{cfg}:" in out or "bad.cnf:" in out, out
+    assert status == CONFIG_REFUSED, (status, out)
+    message = [l for l in out.splitlines() if error in l]
+    assert message and message[0].startswith(f"{cfg}:{line}: "), \
+        (line, out)
 
 
 # ---- a hostile server injecting plaintext ahead of TLS ----
 
-EVIL_PORTS = {"listener": st.port(4530), "admin": st.port(4531),
-              "server": st.port(4532)}
+EVIL_PORTS = {"listener": st.port(4700), "admin": st.port(4701),
+              "server": st.port(4702)}
 
 
 def _packet(seq, payload):
@@ -454,7 +465,7 @@ def test_plaintext_injected_before_backend_tls_is_refused(tmp_path, certs):
     reply. db1-accounts only lends its accounts: no monitor watches it
     and it is not running, so nothing is routed to it."""
     evil = EvilServer(EVIL_PORTS["server"], certs)
-    text = sluice_config(tmp_path, st.port(4533), st.port(4534))
+    text = sluice_config(tmp_path, st.port(4703), st.port(4704))
     text = text.replace("admin_enabled=false",
                         f"admin_host={st.HOST}\n"
                         f"admin_port={EVIL_PORTS['admin']}")
@@ -547,8 +558,8 @@ def test_monitor_and_account_loading_use_server_tls(tmp_path, certs,
     with pytest.raises(pymysql.err.OperationalError) as err:
         st.connect(st.SERVERS[TLS_SERVER], user=user, password=pw).close()
     assert st.error_code(err.value) == 1045, "the account must need TLS"
-    port = st.port(4540)
-    text = sluice_config(tmp_path, st.port(4541), st.port(4542)) + f"""
+    port = st.port(4710)
+    text = sluice_config(tmp_path, st.port(4711), st.port(4712)) + f"""
 [db3-tls-only]
 type=server
 address={st.HOST}
@@ -651,8 +662,8 @@ def test_account_require_clause_checks_the_client(tmp_path, certs,
     a client certificate with the wrong subject or issuer, with 1045."""
     if not (certs / "intruder.pem").exists():
         _make_cert(certs, "intruder", "ca", "/CN=intruder")
-    plain, tls = st.port(4550), st.port(4551)
-    text = sluice_config(tmp_path, st.port(4552), st.port(4553)) + f"""
+    plain, tls = st.port(4720), st.port(4721)
+    text = sluice_config(tmp_path, st.port(4722), st.port(4723)) + f"""
 [db3-req]
 type=server
 address={st.HOST}
@@ -759,8 +770,8 @@ def test_ssl_crl_and_unverified_server_warning(tmp_path, certs, tls_backend):
         _make_cert(certs, "revoked", "ca", "/CN=revoked client")
     crl_client = _revoke(certs, "revoked", "client")
     crl_server = _revoke(certs, "server", "server")
-    listener, admin = st.port(4560), st.port(4561)
-    text = sluice_config(tmp_path, st.port(4562), st.port(4563))
+    listener, admin = st.port(4730), st.port(4731)
+    text = sluice_config(tmp_path, st.port(4732), st.port(4733))
     text = text.replace("admin_enabled=false",
                         f"admin_host={st.HOST}\nadmin_port={admin}")
     for name, crl in (("db3-ok", crl_client), ("db3-revoked", crl_server)):

@@ -13,6 +13,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -28,6 +29,7 @@
 #include <cmocka.h>
 
 #include <sluice/buf.h>
+#include <sluice/worker.h>
 
 #include "dcb_int.h"
 #include "worker_int.h"
@@ -151,12 +153,12 @@ now_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* Read exactly n bytes within 5 s. */
+/* Read exactly n bytes; the 60 s deadline only stops waiting on a hang. */
 static void
 read_exact(int fd, char *buf, size_t n)
 {
     size_t got = 0;
-    uint64_t end = now_ms() + 5000;
+    uint64_t end = now_ms() + 60000;
     struct pollfd p = {.fd = fd, .events = POLLIN};
 
     while (got < n) {
@@ -265,8 +267,24 @@ test_echo_shared(void **state)
     run_echo(SL_EVENT_MODEL_SHARED);
 }
 
-/* Client A floods; client B sends one byte after A's flood is queued.
- * With a 1 KiB budget, B's read comes long before A's data is through. */
+/* Holds the worker inside a posted message until the test lets it go, so
+ * that A's flood and B's byte are both waiting before the worker reads. */
+static sem_t hold_entered;
+static sem_t hold_release;
+
+static void
+hold_worker(void *arg)
+{
+    (void)arg;
+    sem_post(&hold_entered);
+    sem_wait(&hold_release);
+}
+
+/* Client A floods; client B sends one byte; both are queued in the kernel
+ * while the worker is held. With a 1 KiB budget per turn, B's read must
+ * come long before A's data is through: within the first few turns, with
+ * most of A's reads after it. A read-until-EAGAIN worker (no budget)
+ * reads A in one turn and fails both checks. */
 static void
 run_budget(enum sl_event_model model)
 {
@@ -275,7 +293,9 @@ run_budget(enum sl_event_model model)
     char buf[4];
     int a;
     int b;
-    char *bpos;
+    int bturn;
+    int aafter = 0;
+    int turns;
     size_t sent = 0;
     ssize_t w;
 
@@ -283,6 +303,8 @@ run_budget(enum sl_event_model model)
     atomic_store(&order_pos, 0);
     memset(read_order, 0, sizeof(read_order));
     atomic_store(&make_session, false);
+    assert_int_equal(sem_init(&hold_entered, 0, 0), 0);
+    assert_int_equal(sem_init(&hold_release, 0, 0), 0);
     init_listener(&tl, "tcp", NULL);
     assert_int_equal(sl__workers_init(1, model), 0);
     assert_int_equal(sl__listener_start(&tl), 0);
@@ -291,9 +313,11 @@ run_budget(enum sl_event_model model)
     b = tcp_connect(listener_port(&tl));
     read_exact(a, buf, 2);
     read_exact(b, buf, 2);
+    assert_int_equal(sl_worker_post(sl_worker_get(0), hold_worker, NULL), 0);
+    assert_int_equal(sem_wait(&hold_entered), 0);
     memset(big, 'A', 1 << 20);
-    /* the echo comes back to A; we never read it, so A's flood stalls
-     * once the socket buffers fill: send what the kernel takes */
+    /* the worker is held: send what the kernel takes (at least 64 KiB,
+     * i.e. 64 turns of A's at 1 KiB each) */
     while (sent < (1u << 18)) {
         w = send(a, big, (1u << 18) - sent, MSG_DONTWAIT);
         if (w <= 0) {
@@ -301,19 +325,34 @@ run_budget(enum sl_event_model model)
         }
         sent += (size_t)w;
     }
+    assert_true(sent >= (1u << 16));
     assert_int_equal(write(b, "B", 1), 1);
+    assert_int_equal(sem_post(&hold_release), 0);
     read_exact(b, buf, 1);
     assert_int_equal(buf[0], 'B');
-    bpos = strchr(read_order, 'B');
-    assert_non_null(bpos);
-    print_message("A sent %zu bytes; B read at turn %d of %d\n", sent,
-                  (int)(bpos - read_order), atomic_load(&order_pos));
+    /* let A's flood finish too: its echo comes back in full */
+    for (size_t got = 0; got < sent; got += (size_t)w) {
+        w = recv(a, big, 1 << 20, 0);
+        assert_true(w > 0);
+    }
+    turns = atomic_load(&order_pos);
+    assert_non_null(strchr(read_order, 'B'));
+    bturn = (int)(strchr(read_order, 'B') - read_order);
+    for (int i = bturn + 1; i < turns; i++) {
+        aafter += read_order[i] == 'A';
+    }
+    print_message("A sent %zu bytes; B read at turn %d of %d, %d of A's "
+                  "after it\n", sent, bturn, turns, aafter);
+    assert_true(bturn <= 2);
+    assert_true(aafter >= (int)(sent / 1024) / 2);
     close(a);
     close(b);
     sl__workers_stop();
     sl__workers_finish();
     sl__evq_read_budget = SL_EVQ_DEFAULT_BUDGET;
     assert_int_equal(sl__dcb_count(), 0);
+    sem_destroy(&hold_entered);
+    sem_destroy(&hold_release);
     free(big);
 }
 

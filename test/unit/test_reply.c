@@ -7,6 +7,7 @@
  */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -147,21 +148,37 @@ test_resultset_deprecate_eof(void **state)
     mdb_tracker_free(&t);
 }
 
+/* SELECT 1; SELECT 2, then a CALL's final OK. Classic: each result set
+ * is count, coldef, EOF, row, EOF (more results). Under DEPRECATE_EOF:
+ * count, coldef, row, and an OK with the 0xfe header (more results); no
+ * EOF after the column definitions. */
 static void
-test_multi_results(void **state)
+run_multi_results(uint32_t caps)
 {
+    static const unsigned char ok_fe_more[] = {0xfe, 0x00, 0x00, 0x0a, 0x00,
+                                               0x00, 0x00};
+    bool deprecate_eof = caps & SL_CAP_DEPRECATE_EOF;
     struct mdb_tracker t;
     unsigned char one = 1;
 
-    /* SELECT 1; SELECT 2 under DEPRECATE_EOF, then a CALL's final OK. */
-    mdb_tracker_init(&t, 0);
+    mdb_tracker_init(&t, caps);
     mdb_tracker_expect(&t, SL_COM_QUERY);
     for (int i = 0; i < 2; i++) {
         assert_int_equal(feed(&t, &one, 1), MDB_TRK_MORE);
         assert_int_equal(feed(&t, coldef, sizeof(coldef)), MDB_TRK_MORE);
-        assert_int_equal(feed(&t, eof_pkt, sizeof(eof_pkt)), MDB_TRK_MORE);
+        if (!deprecate_eof) {
+            assert_int_equal(feed(&t, eof_pkt, sizeof(eof_pkt)),
+                             MDB_TRK_MORE);
+        }
+        assert_int_equal(t.reply.state, SL_REPLY_RSET_ROWS);
         assert_int_equal(feed(&t, row, sizeof(row)), MDB_TRK_MORE);
-        assert_int_equal(feed(&t, eof_more, sizeof(eof_more)), MDB_TRK_MORE);
+        if (deprecate_eof) {
+            assert_int_equal(feed(&t, ok_fe_more, sizeof(ok_fe_more)),
+                             MDB_TRK_MORE);
+        } else {
+            assert_int_equal(feed(&t, eof_more, sizeof(eof_more)),
+                             MDB_TRK_MORE);
+        }
         assert_true(t.reply.more_results);
         assert_int_equal(t.reply.state, SL_REPLY_START);
     }
@@ -170,6 +187,18 @@ test_multi_results(void **state)
     assert_int_equal(t.reply.results, 4);
     assert_false(t.reply.more_results);
     mdb_tracker_free(&t);
+}
+
+static void
+test_multi_results_eof(void **state)
+{
+    run_multi_results(0);
+}
+
+static void
+test_multi_results_deprecate_eof(void **state)
+{
+    run_multi_results(SL_CAP_DEPRECATE_EOF);
 }
 
 static void
@@ -351,7 +380,8 @@ main(void)
         cmocka_unit_test(test_err),
         cmocka_unit_test(test_real_resultset),
         cmocka_unit_test(test_resultset_deprecate_eof),
-        cmocka_unit_test(test_multi_results),
+        cmocka_unit_test(test_multi_results_eof),
+        cmocka_unit_test(test_multi_results_deprecate_eof),
         cmocka_unit_test(test_prepare),
         cmocka_unit_test(test_big_row),
         cmocka_unit_test(test_local_infile),

@@ -133,9 +133,15 @@ make_and_close(void *arg)
     pthread_mutex_unlock(&mu);
 }
 
+/* Idle workers sleep "forever" here: a zombie is freed only if its worker
+ * nudges the sleepers, so the 5 s waits below just stop waiting and a
+ * missing nudge fails (with the stock 1 s timeout it would pass). */
+#define TEST_IDLE_TIMEOUT_MS (10 * 60 * 1000)
+
 static void
 start_workers(enum sl_event_model model)
 {
+    sl__worker_idle_timeout_ms = TEST_IDLE_TIMEOUT_MS;
     held = release_hold = closed_done = take_ref = false;
     last_dcb = NULL;
     assert_int_equal(sl__workers_init(3, model), 0);
@@ -181,7 +187,7 @@ run_zombie(enum sl_event_model model)
     release_hold = true;
     pthread_cond_broadcast(&cv);
     pthread_mutex_unlock(&mu);
-    /* well under the idle poll timeout: nudges, not timeouts, free it */
+    /* idle workers sleep 10 minutes: only the nudge frees it in time */
     assert_true(wait_freed(freed0 + 1, 5000));
 
     /* a held reference keeps the memory after every worker passed */

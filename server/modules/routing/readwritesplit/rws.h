@@ -6,6 +6,7 @@
  *   rws_reply.c       client_reply, handle_error, retries, causal reads,
  *                     transaction replay
  *   rws_select.c      the replica choice (pure)
+ *   rws_exec.c        COM_STMT_* rewriting: ids, parameter types (pure)
  *
  * Every backend connection has a FIFO of what its pending answers are for
  * (struct rws_expect): commands are pipelined, the server answers in
@@ -294,5 +295,18 @@ void rws_queue_clear(struct rws_session *rs, struct rws_be *be);
 void rws_trx_log_clear(struct rws_session *rs);
 void rws_start_timer(struct rws_session *rs);
 bool rws_trx_log_add(struct rws_session *rs, const struct sl_buf *buf);
+
+/* rws_exec.c. The client's COM_STMT_* packet (header included) is read,
+ * never taken; each returns a new packet or NULL (too short, allocation). */
+/* A copy of buf with statement id bid (blocks after the id shared). */
+struct sl_buf *rws_exec_with_id(const struct sl_buf *buf, uint32_t bid);
+/* Offset in an execute packet of its "new params bound" flag. */
+size_t rws_exec_flag_off(uint16_t params);
+/* An execute with flag 0 rebuilt with flag 1 and ps->types; NULL when the
+ * packet is too short, its flag is not 0 or ps has no types. */
+struct sl_buf *rws_exec_add_types(const struct sl_buf *exec,
+                                  const struct rws_ps *ps);
+/* Keep the parameter types of an execute that sends them (flag 1). */
+void rws_exec_save_types(const struct sl_buf *exec, struct rws_ps *ps);
 
 #endif

@@ -479,37 +479,6 @@ cmd_stmt_id(const struct sl_buf *buf)
            (uint32_t)b[3] << 24;
 }
 
-/*
- * A COM_STMT_* command carrying backend id bid: a fresh copy of the first
- * 9 bytes (header, command, id) followed by the rest of buf's blocks,
- * shared, not copied (executes go out on every statement; the client's
- * own chain keeps its id for retries). NULL on allocation failure.
- */
-static struct sl_buf *
-with_id(const struct sl_buf *buf, uint32_t bid)
-{
-    unsigned char head[9];
-    struct sl_buf *out;
-    struct sl_buf rest = {0};
-
-    if (sl_buf_copy_out(buf, 0, sizeof(head), head) != sizeof(head)) {
-        return NULL;
-    }
-    head[5] = (unsigned char)bid;
-    head[6] = (unsigned char)(bid >> 8);
-    head[7] = (unsigned char)(bid >> 16);
-    head[8] = (unsigned char)(bid >> 24);
-    out = sl_buf_from(head, sizeof(head));
-    if (out == NULL || sl_buf_clone(buf, &rest) != 0) {
-        sl_buf_reset(&rest);
-        sl_buf_free(out);
-        return NULL;
-    }
-    sl_buf_consume(&rest, sizeof(head));
-    sl_buf_append(out, &rest);
-    return out;
-}
-
 static int
 route_prepare(struct rws_session *rs, struct sl_buf *buf)
 {
@@ -540,62 +509,6 @@ route_prepare(struct rws_session *rs, struct sl_buf *buf)
         ps->sc->refs++;
     }
     return SL_OK;
-}
-
-/* Offset of an execute's "new params bound" flag: after the header,
- * command, id, flags, iteration count and the NULL bitmap. */
-static size_t
-bound_flag_off(const struct rws_ps *ps)
-{
-    return 4 + 1 + 4 + 1 + 4 + ((size_t)ps->params + 7) / 8;
-}
-
-/* Rebuild an execute whose "new params bound" flag is 0 so it carries the
- * parameter types (the server has not seen them on this connection). */
-static struct sl_buf *
-add_types(const struct sl_buf *exec, const struct rws_ps *ps)
-{
-    size_t off = bound_flag_off(ps);
-    size_t len = sl_buf_len(exec);
-    size_t tl = 2 * (size_t)ps->params;
-    unsigned char *out;
-    struct sl_buf *pkt;
-
-    if (len <= off || sl_buf_byte(exec, off) != 0 || ps->types == NULL ||
-        ps->ntypes != ps->params || len - 4 >= SL_MDB_MAX_PAYLOAD ||
-        (out = malloc(len + tl)) == NULL) {
-        return NULL;
-    }
-    sl_buf_copy_out(exec, 4, off - 4, out);
-    out[off - 4] = 1;
-    memcpy(out + off - 3, ps->types, tl);
-    sl_buf_copy_out(exec, off + 1, len - off - 1, out + off - 3 + tl);
-    pkt = sl_mdb_make_packet(0, out, len - 4 + tl);
-    free(out);
-    return pkt;
-}
-
-/* Remember the parameter types of an execute that carries them. */
-static void
-save_types(const struct sl_buf *exec, struct rws_ps *ps)
-{
-    size_t off = bound_flag_off(ps);
-    size_t tl = 2 * (size_t)ps->params;
-
-    if (ps->params == 0 || sl_buf_len(exec) < off + 1 + tl ||
-        sl_buf_byte(exec, off) != 1) {
-        return;
-    }
-    if (ps->types != NULL && ps->ntypes != ps->params) {
-        free(ps->types);   /* sized for another count: never write past */
-        ps->types = NULL;
-    }
-    if (ps->types == NULL && (ps->types = malloc(tl)) == NULL) {
-        return;
-    }
-    ps->ntypes = ps->params;
-    sl_buf_copy_out(exec, off + 1, tl, ps->types);
-    ps->types_sent = 0;
 }
 
 static int route_to(struct rws_session *rs, int idx, struct sl_buf *buf,
@@ -633,10 +546,10 @@ exec_for(struct rws_session *rs, struct rws_ps *ps, const struct sl_buf *buf,
 
     if (sl_mdb_command(buf) == SL_COM_STMT_EXECUTE && ps->params > 0 &&
         idx < 64 && !(ps->types_sent & (1ull << idx)) && ps->types != NULL) {
-        out = add_types(buf, ps);
+        out = rws_exec_add_types(buf, ps);
     }
     if (out == NULL) {
-        out = with_id(buf, bid);
+        out = rws_exec_with_id(buf, bid);
     } else {
         p = sl_buf_pullup(out, 9);
         p[5] = (unsigned char)bid;
@@ -697,7 +610,7 @@ route_execute(struct rws_session *rs, struct sl_buf *buf, struct rws_ps *ps,
         return SL_OK;
     }
     if (cmd == SL_COM_STMT_EXECUTE) {
-        save_types(buf, ps);
+        rws_exec_save_types(buf, ps);
         rs->wrote |= changes_data(ps->type);
         if (ro_trx) {
             rs->ro_target = idx;
@@ -758,13 +671,13 @@ rws_resend(struct rws_session *rs, int idx, struct sl_buf *buf)
 static struct sl_buf *
 exec_for_history(struct rws_ps *ps, const struct sl_buf *buf)
 {
-    size_t off = bound_flag_off(ps);
+    size_t off = rws_exec_flag_off(ps->params);
     struct sl_buf *out = NULL;
     unsigned char *p;
 
     if (ps->params > 0 && sl_buf_len(buf) > off &&
         sl_buf_byte(buf, off) == 0) {
-        out = add_types(buf, ps);
+        out = rws_exec_add_types(buf, ps);
         if (out == NULL) {
             return NULL;
         }
@@ -772,7 +685,7 @@ exec_for_history(struct rws_ps *ps, const struct sl_buf *buf)
         memset(p + 5, 0xff, 4);
         return out;
     }
-    return with_id(buf, 0xffffffffu);
+    return rws_exec_with_id(buf, 0xffffffffu);
 }
 
 static bool
@@ -801,7 +714,7 @@ exec_ps_sescmd(struct rws_session *rs, struct sl_buf *buf, struct rws_ps *ps)
         rws_send_error(rs, "Out of memory");
         return SL_OK;
     }
-    save_types(buf, ps);
+    rws_exec_save_types(buf, ps);
     sc->replier = -1;
     if (rs->master >= 0 && has_ps(rs, rs->master, ps)) {
         sc->replier = rs->master;
@@ -850,7 +763,7 @@ route_ps_all(struct rws_session *rs, struct sl_buf *buf, struct rws_ps *ps,
         if (!rws_be_live(&rs->be[i]) || ps->bids[i] == 0) {
             continue;
         }
-        copy = with_id(buf, ps->bids[i]);
+        copy = rws_exec_with_id(buf, ps->bids[i]);
         if (copy == NULL) {
             continue;
         }
