@@ -39,7 +39,9 @@ TEST_PACKAGES=(sysbench haproxy python3-pymysql python3-pytest
 FUZZ_PACKAGES=(clang libclang-rt-14-dev)
 # The package test (test/system/test_package.py) and scripts/fresh-check:
 # build the .deb, check it, install it into a pristine Debian root.
-PACKAGE_PACKAGES=(dpkg-dev lintian mmdebstrap man-db)
+# (`mount` is not in Debian's minimal "apt" variant; scripts/debroot needs
+# it, found missing by scripts/fresh-check --full.)
+PACKAGE_PACKAGES=(dpkg-dev lintian mmdebstrap man-db mount)
 # The client libraries and toolchains of the driver compatibility suite
 # (test/system/test_drivers.py); mysql-connector-python comes from PyPI
 # into a venv the test creates (python3-venv).
