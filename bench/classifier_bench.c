@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Micro-benchmark of the query classifier on sysbench oltp_read_write's
  * statements: per transaction BEGIN, 10 point selects, one each of the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer target for the query classifier: arbitrary bytes are
  * classified as SQL text (never read past the given length: the input is

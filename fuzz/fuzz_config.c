@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer target for the configuration reader: arbitrary bytes go through
  * the ini parser and the validator ([maxscale], servers, and the core

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer target for the default-database tracker (mdb_dbtrack.c):
  * the input is a script of operations on one tracker -- commands (a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer target: the login parsers of untrusted input — a client's
  * HandshakeResponse41 / SSLRequest (and its connect attributes), and on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer target: the reply tracker. Input layout:
  *   byte 0      capabilities selector (bit 0: CLIENT_DEPRECATE_EOF)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * maxctrl: the command-line client of Sluice's REST API, with the verbs and
  * options of MariaDB MaxScale's maxctrl (list, show, set, clear, create,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * maxctrl internals: the HTTP client (maxctrl.c) and the commands
  * (maxctrl_cmds.c). One process runs one command and exits: 0 on success,

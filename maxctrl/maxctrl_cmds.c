@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * maxctrl commands: each maps to one or two REST API calls and prints an
  * aligned table (or tab-separated rows with --tsv), like MaxScale's

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Shared helpers for scripts/run, scripts/test, scripts/sandbox and
 # bench/run. Source it; it defines paths, the sandbox accounts and small
 # functions. Nothing here starts a process by itself.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Buffer chain types. These layouts are part of the module ABI because the
  * hot path (protocol framing) reads segments inline.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Common definitions shared by the core and every module: the return-code
  * vocabulary of the data path, visibility and branch-hint macros.

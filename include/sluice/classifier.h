@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The query classifier: what a statement does, from its SQL text, without
  * building a syntax tree. Routers (readwritesplit), filters (cache,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Descriptor control blocks: one per socket (listener, client, backend,
  * internal). Modules see DCBs through this opaque interface.

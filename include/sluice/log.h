@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Logging. The macros test the level before evaluating their arguments.
  * Each .c file may define SL_LOG_TAG before including this header; it is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * MariaDB/MySQL client-server protocol facts and packet helpers on buffer
  * chains, shared by the protocol module, routers and filters. Implemented

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Module commands: named operations a module offers to administrators,
  * e.g. mariadbmon's switchover, failover and rejoin. A module registers

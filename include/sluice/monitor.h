@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Monitor modules. The core runs each monitor in its own thread, calling
  * tick() every monitor_interval. Monitors publish server status with

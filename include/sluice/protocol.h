@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Protocol modules: the client side (handshake, authentication, command
  * decoding, errors to the client) and the backend side (login on the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The reply tracker's view of a backend's answer, as routers and filters see
  * it. The backend protocol fills it while the answer streams in; a reply can

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Servers: configured backends. Status bits are written by monitors (or the
  * admin API) and read lock-free by workers: atomics, no locks.

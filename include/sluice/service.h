@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Services: a router, its parameters, its filter chain and its servers.
  * Listeners bind ports to services.

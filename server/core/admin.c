@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The admin REST API: a MaxScale-shaped /v1 JSON:API served by
  * libmicrohttpd on admin_host:admin_port.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The admin REST API's internals, shared by admin.c (the HTTP server,
  * authentication and dispatch), admin_json.c (the GET documents),

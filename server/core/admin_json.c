@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * GET resources of the REST API, shaped like MaxScale's /v1 JSON:API:
  * every document has "data" (one resource or an array) and "links"; a

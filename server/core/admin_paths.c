@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Where the REST API may point file paths. An admin account can create
  * and alter objects at run time; without a limit it could make Sluice

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Admin accounts of the REST API: DATADIR/passwd, a JSON array of
  * {"name", "account": "admin"|"basic", "password": SHA-512 crypt hash}.

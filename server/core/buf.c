@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Buffer chains: segments (windows) over reference-counted blocks.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Core-internal buffer hooks: per-thread cache release and a test hook
  * counting segment visits (so a unit test can prove append never walks).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The query classifier (include/sluice/classifier.h): what a statement does,
  * from its SQL text, in one pass, without a syntax tree, regex or

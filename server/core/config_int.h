@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Internals shared by config.c, params.c, module.c, main.c, the unit tests
  * and the fuzz target: the diagnostics collector, text-based loading, the

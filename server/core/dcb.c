@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Descriptor control blocks: sockets and their queues.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * DCB, session and backend layouts shared by dcb.c, session.c and worker.c
  * (not installed; modules see these objects only through accessors).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The event queue: separates polling from processing so that one busy
  * connection cannot starve the others.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The hand-written ini parser (see ini.h for the accepted syntax).
  *

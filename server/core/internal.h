@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Core-internal contract between the runtime (workers, DCBs, sessions) and
  * the configuration side (ini, params, module loader, objects, main). Not

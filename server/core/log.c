@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Logging: one line per message, written with a single write(2) so lines
  * from different threads never interleave, to a file (append; created 0640:

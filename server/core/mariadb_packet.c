@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * MariaDB packet helpers on buffer chains (include/sluice/mariadb.h).
  *

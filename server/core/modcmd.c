@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Module commands (include/sluice/modcmd.h): a registry of named operations
  * modules offer to administrators, and the call path that checks and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Core-internal part of module commands: the checked call the admin API
  * uses, and the system tests' command hook (see modcmd.c).

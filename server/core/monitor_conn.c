@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Monitor connections: one libmariadb connection from a monitor to one of
  * its servers, with the monitor's credentials and its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Parameter sets: name=value pairs validated against typed spec tables.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Client connections that have not logged in yet ("pending"): counted per
  * service, against max_connections, and per (service, client host),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Run-time changes through the REST API: create, alter and destroy
  * servers, services, listeners, monitors and filters; set and clear server

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Server accessors. The configuration fields are immutable after loading;
  * the status, lag, version, id and counters are atomics written by the

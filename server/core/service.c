@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Service and listener accessors. Both objects are immutable once the
  * configuration is published; the session counter is an atomic maintained

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * TLS with OpenSSL: one SSL_CTX per TLS listener or server (built at
  * configuration load, immutable, shared by every worker), one SSL per

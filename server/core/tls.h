@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * TLS for listeners (Sluice is the TLS server) and servers (Sluice is the
  * TLS client): configuration from the ssl* parameters, and the per-DCB

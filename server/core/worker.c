@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Worker threads: the poll loop, the per-worker message queue, timers and
  * zombie reclamation.

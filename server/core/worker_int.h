@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Worker internals shared by worker.c and dcb.c (not installed).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A filter module the loader must refuse: another ABI major. */
 #include <sluice/filter.h>
 #include <sluice/module.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A filter module the loader must refuse: another build signature. */
 #include <sluice/filter.h>
 #include <sluice/module.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A filter module the loader must refuse: an unknown module type. */
 #include <sluice/filter.h>
 #include <sluice/module.h>

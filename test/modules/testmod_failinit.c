@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A filter module whose process_init fails: the loader refuses it. */
 #include <errno.h>
 

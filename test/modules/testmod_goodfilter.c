@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A well-formed filter module for the loader and configuration tests: it
  * declares one parameter of each interesting kind and passes everything

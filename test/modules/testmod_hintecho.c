@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A router for the filter system tests: it opens no backend and answers
  * every SELECT itself with one row describing the routing hint the filters

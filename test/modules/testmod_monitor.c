@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A monitor for the runner tests: tick() marks its first server running
  * and start()/stop() are recorded in the instance, which the test reads

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A shared object without the module entry point: the loader refuses it. */
 #include <sluice/ccdefs.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A filter module the loader must refuse: no operations table. */
 #include <sluice/filter.h>
 #include <sluice/module.h>

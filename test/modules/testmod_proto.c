@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A protocol module for the configuration tests: only the per-service data
  * hooks do anything; they count calls so a test can check that a service

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A minimal router for the configuration tests: creates an instance that
  * remembers its service, and declares one typed parameter.

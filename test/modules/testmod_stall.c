@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A router for the watchdog system test (test_systemd.py): it opens no
  * backend, and every statement blocks the worker that runs it for as long

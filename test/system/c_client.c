@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * c_client: a small libmariadb client the system tests drive, so that at
  * least one client speaks the protocol through the C connector (binary

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Fixtures and hooks for the system tests.
 
 The sandbox cluster (scripts/sandbox) must already run: scripts/test

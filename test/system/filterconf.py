@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Helpers for the filter system tests (test_filter_*.py): start Sluice
 with the sandbox's two standard services plus extra [sections] (filters,
 services with filter chains, their listeners), optionally from a private

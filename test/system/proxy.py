@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Proxies for the system tests: start Sluice (or the HAProxy stand-in of
 SLUICE_TEST_PROXY=haproxy) on given ports against the sandbox, wait until
 it routes, and stop it by PID (SIGTERM, then SIGKILL after a timeout).

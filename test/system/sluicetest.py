@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Helpers shared by the system tests: paths, the sandbox's accounts, and
 the three clients (the mariadb CLI, PyMySQL, the C client).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The REST API and maxctrl against a running Sluice on the sandbox: every
 GET resource has the JSON:API shape and numbers that move; maintenance set
 through maxctrl stops routing to a server (proven by @@server_id); a

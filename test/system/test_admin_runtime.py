@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Run-time changes through the REST API that take effect at once:
 monitors created, stopped, started, relinked and destroyed while Sluice
 runs (and persisted across a restart); a server's weight changing

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Client authentication through Sluice: wrong password and unknown user
 get 1045 with MariaDB's message, an account created on the primary a
 moment ago can log in at once (Sluice reloads its account cache before

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Bad input is refused cleanly.
 
 Configs: a misspelled parameter, a missing mandatory parameter and a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Many sessions at once: 200 concurrent connections (half to each
 service), all open at the same time, each running a few queries that check
 where it was routed. Every one must succeed, under both event models."""

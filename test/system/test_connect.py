@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Routing through readconnroute, proven by @@server_id with three
 different clients (mariadb CLI, PyMySQL, the C client), for both event
 models: Primary-Service reaches db1, Replica-Service db2 or db3, replica

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What travels through Sluice arrives intact: a 20 MiB value (a command
 split over 16 MiB packets, and a row that is), binary prepared statements
 (C client) and SQL PREPARE/EXECUTE (CLI), multi-statements and a stored

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Driver compatibility (issue 8): the same scenario
 (test/system/drivers/scenario.md) with eight client libraries, each
 through three targets:

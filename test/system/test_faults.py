@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Faults: 200 clients that vanish in the middle of a result leave no
 DCB or session behind (live counts logged on SIGUSR1) and no crash; a
 replica killed and restarted in a loop under load never crashes Sluice,

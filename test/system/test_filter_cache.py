@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The cache filter on the real cluster. A hit is proven to come from the
 cache, not a server: a row inserted directly on the primary (behind
 Sluice's back) stays invisible through the cache until the entry expires

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Routing hints from filters. hintfilter (-- maxscale route to ...
 comments) and namedserverfilter (matchNN/targetNN) are checked twice: the
 hint itself through a test router that answers with the hint it received

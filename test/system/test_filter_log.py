@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Filters that observe or rewrite statements, on the real cluster:
 qlafilter (log lines written, correct user and statement, match/exclude,
 user restriction, reopened after SIGHUP), regexfilter (the rewritten

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The filter SDK end to end: install Sluice into a staging directory
 (DESTDIR), build examples/filter out of tree with its own Makefile against
 the staged headers and sluice.pc, load the module from module_dir and see

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The tee filter on the real cluster: statements through Tee-Service go
 to the primary as usual and a copy goes through Tee-Target, a second
 service whose own regexfilter redirects it from test.tee_src to

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Limits and hardening: max_connections (1040), connection_timeout (idle
 sessions closed, busy ones kept), net_write_timeout (a client that stops
 reading a large result is closed), max_auth_errors_until_block (1129

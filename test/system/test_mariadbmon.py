@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """mariadbmon on the real sandbox cluster: roles whatever the config order,
 a stopped replica, switchover, automatic failover under a write load with
 no acknowledged write lost, auto_rejoin of the old primary,

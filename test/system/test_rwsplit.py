@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """readwritesplit on the real cluster: routing proven by @@server_id and by
 the data the servers hold.
 

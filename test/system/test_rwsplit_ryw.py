@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """readwritesplit read-your-writes (issue 8), with default settings, while
 the replicas lag on purpose (CHANGE MASTER TO MASTER_DELAY=1): a read right
 after a write in the same session must see the write (it goes to a replica

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """sysbench oltp_read_write through readwritesplit: no error (sysbench
 exits 0, nothing FATAL; only the server's own retried deadlocks, at most
 one per thousand transactions) and zero reconnects for SLUICE_RWS_SYSBENCH_TIME seconds (60), 8 threads, binary

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """sysbench oltp_read_only through Sluice, over TCP (Primary-Service) and
 over a unix-socket listener (Replica-Service): no errors, no reconnects,
 queries answered. sysbench uses binary prepared statements, transactions

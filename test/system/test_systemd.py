@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Sluice under systemd (Type=notify, WatchdogSec), played by the test: we
 create the notification socket (an AF_UNIX datagram socket, what systemd
 passes in NOTIFY_SOCKET), start the built daemon with NOTIFY_SOCKET and

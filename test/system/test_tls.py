@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """TLS: clients through a TLS listener (mariadb --ssl, with and without
 verifying the server certificate, PyMySQL with large results, client
 certificates), a plain client refused by a TLS-only listener (3159), bad

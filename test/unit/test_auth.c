@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests of the protocol module's pure login code (sl_mariadb_parse):
  * mysql_native_password token math, the server and client handshakes as

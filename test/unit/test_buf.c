@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Buffer chain tests: invariants after every operation, split/consume at
  * every boundary (inside segments and across them), clone sharing blocks,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for the query classifier (classifier.c): a table of
  * statements with their expected type bits (the exact mask, or required

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for the configuration loader: one test per kind of error
  * (each checks the exact "FILE:LINE: ..." message), valid configurations

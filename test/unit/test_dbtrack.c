@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests of the default-database tracker (mdb_dbtrack.c): pipelined
  * changes are decided by their own answers, not the first OK; USE is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * DCB tests with real workers, real sockets and a fake protocol:
  *  - TCP and unix-socket listeners accept, greet, echo (read queue ->

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Event queue tests with real threads and fake work items, for both event
  * models: a private queue (pinned: one thread notifies and processes) and a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests of the log (server/core/log.c):
  *  - password masking (sl_log_mask_passwords): CHANGE MASTER TO, CREATE

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit test of mariadbmon's decisions (mmon_decide.c, compiled in
  * directly: pure functions over per-server views): GTID parsing and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for module commands (server/core/modcmd.c): registration and
  * duplicates, iteration, argument count and type checks, resolution of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for the module loader: a good module loads once (by name, any
  * case, or alias), and each bad test module in test/modules/ is refused

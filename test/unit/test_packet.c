@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests of the MariaDB packet helpers (server/core/mariadb_packet.c):
  * framing of packets and 16 MiB commands on multi-segment chains,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for params.c: every value parser, the typed getters, defaults,
  * and the validator's messages (unknown name with suggestion, bad values,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests of the pending-login counts (server/core/pending.c): the
  * per-host cap, counting against max_connections together with open

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit test of readconnroute's server selection (rcr_select.c, compiled in
  * directly: the function is pure and hidden inside the module).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests of the reply tracker (mdb_reply.c): OK, ERR, result sets with
  * and without CLIENT_DEPRECATE_EOF (one captured from MariaDB 10.11),

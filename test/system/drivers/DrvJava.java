@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * The driver scenario (scenario.md) for MariaDB Connector/J (Debian's
  * libmariadb-java), with server-side prepared statements

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * drv_c: the driver scenario (test/system/drivers/scenario.md) with
  * libmariadb, the C connector. Bound values go through the binary

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The driver scenario (scenario.md) for the `mariadb` command-line client:
 
     drv_cli.py HOST PORT USER PASS DB TABLE

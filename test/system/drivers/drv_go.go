@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The driver scenario (scenario.md) for go-sql-driver/mysql (Debian's
 // golang-github-go-sql-driver-mysql-dev, built in GOPATH mode):
 //

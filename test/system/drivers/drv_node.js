@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The driver scenario (scenario.md) for Node.js with Debian's node-mysql
 // (mysqljs/mysql 2.18; mysql2 is not packaged in Debian, see
 // docs/design.md "Driver compatibility"):

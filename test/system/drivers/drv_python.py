@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The driver scenario (scenario.md) for the three Python drivers:
 
     drv_python.py pymysql|mysqldb|connector HOST PORT USER PASS DB TABLE

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cache: a result-set cache for SELECTs, after MaxScale's cache filter.
  *

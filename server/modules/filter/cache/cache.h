@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The cache filter's rules (cache_rules.c): MaxScale's JSON rules file,
  * a subset. A file holds one object or an array of objects:

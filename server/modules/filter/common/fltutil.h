@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Helpers shared by the bundled filters (compiled into each filter module;
  * not part of the installed SDK): pcre2 patterns with MaxScale's `options`,

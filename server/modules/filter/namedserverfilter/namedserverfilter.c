@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * namedserverfilter: route statements matching patterns to a chosen
  * server, as MaxScale's namedserverfilter (regexhintfilter) does.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * qlafilter: the query log, as in MaxScale.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * regexfilter: rewrite statements with a pcre2 pattern, as in MaxScale.
  *

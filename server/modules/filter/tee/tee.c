@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tee: duplicate statements to another service (shadow traffic), as
  * MaxScale's tee filter.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * throttlefilter: limit the statements per second of each session, with
  * MaxScale's parameters.

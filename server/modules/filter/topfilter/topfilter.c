@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * topfilter: the N slowest statements of each session, as in MaxScale.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * mariadbmon: the replication-aware MariaDB monitor, with MaxScale's
  * parameter names (auto_failover, failcount, verify_master_failure,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * mariadbmon internals shared by its files: the per-server view the
  * monitor builds each tick, GTID positions, and the pure decision

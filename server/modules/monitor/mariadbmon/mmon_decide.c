@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * mariadbmon's decisions as pure functions over per-server views (see
  * mmon.h): GTID parsing and comparison, which server is the primary, which

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * mariadbmon instance state shared by mariadbmon.c (probing, roles,
  * module glue) and mmon_ops.c (failover, switchover, rejoin).

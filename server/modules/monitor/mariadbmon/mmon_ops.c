@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * mariadbmon's cluster operations: failover, switchover and rejoin, as
  * sequences of SQL on the monitor's connections. All assume GTID

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Internal contract of the mariadbprotocol module: the per-session data
  * shared by the client and backend sides, the per-service account cache

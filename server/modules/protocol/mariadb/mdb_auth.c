@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * mysql_native_password math and the account table (see mdb_parse.h).
  *

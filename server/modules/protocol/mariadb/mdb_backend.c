@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The backend side of the MariaDB protocol: log in to a server on the
  * client's behalf, then pass commands down and track the answers.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Blocking hosts after repeated authentication failures (MaxScale's
  * max_auth_errors_until_block, a [maxscale] parameter, default 10, 0 =

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The client side of the MariaDB protocol: greeting, authentication
  * against the service's account cache, command decoding, errors.

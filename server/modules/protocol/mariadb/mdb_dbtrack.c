@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Default-database tracking: which command's answer decides which change
  * (the FIFO and its diagram are in mdb_dbtrack.h).

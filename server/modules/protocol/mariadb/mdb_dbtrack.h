@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Default-database tracking for one client connection (mdb_dbtrack.c).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Handshake packets, both directions (see mdb_parse.h).
  *

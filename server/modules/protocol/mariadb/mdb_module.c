@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The mariadbprotocol module descriptor: the MariaDB/MySQL client-server
  * protocol on both sides of the proxy. The client side lives in

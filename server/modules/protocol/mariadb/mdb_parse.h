@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Pure MariaDB protocol code of the protocol module (static library
  * sl_mariadb_parse): handshake packets of both sides, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The reply tracker: follows a backend's answers packet by packet so the
  * proxy knows what each answer is and when it is complete, without copying

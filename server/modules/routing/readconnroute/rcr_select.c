@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * readconnroute's server selection (see rcr_select.h for the rules).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * readconnroute's server selection, as a pure function so the unit test can
  * exercise it without servers, sessions or a running core.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * readconnroute: connection-based load balancing, as in MaxScale.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * readwritesplit: statement-level read/write splitting, as in MaxScale.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * readwritesplit's internal types, shared by its source files:
  *   readwritesplit.c  module, parameters, instance, sessions, diagnostics

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * readwritesplit's replica choice (rules in rws_select.h). Pure: no
  * globals, no locks, no allocation. The inputs are snapshots of atomics,

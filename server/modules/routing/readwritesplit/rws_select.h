@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * readwritesplit's replica choice, as a pure function so that the unit
  * test can exercise it without servers or sessions.
