@@ -16,7 +16,11 @@ than the well-behaved clients on 127.0.0.1:
             the soak service's max_allowed_packet) and stream its bytes
   guessers  log in, then guess passwords with COM_CHANGE_USER
 
-Everything stops by itself after --seconds. The last line printed is a
+Each attacker paces itself (about one attempt a second after its previous
+one ended): the point is how many hostile connections Sluice holds off at
+once, and an attacker process that burns the test machine's cores would
+measure the machine, not Sluice. Everything stops by itself after
+--seconds. The last line printed is a
 JSON object of counters: what the attackers did and what Sluice answered
 (closes, error codes). Loopback only; bounded in time and count.
 """
@@ -27,6 +31,7 @@ import hashlib
 import json
 import os
 import random
+import resource
 import struct
 import time
 from collections import Counter
@@ -168,7 +173,7 @@ async def garbage(src, port, deadline, rng):
             stats["garbage_reset"] += 1
         finally:
             writer.close()
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(1.0)
 
 
 async def oversize(src, port, deadline, user, password):
@@ -204,7 +209,7 @@ async def oversize(src, port, deadline, user, password):
             stats["oversize_closed_by_proxy"] += 1
         finally:
             writer.close()
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(1.0)
 
 
 async def guesser(src, port, deadline, user, password, rng):
@@ -217,7 +222,7 @@ async def guesser(src, port, deadline, user, password, rng):
             continue
         if conn is None:
             note_error("guesser_login", code)
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(1.0)
             continue
         reader, writer = conn
         try:
@@ -242,7 +247,7 @@ async def guesser(src, port, deadline, user, password, rng):
             stats["guesser_closed_by_proxy"] += 1
         finally:
             writer.close()
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(1.0)
 
 
 def sources(first, n_hosts):
@@ -281,4 +286,6 @@ if __name__ == "__main__":
     p.add_argument("--password", required=True)
     a = p.parse_args()
     asyncio.run(main(a))
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    stats["attacker_cpu_s"] = round(ru.ru_utime + ru.ru_stime, 1)
     print(json.dumps(dict(sorted(stats.items()))), flush=True)
