@@ -22,6 +22,7 @@
  * (low 3 bits the kind) and for the kinds carrying data a length byte and
  * that many bytes:
  *   0 server bytes   appended to the read queue, then mdb_backend_read
+ *                    (op bit 3: the bytes 300 times over, a flood)
  *   1 command        a packet (seq 0) with those bytes as payload, routed
  *                    with mdb_backend_write (empty: end of LOCAL INFILE)
  *   2 pending        mdb_backend_pending
@@ -45,6 +46,10 @@
 #include "../server/modules/protocol/mariadb/mdb_backend.c"
 
 #include "internal.h"
+
+/* A flooding data event repeats its bytes this often: 255 * 300 bytes
+ * pass the 64 KiB bounds on what a peer may queue. */
+#define FLOOD 300
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -206,9 +211,11 @@ sl_backend_reply(struct sl_backend *b, struct sl_buf *buf,
 /* ---- the driver ---- */
 
 static void
-server_bytes(const uint8_t *p, size_t n)
+server_bytes(const uint8_t *p, size_t n, bool flood)
 {
-    sl_buf_append_data(&f.rq, p, n);
+    for (int i = flood ? FLOOD : 1; i > 0; i--) {
+        sl_buf_append_data(&f.rq, p, n);
+    }
     if (mdb_backend_read(DCB) == SL_ERROR) {
         f.closed = true;
     }
@@ -255,7 +262,7 @@ event(const uint8_t *data, size_t size, size_t *off)
     }
     switch (op & 7) {
     case 0:
-        server_bytes(data + *off, n);
+        server_bytes(data + *off, n, op & 8);
         break;
     case 1:
         command(data + *off, n);

@@ -23,6 +23,7 @@
  * byte (low 3 bits the kind) and for the kinds carrying data a length
  * byte and that many bytes:
  *   0 client bytes   appended to the read queue, then mdb_client_read
+ *                    (op bit 3: the bytes 300 times over, a flood)
  *   1 backend bytes  answers to the routed commands, via the tracker
  *   2 ready          the session's backends logged in: mdb_session_ready
  *   3 verdict        the account cache's next answer (op >> 3: ok, denied,
@@ -49,6 +50,10 @@
 #include "mdb_reply.h"
 
 #include "internal.h"
+
+/* A flooding data event repeats its bytes this often: 255 * 300 bytes
+ * pass the 64 KiB bounds on what a peer may queue. */
+#define FLOOD 300
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -410,9 +415,11 @@ backend_replies(void)
 /* ---- the driver ---- */
 
 static void
-client_bytes(const uint8_t *p, size_t n)
+client_bytes(const uint8_t *p, size_t n, bool flood)
 {
-    sl_buf_append_data(&f.rq, p, n);
+    for (int i = flood ? FLOOD : 1; i > 0; i--) {
+        sl_buf_append_data(&f.rq, p, n);
+    }
     if (mdb_client_read(DCB) == SL_ERROR) {
         f.closed = true;
     }
@@ -460,7 +467,7 @@ event(const uint8_t *data, size_t size, size_t *off)
     }
     switch (op & 7) {
     case 0:
-        client_bytes(data + *off, n);
+        client_bytes(data + *off, n, op & 8);
         break;
     case 1:
         sl_buf_append_data(&f.bq, data + *off, n);

@@ -190,6 +190,8 @@ def client_seeds():
         "backend_error": b"\x00" + login + client(q1) + b"\x05" +
         client(q1) + backend(err(1, 1064, b"42000", b"syntax")),
         "too_big": b"\x08" + login + client(query(b"x" * 100)),
+        "parked_flood": b"\x00" + b"\x13" + client(hello()) +
+        data_events(8, b"\x03SELECT 1;" * 25),
     }
 
 
@@ -226,6 +228,10 @@ def backend_seeds():
         server(ok(4)) + b"\x04",
         "error_closes": b"\x0a" + login_ok + command(q1) +
         server(err(1, 1146, b"42S02", b"no such table")),
+        "big_resultset": b"\x02" + login_ok + command(q1) +
+        server(packet(1, b"\x01") + coldef(2, b"x")) +
+        data_events(8, packet(3, lenenc_str(b"row" * 20)) * 3) +
+        server(packet(4, b"\xfe\x00\x00\x02\x00\x00\x00")),
         "server_refuses": b"\x00" +
         server(err(0, 1040, b"08004", b"Too many connections")),
     }
