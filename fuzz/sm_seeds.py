@@ -1,0 +1,255 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Write the hand-made seed inputs of fuzz_client_sm and fuzz_backend_sm.
+
+    fuzz/sm_seeds.py [FUZZ_DIR]      (default: the directory of this file)
+
+Each seed is a realistic exchange in the targets' event format (see the
+comments at the top of fuzz/fuzz_client_sm.c and fuzz/fuzz_backend_sm.c):
+a config byte, then events of an op byte, and for data events a length
+byte and the bytes. Packets longer than 255 bytes are cut over several
+events, as socket reads would cut them.
+"""
+import os
+import struct
+import sys
+
+# capability bits (include/sluice/mariadb.h)
+LONG_PASSWORD = 1
+FOUND_ROWS = 2
+CONNECT_WITH_DB = 8
+PROTOCOL_41 = 0x200
+SSL = 0x800
+TRANSACTIONS = 0x2000
+SECURE_CONNECTION = 0x8000
+MULTI_STATEMENTS = 0x10000
+MULTI_RESULTS = 0x20000
+PLUGIN_AUTH = 0x80000
+CONNECT_ATTRS = 0x100000
+PLUGIN_AUTH_LENENC = 0x200000
+DEPRECATE_EOF = 0x1000000
+
+CLIENT_CAPS = (LONG_PASSWORD | FOUND_ROWS | PROTOCOL_41 | TRANSACTIONS |
+               SECURE_CONNECTION | MULTI_STATEMENTS | MULTI_RESULTS |
+               PLUGIN_AUTH | CONNECT_ATTRS | PLUGIN_AUTH_LENENC)
+NATIVE = b"mysql_native_password"
+TOKEN = bytes(range(1, 21))
+
+
+def packet(seq, payload):
+    return struct.pack("<I", len(payload))[:3] + bytes([seq]) + payload
+
+
+def lenenc_str(b):
+    assert len(b) < 251
+    return bytes([len(b)]) + b
+
+
+def data_events(op, data):
+    out = b""
+    for i in range(0, len(data), 255):
+        chunk = data[i:i + 255]
+        out += bytes([op, len(chunk)]) + chunk
+    return out
+
+
+def client(data):
+    return data_events(0, data)
+
+
+def backend(data):
+    return data_events(1, data)
+
+
+def server(data):
+    return data_events(0, data)
+
+
+def command(payload):
+    return data_events(1, payload)
+
+
+READY = b"\x02"
+CLOSE = b"\x07"
+
+
+def hello(seq=1, user=b"app", token=TOKEN, db=b"", plugin=NATIVE,
+          caps=CLIENT_CAPS, attrs=True):
+    if db:
+        caps |= CONNECT_WITH_DB
+    p = struct.pack("<IIB", caps, 16 * 1024 * 1024, 33) + b"\0" * 23
+    p += user + b"\0" + lenenc_str(token)
+    if db:
+        p += db + b"\0"
+    p += plugin + b"\0"
+    if attrs:
+        kv = lenenc_str(b"_client_name") + lenenc_str(b"libmariadb")
+        kv += lenenc_str(b"program_name") + lenenc_str(b"mysql")
+        p += lenenc_str(kv)
+    return packet(seq, p)
+
+
+def ssl_request(caps=CLIENT_CAPS | SSL):
+    return packet(1, struct.pack("<IIB", caps, 16 * 1024 * 1024, 33) +
+                  b"\0" * 23)
+
+
+def query(sql, seq=0):
+    return packet(seq, b"\x03" + sql)
+
+
+def ok(seq, status=2):
+    return packet(seq, b"\x00\x00\x00" + struct.pack("<HH", status, 0))
+
+
+def err(seq, code, state, msg):
+    return packet(seq, b"\xff" + struct.pack("<H", code) + b"#" + state + msg)
+
+
+def eof(seq, status=2):
+    return packet(seq, b"\xfe\x00\x00" + struct.pack("<H", status))
+
+
+def coldef(seq, name):
+    p = b"".join(lenenc_str(x) for x in
+                 (b"def", b"", b"", b"", name, b""))
+    p += b"\x0c" + struct.pack("<HIBHB", 33, 11, 8, 0x81, 0) + b"\0\0"
+    return packet(seq, p)
+
+
+def resultset(values, deprecate_eof=False):
+    out = packet(1, b"\x01") + coldef(2, b"x")
+    seq = 3
+    if not deprecate_eof:
+        out += eof(seq)
+        seq += 1
+    for v in values:
+        out += packet(seq, lenenc_str(v))
+        seq += 1
+    if deprecate_eof:
+        out += packet(seq, b"\xfe\x00\x00\x02\x00\x00\x00")
+    else:
+        out += eof(seq)
+    return out
+
+
+def change_user(user=b"other", token=TOKEN, db=b"test", plugin=NATIVE):
+    p = b"\x11" + user + b"\0" + bytes([len(token)]) + token + db + b"\0"
+    p += struct.pack("<H", 33) + plugin + b"\0"
+    return packet(0, p)
+
+
+def server_hello(caps=0xFFFF | (CLIENT_CAPS & ~0xFFFF) | DEPRECATE_EOF,
+                 plugin=NATIVE, scramble=b"abcdefghijklmnopqrst"):
+    p = b"\x0a" + b"10.11.6-MariaDB\0" + struct.pack("<I", 42)
+    p += scramble[:8] + b"\0" + struct.pack("<H", caps & 0xFFFF)
+    p += bytes([33]) + struct.pack("<HH", 2, caps >> 16) + bytes([21])
+    p += b"\0" * 10 + scramble[8:] + b"\0" + plugin + b"\0"
+    return packet(0, p)
+
+
+def auth_switch(seq, plugin=NATIVE, data=b"ABCDEFGHIJKLMNOPQRST"):
+    return packet(seq, b"\xfe" + plugin + b"\0" + data + b"\0")
+
+
+def client_seeds():
+    login = client(hello()) + READY
+    q1 = query(b"SELECT 1")
+    return {
+        "login_query": b"\x00" + login + client(q1) +
+        backend(resultset([b"1"])) + CLOSE,
+        "login_db_deprecate_eof": b"\x10" + client(hello(db=b"test")) +
+        READY + client(q1) + backend(resultset([b"1"], True)) +
+        client(packet(0, b"\x01")),
+        "auth_switch": b"\x00" +
+        client(hello(token=b"\x01" * 32, plugin=b"caching_sha2_password")) +
+        client(packet(3, TOKEN)) + READY + client(q1) + backend(ok(1)),
+        "change_user": b"\x00" + login + client(change_user()) +
+        backend(ok(1)) + client(query(b"SELECT DATABASE()")) +
+        backend(resultset([b"test"])),
+        "change_user_switch": b"\x00" + login +
+        client(change_user(token=b"", plugin=b"client_ed25519")) +
+        client(packet(3, TOKEN)) + backend(ok(2)) + client(q1) +
+        backend(ok(1)),
+        "ssl_request": b"\x03" + client(ssl_request()) +
+        client(hello(seq=2, caps=CLIENT_CAPS | SSL)) + READY + client(q1) +
+        backend(ok(1)),
+        "pipelined": b"\x00" + login +
+        client(query(b"SET @a=1") + query(b"USE test") +
+               query(b"SELECT @a") + packet(0, b"\x0e")) +
+        backend(ok(1) + ok(1) + resultset([b"1"]) + ok(1)) + CLOSE,
+        "parked_reload": b"\x00" + b"\x13" + client(hello()) + b"\x03" +
+        b"\x04" + READY + client(q1) + backend(ok(1)),
+        "denied": b"\x00" + b"\x0b" + client(hello()),
+        "refused_change_user": b"\x00" + login + b"\x1b" +
+        client(change_user()),
+        "local_infile": b"\x00" + login +
+        client(query(b"LOAD DATA LOCAL INFILE 'x' INTO TABLE t")) +
+        backend(packet(1, b"\xfbx")) +
+        client(packet(2, b"1,2\n3,4\n") + packet(3, b"")) + backend(ok(4)),
+        "backend_error": b"\x00" + login + client(q1) + b"\x05" +
+        client(q1) + backend(err(1, 1064, b"42000", b"syntax")),
+        "too_big": b"\x08" + login + client(query(b"x" * 100)),
+        "parked_flood": b"\x00" + b"\x13" + client(hello()) +
+        data_events(8, b"\x03SELECT 1;" * 25),
+    }
+
+
+def backend_seeds():
+    greet = server_hello()
+    login_ok = server(greet) + server(ok(2))
+    q1 = packet(0, b"\x03SELECT 1")[4:]
+    return {
+        "login_query": b"\x02" + login_ok + command(q1) +
+        server(resultset([b"1"], True)) + b"\x02\x04",
+        "queued_before_login": b"\x06" + command(q1) +
+        command(b"\x03SELECT 2") + server(greet) + server(ok(2)) +
+        server(resultset([b"1"], True) + resultset([b"2"], True)),
+        "auth_switch": b"\x02" + server(greet) +
+        server(auth_switch(2)) + server(ok(4)) + command(q1) +
+        server(ok(1)),
+        "login_error": b"\x02" + server(greet) +
+        server(err(2, 1045, b"28000", b"Access denied")),
+        "tls": b"\x03" + server(greet) + server(ok(3)) + command(q1) +
+        server(ok(1)),
+        "tls_injected": b"\x03" + server(greet + ok(2)),
+        "tls_unsupported": b"\x03" +
+        server(server_hello(caps=0xF7FF | (CLIENT_CAPS & ~0xFFFF))),
+        "change_user": b"\x02" + login_ok +
+        command(change_user()[4:]) + server(auth_switch(1)) +
+        server(ok(3)) + command(q1) + server(ok(1)),
+        "pipelined_eof": b"\x00" +
+        server(server_hello(caps=0xFFFF | (CLIENT_CAPS & ~0xFFFF))) +
+        server(ok(2)) + command(q1) + command(q1) + command(b"\x0e") +
+        server(resultset([b"1"]) + resultset([b"1"])) + server(ok(1)),
+        "local_infile": b"\x02" + login_ok +
+        command(b"\x03LOAD DATA LOCAL INFILE 'x' INTO TABLE t") +
+        server(packet(1, b"\xfbx")) + command(b"1,2\n") + command(b"") +
+        server(ok(4)) + b"\x04",
+        "error_closes": b"\x0a" + login_ok + command(q1) +
+        server(err(1, 1146, b"42S02", b"no such table")),
+        "big_resultset": b"\x02" + login_ok + command(q1) +
+        server(packet(1, b"\x01") + coldef(2, b"x")) +
+        data_events(8, packet(3, lenenc_str(b"row" * 20)) * 3) +
+        server(packet(4, b"\xfe\x00\x00\x02\x00\x00\x00")),
+        "server_refuses": b"\x00" +
+        server(err(0, 1040, b"08004", b"Too many connections")),
+    }
+
+
+def write(dirname, seeds):
+    os.makedirs(dirname, exist_ok=True)
+    for name, data in seeds.items():
+        with open(os.path.join(dirname, "seed_" + name), "wb") as fh:
+            fh.write(data)
+
+
+def main():
+    base = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(
+        os.path.abspath(__file__))
+    write(os.path.join(base, "corpus", "client_sm"), client_seeds())
+    write(os.path.join(base, "corpus", "backend_sm"), backend_seeds())
+
+
+if __name__ == "__main__":
+    main()
