@@ -101,18 +101,22 @@ bool mdb_host_blocked(const struct sl_service *s, const char *h)
 {
     return false;
 }
-void mdb_host_auth_ok(const struct sl_service *s, const char *h) {}
 void mdb_host_auth_failed(const struct sl_service *s, const char *h) {}
 
 enum mdb_auth_rc
 mdb_service_authenticate(struct mdb_service *s, struct sl_dcb *d,
                          const struct mdb_auth_req *req,
-                         struct mdb_session *sd)
+                         struct mdb_session *sd, struct mdb_refusal *why)
 {
     if (strlen(req->user) > 4096 || req->token_len > 255) {
         abort();                        /* decoded beyond its packet */
     }
     return f.flags & 1 ? MDB_AUTH_DENIED : MDB_AUTH_OK;
+}
+
+void
+mdb_service_release(struct mdb_service *s, struct mdb_usage *u)
+{
 }
 
 struct sl_session *
