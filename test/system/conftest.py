@@ -50,11 +50,7 @@ def pytest_configure(config):
 
 
 def _is_slow(item):
-    if "slow" in item.keywords:
-        return True
-    # test_limits.py skips its slow tests with its own skipif
-    return any("SLUICE_SKIP_SLOW" in str(m.kwargs.get("reason", ""))
-               for m in item.iter_markers("skipif"))
+    return "slow" in item.keywords
 
 
 def pytest_collection_modifyitems(config, items):

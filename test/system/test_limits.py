@@ -16,7 +16,6 @@ closed with a bounded read queue; a command over max_allowed_packet gets
 1153 and the connection closes, before its bytes are buffered.
 """
 
-import os
 import resource
 import signal
 import socket
@@ -35,8 +34,6 @@ pytestmark = pytest.mark.skipif(PROXY != "sluice",
                                 reason="tests Sluice's own limits")
 
 BASE = st.port(4530)
-SLOW = pytest.mark.skipif(os.environ.get("SLUICE_SKIP_SLOW") == "1",
-                          reason="slow test (SLUICE_SKIP_SLOW=1)")
 
 LIMITS = f"""
 [Limited-Service]
@@ -292,7 +289,7 @@ def _rss_kib(pid):
     raise AssertionError("no VmRSS")
 
 
-@SLOW
+@pytest.mark.slow
 def test_slow_client_1gib_result_bounded_memory(proxy):
     """1 GiB of rows to a client that reads slowly: backpressure pauses the
     backend, Sluice's RSS stays under 64 MiB."""
@@ -331,7 +328,7 @@ def _raise_nofile():
     return hard
 
 
-@SLOW
+@pytest.mark.slow
 def test_5000_connections(proxy):
     """5000 client sessions (and 5000 backend connections spread over the
     three servers) open at once, each used; reports memory per idle
