@@ -19,6 +19,9 @@ Services (ports st.port(5030..5039)):
   FastUniversal-Service causal_reads=fast_universal
 """
 
+import os
+import re
+import subprocess
 import time
 
 import pytest
@@ -41,6 +44,11 @@ PORTS = {
 }
 SERVERS = ",".join(f"db{sid}" for sid in st.SERVERS)
 LOOPS = 1000
+# For measurements only (docs/design.md): the default service's
+# causal_reads_wait, and the modes test_mixed_load_read_share compares.
+CONSISTENT_WAIT = os.environ.get("SLUICE_RWS_CONSISTENT_WAIT", "")
+MIXED_MODES = os.environ.get("SLUICE_RWS_MIXED_MODES",
+                             "consistent,read_your_writes").split(",")
 
 
 def rw_service(name, port, params=""):
@@ -72,6 +80,8 @@ def proxy(tmp_path_factory):
     extra = ""
     for mode, port in PORTS.items():
         params = "" if mode == "consistent" else f"causal_reads={mode}"
+        if mode == "consistent" and CONSISTENT_WAIT:
+            params = f"causal_reads_wait={CONSISTENT_WAIT}"  # measuring
         extra += rw_service(f"C-{mode}", port, params)
     yield from running_proxy(tmp_path_factory, PRIMARY_PORT, REPLICA_PORT,
                              extra=extra)
@@ -263,3 +273,94 @@ def test_consistent_reads_scale_without_lag(proxy):
     print(f"consistent without lag: reads by server {sids}")
     assert missing == [], missing
     assert on_replicas >= 100, sids
+
+
+# ---- mixed load: read scaling under a steady write load (slow) ----
+
+MIXED_TIME = int(os.environ.get("SLUICE_RWS_MIXED_TIME", "30"))
+SB_TABLES, SB_SIZE = 4, 10000
+
+
+def sysbench(test, db, command, *args, timeout=600):
+    argv = ["sysbench", test, f"--tables={SB_TABLES}",
+            f"--table-size={SB_SIZE}", f"--mysql-user={st.APP_USER}",
+            f"--mysql-password={st.APP_PASSWORD}", f"--mysql-db={db}",
+            "--mysql-host=127.0.0.1", *args, command]
+    return subprocess.Popen(argv, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def finish(proc, timeout):
+    out, _ = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, out
+    assert "FATAL" not in out, out
+    return out
+
+
+def ro_rows_read():
+    """Rows of the read-only workload's tables (test.sbtest*) read per
+    server: oltp_point_select reads one row per query, so this counts the
+    read-only statements each server answered."""
+    rows = {}
+    for sid in st.SERVERS:
+        with st.root(sid) as conn:
+            rows[sid] = int(st.scalar(
+                conn, "SELECT COALESCE(SUM(ROWS_READ), 0) FROM "
+                "information_schema.TABLE_STATISTICS WHERE TABLE_SCHEMA = "
+                "'test' AND TABLE_NAME LIKE 'sbtest%%'"))
+    return rows
+
+
+@pytest.fixture(scope="module")
+def mixed(proxy):
+    direct = f"--mysql-port={st.SERVERS[st.PRIMARY_ID]}"
+    for test, db in (("oltp_read_write", "sbtest"),
+                     ("oltp_point_select", "test")):
+        finish(sysbench(test, db, "cleanup", direct), 120)
+        finish(sysbench(test, db, "prepare", direct), 300)
+    st.wait_replicated(timeout=60)
+    for sid in st.SERVERS:
+        with st.root(sid) as conn, conn.cursor() as cur:
+            cur.execute("SET GLOBAL userstat = 1")
+    try:
+        yield
+    finally:
+        for sid in st.SERVERS:
+            with st.root(sid) as conn, conn.cursor() as cur:
+                cur.execute("SET GLOBAL userstat = 0")
+                cur.execute("FLUSH NO_WRITE_TO_BINLOG TABLE_STATISTICS")
+
+
+def mixed_share(port):
+    """16 threads of oltp_read_write and 16 of oltp_point_select through
+    one service: the share of the point selects answered by replicas."""
+    for sid in st.SERVERS:
+        with st.root(sid) as conn, conn.cursor() as cur:
+            cur.execute("FLUSH NO_WRITE_TO_BINLOG TABLE_STATISTICS")
+    common = (f"--mysql-port={port}", f"--time={MIXED_TIME}",
+              "--threads=16", "--report-interval=0")
+    rw = sysbench("oltp_read_write", "sbtest", "run", *common)
+    ro = sysbench("oltp_point_select", "test", "run", *common)
+    rw_out = finish(rw, MIXED_TIME + 120)
+    ro_out = finish(ro, MIXED_TIME + 120)
+    rows = ro_rows_read()
+    total = sum(rows.values())
+    replicas = sum(rows[sid] for sid in st.REPLICA_IDS)
+    tps = re.search(r"transactions:\s+\d+\s+\(([\d.]+) per sec", rw_out)
+    qps = re.search(r"queries:\s+\d+\s+\(([\d.]+) per sec", ro_out)
+    return replicas / total if total else 0.0, rows, tps.group(1), \
+        qps.group(1)
+
+
+@pytest.mark.slow
+def test_mixed_load_read_share(mixed):
+    """The default keeps the read-only traffic on the replicas under a
+    steady write load (target 80 %); read_your_writes for comparison."""
+    results = {}
+    for mode in MIXED_MODES:
+        share, rows, tps, qps = mixed_share(PORTS[mode])
+        results[mode] = share
+        print(f"mixed load, causal_reads={mode}: {share:.1%} of "
+              f"read-only reads on replicas (rows read per server {rows}); "
+              f"oltp_read_write {tps} tps, point_select {qps} qps")
+    assert results["consistent"] >= 0.8, results

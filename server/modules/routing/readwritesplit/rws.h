@@ -151,6 +151,10 @@ struct rws_instance {
     _Alignas(64) atomic_ullong acked[RWS_DOMAINS];
     atomic_ullong *known;         /* [nservers * RWS_DOMAINS] */
     atomic_bool gtid_overflow;    /* more domains than slots */
+    atomic_llong unpublished;     /* writes acknowledged before their GTID
+                                   * was known (pipelining clients): the
+                                   * service-wide modes read from the
+                                   * primary while > 0 */
     atomic_ullong unknown_until_us; /* a write's GTID was lost: the
                                      * service-wide modes read from the
                                      * primary until then */
@@ -286,6 +290,7 @@ struct rws_session {
     struct sl_buf *held;          /* a write's last answer packet(s), held
                                    * until its GTID is published */
     struct sl_reply held_reply;
+    bool unpublished;             /* counted in inst->unpublished */
     struct rws_pos req;           /* position the current read needs */
     bool req_any;                 /* req has a non-zero slot */
     bool req_primary;             /* the position is unknown: primary */

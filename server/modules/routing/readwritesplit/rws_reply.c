@@ -89,20 +89,45 @@ pop(struct rws_session *rs, struct rws_be *be)
  * the client. `known` false: the GTID was lost (an error, the primary
  * gone), so those modes read from the primary for a while.
  */
+/* Answers for the client behind the head of be's FIFO, or on another
+ * connection: commands the client sent after the one being answered. */
+static bool
+later_answers(const struct rws_session *rs, const struct rws_be *be)
+{
+    for (unsigned i = 0; i < rs->inst->nservers; i++) {
+        const struct rws_be *o = &rs->be[i];
+
+        for (size_t k = o == be ? 1 : 0; k < o->qlen; k++) {
+            uint8_t kind = o->q[(o->qhead + k) % o->qcap].kind;
+            if (kind == RK_CLIENT || kind == RK_SESCMD) {
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
 static int
 held_release(struct rws_session *rs, bool known)
 {
     struct sl_buf *held = rs->held;
+    /* the write was (or is now) acknowledged without its GTID: the
+     * service-wide modes cannot know which replica has it */
+    bool lost = !known && (rs->unpublished || (held != NULL && !rs->closing));
 
+    if (rs->unpublished) {   /* an answer that went before its GTID */
+        rs->unpublished = false;
+        atomic_fetch_sub(&rs->inst->unpublished, 1);
+    }
+    if (lost) {
+        atomic_store(&rs->inst->unknown_until_us,
+                     rws_now_us() + RWS_UNKNOWN_GTID_US);
+    }
     if (held == NULL) {
         return SL_OK;
     }
     rs->held = NULL;
-    if (!known) {
-        atomic_store(&rs->inst->unknown_until_us,
-                     rws_now_us() + RWS_UNKNOWN_GTID_US);
-    }
-    if (rs->closing) {
+    if (rs->closing) {   /* never acknowledged */
         sl_buf_free(held);
         return SL_OK;
     }
@@ -742,12 +767,21 @@ client_answer(struct rws_session *rs, struct rws_be *be, struct rws_expect *e,
             !rs->trx_active && !reply->is_err && !rs->cur_pure_read) {
             rs->wrote = false;
             ask_last_gtid(rs, be->idx);
-            if (rs->gtid_pending && rs->held == NULL &&
-                causal_service_wide(rs->inst->cfg.causal)) {
-                /* acknowledged only once its GTID is published */
-                rs->held = buf;
-                rs->held_reply = *reply;
-                return SL_OK;
+            if (rs->gtid_pending && causal_service_wide(rs->inst->cfg.causal)) {
+                if (rs->held == NULL && !later_answers(rs, be)) {
+                    /* acknowledged only once its GTID is published */
+                    rs->held = buf;
+                    rs->held_reply = *reply;
+                    return SL_OK;
+                }
+                /* A pipelining client's next answers are already on
+                 * their way and must not overtake this one: it goes now,
+                 * and until its GTID is published the service's reads go
+                 * to the primary. */
+                if (!rs->unpublished) {
+                    rs->unpublished = true;
+                    atomic_fetch_add(&rs->inst->unpublished, 1);
+                }
             }
         }
     }

@@ -1408,6 +1408,8 @@ causal_position(struct rws_session *rs, struct sl_buf *buf,
         rs->req_any = rws_acked(inst, &rs->req);
         rs->req_primary =
             atomic_load_explicit(&inst->gtid_overflow, memory_order_relaxed) ||
+            atomic_load_explicit(&inst->unpublished, memory_order_acquire) >
+                0 ||
             rws_now_us() < atomic_load_explicit(&inst->unknown_until_us,
                                                 memory_order_relaxed);
         return false;
