@@ -344,6 +344,9 @@ struct rws_ps *rws_ps_find(struct rws_session *rs, uint32_t id);
 void rws_ps_free_all(struct rws_session *rs);
 void rws_history_free(struct rws_session *rs);
 int rws_resend(struct rws_session *rs, int idx, struct sl_buf *buf);
+/* causal_reads: precede the read about to go to idx with the GTID wait
+ * its mode needs there, if any. */
+void rws_causal_wait(struct rws_session *rs, int idx);
 int rws_hold(struct rws_session *rs, struct sl_buf *buf,
              const struct sl_hint *hint);
 

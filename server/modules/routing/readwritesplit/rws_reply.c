@@ -923,6 +923,9 @@ retry_read(struct rws_session *rs, struct rws_be *failed)
     rs->cur_target = idx;
     rs->last_used = idx;
     sl_server_count_route(rs->be[idx].srv, idx == rs->master);
+    if (sl_mdb_command(again) != SL_COM_STMT_FETCH) {
+        rws_causal_wait(rs, idx);   /* the new replica proves it too */
+    }
     return rws_resend(rs, idx, again) == SL_OK;
 }
 

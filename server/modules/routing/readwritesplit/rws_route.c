@@ -514,7 +514,6 @@ route_prepare(struct rws_session *rs, struct sl_buf *buf)
 
 static int route_to(struct rws_session *rs, int idx, struct sl_buf *buf,
                     bool is_write);
-static void causal_wait(struct rws_session *rs, int idx);
 static bool causal_hold(struct rws_session *rs, struct sl_buf *buf,
                         const struct sl_hint *hint);
 
@@ -625,7 +624,7 @@ route_execute(struct rws_session *rs, struct sl_buf *buf, struct rws_ps *ps,
     }
     ps->last = idx;
     if (cmd == SL_COM_STMT_EXECUTE) {
-        causal_wait(rs, idx);
+        rws_causal_wait(rs, idx);
     }
     rs->routing_read = !to_master;
     rc = route_to(rs, idx, out, idx == rs->master);
@@ -1363,9 +1362,10 @@ causal_wait_pos(struct rws_session *rs, int idx)
     }
 }
 
-/* causal_reads: make replica idx wait for the session's last write. */
-static void
-causal_wait(struct rws_session *rs, int idx)
+/* causal_reads: make replica idx wait for the position the read needs
+ * (the session's last write under local). */
+void
+rws_causal_wait(struct rws_session *rs, int idx)
 {
     char sql[160];
     struct sl_buf *wait;
@@ -1479,7 +1479,7 @@ route_read(struct rws_session *rs, struct sl_buf *buf,
     if (rs->trx_ro && rs->trx_active) {
         rs->ro_target = idx;
     }
-    causal_wait(rs, idx);
+    rws_causal_wait(rs, idx);
     rs->routing_read = true;
     return route_to(rs, idx, buf, idx == rs->master);
 }
