@@ -428,7 +428,7 @@ rws_diagnostics(void *instance)
 {
     struct rws_instance *inst = instance;
     json_t *servers = json_array();
-    uint64_t reads = 0, writes = 0;
+    uint64_t reads = 0, writes = 0, waits = 0, known = 0;
 
     for (size_t i = 0; i < inst->nservers; i++) {
         struct rws_srv_stats *s = &inst->stats[i];
@@ -436,6 +436,8 @@ rws_diagnostics(void *instance)
 
         reads += r;
         writes += w;
+        waits += RWS_SUM(inst, i, causal_waits);
+        known += RWS_SUM(inst, i, causal_known);
         json_array_append_new(
             servers,
             json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:f}", "id",
@@ -458,8 +460,7 @@ rws_diagnostics(void *instance)
         (json_int_t)atomic_load(&inst->retried_reads), "replayed_transactions",
         (json_int_t)atomic_load(&inst->replayed_trx), "causal_fallbacks",
         (json_int_t)atomic_load(&inst->causal_fallbacks), "causal_waits",
-        (json_int_t)atomic_load(&inst->causal_waits), "causal_known",
-        (json_int_t)atomic_load(&inst->causal_known),
+        (json_int_t)waits, "causal_known", (json_int_t)known,
         "slave_selection_criteria", criteria_names[inst->cfg.criteria],
         "causal_reads", causal_names[inst->cfg.causal_index],
         "server_query_statistics", servers);

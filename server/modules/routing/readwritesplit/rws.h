@@ -122,6 +122,9 @@ struct rws_count {
     atomic_ullong ops;            /* commands awaiting an answer (the sum
                                    * read as int64_t) */
     atomic_ullong reads, writes, all;
+    atomic_ullong causal_waits;   /* reads preceded by a GTID wait */
+    atomic_ullong causal_known;   /* reads on a replica known to have the
+                                   * position: no wait */
 };
 
 #define RWS_SHARDS 32
@@ -137,9 +140,6 @@ struct rws_instance {
     atomic_ullong sessions;
     atomic_ullong route_all;      /* session commands */
     atomic_ullong retried_reads, replayed_trx, causal_fallbacks;
-    atomic_ullong causal_waits, causal_known; /* reads that waited, reads
-                                               * on a replica known to
-                                               * have the position */
 
     /* Service-wide causal state (lock-free): dom[k] is the domain id + 1
      * owning slot k (claimed once by CAS, never released); acked[k] the

@@ -1335,7 +1335,7 @@ causal_wait_pos(struct rws_session *rs, int idx)
         return;
     }
     if (rws_known_covers(inst, (unsigned)idx, &rs->req)) {
-        atomic_fetch_add_explicit(&inst->causal_known, 1,
+        atomic_fetch_add_explicit(&rws_count(inst, (unsigned)idx)->causal_known, 1,
                                   memory_order_relaxed);
         return;
     }
@@ -1357,7 +1357,7 @@ causal_wait_pos(struct rws_session *rs, int idx)
         rs->waits_pending++;
         rs->wait_pos = rs->req;
         rs->waited_on = idx;
-        atomic_fetch_add_explicit(&inst->causal_waits, 1,
+        atomic_fetch_add_explicit(&rws_count(inst, (unsigned)idx)->causal_waits, 1,
                                   memory_order_relaxed);
     }
 }
