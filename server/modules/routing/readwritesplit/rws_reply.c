@@ -82,13 +82,6 @@ pop(struct rws_session *rs, struct rws_be *be)
     be->qlen--;
 }
 
-/*
- * The last packet(s) of a write's answer, held until its GTID was
- * published (the service-wide causal_reads modes: no other client may
- * learn of the write before a read of theirs would wait for it), go to
- * the client. `known` false: the GTID was lost (an error, the primary
- * gone), so those modes read from the primary for a while.
- */
 /* Answers for the client behind the head of be's FIFO, or on another
  * connection: commands the client sent after the one being answered. */
 static bool
@@ -107,6 +100,13 @@ later_answers(const struct rws_session *rs, const struct rws_be *be)
     return false;
 }
 
+/*
+ * The last packet(s) of a write's answer, held until its GTID was
+ * published (the service-wide causal_reads modes: no other client may
+ * learn of the write before a read of theirs would wait for it), go to
+ * the client. `known` false: the GTID was lost (an error, the primary
+ * gone), so those modes read from the primary for a while.
+ */
 static int
 held_release(struct rws_session *rs, bool known)
 {

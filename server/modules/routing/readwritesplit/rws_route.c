@@ -1401,6 +1401,15 @@ causal_position(struct rws_session *rs, struct sl_buf *buf,
     struct sl_buf *q;
     int mi;
 
+    if (rs->pos_ready) {   /* universal, fetched for this read: rs->req
+                            * and req_primary set by the answer */
+        rs->pos_ready = false;
+        rs->req_any = false;
+        for (int k = 0; k < RWS_DOMAINS; k++) {
+            rs->req_any |= rs->req.seq[k] != 0;
+        }
+        return false;
+    }
     rs->req_any = false;
     rs->req_primary = false;
     if (m == RWS_CAUSAL_GLOBAL || m == RWS_CAUSAL_FAST_GLOBAL ||
@@ -1415,14 +1424,6 @@ causal_position(struct rws_session *rs, struct sl_buf *buf,
         return false;
     }
     if (m != RWS_CAUSAL_UNIVERSAL && m != RWS_CAUSAL_FAST_UNIVERSAL) {
-        return false;
-    }
-    if (rs->pos_ready) {   /* fetched for this read: rs->req, req_primary */
-        rs->pos_ready = false;
-        rs->req_any = true;
-        for (int k = 0; k < RWS_DOMAINS; k++) {
-            rs->req_any |= rs->req.seq[k] != 0;
-        }
         return false;
     }
     mi = rws_master_index(rs, true);
