@@ -8,13 +8,16 @@
  *                     transaction replay
  *   rws_select.c      the replica choice (pure)
  *   rws_exec.c        COM_STMT_* rewriting: ids, parameter types (pure)
+ *   rws_causal.c      causal_reads positions: the service's acknowledged
+ *                     GTIDs, what each server is known to have applied
  *
  * Every backend connection has a FIFO of what its pending answers are for
  * (struct rws_expect): commands are pipelined, the server answers in
  * order, so the head of the FIFO says what to do with each answer.
  *
  * Context: everything on a session is worker-owned; the instance's
- * per-server counters are atomics read by the admin thread.
+ * per-server counters are atomics read by the admin thread, its causal
+ * positions atomics shared by all workers.
  */
 #ifndef RWS_H
 #define RWS_H
