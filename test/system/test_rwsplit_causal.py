@@ -172,6 +172,27 @@ def test_cross_connection_1000_per_session_misses(delayed):
     assert {sid for _, sid in missing} <= st.REPLICA_IDS
 
 
+def test_cross_connection_autocommit_off_and_transactions(delayed):
+    """The same for writes committed with autocommit=0 (a connector's
+    default in some languages) and in START TRANSACTION ... COMMIT, and
+    for prepared-statement style multi-row writes: 0 missing."""
+    port = PORTS["consistent"]
+    missing = []
+    for k in range(60):
+        i = new_id()
+        with st.connect(port, autocommit=False) as a, a.cursor() as cur:
+            if k % 2:
+                cur.execute("START TRANSACTION")
+            cur.execute("INSERT INTO test.causal VALUES (%s, %s)", (i, i))
+            cur.execute("UPDATE test.causal SET v = v + 1 WHERE id = %s",
+                        (i,))
+            a.commit()
+        n, sid = open_read(port, i)
+        if n != 1:
+            missing.append((k, i, sid))
+    assert missing == [], missing
+
+
 def same_session(port, n=3):
     """Write then read in one session: [(rows found, @@server_id)]."""
     out = []

@@ -716,6 +716,22 @@ refresh_trx(struct rws_session *rs, const struct sl_reply *reply)
     }
 }
 
+/* No transaction open after this answer: the writes so far are committed
+ * (autocommit=0 too, where the router keeps trx_active: the server's
+ * status says when a COMMIT ended one). */
+static bool
+trx_over(const struct rws_session *rs, const struct sl_reply *reply)
+{
+    if (!rs->trx_active) {
+        return true;
+    }
+    return !rs->autocommit &&
+           (reply->command == SL_COM_QUERY ||
+            reply->command == SL_COM_STMT_EXECUTE) &&
+           (reply->is_ok || reply->state == SL_REPLY_DONE) &&
+           !(reply->server_status & SL_SERVER_STATUS_IN_TRANS);
+}
+
 static int
 client_answer(struct rws_session *rs, struct rws_be *be, struct rws_expect *e,
               struct sl_buf *buf, const struct sl_reply *reply)
@@ -764,7 +780,7 @@ client_answer(struct rws_session *rs, struct rws_be *be, struct rws_expect *e,
         rs->cur = NULL;
         rs->cur_target = -1;
         if (wrote && rs->wrote && rs->inst->cfg.causal != RWS_CAUSAL_NONE &&
-            !rs->trx_active && !reply->is_err && !rs->cur_pure_read) {
+            trx_over(rs, reply) && !reply->is_err && !rs->cur_pure_read) {
             rs->wrote = false;
             ask_last_gtid(rs, be->idx);
             if (rs->gtid_pending && causal_service_wide(rs->inst->cfg.causal)) {
