@@ -1,12 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
-"""readwritesplit read-your-writes (issue 8), with default settings, while
+"""readwritesplit read-your-writes (issue 8), causal_reads=read_your_writes
+(the default until issue 16 made it causal_reads=consistent), while
 the replicas lag on purpose (CHANGE MASTER TO MASTER_DELAY=1): a read right
 after a write in the same session must see the write (it goes to a replica
 the monitor saw apply the write's GTID, else to the primary), while a
 session that has written nothing still reads from the replicas.
 
 Services (ports st.port(4610..4613)):
-  RYW-Service   defaults (causal_reads=read_your_writes)
+  RYW-Service   causal_reads=read_your_writes (the per-session mode)
   None-Service  causal_reads=none: the control, proving the replicas are
                 really behind (its reads after writes are stale)
   Hist-Service  lazy_connect=true, max_sescmd_history=4: repeated
@@ -63,7 +64,8 @@ def proxy(tmp_path_factory):
         cur.execute("DROP TABLE IF EXISTS test.ryw")
         cur.execute("CREATE TABLE test.ryw (id INT PRIMARY KEY, v INT)")
     st.wait_replicated()
-    extra = (rw_service("RYW-Service", RYW_PORT)
+    extra = (rw_service("RYW-Service", RYW_PORT,
+                        "causal_reads=read_your_writes")
              + rw_service("None-Service", NONE_PORT, "causal_reads=none")
              + rw_service("Hist-Service", HIST_PORT,
                           "lazy_connect=true\nmax_sescmd_history=4"))
@@ -119,7 +121,7 @@ def test_control_without_ryw_reads_stale(delayed):
 
 
 def test_write_then_read_1000_times(delayed):
-    """Defaults: 1000 write-then-read pairs, zero stale reads; once the
+    """read_your_writes: 1000 write-then-read pairs, zero stale reads; once the
     replicas have caught up (and the monitor has seen it) the session's
     reads go back to them."""
     start = time.monotonic()

@@ -5,9 +5,9 @@ one per thousand transactions) and zero reconnects for SLUICE_RWS_SYSBENCH_TIME 
 prepared statements; then a short run with --skip_trx=on (autocommit
 statements) to show the split: the replicas' Com_select grows, the writes
 land on the primary. The split run uses causal_reads=none: with the
-default (read_your_writes) a session that writes all the time reads its
-own writes from the primary, which is the point of that default but not
-what this run measures. Slow: skipped with SLUICE_SKIP_SLOW=1."""
+consistency modes a read that finds no replica with the position it
+needs goes to the primary, which is their point but not what this run
+measures (test_rwsplit_causal.py measures the default's share). Slow: skipped with SLUICE_SKIP_SLOW=1."""
 
 import os
 import re

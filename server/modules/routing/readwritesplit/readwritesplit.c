@@ -47,15 +47,20 @@ static const char *const failure_names[] = {
     "fail_instantly", "fail_on_write", "error_on_write", NULL,
 };
 static const char *const vars_names[] = {"all", "master", NULL};
-/* MaxScale 2.5+ values, plus the old boolean spelling, plus Sluice's
- * read_your_writes (the default). none, local and read_your_writes are
- * distinct here: every other MaxScale mode behaves as local. */
+/* MaxScale 2.5+ values, plus the old boolean spelling (true/on: local,
+ * false/off: none), plus Sluice's read_your_writes (fast) and consistent
+ * (the default). The index is the position in this list. */
 static const char *const causal_names[] = {
     "none", "local", "global", "fast", "fast_global", "universal",
     "fast_universal", "true", "false", "on", "off", "read_your_writes",
-    NULL,
+    "consistent", NULL,
 };
-#define CAUSAL_RYW 11   /* index of "read_your_writes" */
+static const enum rws_causal causal_modes[] = {
+    RWS_CAUSAL_NONE, RWS_CAUSAL_LOCAL, RWS_CAUSAL_GLOBAL, RWS_CAUSAL_RYW,
+    RWS_CAUSAL_FAST_GLOBAL, RWS_CAUSAL_UNIVERSAL, RWS_CAUSAL_FAST_UNIVERSAL,
+    RWS_CAUSAL_LOCAL, RWS_CAUSAL_NONE, RWS_CAUSAL_LOCAL, RWS_CAUSAL_NONE,
+    RWS_CAUSAL_RYW, RWS_CAUSAL_CONSISTENT,
+};
 
 uint64_t
 rws_now_us(void)
@@ -88,6 +93,8 @@ read_config(struct rws_config *c, const struct sl_params *p, size_t n)
 {
     int causal = sl_params_enum(p, "causal_reads");
 
+    c->causal_index = causal >= 0 ? causal : 12;
+
     c->criteria = (enum rws_criteria)sl_params_enum(
         p, "slave_selection_criteria");
     c->max_lag_s = (int64_t)(
@@ -104,13 +111,11 @@ read_config(struct rws_config *c, const struct sl_params *p, size_t n)
     c->strict_multi_stmt = sl_params_bool(p, "strict_multi_stmt");
     c->strict_sp_calls = sl_params_bool(p, "strict_sp_calls");
     c->vars_in_master = sl_params_enum(p, "use_sql_variables_in") == 1;
-    if (causal == CAUSAL_RYW) {
-        c->causal = RWS_CAUSAL_RYW;
-    } else if (causal <= 0 || causal == 8 || causal == 10) {
-        c->causal = RWS_CAUSAL_NONE;
-    } else {
-        c->causal = RWS_CAUSAL_LOCAL;
-    }
+    c->causal = causal >= 0 && (size_t)causal < sizeof(causal_modes) /
+                                                  sizeof(causal_modes[0])
+                    ? causal_modes[causal]
+                    : RWS_CAUSAL_CONSISTENT;
+    c->causal_wait_ms = sl_params_duration_ms(p, "causal_reads_wait");
     c->causal_timeout_s =
         sl_params_duration_ms(p, "causal_reads_timeout") / 1000;
     if (c->causal_timeout_s == 0) {
@@ -131,9 +136,13 @@ read_config(struct rws_config *c, const struct sl_params *p, size_t n)
 static void *
 rws_create_instance(struct sl_service *svc, const struct sl_params *params)
 {
-    struct rws_instance *inst = calloc(1, sizeof(*inst));
+    struct rws_instance *inst =
+        aligned_alloc(64, (sizeof(*inst) + 63) / 64 * 64);
     size_t stats_size;
 
+    if (inst != NULL) {
+        memset(inst, 0, sizeof(*inst));
+    }
     if (inst == NULL) {
         sl_log_error("Service '%s': out of memory", sl_service_name(svc));
         return NULL;
@@ -163,6 +172,15 @@ rws_create_instance(struct sl_service *svc, const struct sl_params *params)
         return NULL;
     }
     memset(inst->counts, 0, stats_size);
+    inst->known = calloc((inst->nservers ? inst->nservers : 1) * RWS_DOMAINS,
+                         sizeof(*inst->known));
+    if (inst->known == NULL) {
+        sl_log_error("Service '%s': out of memory", sl_service_name(svc));
+        free(inst->counts);
+        free(inst->stats);
+        free(inst);
+        return NULL;
+    }
     return inst;
 }
 
@@ -176,6 +194,7 @@ rws_destroy_instance(void *instance)
     }
     free(inst->stats);
     free(inst->counts);
+    free(inst->known);
     free(inst);
 }
 
@@ -342,6 +361,7 @@ rws_new_session(void *instance, struct sl_session *ses)
     rs->inst = inst;
     rs->ses = ses;
     rs->master = -1;
+    rs->waited_on = -1;
     rs->ro_target = -1;
     rs->cur_target = -1;
     rs->last_used = -1;
@@ -399,6 +419,7 @@ rws_free_session(void *rsession)
     sl_buf_free(rs->cur);
     sl_buf_free(rs->waiting);
     sl_buf_free(rs->gtid_buf);
+    sl_buf_free(rs->held);
     free_rs(rs);
 }
 
@@ -407,7 +428,7 @@ rws_diagnostics(void *instance)
 {
     struct rws_instance *inst = instance;
     json_t *servers = json_array();
-    uint64_t reads = 0, writes = 0;
+    uint64_t reads = 0, writes = 0, waits = 0, known = 0;
 
     for (size_t i = 0; i < inst->nservers; i++) {
         struct rws_srv_stats *s = &inst->stats[i];
@@ -415,6 +436,8 @@ rws_diagnostics(void *instance)
 
         reads += r;
         writes += w;
+        waits += RWS_SUM(inst, i, causal_waits);
+        known += RWS_SUM(inst, i, causal_known);
         json_array_append_new(
             servers,
             json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:f}", "id",
@@ -427,7 +450,8 @@ rws_diagnostics(void *instance)
                       (double)atomic_load(&s->resp_us) / 1000.0));
     }
     return json_pack(
-        "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:o}", "connections",
+        "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:s, s:o}",
+        "connections",
         (json_int_t)atomic_load(&inst->sessions), "queries",
         (json_int_t)(reads + writes + atomic_load(&inst->route_all)),
         "route_master", (json_int_t)writes, "route_slave", (json_int_t)reads,
@@ -435,8 +459,10 @@ rws_diagnostics(void *instance)
         (json_int_t)atomic_load(&inst->route_all), "retried_reads",
         (json_int_t)atomic_load(&inst->retried_reads), "replayed_transactions",
         (json_int_t)atomic_load(&inst->replayed_trx), "causal_fallbacks",
-        (json_int_t)atomic_load(&inst->causal_fallbacks),
+        (json_int_t)atomic_load(&inst->causal_fallbacks), "causal_waits",
+        (json_int_t)waits, "causal_known", (json_int_t)known,
         "slave_selection_criteria", criteria_names[inst->cfg.criteria],
+        "causal_reads", causal_names[inst->cfg.causal_index],
         "server_query_statistics", servers);
 }
 
@@ -488,11 +514,17 @@ static const struct sl_param_spec rws_params[] = {
      "After a CALL, route everything to the primary"},
     {"use_sql_variables_in", SL_PARAM_ENUM, "all", 0, vars_names,
      "Where reads of user variables go"},
-    {"causal_reads", SL_PARAM_ENUM, "read_your_writes", 0, causal_names,
-     "Reads after a write: read_your_writes (a replica that has the "
-     "write, else the primary), local (wait on the replica), none"},
+    {"causal_reads", SL_PARAM_ENUM, "consistent", 0, causal_names,
+     "Which writes a read sees: consistent (every write acknowledged to "
+     "any client of the service), read_your_writes (the session's own), "
+     "MaxScale's none, local, global, fast, fast_global, universal, "
+     "fast_universal"},
     {"causal_reads_timeout", SL_PARAM_DURATION, "10s", SL_PARAM_F_SECONDS,
-     NULL, "Longest GTID wait before the read goes to the primary"},
+     NULL, "Longest GTID wait (local, global, universal) before the read "
+     "goes to the primary"},
+    {"causal_reads_wait", SL_PARAM_DURATION, "5ms", 0, NULL,
+     "causal_reads=consistent: longest GTID wait on a replica before the "
+     "read goes to the primary"},
     {"transaction_replay", SL_PARAM_BOOL, "false", 0, NULL,
      "Replay a transaction interrupted by a primary failure"},
     {"transaction_replay_max_size", SL_PARAM_SIZE, "1Mi", 0, NULL,

@@ -8,13 +8,16 @@
  *                     transaction replay
  *   rws_select.c      the replica choice (pure)
  *   rws_exec.c        COM_STMT_* rewriting: ids, parameter types (pure)
+ *   rws_causal.c      causal_reads positions: the service's acknowledged
+ *                     GTIDs, what each server is known to have applied
  *
  * Every backend connection has a FIFO of what its pending answers are for
  * (struct rws_expect): commands are pipelined, the server answers in
  * order, so the head of the FIFO says what to do with each answer.
  *
  * Context: everything on a session is worker-owned; the instance's
- * per-server counters are atomics read by the admin thread.
+ * per-server counters are atomics read by the admin thread, its causal
+ * positions atomics shared by all workers.
  */
 #ifndef RWS_H
 #define RWS_H
@@ -44,11 +47,35 @@ enum rws_failure_mode {
     RWS_ERROR_ON_WRITE,
 };
 
+/* Where a read's required GTID comes from, and how a replica proves it
+ * has it (see docs/modules.md, "causal_reads"). */
 enum rws_causal {
     RWS_CAUSAL_NONE,
-    RWS_CAUSAL_LOCAL,
-    RWS_CAUSAL_RYW,     /* read_your_writes: replica with the GTID, else
-                         * the primary; never waits */
+    RWS_CAUSAL_LOCAL,          /* session's last write; wait on replica */
+    RWS_CAUSAL_RYW,            /* read_your_writes, fast: session's last
+                                * write; a replica known to have it, else
+                                * the primary; never waits */
+    RWS_CAUSAL_GLOBAL,         /* service's acknowledged writes; wait */
+    RWS_CAUSAL_FAST_GLOBAL,    /* service's; known replica, else primary */
+    RWS_CAUSAL_UNIVERSAL,      /* primary's @@gtid_binlog_pos; wait */
+    RWS_CAUSAL_FAST_UNIVERSAL, /* primary's; known replica, else primary */
+    RWS_CAUSAL_CONSISTENT,     /* the default: service's; known replica,
+                                * else a short wait, else the primary */
+};
+
+/* GTID domains tracked per service; a write in a further domain makes
+ * the service-wide modes send reads to the primary (gtid_overflow). */
+#define RWS_DOMAINS 8
+
+/* A write's GTID could not be learnt: the service-wide modes send every
+ * read to the primary for this long (the replicas will have applied the
+ * write well before, unless they lag; lagging ones fail their waits). */
+#define RWS_UNKNOWN_GTID_US 2000000u
+
+/* A position: per domain slot (rws_instance.dom), the sequence number
+ * (0: nothing required in that slot). */
+struct rws_pos {
+    uint64_t seq[RWS_DOMAINS];
 };
 
 struct rws_config {
@@ -65,7 +92,9 @@ struct rws_config {
     bool strict_sp_calls;
     bool vars_in_master;          /* use_sql_variables_in=master */
     enum rws_causal causal;
+    int causal_index;             /* the value's spelling (diagnostics) */
     uint64_t causal_timeout_s;
+    uint64_t causal_wait_ms;      /* causal_reads_wait: consistent's wait */
     bool trx_replay;
     uint64_t trx_replay_max;      /* bytes of statements kept */
     unsigned trx_replay_attempts;
@@ -96,6 +125,9 @@ struct rws_count {
     atomic_ullong ops;            /* commands awaiting an answer (the sum
                                    * read as int64_t) */
     atomic_ullong reads, writes, all;
+    atomic_ullong causal_waits;   /* reads preceded by a GTID wait */
+    atomic_ullong causal_known;   /* reads on a replica known to have the
+                                   * position: no wait */
 };
 
 #define RWS_SHARDS 32
@@ -111,6 +143,24 @@ struct rws_instance {
     atomic_ullong sessions;
     atomic_ullong route_all;      /* session commands */
     atomic_ullong retried_reads, replayed_trx, causal_fallbacks;
+
+    /* Service-wide causal state (lock-free): dom[k] is the domain id + 1
+     * owning slot k (claimed once by CAS, never released); acked[k] the
+     * highest sequence number of a write acknowledged to a client of the
+     * service; known[srv * RWS_DOMAINS + k] the highest one server srv
+     * is known to have applied (its MASTER_GTID_WAIT answered 0, or the
+     * monitor saw it). */
+    _Alignas(64) atomic_ullong dom[RWS_DOMAINS];
+    _Alignas(64) atomic_ullong acked[RWS_DOMAINS];
+    atomic_ullong *known;         /* [nservers * RWS_DOMAINS] */
+    atomic_bool gtid_overflow;    /* more domains than slots */
+    atomic_llong unpublished;     /* writes acknowledged before their GTID
+                                   * was known (pipelining clients): the
+                                   * service-wide modes read from the
+                                   * primary while > 0 */
+    atomic_ullong unknown_until_us; /* a write's GTID was lost: the
+                                     * service-wide modes read from the
+                                     * primary until then */
 };
 
 /* A session command: kept while in the history or while answers are
@@ -137,6 +187,7 @@ enum rws_kind {
     RK_LAST_GTID,   /* SELECT @@last_gtid after a write (causal_reads) */
     RK_GTID_WAIT,   /* MASTER_GTID_WAIT before a causal read */
     RK_TRX_REPLAY,  /* a transaction's statement replayed: checksummed */
+    RK_PRIMARY_POS, /* SELECT @@gtid_binlog_pos before a universal read */
 };
 
 struct rws_expect {
@@ -239,6 +290,18 @@ struct rws_session {
     bool causal_failed;           /* next read answer dropped, re-sent */
     bool gtid_unknown;            /* last write's GTID unknown: primary */
     bool routing_read;            /* route_to: this command is a read */
+    struct sl_buf *held;          /* a write's last answer packet(s), held
+                                   * until its GTID is published */
+    struct sl_reply held_reply;
+    bool unpublished;             /* counted in inst->unpublished */
+    struct rws_pos req;           /* position the current read needs */
+    bool req_any;                 /* req has a non-zero slot */
+    bool req_primary;             /* the position is unknown: primary */
+    bool pos_ready;               /* universal: req fetched for the held
+                                   * read */
+    int waited_on;                /* server of the last GTID wait sent */
+    unsigned waits_pending;       /* GTID waits (rs->req) unanswered */
+    struct rws_pos wait_pos;      /* the position the last one waits for */
     bool cur_pure_read;           /* the command being answered is one */
 
     /* transaction_replay */
@@ -284,6 +347,9 @@ struct rws_ps *rws_ps_find(struct rws_session *rs, uint32_t id);
 void rws_ps_free_all(struct rws_session *rs);
 void rws_history_free(struct rws_session *rs);
 int rws_resend(struct rws_session *rs, int idx, struct sl_buf *buf);
+/* causal_reads: precede the read about to go to idx with the GTID wait
+ * its mode needs there, if any. */
+void rws_causal_wait(struct rws_session *rs, int idx);
 int rws_hold(struct rws_session *rs, struct sl_buf *buf,
              const struct sl_hint *hint);
 
@@ -296,6 +362,27 @@ void rws_queue_clear(struct rws_session *rs, struct rws_be *be);
 void rws_trx_log_clear(struct rws_session *rs);
 void rws_start_timer(struct rws_session *rs);
 bool rws_trx_log_add(struct rws_session *rs, const struct sl_buf *buf);
+
+/* rws_causal.c: positions (struct rws_pos) of the causal_reads modes. */
+/* "D-S-N,..." into out, claiming slots for new domains if `claim`; false
+ * when malformed or a domain has no slot. */
+bool rws_pos_parse(struct rws_instance *inst, const char *list,
+                   struct rws_pos *out, bool claim);
+/* A write's GTID acknowledged to a client: raise the service's position. */
+void rws_publish(struct rws_instance *inst, const char *gtid);
+/* The service's acknowledged position; false when it is empty. */
+bool rws_acked(struct rws_instance *inst, struct rws_pos *out);
+/* Server srv is known to have applied need (the monitor not asked). */
+bool rws_known_covers(const struct rws_instance *inst, unsigned srv,
+                      const struct rws_pos *need);
+/* The same, asking the monitor's last @@gtid_current_pos when not. */
+bool rws_known_covers_fresh(struct rws_instance *inst, unsigned srv,
+                            const struct rws_pos *need);
+void rws_known_learn(struct rws_instance *inst, unsigned srv,
+                     const struct rws_pos *pos);
+/* "D-0-N,..." for MASTER_GTID_WAIT; its length. */
+size_t rws_pos_format(const struct rws_instance *inst,
+                      const struct rws_pos *pos, char *out, size_t outlen);
 
 /* rws_exec.c. The client's COM_STMT_* packet (header included) is read,
  * never taken; each returns a new packet or NULL (too short, allocation). */

@@ -82,6 +82,58 @@ pop(struct rws_session *rs, struct rws_be *be)
     be->qlen--;
 }
 
+/* Answers for the client behind the head of be's FIFO, or on another
+ * connection: commands the client sent after the one being answered. */
+static bool
+later_answers(const struct rws_session *rs, const struct rws_be *be)
+{
+    for (unsigned i = 0; i < rs->inst->nservers; i++) {
+        const struct rws_be *o = &rs->be[i];
+
+        for (size_t k = o == be ? 1 : 0; k < o->qlen; k++) {
+            uint8_t kind = o->q[(o->qhead + k) % o->qcap].kind;
+            if (kind == RK_CLIENT || kind == RK_SESCMD) {
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+/*
+ * The last packet(s) of a write's answer, held until its GTID was
+ * published (the service-wide causal_reads modes: no other client may
+ * learn of the write before a read of theirs would wait for it), go to
+ * the client. `known` false: the GTID was lost (an error, the primary
+ * gone), so those modes read from the primary for a while.
+ */
+static int
+held_release(struct rws_session *rs, bool known)
+{
+    struct sl_buf *held = rs->held;
+    /* the write was (or is now) acknowledged without its GTID: the
+     * service-wide modes cannot know which replica has it */
+    bool lost = !known && (rs->unpublished || (held != NULL && !rs->closing));
+
+    if (rs->unpublished) {   /* an answer that went before its GTID */
+        rs->unpublished = false;
+        atomic_fetch_sub(&rs->inst->unpublished, 1);
+    }
+    if (lost) {
+        atomic_store(&rs->inst->unknown_until_us,
+                     rws_now_us() + RWS_UNKNOWN_GTID_US);
+    }
+    if (held == NULL) {
+        return SL_OK;
+    }
+    rs->held = NULL;
+    if (rs->closing) {   /* never acknowledged */
+        sl_buf_free(held);
+        return SL_OK;
+    }
+    return sl_session_reply(rs->ses, held, &rs->held_reply);
+}
+
 void
 rws_queue_clear(struct rws_session *rs, struct rws_be *be)
 {
@@ -94,6 +146,20 @@ rws_queue_clear(struct rws_session *rs, struct rws_be *be)
             rs->gtid_unknown = true;
             sl_buf_free(rs->gtid_buf);
             rs->gtid_buf = NULL;
+            held_release(rs, false);
+        } else if (e->kind == RK_PRIMARY_POS) {
+            /* a universal read's position will not come: primary only */
+            sl_buf_free(rs->gtid_buf);
+            rs->gtid_buf = NULL;
+            rs->pos_ready = true;
+            rs->req_primary = true;
+            memset(&rs->req, 0, sizeof(rs->req));
+            if (rs->waiting != NULL && !rs->closing) {
+                rs->wait_deadline = rws_now_us() / 1000;
+                rws_start_timer(rs);   /* routes it (or fails it) */
+            }
+        } else if (e->kind == RK_GTID_WAIT && rs->waits_pending > 0) {
+            rs->waits_pending--;
         }
         pop(rs, be);
     }
@@ -469,6 +535,13 @@ sescmd_answer(struct rws_session *rs, struct rws_be *be,
 
 /* ---- causal reads ---- */
 
+static bool
+causal_service_wide(enum rws_causal m)
+{
+    return m == RWS_CAUSAL_GLOBAL || m == RWS_CAUSAL_FAST_GLOBAL ||
+           m == RWS_CAUSAL_CONSISTENT;
+}
+
 static void
 ask_last_gtid(struct rws_session *rs, unsigned idx)
 {
@@ -533,18 +606,55 @@ gtid_answer(struct rws_session *rs, struct sl_buf *buf,
         }
         if (g[0] != '\0' && !rs->gtid_unknown) {
             memcpy(rs->gtid, g, sizeof(g));
+            if (causal_service_wide(rs->inst->cfg.causal)) {
+                rws_publish(rs->inst, g);
+            }
         }
     }
     sl_buf_free(rs->gtid_buf);
     rs->gtid_buf = NULL;
     rs->gtid_pending = false;
+    if (held_release(rs, !rs->gtid_unknown) != SL_OK) {
+        return;
+    }
+    if (!rs->replaying) {
+        release_waiting(rs);
+    }
+}
+
+/* A universal read's position: the primary's @@gtid_binlog_pos. */
+static void
+primary_pos_answer(struct rws_session *rs, struct sl_buf *buf,
+                   const struct sl_reply *reply)
+{
+    char g[RWS_DOMAINS * 44 + 64] = "";
+
+    if (rs->gtid_buf == NULL) {
+        rs->gtid_buf = sl_buf_new();
+    }
+    if (rs->gtid_buf != NULL) {
+        sl_buf_append(rs->gtid_buf, buf);
+    }
+    sl_buf_free(buf);
+    if (!reply->complete) {
+        return;
+    }
+    if (rs->gtid_buf != NULL && !reply->is_err) {
+        parse_single_value(rs->gtid_buf, g, sizeof(g));
+    }
+    sl_buf_free(rs->gtid_buf);
+    rs->gtid_buf = NULL;
+    /* a malformed answer or a domain without a slot: the primary reads */
+    rs->req_primary = reply->is_err ||
+                      !rws_pos_parse(rs->inst, g, &rs->req, true);
+    rs->pos_ready = true;
     if (!rs->replaying) {
         release_waiting(rs);
     }
 }
 
 static void
-wait_answer(struct rws_session *rs, struct sl_buf *buf,
+wait_answer(struct rws_session *rs, struct rws_be *be, struct sl_buf *buf,
             const struct sl_reply *reply)
 {
     char v[32] = "";
@@ -567,6 +677,13 @@ wait_answer(struct rws_session *rs, struct sl_buf *buf,
     if (strcmp(v, "0") != 0) {
         rs->causal_failed = true;   /* the read's answer is stale */
         atomic_fetch_add(&rs->inst->causal_fallbacks, 1);
+    } else if (rs->waits_pending == 1 && rs->waited_on == (int)be->idx) {
+        /* the replica has applied wait_pos: later reads needing no more
+         * skip the wait (any session of the service) */
+        rws_known_learn(rs->inst, be->idx, &rs->wait_pos);
+    }
+    if (rs->waits_pending > 0) {
+        rs->waits_pending--;
     }
 }
 
@@ -597,6 +714,22 @@ refresh_trx(struct rws_session *rs, const struct sl_reply *reply)
         rws_trx_log_clear(rs);
         rs->trx_log_ok = true;
     }
+}
+
+/* No transaction open after this answer: the writes so far are committed
+ * (autocommit=0 too, where the router keeps trx_active: the server's
+ * status says when a COMMIT ended one). */
+static bool
+trx_over(const struct rws_session *rs, const struct sl_reply *reply)
+{
+    if (!rs->trx_active) {
+        return true;
+    }
+    return !rs->autocommit &&
+           (reply->command == SL_COM_QUERY ||
+            reply->command == SL_COM_STMT_EXECUTE) &&
+           (reply->is_ok || reply->state == SL_REPLY_DONE) &&
+           !(reply->server_status & SL_SERVER_STATUS_IN_TRANS);
 }
 
 static int
@@ -647,9 +780,25 @@ client_answer(struct rws_session *rs, struct rws_be *be, struct rws_expect *e,
         rs->cur = NULL;
         rs->cur_target = -1;
         if (wrote && rs->wrote && rs->inst->cfg.causal != RWS_CAUSAL_NONE &&
-            !rs->trx_active && !reply->is_err && !rs->cur_pure_read) {
+            trx_over(rs, reply) && !reply->is_err && !rs->cur_pure_read) {
             rs->wrote = false;
             ask_last_gtid(rs, be->idx);
+            if (rs->gtid_pending && causal_service_wide(rs->inst->cfg.causal)) {
+                if (rs->held == NULL && !later_answers(rs, be)) {
+                    /* acknowledged only once its GTID is published */
+                    rs->held = buf;
+                    rs->held_reply = *reply;
+                    return SL_OK;
+                }
+                /* A pipelining client's next answers are already on
+                 * their way and must not overtake this one: it goes now,
+                 * and until its GTID is published the service's reads go
+                 * to the primary. */
+                if (!rs->unpublished) {
+                    rs->unpublished = true;
+                    atomic_fetch_add(&rs->inst->unpublished, 1);
+                }
+            }
         }
     }
     rc = sl_session_reply(rs->ses, buf, reply);
@@ -681,7 +830,10 @@ rws_client_reply(void *rsession, struct sl_backend *b, struct sl_buf *buf,
         gtid_answer(rs, buf, reply);
         break;
     case RK_GTID_WAIT:
-        wait_answer(rs, buf, reply);
+        wait_answer(rs, be, buf, reply);
+        break;
+    case RK_PRIMARY_POS:
+        primary_pos_answer(rs, buf, reply);
         break;
     case RK_TRX_REPLAY:
         replay_answer(rs, e, buf, reply);
@@ -787,6 +939,9 @@ retry_read(struct rws_session *rs, struct rws_be *failed)
     rs->cur_target = idx;
     rs->last_used = idx;
     sl_server_count_route(rs->be[idx].srv, idx == rs->master);
+    if (sl_mdb_command(again) != SL_COM_STMT_FETCH) {
+        rws_causal_wait(rs, idx);   /* the new replica proves it too */
+    }
     return rws_resend(rs, idx, again) == SL_OK;
 }
 
