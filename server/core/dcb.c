@@ -347,14 +347,14 @@ backend_backpressure(struct sl_dcb *dcb, const struct sl_global *g)
 static void
 check_backpressure(struct sl_dcb *dcb)
 {
+    const struct sl_config *cfg = sl__config_current();
     const struct sl_global *g;
     struct sl_session *ses = dcb->session;
 
-    if (ses == NULL || sl__config == NULL ||
-        sl__config->global.writeq_high_water == 0) {
+    if (ses == NULL || cfg == NULL || cfg->global.writeq_high_water == 0) {
         return;
     }
-    g = &sl__config->global;
+    g = &cfg->global;
     if (dcb->role == SL_DCB_BACKEND) {
         backend_backpressure(dcb, g);
         return;

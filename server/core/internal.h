@@ -79,12 +79,15 @@ struct sl_server {
     char gtid_pos[256];               /* gtid_current_pos, monitor's view */
 };
 
+struct sl_inst_ref;   /* generation.c */
+
 struct sl_filter_def {
     char name[SL_NAME_MAX];
     const struct sl_loaded_module *module;
     const struct sl_filter_ops *ops;
     struct sl_params *params;
     void *instance;
+    struct sl_inst_ref *ref;          /* instance for new sessions */
 };
 
 struct sl_service {
@@ -92,6 +95,7 @@ struct sl_service {
     const struct sl_loaded_module *router_module;
     const struct sl_router_ops *router;
     void *router_instance;
+    struct sl_inst_ref *router_ref;   /* router_instance for new sessions */
     struct sl_params *params;         /* core service params + router's */
     struct sl_server **servers;
     size_t nservers;
@@ -160,8 +164,51 @@ struct sl_config {
     size_t nfilters;
 };
 
-/* The running configuration (set once by main before workers start). */
+/* The running configuration generation: set by main before the workers
+ * start, replaced at run time only through sl__config_publish (admin
+ * thread). Other threads read it with sl__config_current(). */
 extern struct sl_config *sl__config;
+
+/* ---- generations and instance references (generation.c) ---- */
+
+/* The current generation (acquire). Any thread; a worker may use it until
+ * the end of its turn. */
+static inline struct sl_config *
+sl__config_current(void)
+{
+    return __atomic_load_n(&sl__config, __ATOMIC_ACQUIRE);
+}
+/* A copy of the current generation with arrays of its own, to change and
+ * then publish or discard. NULL when out of memory. Admin thread. */
+struct sl_config *sl__config_next(void);
+/* Make gen current (one release store); the old generation's arrays are
+ * freed once no worker can walk them. Admin thread. */
+void sl__config_publish(struct sl_config *gen);
+/* Free an unpublished generation's arrays (not its objects). */
+void sl__config_discard(struct sl_config *gen);
+
+/* A router or filter instance shared by its object and the sessions made
+ * over it. New: one reference (the object's); NULL when out of memory. */
+struct sl_inst_ref *sl__inst_ref_new(void *instance,
+                                     const struct sl_router_ops *router,
+                                     const struct sl_filter_ops *filter);
+void *sl__inst_ref_instance(const struct sl_inst_ref *r);
+/* Take a reference to the instance published in *slot (acquire). Worker,
+ * inside its turn (that is what makes the load safe). */
+struct sl_inst_ref *sl__inst_ref_get(struct sl_inst_ref *const *slot);
+/* Drop a reference; the last one destroys the instance after an epoch.
+ * Any thread. */
+void sl__inst_ref_put(struct sl_inst_ref *r);
+/* The object has published a replacement: r will also free params and
+ * array (the set and server array it was made over, either may be NULL)
+ * and loses the object's reference after an epoch. Admin thread. */
+void sl__inst_ref_retire(struct sl_inst_ref *r, struct sl_params *params,
+                         void *array);
+/* At exit (no sessions): free the ref of an object's current instance;
+ * the instance itself is destroyed by the caller. */
+void sl__inst_ref_free_current(struct sl_inst_ref *r);
+/* Instances made through a ref and not destroyed yet (tests). */
+long sl__inst_live(void);
 
 /* ---- runtime side (worker.c, dcb.c, session.c, log.c) ---- */
 

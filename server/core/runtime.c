@@ -11,14 +11,18 @@
  * runtime objects get exactly the checks of the main file and the same
  * error messages naming the parameter.
  *
- * Publishing: workers read a service's server array and router instance
- * without locks. A change builds a new array (never shorter than the old
- * count, padded with a repeat of the last entry, so any mix of old/new
- * count and pointer stays in bounds), creates a new router instance over
- * it and publishes both with release stores. The old array and instance
- * may still be in use by sessions: they are retired here and freed only at
- * exit, after the workers have stopped. Destroyed objects are retired the
- * same way.
+ * Publishing (generation.c): the object arrays are changed only in a new
+ * configuration generation (sl__config_next), published whole with one
+ * release store. Workers read a service's server array and router
+ * instance without locks. A change builds a new array (never shorter than
+ * the old count, padded with a repeat of the last entry, so any mix of
+ * old/new count and pointer stays in bounds), creates a new router
+ * instance over it and publishes both with release stores. The old
+ * instance, with the array and parameter set it was made over, is freed
+ * when its last session ends (struct sl_inst_ref), through the workers'
+ * epochs. Destroyed objects themselves (a session may still point at its
+ * service, server, listener or filter) are retired here and freed at
+ * exit, after the workers have stopped.
  *
  * Context: the libmicrohttpd thread, except sl__persist_merge (main, while
  * loading) and admin_runtime_free (main, after the workers stopped).
@@ -46,32 +50,25 @@
 #include "config_int.h"
 #include "ini.h"
 #include "modcmd_int.h"
+#include "worker_int.h"
 
 #define PERSIST_DEFAULT "/var/lib/sluice/sluice.cnf.d"
 
 /* ---- retired memory and stopped objects ---- */
 
-/* R_SERVER .. R_MONITOR: whole destroyed objects, freed at exit with
- * sl__config_free (params, arrays, TLS, instances), like live ones.
- * R_ROUTER / R_FILTER_INST: replaced module instances; R_PARAMS: replaced
- * parameter sets. */
+/* Whole destroyed objects, freed at exit with sl__config_free (params,
+ * arrays, TLS, instances), like live ones. */
 enum retired_kind {
-    R_FREE,
-    R_ROUTER,
     R_SERVER,
     R_LISTENER,
     R_SERVICE,
     R_FILTER,
     R_MONITOR,
-    R_PARAMS,
-    R_FILTER_INST,
 };
 
 struct retired {
     enum retired_kind kind;
     void *ptr;
-    const struct sl_router_ops *router;
-    const struct sl_filter_ops *filter;
 };
 
 static struct retired *retired;
@@ -80,7 +77,7 @@ static const void **stopped;
 static size_t nstopped;
 
 static void
-retire(enum retired_kind kind, void *ptr, const struct sl_router_ops *ops)
+retire(enum retired_kind kind, void *ptr)
 {
     struct retired *nr = realloc(retired, (nretired + 1) * sizeof(*nr));
 
@@ -88,15 +85,29 @@ retire(enum retired_kind kind, void *ptr, const struct sl_router_ops *ops)
         return;   /* leak rather than free memory a worker may read */
     }
     retired = nr;
-    retired[nretired++] = (struct retired){kind, ptr, ops, NULL};
+    retired[nretired++] = (struct retired){kind, ptr};
 }
 
 static void
-retire_filter_instance(void *inst, const struct sl_filter_ops *ops)
+params_free_cb(void *p)
 {
-    retire(R_FILTER_INST, inst, NULL);
-    if (nretired > 0 && retired[nretired - 1].ptr == inst) {
-        retired[nretired - 1].filter = ops;
+    sl__params_free(p);
+}
+
+/* Free memory that workers may still be reading once they cannot. */
+static void
+defer_free(void *p)
+{
+    if (p != NULL && sl__worker_defer(free, p) < 0) {
+        sl_log_error("out of memory: %p leaked", p);
+    }
+}
+
+static void
+defer_params_free(struct sl_params *p)
+{
+    if (p != NULL && sl__worker_defer(params_free_cb, p) < 0) {
+        sl_log_error("out of memory: a parameter set leaked");
     }
 }
 
@@ -148,36 +159,15 @@ free_retired_objects(void)
     sl__config_free(c);
 }
 
-/* Replaced instances and parameter sets first (they may point into
- * retired objects), then the objects, then plain memory. */
+/* Main, after the workers stopped. */
 void
 admin_runtime_free(void)
 {
-    for (size_t i = 0; i < nretired; i++) {
-        struct retired *r = &retired[i];
-
-        if (r->ptr == NULL) {
-            continue;
-        }
-        if (r->kind == R_ROUTER) {
-            if (r->router->destroy_instance) {
-                r->router->destroy_instance(r->ptr);
-            }
-        } else if (r->kind == R_FILTER_INST) {
-            if (r->filter && r->filter->destroy_instance) {
-                r->filter->destroy_instance(r->ptr);
-            }
-        } else if (r->kind == R_PARAMS) {
-            sl__params_free(r->ptr);
-        } else {
-            continue;
-        }
-        r->ptr = NULL;
+    /* the workers have stopped: every deferred free may run (each round
+     * may defer more: a retired instance losing its last reference) */
+    while (sl__worker_reclaim(true) > 0) {
     }
     free_retired_objects();
-    for (size_t i = 0; i < nretired; i++) {
-        free(retired[i].ptr);
-    }
     free(retired);
     retired = NULL;
     nretired = 0;
@@ -551,7 +541,8 @@ service_set_servers(struct sl_service *svc, struct sl_server **list,
     size_t cap = n > oldn ? n : oldn;
     struct sl_server **arr = calloc(cap ? cap : 1, sizeof(*arr));
     struct sl_server **oldarr = svc->servers;
-    void *oldinst = svc->router_instance;
+    struct sl_inst_ref *oldref = svc->router_ref;
+    struct sl_inst_ref *ref;
     void *inst;
 
     if (arr == NULL) {
@@ -573,19 +564,25 @@ service_set_servers(struct sl_service *svc, struct sl_server **list,
         __atomic_store_n(&svc->servers, arr, __ATOMIC_RELEASE);
     }
     inst = svc->router->create_instance(svc, svc->params);
-    if (inst == NULL) {
+    ref = inst ? sl__inst_ref_new(inst, svc->router, NULL) : NULL;
+    if (ref == NULL) {
+        if (inst != NULL && svc->router->destroy_instance) {
+            svc->router->destroy_instance(inst);
+        }
         __atomic_store_n(&svc->nservers, n < oldn ? n : oldn,
                          __ATOMIC_RELEASE);
         __atomic_store_n(&svc->servers, oldarr, __ATOMIC_RELEASE);
         __atomic_store_n(&svc->nservers, oldn, __ATOMIC_RELEASE);
-        retire(R_FREE, arr, NULL);
+        defer_free(arr);
         snprintf(err, errlen, "router of service '%s' refused the new server "
                  "list", svc->name);
         return -1;
     }
     __atomic_store_n(&svc->router_instance, inst, __ATOMIC_RELEASE);
-    retire(R_FREE, oldarr, NULL);
-    retire(R_ROUTER, oldinst, svc->router);
+    __atomic_store_n(&svc->router_ref, ref, __ATOMIC_RELEASE);
+    /* the old instance was made over the old array: they go together,
+     * when its last session ends */
+    sl__inst_ref_retire(oldref, NULL, oldarr);
     return 0;
 }
 
@@ -827,6 +824,7 @@ create_object(struct admin_req *r, const char *kind, const char *svcname)
     struct sl_cfg_diag d = {.file = "runtime", .quiet = true};
     struct admin_resp res;
     const char *id = NULL;
+    struct sl_config *gen;
     char *text;
     json_t *attrs;
     json_t *rels;
@@ -844,8 +842,17 @@ create_object(struct admin_req *r, const char *kind, const char *svcname)
     if (text == NULL) {
         return res;
     }
-    rc = sl__config_add_text(sl__config, text, strlen(text), &d);
+    gen = sl__config_next();
+    rc = gen ? sl__config_add_text(gen, text, strlen(text), &d) : -ENOMEM;
     free(text);
+    if (rc == 0) {
+        sl__config_publish(gen);
+    } else {
+        sl__config_discard(gen);
+    }
+    if (rc == -ENOMEM && gen == NULL) {
+        return admin_error(500, "out of memory");
+    }
     if (rc < 0) {
         res = d.text && strstr(d.text, "already exists")
                   ? admin_error(409, "an object named '%s' already exists",
@@ -1016,6 +1023,30 @@ index_of(void **arr, size_t n, const void *obj)
         }
     }
     return n;
+}
+
+/* Take obj out of *arrp (an array of gen) if it is there. */
+static void
+drop_from(void *arrp, size_t *n, const void *obj)
+{
+    size_t i = index_of(*(void ***)arrp, *n, obj);
+
+    if (i < *n) {
+        remove_at(arrp, n, i);
+    }
+}
+
+/* Publish a generation without obj (whichever array holds it). The
+ * object itself stays allocated (retired): sessions may point at it. */
+static void
+unpublish(struct sl_config *gen, const void *obj)
+{
+    drop_from(&gen->servers, &gen->nservers, obj);
+    drop_from(&gen->services, &gen->nservices, obj);
+    drop_from(&gen->listeners, &gen->nlisteners, obj);
+    drop_from(&gen->monitors, &gen->nmonitors, obj);
+    drop_from(&gen->filters, &gen->nfilters, obj);
+    sl__config_publish(gen);
 }
 
 /* ---- live parameter changes ---- */
@@ -1252,8 +1283,8 @@ monitor_rebuild(struct sl_monitor *m, struct sl_params *newp,
         m->ops->destroy_instance(m->instance);
     }
     m->instance = inst;
-    retire(R_PARAMS, oldp, NULL);
-    retire(R_FREE, olds, NULL);
+    defer_params_free(oldp);
+    defer_free(olds);
     if (was_running && sl__monitor_start(m) < 0) {
         return admin_error(500, "monitor '%s' was reconfigured but its "
                            "thread did not start", m->name);
@@ -1413,19 +1444,21 @@ monitor_run(struct sl_monitor *m, bool start)
 static struct admin_resp
 destroy_monitor(struct sl_monitor *m)
 {
-    struct sl_config *c = sl__config;
+    struct sl_config *gen = sl__config_next();
 
+    if (gen == NULL) {
+        return admin_error(500, "out of memory");
+    }
     sl__monitor_stop(m);
     if (m->instance && m->ops->destroy_instance) {
         m->ops->destroy_instance(m->instance);
     }
     m->instance = NULL;
     set_stopped(m, false);
-    remove_at(&c->monitors, &c->nmonitors,
-              index_of((void **)c->monitors, c->nmonitors, m));
+    unpublish(gen, m);
     persist_remove(m->name);
     sl_log_notice("destroyed monitor '%s'", m->name);
-    retire(R_MONITOR, m, NULL);
+    retire(R_MONITOR, m);
     return admin_no_content();
 }
 
@@ -1447,6 +1480,9 @@ alter_service_params(struct sl_service *svc, json_t *params)
     char what[SL_NAME_MAX + 16];
     char *over = NULL;
     json_t *pending;
+    struct sl_inst_ref *oldref;
+    struct sl_inst_ref *ref;
+    struct sl_params *oldp;
     void *inst;
 
     if (json_object_get(params, "servers") != NULL ||
@@ -1464,7 +1500,11 @@ alter_service_params(struct sl_service *svc, json_t *params)
         return res;
     }
     inst = svc->router->create_instance(svc, newp);
-    if (inst == NULL) {
+    ref = inst ? sl__inst_ref_new(inst, svc->router, NULL) : NULL;
+    if (ref == NULL) {
+        if (inst != NULL && svc->router->destroy_instance) {
+            svc->router->destroy_instance(inst);
+        }
         free(over);
         sl__params_free(newp);
         return admin_error(400, "router of service '%s' refused the new "
@@ -1505,10 +1545,12 @@ alter_service_params(struct sl_service *svc, json_t *params)
     __atomic_store_n(&svc->net_write_timeout_ms,
                      sl_params_duration_ms(newp, "net_write_timeout"),
                      __ATOMIC_RELAXED);
-    retire(R_PARAMS, svc->params, NULL);
-    retire(R_ROUTER, svc->router_instance, svc->router);
+    oldp = svc->params;
+    oldref = svc->router_ref;
     __atomic_store_n(&svc->params, newp, __ATOMIC_RELEASE);
     __atomic_store_n(&svc->router_instance, inst, __ATOMIC_RELEASE);
+    __atomic_store_n(&svc->router_ref, ref, __ATOMIC_RELEASE);
+    sl__inst_ref_retire(oldref, oldp, NULL);
     persist_service(svc);
     sl_log_notice("service '%s': parameters changed", svc->name);
     return applied(pending);
@@ -1524,6 +1566,9 @@ alter_filter_params(struct sl_filter_def *f, json_t *params)
     struct sl_params *newp;
     char what[SL_NAME_MAX + 16];
     char *over = NULL;
+    struct sl_inst_ref *oldref;
+    struct sl_inst_ref *ref;
+    struct sl_params *oldp;
     void *inst;
 
     if (patch_lines("filter", mod, params, &over, &res) < 0) {
@@ -1536,16 +1581,22 @@ alter_filter_params(struct sl_filter_def *f, json_t *params)
         return res;
     }
     inst = f->ops->create_instance(f->name, newp);
-    if (inst == NULL) {
+    ref = inst ? sl__inst_ref_new(inst, NULL, f->ops) : NULL;
+    if (ref == NULL) {
+        if (inst != NULL && f->ops->destroy_instance) {
+            f->ops->destroy_instance(inst);
+        }
         sl__params_free(newp);
         return admin_error(400, "filter module '%s' refused the new "
                            "parameters of filter '%s'",
                            f->module->info->name, f->name);
     }
-    retire(R_PARAMS, f->params, NULL);
-    retire_filter_instance(f->instance, f->ops);
+    oldp = f->params;
+    oldref = f->ref;
     __atomic_store_n(&f->params, newp, __ATOMIC_RELEASE);
     __atomic_store_n(&f->instance, inst, __ATOMIC_RELEASE);
+    __atomic_store_n(&f->ref, ref, __ATOMIC_RELEASE);
+    sl__inst_ref_retire(oldref, oldp, NULL);
     persist_write(f->name, newp, NULL);
     sl_log_notice("filter '%s': parameters changed", f->name);
     return admin_no_content();
@@ -1752,6 +1803,7 @@ static struct admin_resp
 destroy_server(struct sl_server *srv)
 {
     struct sl_config *c = sl__config;
+    struct sl_config *gen;
 
     for (size_t i = 0; i < c->nservices; i++) {
         if (index_of((void **)c->services[i]->servers,
@@ -1770,11 +1822,14 @@ destroy_server(struct sl_server *srv)
                                srv->name, c->monitors[i]->name);
         }
     }
-    remove_at(&c->servers, &c->nservers,
-              index_of((void **)c->servers, c->nservers, srv));
+    gen = sl__config_next();
+    if (gen == NULL) {
+        return admin_error(500, "out of memory");
+    }
+    unpublish(gen, srv);
     persist_remove(srv->name);
     sl_log_notice("destroyed server '%s'", srv->name);
-    retire(R_SERVER, srv, NULL);
+    retire(R_SERVER, srv);
     return admin_no_content();
 }
 
@@ -1794,18 +1849,20 @@ listener_closed(struct sl_listener *l)
 static struct admin_resp
 destroy_listener(struct sl_listener *l)
 {
-    struct sl_config *c = sl__config;
+    struct sl_config *gen = sl__config_next();
 
+    if (gen == NULL) {
+        return admin_error(500, "out of memory");
+    }
     if (!admin_is_stopped(l)) {
         sl__listener_stop(l);
     }
     listener_closed(l);
     set_stopped(l, false);
-    remove_at(&c->listeners, &c->nlisteners,
-              index_of((void **)c->listeners, c->nlisteners, l));
+    unpublish(gen, l);
     persist_remove(l->name);
     sl_log_notice("destroyed listener '%s'", l->name);
-    retire(R_LISTENER, l, NULL);
+    retire(R_LISTENER, l);
     return admin_no_content();
 }
 
@@ -1813,6 +1870,7 @@ static struct admin_resp
 destroy_object(struct admin_req *r)
 {
     struct sl_config *c = sl__config;
+    struct sl_config *gen;
     const char *k = r->seg[0];
     const char *name = r->seg[1];
 
@@ -1843,10 +1901,12 @@ destroy_object(struct admin_req *r)
                                    c->listeners[i]->name);
             }
         }
-        remove_at(&c->services, &c->nservices,
-                  index_of((void **)c->services, c->nservices, svc));
+        if ((gen = sl__config_next()) == NULL) {
+            return admin_error(500, "out of memory");
+        }
+        unpublish(gen, svc);
         persist_remove(name);
-        retire(R_SERVICE, svc, NULL);
+        retire(R_SERVICE, svc);
         return admin_no_content();
     }
     if (strcmp(k, "filters") == 0) {
@@ -1863,10 +1923,12 @@ destroy_object(struct admin_req *r)
                                    "'%s'", name, c->services[i]->name);
             }
         }
-        remove_at(&c->filters, &c->nfilters,
-                  index_of((void **)c->filters, c->nfilters, f));
+        if ((gen = sl__config_next()) == NULL) {
+            return admin_error(500, "out of memory");
+        }
+        unpublish(gen, f);
         persist_remove(name);
-        retire(R_FILTER, f, NULL);
+        retire(R_FILTER, f);
         return admin_no_content();
     }
     if (strcmp(k, "monitors") == 0) {
@@ -2159,6 +2221,8 @@ patch(struct admin_req *r)
 struct admin_resp
 admin_write(struct admin_req *r)
 {
+    /* free what earlier changes unpublished and no worker can still hold */
+    sl__worker_reclaim(false);
     if (strcmp(r->method, "POST") == 0) {
         return post(r);
     }
