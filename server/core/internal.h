@@ -5,8 +5,12 @@
  * installed; modules never include it.
  *
  * Ownership: the objects below are built by the main thread while loading
- * the configuration and are immutable once the workers start, except for
- * the atomics (status, counters). They live until process exit.
+ * the configuration, or by the admin thread at run time (runtime.c), and
+ * are shared by the configuration generations that list them (see
+ * generation.c). Fields changed at run time are published with release
+ * stores (router and filter instances through struct sl_inst_ref, freed
+ * when their last session ends); the rest is immutable. A destroyed
+ * object leaves the current generation at once and is freed at exit.
  */
 #ifndef SLUICE_CORE_INTERNAL_H
 #define SLUICE_CORE_INTERNAL_H
