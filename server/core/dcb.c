@@ -717,7 +717,7 @@ static const char *
 timed_out(const struct sl_dcb *c, uint64_t now, char *why, size_t len)
 {
     const struct sl_service *svc = c->service;
-    uint64_t idle_since, stalled, idle;
+    uint64_t idle_since, stalled, idle, nwt, ct;
 
     why[0] = '\0';
     if (svc == NULL || c->state != DCB_POLLING || c->session == NULL) {
@@ -729,12 +729,13 @@ timed_out(const struct sl_dcb *c, uint64_t now, char *why, size_t len)
      * ours (shared model): that is no time at all, not 2^64 ms. */
     stalled = now > c->write_progress_ms ? now - c->write_progress_ms : 0;
     idle = now > idle_since ? now - idle_since : 0;
-    if (svc->net_write_timeout_ms > 0 && c->writeq.len > 0 &&
-        stalled > svc->net_write_timeout_ms) {
+    /* both may be changed by a PATCH (runtime.c, relaxed stores) */
+    nwt = __atomic_load_n(&svc->net_write_timeout_ms, __ATOMIC_RELAXED);
+    ct = __atomic_load_n(&svc->connection_timeout_ms, __ATOMIC_RELAXED);
+    if (nwt > 0 && c->writeq.len > 0 && stalled > nwt) {
         snprintf(why, len, "no write progress for %llu s "
                  "(net_write_timeout)", (unsigned long long)stalled / 1000);
-    } else if (svc->connection_timeout_ms > 0 && c->writeq.len == 0 &&
-               idle > svc->connection_timeout_ms) {
+    } else if (ct > 0 && c->writeq.len == 0 && idle > ct) {
         snprintf(why, len, "idle for %llu s (connection_timeout)",
                  (unsigned long long)idle / 1000);
     }
