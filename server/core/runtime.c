@@ -24,8 +24,8 @@
  * service, server, listener or filter) are retired here and freed at
  * exit, after the workers have stopped.
  *
- * Context: the libmicrohttpd thread, except sl__persist_merge (main, while
- * loading) and admin_runtime_free (main, after the workers stopped).
+ * Context: the libmicrohttpd thread, except admin_runtime_free (main,
+ * after the workers stopped).
  */
 #define _GNU_SOURCE
 #define SL_LOG_TAG "admin"
@@ -51,8 +51,6 @@
 #include "ini.h"
 #include "modcmd_int.h"
 #include "worker_int.h"
-
-#define PERSIST_DEFAULT "/var/lib/sluice/sluice.cnf.d"
 
 /* ---- retired memory and stopped objects ---- */
 
@@ -206,208 +204,6 @@ set_stopped(const void *obj, bool stop)
             stopped[nstopped++] = obj;
         }
     }
-}
-
-/* ---- persistence ---- */
-
-static const char *
-persistdir(void)
-{
-    return sl__config->global.persistdir;
-}
-
-/* Write [name] with the given params (line > 0 only: explicit values)
- * plus overrides "key=value\n..." (which win). 0 or -errno. */
-static int
-persist_write(const char *name, const struct sl_params *p,
-              const char *overrides)
-{
-    char path[4400];
-    char tmp[4500];
-    const char *k;
-    const char *v;
-    size_t it = 0;
-    FILE *f;
-
-    mkdir(persistdir(), 0750);
-    snprintf(path, sizeof(path), "%.4000s/%s.cnf", persistdir(), name);
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    f = fopen(tmp, "w");
-    if (f == NULL) {
-        sl_log_error("cannot persist '%s' to '%s': %s", name, path,
-                     strerror(errno));
-        return -errno;
-    }
-    fchmod(fileno(f), 0600);
-    fprintf(f, "# Written by the Sluice REST API at run time.\n[%s]\n",
-            name);
-    while (p && sl_params_next(p, &it, &k, &v)) {
-        char needle[SL_NAME_MAX + 3];
-
-        snprintf(needle, sizeof(needle), "%s=", k);
-        if (sl__params_line(p, k) > 0 &&
-            (overrides == NULL || strncmp(overrides, needle,
-                                          strlen(needle)) != 0) &&
-            (overrides == NULL || strstr(overrides, needle) == NULL ||
-             strstr(overrides, needle)[-1] != '\n')) {
-            fprintf(f, "%s=%s\n", k, v);
-        }
-    }
-    fputs(overrides ? overrides : "", f);
-    if (fclose(f) != 0 || rename(tmp, path) != 0) {
-        unlink(tmp);
-        return -EIO;
-    }
-    return 0;
-}
-
-static void
-persist_remove(const char *name)
-{
-    char path[4400];
-
-    snprintf(path, sizeof(path), "%.4000s/%s.cnf", persistdir(), name);
-    unlink(path);
-}
-
-/* Blank every line of the sections of text whose name is in names[]. */
-static void
-blank_sections(char *text, size_t len, char **names, size_t n)
-{
-    bool blank = false;
-    char *line = text;
-
-    while (line < text + len) {
-        char *eol = memchr(line, '\n', (size_t)(text + len - line));
-        char *end = eol ? eol : text + len;
-        char *s = line;
-
-        while (s < end && isspace((unsigned char)*s)) {
-            s++;
-        }
-        if (s < end && *s == '[') {
-            char *close = memchr(s, ']', (size_t)(end - s));
-
-            blank = false;
-            for (size_t i = 0; close && i < n; i++) {
-                if (strlen(names[i]) == (size_t)(close - s - 1) &&
-                    strncmp(names[i], s + 1, (size_t)(close - s - 1)) == 0) {
-                    blank = true;
-                }
-            }
-        }
-        if (blank) {
-            memset(line, ' ', (size_t)(end - line));
-        }
-        line = end + 1;
-    }
-}
-
-static void
-quiet_error(void *ctx, int line, const char *msg)
-{
-}
-
-static void
-find_persistdir(const char *text, size_t len, char *out, size_t outlen)
-{
-    struct sl_ini ini = {0};
-
-    snprintf(out, outlen, "%s", PERSIST_DEFAULT);
-    if (sl__ini_parse(text, len, &ini, quiet_error, NULL) < 0) {
-        return;
-    }
-    for (size_t i = 0; i < ini.nsections; i++) {
-        if (strcasecmp(ini.sections[i].name, "maxscale") == 0) {
-            const struct sl_ini_kv *kv = sl__ini_find(&ini.sections[i],
-                                                      "persistdir");
-
-            if (kv != NULL) {
-                snprintf(out, outlen, "%s", kv->value);
-            }
-        }
-    }
-    sl__ini_free(&ini);
-}
-
-static int
-add_file(const char *path, char **buf, size_t *len, char ***names,
-         size_t *nnames)
-{
-    FILE *f = fopen(path, "rb");
-    char chunk[65536];
-    size_t n;
-    char *nb;
-    struct sl_ini ini = {0};
-
-    if (f == NULL) {
-        return -errno;
-    }
-    n = fread(chunk, 1, sizeof(chunk) - 1, f);
-    fclose(f);
-    chunk[n] = '\0';
-    nb = realloc(*buf, *len + n + 64);
-    if (nb == NULL) {
-        return -ENOMEM;
-    }
-    *buf = nb;
-    *len += (size_t)sprintf(*buf + *len, "\n%.*s\n", (int)n, chunk);
-    if (sl__ini_parse(chunk, n, &ini, quiet_error, NULL) == 0) {
-        for (size_t i = 0; i < ini.nsections; i++) {
-            char **nn = realloc(*names, (*nnames + 1) * sizeof(*nn));
-
-            if (nn != NULL) {
-                *names = nn;
-                nn[(*nnames)++] = strdup(ini.sections[i].name);
-            }
-        }
-        sl__ini_free(&ini);
-    }
-    return 0;
-}
-
-char *
-sl__persist_merge(char *text, size_t *len)
-{
-    char dir[4096];
-    char path[4400];
-    struct dirent *de;
-    char *extra = NULL;
-    size_t extralen = 0;
-    char **names = NULL;
-    size_t nnames = 0;
-    DIR *d;
-    char *out;
-
-    find_persistdir(text, *len, dir, sizeof(dir));
-    d = opendir(dir);
-    if (d == NULL) {
-        return text;
-    }
-    while ((de = readdir(d)) != NULL) {
-        size_t n = strlen(de->d_name);
-
-        if (n > 4 && strcmp(de->d_name + n - 4, ".cnf") == 0) {
-            snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-            add_file(path, &extra, &extralen, &names, &nnames);
-        }
-    }
-    closedir(d);
-    blank_sections(text, *len, names, nnames);
-    out = realloc(text, *len + extralen + 1);
-    if (out != NULL && extralen > 0) {
-        memcpy(out + *len, extra, extralen);
-        *len += extralen;
-        out[*len] = '\0';
-        sl_log_notice("loaded %zu persisted object(s) from '%s'", nnames,
-                      dir);
-    }
-    for (size_t i = 0; i < nnames; i++) {
-        free(names[i]);
-    }
-    free(names);
-    free(extra);
-    return out ? out : text;
 }
 
 /* ---- JSON to ini ---- */
@@ -603,7 +399,7 @@ persist_service(struct sl_service *svc)
     }
     fprintf(f, "\n");
     fclose(f);
-    rc = persist_write(svc->name, svc->params, over);
+    rc = sl__persist_write(svc->name, svc->params, over);
     free(over);
     return rc;
 }
@@ -866,7 +662,7 @@ create_object(struct admin_req *r, const char *kind, const char *svcname)
     if (strcmp(kind, "server") == 0) {
         struct sl_server *srv = admin_find_server(id);
 
-        persist_write(id, srv->params, NULL);
+        sl__persist_write(id, srv->params, NULL);
         rels = json_object_get(json_object_get(json_object_get(
             r->body, "data"), "relationships"), "services");
         for (size_t i = 0; i < json_array_size(json_object_get(rels,
@@ -898,7 +694,7 @@ create_object(struct admin_req *r, const char *kind, const char *svcname)
             : strcmp(kind, "monitor") == 0
                 ? admin_find_monitor(id)->params
                 : admin_find_filter(id)->params;
-        persist_write(id, p, NULL);
+        sl__persist_write(id, p, NULL);
     }
     return admin_no_content();
 }
@@ -1289,7 +1085,7 @@ monitor_rebuild(struct sl_monitor *m, struct sl_params *newp,
         return admin_error(500, "monitor '%s' was reconfigured but its "
                            "thread did not start", m->name);
     }
-    persist_write(m->name, m->params, NULL);
+    sl__persist_write(m->name, m->params, NULL);
     sl_log_notice("monitor '%s' reconfigured (%zu servers)", m->name, n);
     return admin_no_content();
 }
@@ -1456,7 +1252,7 @@ destroy_monitor(struct sl_monitor *m)
     m->instance = NULL;
     set_stopped(m, false);
     unpublish(gen, m);
-    persist_remove(m->name);
+    sl__persist_remove(m->name);
     sl_log_notice("destroyed monitor '%s'", m->name);
     retire(R_MONITOR, m);
     return admin_no_content();
@@ -1597,7 +1393,7 @@ alter_filter_params(struct sl_filter_def *f, json_t *params)
     __atomic_store_n(&f->instance, inst, __ATOMIC_RELEASE);
     __atomic_store_n(&f->ref, ref, __ATOMIC_RELEASE);
     sl__inst_ref_retire(oldref, oldp, NULL);
-    persist_write(f->name, newp, NULL);
+    sl__persist_write(f->name, newp, NULL);
     sl_log_notice("filter '%s': parameters changed", f->name);
     return admin_no_content();
 }
@@ -1626,7 +1422,7 @@ alter_listener_params(struct sl_listener *l, json_t *params)
     }
     pending = keys_not_live(over, (const char *const[]){NULL});
     free(over);
-    persist_write(l->name, newp, NULL);
+    sl__persist_write(l->name, newp, NULL);
     sl__params_free(newp);
     return applied(pending);
 }
@@ -1675,7 +1471,7 @@ alter_server(struct sl_server *srv, json_t *data)
             free(over);
             return res;
         }
-        persist_write(srv->name, srv->params, over);
+        sl__persist_write(srv->name, srv->params, over);
         pending = keys_not_live(over, live);
         free(over);
     }
@@ -1827,7 +1623,7 @@ destroy_server(struct sl_server *srv)
         return admin_error(500, "out of memory");
     }
     unpublish(gen, srv);
-    persist_remove(srv->name);
+    sl__persist_remove(srv->name);
     sl_log_notice("destroyed server '%s'", srv->name);
     retire(R_SERVER, srv);
     return admin_no_content();
@@ -1860,7 +1656,7 @@ destroy_listener(struct sl_listener *l)
     listener_closed(l);
     set_stopped(l, false);
     unpublish(gen, l);
-    persist_remove(l->name);
+    sl__persist_remove(l->name);
     sl_log_notice("destroyed listener '%s'", l->name);
     retire(R_LISTENER, l);
     return admin_no_content();
@@ -1905,7 +1701,7 @@ destroy_object(struct admin_req *r)
             return admin_error(500, "out of memory");
         }
         unpublish(gen, svc);
-        persist_remove(name);
+        sl__persist_remove(name);
         retire(R_SERVICE, svc);
         return admin_no_content();
     }
@@ -1927,7 +1723,7 @@ destroy_object(struct admin_req *r)
             return admin_error(500, "out of memory");
         }
         unpublish(gen, f);
-        persist_remove(name);
+        sl__persist_remove(name);
         retire(R_FILTER, f);
         return admin_no_content();
     }
