@@ -4,11 +4,13 @@
  * libmicrohttpd on admin_host:admin_port.
  *
  *   headers -> Host names this API (403) -> Origin/Sec-Fetch-Site for
- *              writes (403) -> basic auth (401) -> role for writes (403)
+ *              writes (403) -> basic auth (401) -> the role the route's
+ *              row requires (403, admin_routes.c)
  *              -> declared body size (413)          [admit, before the body]
  *           -> body accumulated (at most SL_ADMIN_MAX_BODY, else 413)
- *           -> path split into segments -> GET: admin_json.c
- *                                          else: runtime.c
+ *           -> path split into segments -> the route's handler
+ *              (reads: admin_json.c; writes: runtime.c; users:
+ *              admin_users.c), 404 / 405 when no row matches
  *           -> JSON response (errors: {"errors":[{"detail":...}]})
  *
  * libmicrohttpd runs one internal polling thread; every request is handled
@@ -39,6 +41,7 @@
 
 #include "admin_int.h"
 #include "config_int.h"
+#include "worker_int.h"
 
 #define ADMIN_CONN_LIMIT 64
 #define ADMIN_CONN_TIMEOUT 10          /* seconds idle */
@@ -386,9 +389,30 @@ is_read_method(const char *method)
  * writes (403), credentials (401), the role for writes (403), the declared
  * body size (413). 0 with *is_admin set, or -1 with *err set.
  */
+/* The role a request for url needs (admin_routes.c). */
+static enum sl_admin_role
+required_role(const char *method, const char *url)
+{
+    char *seg[8];
+    char *buf = NULL;
+    int nseg = 0;
+    enum sl_admin_role role;
+
+    if (admin_split_path(url, &buf, seg, (int)SL_ARRAY_LEN(seg), &nseg) < 0) {
+        nseg = 0;   /* answered 404 later; a write still needs admin */
+        seg[0] = NULL;
+        role = is_read_method(method) ? SL_ADMIN_ROLE_BASIC
+                                      : SL_ADMIN_ROLE_ADMIN;
+    } else {
+        role = sl__admin_route_role(method, seg, nseg);
+    }
+    free(buf);
+    return role;
+}
+
 static int
-admit(struct MHD_Connection *conn, const char *method, bool *is_admin,
-      struct admin_resp *err)
+admit(struct MHD_Connection *conn, const char *method, const char *url,
+      bool *is_admin, struct admin_resp *err)
 {
     const char *host = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                    "Host");
@@ -410,7 +434,8 @@ admit(struct MHD_Connection *conn, const char *method, bool *is_admin,
     if ((role = authenticate(conn, err)) < 0) {
         return -1;
     }
-    if (write && role != 1) {
+    /* the one role check: what the route's row requires */
+    if (role < (int)required_role(method, url)) {
         *err = admin_error(403, "user has read-only (basic) access");
         return -1;
     }
@@ -460,7 +485,9 @@ split_path(struct admin_req *r)
 static struct admin_resp
 dispatch(struct admin_req *r, struct conn_state *cs)
 {
+    const struct sl_admin_route *route;
     json_error_t jerr;
+    bool known;
 
     if (cs->too_large) {
         return admin_error(413, "request body larger than %d bytes",
@@ -470,9 +497,20 @@ dispatch(struct admin_req *r, struct conn_state *cs)
         return admin_error(404, "unknown resource '%.200s' (the API is "
                            "under /v1)", r->url);
     }
-    if (is_read_method(r->method)) {
-        return admin_get(r);
+    route = sl__admin_route_find(r->method, r->seg, r->nseg, &known);
+    if (route == NULL) {
+        if (is_read_method(r->method) && !known) {
+            return admin_error(404, "unknown resource '%.200s'", r->url);
+        }
+        return admin_error(405, "%.16s is not supported on '%.200s'",
+                           r->method, r->url);
     }
+    if (is_read_method(r->method)) {
+        return route->handler(r);
+    }
+    /* free what earlier changes unpublished and no worker can still hold
+     * (generation.c) */
+    sl__worker_reclaim(false);
     if (cs->len > 0) {
         r->body = json_loadb(cs->body, cs->len, JSON_REJECT_DUPLICATES,
                              &jerr);
@@ -482,7 +520,7 @@ dispatch(struct admin_req *r, struct conn_state *cs)
                                jerr.text);
         }
     }
-    return admin_write(r);
+    return route->handler(r);
 }
 
 /* Append one upload chunk to the body, or only count it once too large. */
@@ -531,7 +569,7 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url,
         if (cs == NULL) {
             return MHD_NO;
         }
-        if (admit(conn, method, &cs->is_admin, &res) < 0) {
+        if (admit(conn, method, url, &cs->is_admin, &res) < 0) {
             cs->refused = true;
             return send_resp(conn, res);
         }

@@ -69,12 +69,9 @@ int admin_users_load(const char *datadir);
 void admin_users_free(void);
 /* 1 admin, 0 basic (read-only), -1 refused. local: peer is loopback. */
 int admin_users_check(const char *user, const char *password, bool local);
-struct admin_resp admin_users_get(struct admin_req *r);
-struct admin_resp admin_users_write(struct admin_req *r);
 bool admin_users_default_active(void);
 
 /* ---- admin_json.c: GET resources ---- */
-struct admin_resp admin_get(struct admin_req *r);
 json_t *admin_params_json(const struct sl_params *p);
 struct sl_server *admin_find_server(const char *name);
 struct sl_service *admin_find_service(const char *name);
@@ -92,10 +89,55 @@ int admin_check_paths(const char *kind, const struct sl_param_spec *modspecs,
 /* The parameter table of the loaded module named name, or NULL. */
 const struct sl_param_spec *admin_module_specs(const char *name);
 
-/* ---- runtime.c: writes ---- */
-struct admin_resp admin_write(struct admin_req *r);
+/* ---- admin_routes.c: the routing table ---- */
+
+enum sl_admin_role {
+    SL_ADMIN_ROLE_BASIC = 0,   /* read-only accounts */
+    SL_ADMIN_ROLE_ADMIN = 1,
+};
+
+typedef struct admin_resp (*sl_admin_handler)(struct admin_req *r);
+
+struct sl_admin_route {
+    const char *method;        /* "GET" (also HEAD), "POST|PATCH", ... */
+    const char *path;          /* after /v1/: "servers/ *", "users/ **" */
+    sl_admin_handler handler;
+    enum sl_admin_role role;   /* required of the caller */
+};
+
+/* The row for method and path, or NULL; *path_known tells whether a row
+ * with another method has the path (405 rather than 404). */
+const struct sl_admin_route *sl__admin_route_find(const char *method,
+                                                  char *const *seg,
+                                                  int nseg,
+                                                  bool *path_known);
+/* The role a request needs: its row's, or for a path no row has, basic
+ * for reads and admin for writes. */
+enum sl_admin_role sl__admin_route_role(const char *method, char *const *seg,
+                                        int nseg);
+
+/* The handlers (admin_json.c: reads; runtime.c: writes and module
+ * commands; admin_users.c: accounts). Each is reached only through a row
+ * whose pattern it relies on (segment counts and names). */
+struct admin_resp sl__rest_maxscale_get(struct admin_req *r);
+struct admin_resp sl__rest_threads_get(struct admin_req *r);
+struct admin_resp sl__rest_modules_get(struct admin_req *r);
+struct admin_resp sl__rest_logs_get(struct admin_req *r);
+struct admin_resp sl__rest_objects_get(struct admin_req *r);
+struct admin_resp sl__rest_sessions_get(struct admin_req *r);
+struct admin_resp sl__rest_users_get(struct admin_req *r);
+struct admin_resp sl__rest_users_write(struct admin_req *r);
 /* POST (or GET for passive commands) maxscale/modules/MOD/CMD?args. */
-struct admin_resp admin_modcmd(struct admin_req *r);
+struct admin_resp sl__rest_modcmd(struct admin_req *r);
+struct admin_resp sl__rest_log_rotate(struct admin_req *r);
+struct admin_resp sl__rest_create(struct admin_req *r);
+struct admin_resp sl__rest_create_listener(struct admin_req *r);
+struct admin_resp sl__rest_server_state(struct admin_req *r);
+struct admin_resp sl__rest_stop_start(struct admin_req *r);
+struct admin_resp sl__rest_alter(struct admin_req *r);
+struct admin_resp sl__rest_relink_monitor(struct admin_req *r);
+struct admin_resp sl__rest_relink_service(struct admin_req *r);
+struct admin_resp sl__rest_destroy(struct admin_req *r);
 
 /*
  * Pure request parsing, also driven by fuzz/fuzz_rest.c (no network, no

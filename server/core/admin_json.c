@@ -16,6 +16,7 @@
 #define SL_LOG_TAG "admin"
 
 #include <errno.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -464,8 +465,8 @@ collect_workers(bool sessions, uint64_t id)
     return c;
 }
 
-static struct admin_resp
-sessions_get(struct admin_req *r)
+struct admin_resp
+sl__rest_sessions_get(struct admin_req *r)
 {
     uint64_t id = 0;
     struct collect *c;
@@ -520,8 +521,8 @@ sessions_get(struct admin_req *r)
     }
 }
 
-static struct admin_resp
-threads_get(struct admin_req *r)
+struct admin_resp
+sl__rest_threads_get(struct admin_req *r)
 {
     struct collect *c = collect_workers(false, 0);
     json_t *data = json_array();
@@ -557,8 +558,8 @@ threads_get(struct admin_req *r)
 
 /* ---- maxscale, modules, logs ---- */
 
-static struct admin_resp
-maxscale_get(struct admin_req *r)
+struct admin_resp
+sl__rest_maxscale_get(struct admin_req *r)
 {
     const struct sl_global *g = &sl__config->global;
     char started[64];
@@ -668,8 +669,8 @@ module_json(struct admin_req *r, const struct sl_loaded_module *lm)
         commands_json(r, m->name)), NULL);
 }
 
-static struct admin_resp
-modules_get(struct admin_req *r)
+struct admin_resp
+sl__rest_modules_get(struct admin_req *r)
 {
     json_t *data = json_array();
 
@@ -724,8 +725,8 @@ log_tail(const char *path)
     return lines;
 }
 
-static struct admin_resp
-logs_get(struct admin_req *r)
+struct admin_resp
+sl__rest_logs_get(struct admin_req *r)
 {
     const char *path = sl__log_path();
 
@@ -735,61 +736,35 @@ logs_get(struct admin_req *r)
         (int)atomic_load(&sl__log_level), "log", log_tail(path)));
 }
 
-static struct admin_resp
-maxscale_sub(struct admin_req *r)
-{
-    if (r->nseg == 1) {
-        return maxscale_get(r);
-    }
-    if (strcmp(r->seg[1], "threads") == 0 && r->nseg <= 3) {
-        return threads_get(r);
-    }
-    if (strcmp(r->seg[1], "modules") == 0 && r->nseg == 4) {
-        return admin_modcmd(r);
-    }
-    if (strcmp(r->seg[1], "modules") == 0 && r->nseg <= 3) {
-        return modules_get(r);
-    }
-    if (strcmp(r->seg[1], "logs") == 0 && r->nseg == 2) {
-        return logs_get(r);
-    }
-    return admin_error(404, "unknown resource '%.200s'", r->url);
-}
-
+/* GET servers, services, listeners, monitors, filters (and one by name) */
 struct admin_resp
-admin_get(struct admin_req *r)
+sl__rest_objects_get(struct admin_req *r)
 {
-    struct sl_config *c = sl__config;
-    const char *k = r->nseg ? r->seg[0] : "";
+    static const struct {
+        const char *path;
+        const char *kind;
+        size_t arr;      /* offsets in struct sl_config */
+        size_t n;
+        obj_json_fn fn;
+    } kinds[] = {
+        {"servers", "server", offsetof(struct sl_config, servers),
+         offsetof(struct sl_config, nservers), server_json},
+        {"services", "service", offsetof(struct sl_config, services),
+         offsetof(struct sl_config, nservices), service_json},
+        {"listeners", "listener", offsetof(struct sl_config, listeners),
+         offsetof(struct sl_config, nlisteners), listener_json},
+        {"monitors", "monitor", offsetof(struct sl_config, monitors),
+         offsetof(struct sl_config, nmonitors), monitor_json},
+        {"filters", "filter", offsetof(struct sl_config, filters),
+         offsetof(struct sl_config, nfilters), filter_json},
+    };
+    char *c = (char *)sl__config;
 
-    if (strcmp(k, "maxscale") == 0) {
-        return maxscale_sub(r);
-    }
-    if (strcmp(k, "servers") == 0) {
-        return objects(r, "server", (void **)c->servers, c->nservers,
-                       server_json);
-    }
-    if (strcmp(k, "services") == 0) {
-        return objects(r, "service", (void **)c->services, c->nservices,
-                       service_json);
-    }
-    if (strcmp(k, "listeners") == 0) {
-        return objects(r, "listener", (void **)c->listeners, c->nlisteners,
-                       listener_json);
-    }
-    if (strcmp(k, "monitors") == 0) {
-        return objects(r, "monitor", (void **)c->monitors, c->nmonitors,
-                       monitor_json);
-    }
-    if (strcmp(k, "filters") == 0) {
-        return objects(r, "filter", (void **)c->filters, c->nfilters,
-                       filter_json);
-    }
-    if (strcmp(k, "sessions") == 0) {
-        return sessions_get(r);
-    }
-    if (strcmp(k, "users") == 0) {
-        return admin_users_get(r);
+    for (size_t i = 0; i < SL_ARRAY_LEN(kinds); i++) {
+        if (strcmp(r->seg[0], kinds[i].path) == 0) {
+            return objects(r, kinds[i].kind, *(void ***)(c + kinds[i].arr),
+                           *(size_t *)(c + kinds[i].n), kinds[i].fn);
+        }
     }
     return admin_error(404, "unknown resource '%.200s'", r->url);
 }

@@ -260,7 +260,7 @@ user_json(struct admin_req *r, json_t *u)
 }
 
 struct admin_resp
-admin_users_get(struct admin_req *r)
+sl__rest_users_get(struct admin_req *r)
 {
     json_t *arr = json_array();
     size_t i;
@@ -292,7 +292,7 @@ admin_users_get(struct admin_req *r)
  * PATCH /v1/users/inet/NAME {"data":{"attributes":{"password"}}}
  * DELETE /v1/users/inet/NAME */
 struct admin_resp
-admin_users_write(struct admin_req *r)
+sl__rest_users_write(struct admin_req *r)
 {
     json_t *data = json_object_get(r->body, "data");
     json_t *attrs = json_object_get(data, "attributes");

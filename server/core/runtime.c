@@ -1867,7 +1867,7 @@ stop_start(struct admin_req *r)
  * browser follows can fail over the cluster.
  */
 struct admin_resp
-admin_modcmd(struct admin_req *r)
+sl__rest_modcmd(struct admin_req *r)
 {
     const char *argv[16];
     int argc = admin_query_args(r, argv, (int)SL_ARRAY_LEN(argv));
@@ -1909,136 +1909,110 @@ kind_index(const char *seg)
     return -1;
 }
 
-static struct admin_resp
-post(struct admin_req *r)
-{
-    int k = r->nseg ? kind_index(r->seg[0]) : -1;
-
-    if (r->nseg == 3 && strcmp(r->seg[0], "maxscale") == 0 &&
-        strcmp(r->seg[1], "logs") == 0 && strcmp(r->seg[2], "rotate") == 0) {
-        sl__log_reopen();
-        sl_log_notice("log rotated through the REST API");
-        return admin_no_content();
-    }
-    if (r->nseg == 4 && strcmp(r->seg[0], "maxscale") == 0 &&
-        strcmp(r->seg[1], "modules") == 0) {
-        return admin_modcmd(r);
-    }
-    if (r->nseg >= 1 && strcmp(r->seg[0], "users") == 0) {
-        return admin_users_write(r);
-    }
-    if (r->body == NULL && k >= 0) {
-        return admin_error(400, "POST needs a JSON body");
-    }
-    if (k >= 0 && r->nseg == 1) {
-        return create_object(r, kinds[k][1], NULL);
-    }
-    if (r->nseg == 3 && strcmp(r->seg[0], "services") == 0 &&
-        strcmp(r->seg[2], "listeners") == 0) {
-        if (admin_find_service(r->seg[1]) == NULL) {
-            return admin_error(404, "service '%s' not found", r->seg[1]);
-        }
-        return create_object(r, "listener", r->seg[1]);
-    }
-    return admin_error(405, "POST is not supported on '%.200s'", r->url);
-}
-
-static struct admin_resp
-put(struct admin_req *r)
-{
-    if (r->nseg == 3 && strcmp(r->seg[0], "servers") == 0 &&
-        (strcmp(r->seg[2], "set") == 0 || strcmp(r->seg[2], "clear") == 0)) {
-        struct sl_server *s = admin_find_server(r->seg[1]);
-
-        return s ? server_state(r, s, strcmp(r->seg[2], "set") == 0)
-                 : admin_error(404, "server '%s' not found", r->seg[1]);
-    }
-    if (r->nseg == 3 && (strcmp(r->seg[2], "stop") == 0 ||
-                         strcmp(r->seg[2], "start") == 0) &&
-        (strcmp(r->seg[0], "services") == 0 ||
-         strcmp(r->seg[0], "listeners") == 0 ||
-         strcmp(r->seg[0], "monitors") == 0)) {
-        return stop_start(r);
-    }
-    return admin_error(405, "PUT is not supported on '%.200s'", r->url);
-}
-
-static struct admin_resp
-patch(struct admin_req *r)
-{
-    if (r->nseg >= 1 && strcmp(r->seg[0], "users") == 0) {
-        return admin_users_write(r);
-    }
-    if (r->nseg == 4 && strcmp(r->seg[0], "monitors") == 0 &&
-        strcmp(r->seg[2], "relationships") == 0 &&
-        strcmp(r->seg[3], "servers") == 0) {
-        struct sl_monitor *m = admin_find_monitor(r->seg[1]);
-        char err[256];
-        char *ids;
-        struct admin_resp res;
-
-        if (m == NULL) {
-            return admin_error(404, "monitor '%s' not found", r->seg[1]);
-        }
-        ids = rel_ids(r->body, ',', err, sizeof(err));
-        if (ids == NULL) {
-            return admin_error(400, "%s", err);
-        }
-        res = relink_monitor(m, ids);
-        free(ids);
-        return res;
-    }
-    if (r->nseg == 4 && strcmp(r->seg[0], "services") == 0 &&
-        strcmp(r->seg[2], "relationships") == 0 &&
-        strcmp(r->seg[3], "servers") == 0) {
-        struct sl_service *svc = admin_find_service(r->seg[1]);
-        char err[256];
-        char *ids;
-        struct admin_resp res;
-
-        if (svc == NULL) {
-            return admin_error(404, "service '%s' not found", r->seg[1]);
-        }
-        ids = rel_ids(r->body, ',', err, sizeof(err));
-        if (ids == NULL) {
-            return admin_error(400, "%s", err);
-        }
-        res = relink_service(svc, ids);
-        free(ids);
-        return res;
-    }
-    if ((r->nseg == 2 && kind_index(r->seg[0]) >= 0) ||
-        (r->nseg == 1 && strcmp(r->seg[0], "maxscale") == 0)) {
-        return alter_object(r);
-    }
-    return admin_error(405, "PATCH is not supported on '%.200s'", r->url);
-}
+/* ---- the handlers of admin_routes.c's rows ---- */
 
 struct admin_resp
-admin_write(struct admin_req *r)
+sl__rest_log_rotate(struct admin_req *r)
 {
-    /* free what earlier changes unpublished and no worker can still hold */
-    sl__worker_reclaim(false);
-    if (strcmp(r->method, "POST") == 0) {
-        return post(r);
+    sl__log_reopen();
+    sl_log_notice("log rotated through the REST API");
+    return admin_no_content();
+}
+
+/* POST servers|services|listeners|monitors|filters */
+struct admin_resp
+sl__rest_create(struct admin_req *r)
+{
+    int k = kind_index(r->seg[0]);
+
+    if (r->body == NULL) {
+        return admin_error(400, "POST needs a JSON body");
     }
-    if (strcmp(r->method, "PUT") == 0) {
-        return put(r);
+    return create_object(r, kinds[k][1], NULL);
+}
+
+/* POST services/NAME/listeners */
+struct admin_resp
+sl__rest_create_listener(struct admin_req *r)
+{
+    if (r->body == NULL) {
+        return admin_error(400, "POST needs a JSON body");
     }
-    if (strcmp(r->method, "PATCH") == 0) {
-        return patch(r);
+    if (admin_find_service(r->seg[1]) == NULL) {
+        return admin_error(404, "service '%s' not found", r->seg[1]);
     }
-    if (strcmp(r->method, "DELETE") == 0) {
-        if (r->nseg >= 1 && strcmp(r->seg[0], "users") == 0) {
-            return admin_users_write(r);
-        }
-        if ((r->nseg == 2 && kind_index(r->seg[0]) >= 0) ||
-            (r->nseg == 4 && strcmp(r->seg[0], "services") == 0 &&
-             strcmp(r->seg[2], "listeners") == 0)) {
-            return destroy_object(r);
-        }
-        return admin_error(405, "DELETE is not supported on '%.200s'",
-                           r->url);
+    return create_object(r, "listener", r->seg[1]);
+}
+
+/* PUT servers/NAME/set|clear */
+struct admin_resp
+sl__rest_server_state(struct admin_req *r)
+{
+    struct sl_server *s = admin_find_server(r->seg[1]);
+
+    return s ? server_state(r, s, strcmp(r->seg[2], "set") == 0)
+             : admin_error(404, "server '%s' not found", r->seg[1]);
+}
+
+/* PUT services|listeners|monitors/NAME/stop|start */
+struct admin_resp
+sl__rest_stop_start(struct admin_req *r)
+{
+    return stop_start(r);
+}
+
+/* PATCH maxscale, PATCH KIND/NAME */
+struct admin_resp
+sl__rest_alter(struct admin_req *r)
+{
+    return alter_object(r);
+}
+
+/* PATCH monitors/NAME/relationships/servers */
+struct admin_resp
+sl__rest_relink_monitor(struct admin_req *r)
+{
+    struct sl_monitor *m = admin_find_monitor(r->seg[1]);
+    char err[256];
+    char *ids;
+    struct admin_resp res;
+
+    if (m == NULL) {
+        return admin_error(404, "monitor '%s' not found", r->seg[1]);
     }
-    return admin_error(405, "method %.16s is not allowed", r->method);
+    ids = rel_ids(r->body, ',', err, sizeof(err));
+    if (ids == NULL) {
+        return admin_error(400, "%s", err);
+    }
+    res = relink_monitor(m, ids);
+    free(ids);
+    return res;
+}
+
+/* PATCH services/NAME/relationships/servers */
+struct admin_resp
+sl__rest_relink_service(struct admin_req *r)
+{
+    struct sl_service *svc = admin_find_service(r->seg[1]);
+    char err[256];
+    char *ids;
+    struct admin_resp res;
+
+    if (svc == NULL) {
+        return admin_error(404, "service '%s' not found", r->seg[1]);
+    }
+    ids = rel_ids(r->body, ',', err, sizeof(err));
+    if (ids == NULL) {
+        return admin_error(400, "%s", err);
+    }
+    res = relink_service(svc, ids);
+    free(ids);
+    return res;
+}
+
+/* DELETE KIND/NAME, DELETE services/NAME/listeners/NAME */
+struct admin_resp
+sl__rest_destroy(struct admin_req *r)
+{
+    return destroy_object(r);
 }
