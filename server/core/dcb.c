@@ -170,11 +170,14 @@ sl__dcb_add(struct sl_dcb *dcb)
             ev.events |= EPOLLEXCLUSIVE;
         }
     }
+    /* Polling before it is in the set: once it is, a worker may handle
+     * an event at once (a listener added by the admin thread). */
+    dcb->state = DCB_POLLING;
     if (epoll_ctl(sl__worker_epfd(dcb->worker), EPOLL_CTL_ADD, dcb->fd,
                   &ev) != 0) {
+        dcb->state = DCB_ALLOC;
         return -errno;
     }
-    dcb->state = DCB_POLLING;
     return 0;
 }
 
@@ -626,13 +629,18 @@ tls_events(struct sl_dcb *dcb, uint32_t *ev)
 static bool
 login_overdue(const struct sl_dcb *c, uint64_t now)
 {
-    uint64_t limit = c->service != NULL ? c->service->auth_timeout_ms : 0;
+    uint64_t limit;
 
+    /* Clients only: a listener DCB that the admin thread is still setting
+     * up (it is on the list from its allocation) is not read at all. */
+    if (c->role != SL_DCB_CLIENT) {
+        return false;
+    }
+    limit = c->service != NULL ? c->service->auth_timeout_ms : 0;
     /* now > accept_ms: in the shared model the accepting worker's clock
      * may be ahead of the one looking */
-    return c->role == SL_DCB_CLIENT && c->pending_login &&
-           c->state == DCB_POLLING && limit > 0 && now > c->accept_ms &&
-           now - c->accept_ms > limit;
+    return c->pending_login && c->state == DCB_POLLING && limit > 0 &&
+           now > c->accept_ms && now - c->accept_ms > limit;
 }
 
 /* In the client's own turn (so no other worker is processing it, and in
@@ -1124,7 +1132,8 @@ lrec_dcb_closed(struct sl_dcb *dcb)
     }
     if (r != NULL && --r->open == 0 && r->l->fd >= 0) {
         close(r->l->fd);
-        r->l->fd = -1;
+        /* runtime.c waits for it with an acquire load */
+        __atomic_store_n(&r->l->fd, -1, __ATOMIC_RELEASE);
         if (r->l->socket[0] != '\0') {
             unlink(r->l->socket);
         }
