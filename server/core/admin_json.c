@@ -27,11 +27,10 @@
 #include <sluice/log.h>
 #include <sluice/modcmd.h>
 #include <sluice/server.h>
+#include <sluice/worker.h>
 
 #include "admin_int.h"
 #include "config_int.h"
-#include "dcb_int.h"
-#include "worker_int.h"
 
 #define COLLECT_TIMEOUT_MS 2000
 #define LOG_TAIL_BYTES (32 * 1024)
@@ -361,60 +360,47 @@ collect_unref(struct collect *c)
     }
 }
 
-static json_t *
-session_attrs(struct sl_session *ses)
+static void
+session_attrs(const struct sl_session_info *ses, void *arg)
 {
     json_t *backends = json_array();
-    char state[16];
 
-    for (struct sl_backend *b = ses->backends; b; b = b->next) {
-        json_array_append_new(backends, json_string(b->server->name));
+    for (size_t i = 0; i < ses->nbackends; i++) {
+        json_array_append_new(backends, json_string(ses->backends[i]));
     }
-    snprintf(state, sizeof(state), "%s",
-             ses->state == SL_SESSION_STARTING ? "Starting"
-             : ses->state == SL_SESSION_STARTED ? "Started" : "Closing");
-    return json_pack("{s:I, s:s, s:s, s:s, s:s, s:s, s:o, s:I, s:I}",
-                     "id", (json_int_t)ses->id, "service", ses->service->name,
-                     "state", state, "user", ses->user, "remote",
-                     ses->remote, "database", ses->db, "backends", backends,
-                     "bytes_read", (json_int_t)ses->client->bytes_read,
-                     "bytes_written", (json_int_t)ses->client->bytes_written);
+    json_array_append_new(arg, json_pack(
+        "{s:I, s:s, s:s, s:s, s:s, s:s, s:o, s:I, s:I}",
+        "id", (json_int_t)ses->id, "service", ses->service,
+        "state", ses->state, "user", ses->user, "remote", ses->remote,
+        "database", ses->db, "backends", backends,
+        "bytes_read", (json_int_t)ses->bytes_read,
+        "bytes_written", (json_int_t)ses->bytes_written));
 }
 
-/* Runs on a worker: describe its own sessions or DCB counts. */
+/* Runs on a worker: describe its own sessions or DCB counts (through the
+ * core's snapshot, sl__worker_snapshot). */
 static void
 collect_on_worker(void *arg)
 {
     struct collect *c = arg;
     struct sl_worker *w = sl_worker_current();
     json_t *out = c->want_sessions ? json_array() : json_object();
-    json_int_t counts[4] = {0};
-    json_int_t bytes[2] = {0};
+    struct sl_worker_stats st;
 
-    pthread_mutex_lock(&w->dcb_lock);
-    for (struct sl_dcb *d = w->dcbs; d != NULL; d = d->list_next) {
-        if (d->state == DCB_CLOSED) {
-            continue;
-        }
-        counts[d->role < 4 ? d->role : 3]++;
-        bytes[0] += (json_int_t)d->bytes_read;
-        bytes[1] += (json_int_t)d->bytes_written;
-        if (c->want_sessions && d->role == SL_DCB_CLIENT && d->session &&
-            (c->session_id == 0 || c->session_id == d->session->id)) {
-            json_array_append_new(out, session_attrs(d->session));
-        }
-    }
-    pthread_mutex_unlock(&w->dcb_lock);
+    sl__worker_snapshot(&st, c->session_id,
+                        c->want_sessions ? session_attrs : NULL, out);
     if (!c->want_sessions) {
         json_object_set_new(out, "stats", json_pack(
             "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
-            "current_descriptors", counts[0] + counts[1] + counts[2] +
-                                       counts[3],
-            "listeners", counts[0], "sessions", counts[1],
-            "backend_connections", counts[2],
-            "zombies", (json_int_t)w->nzombies,
-            "event_queue_length", (json_int_t)w->evq->count,
-            "bytes_read", bytes[0], "bytes_written", bytes[1]));
+            "current_descriptors", (json_int_t)(st.listeners + st.clients +
+                                                st.backends + st.other),
+            "listeners", (json_int_t)st.listeners,
+            "sessions", (json_int_t)st.clients,
+            "backend_connections", (json_int_t)st.backends,
+            "zombies", (json_int_t)st.zombies,
+            "event_queue_length", (json_int_t)st.event_queue_length,
+            "bytes_read", (json_int_t)st.bytes_read,
+            "bytes_written", (json_int_t)st.bytes_written));
     }
     pthread_mutex_lock(&c->lock);
     c->results[sl_worker_index(w)] = out;

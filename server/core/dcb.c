@@ -1563,3 +1563,71 @@ sl__dcb_drain_clients(struct sl_worker *w)
     free(all);
     return busy;
 }
+
+/* ---- snapshots for the REST API (admin_json.c) ---- */
+
+static void
+session_info(struct sl_session *ses, sl_session_info_fn fn, void *arg)
+{
+    const char *names[256];
+    struct sl_session_info info = {
+        .id = ses->id,
+        .service = ses->service->name,
+        .state = ses->state == SL_SESSION_STARTING  ? "Starting"
+                 : ses->state == SL_SESSION_STARTED ? "Started"
+                                                    : "Closing",
+        .user = ses->user,
+        .remote = ses->remote,
+        .db = ses->db,
+        .backends = names,
+        .bytes_read = ses->client->bytes_read,
+        .bytes_written = ses->client->bytes_written,
+    };
+
+    for (struct sl_backend *b = ses->backends;
+         b != NULL && info.nbackends < SL_ARRAY_LEN(names); b = b->next) {
+        names[info.nbackends++] = b->server->name;
+    }
+    fn(&info, arg);
+}
+
+void
+sl__worker_snapshot(struct sl_worker_stats *st, uint64_t session_id,
+                    sl_session_info_fn fn, void *arg)
+{
+    struct sl_worker *w = sl_worker_current();
+
+    memset(st, 0, sizeof(*st));
+    if (w == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&w->dcb_lock);
+    for (struct sl_dcb *d = w->dcbs; d != NULL; d = d->list_next) {
+        if (d->state == DCB_CLOSED) {
+            continue;
+        }
+        switch (d->role) {
+        case SL_DCB_LISTENER:
+            st->listeners++;
+            break;
+        case SL_DCB_CLIENT:
+            st->clients++;
+            break;
+        case SL_DCB_BACKEND:
+            st->backends++;
+            break;
+        default:
+            st->other++;
+            break;
+        }
+        st->bytes_read += d->bytes_read;
+        st->bytes_written += d->bytes_written;
+        if (fn != NULL && d->role == SL_DCB_CLIENT && d->session != NULL &&
+            (session_id == 0 || session_id == d->session->id)) {
+            session_info(d->session, fn, arg);
+        }
+    }
+    pthread_mutex_unlock(&w->dcb_lock);
+    st->zombies = w->nzombies;
+    st->event_queue_length = sl__evq_count(w->evq);
+}

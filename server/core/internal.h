@@ -247,6 +247,42 @@ const char *sl__log_path(void);
 int sl__pending_admit(struct sl_service *svc, const char *host, bool capped);
 void sl__pending_done(struct sl_service *svc, const char *host);
 
+/* What a worker holds, for the REST API: taken on the worker itself (in
+ * a message posted to it, sl_worker_post), under its DCB list lock. */
+struct sl_worker_stats {
+    int64_t listeners;
+    int64_t clients;
+    int64_t backends;
+    int64_t other;
+    uint64_t bytes_read;
+    uint64_t bytes_written;
+    size_t zombies;
+    size_t event_queue_length;
+};
+
+/* One client session as seen by its worker; the strings and the backends
+ * array are valid only during the callback. */
+struct sl_session_info {
+    uint64_t id;
+    const char *service;
+    const char *state;                /* "Starting", "Started", "Closing" */
+    const char *user;
+    const char *remote;
+    const char *db;
+    const char *const *backends;      /* server names */
+    size_t nbackends;
+    uint64_t bytes_read;
+    uint64_t bytes_written;
+};
+
+typedef void (*sl_session_info_fn)(const struct sl_session_info *info,
+                                   void *arg);
+
+/* On a worker: its DCB counters into *st, and fn (if not NULL) for each
+ * of its client sessions (session_id 0: all, else that one). */
+void sl__worker_snapshot(struct sl_worker_stats *st, uint64_t session_id,
+                         sl_session_info_fn fn, void *arg);
+
 /* Live counts for leak checks and diagnostics. */
 int64_t sl__dcb_count(void);
 int64_t sl__session_count(void);
