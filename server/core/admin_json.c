@@ -35,29 +35,10 @@
 #define COLLECT_TIMEOUT_MS 2000
 #define LOG_TAIL_BYTES (32 * 1024)
 
-/* ---- lookups ---- */
-
-#define FIND(fn, type, arr, n)                                           \
-    type *fn(const char *name)                                           \
-    {                                                                    \
-        for (size_t i = 0; sl__config && i < sl__config->n; i++) {       \
-            if (strcmp(sl__config->arr[i]->name, name) == 0) {           \
-                return sl__config->arr[i];                               \
-            }                                                            \
-        }                                                                \
-        return NULL;                                                     \
-    }
-
-FIND(admin_find_server, struct sl_server, servers, nservers)
-FIND(admin_find_service, struct sl_service, services, nservices)
-FIND(admin_find_listener, struct sl_listener, listeners, nlisteners)
-FIND(admin_find_monitor, struct sl_monitor, monitors, nmonitors)
-FIND(admin_find_filter, struct sl_filter_def, filters, nfilters)
-
 /* ---- helpers ---- */
 
 json_t *
-admin_params_json(const struct sl_params *p)
+sl__admin_params_json(const struct sl_params *p)
 {
     json_t *o = json_object();
     const char *name;
@@ -92,7 +73,7 @@ rel(struct admin_req *r, const char *type, const char *const *names,
                                               "type", type));
     }
     return json_pack("{s:o, s:{s:o}}", "data", data, "links", "self",
-                     admin_link(r, "%s/", type));
+                     sl__admin_link(r, "%s/", type));
 }
 
 /* A relationship from an array of objects whose first field is the name
@@ -121,7 +102,7 @@ resource(struct admin_req *r, const char *type, const char *id,
     return json_pack("{s:s, s:s, s:o, s:o, s:{s:o}}", "id", id, "type", type,
                      "attributes", attrs, "relationships",
                      rels ? rels : json_object(), "links", "self",
-                     admin_link(r, "%s%s/%s",
+                     sl__admin_link(r, "%s%s/%s",
                                 strcmp(type, "threads") == 0 ||
                                 strcmp(type, "modules") == 0 ? "maxscale/"
                                                              : "",
@@ -131,8 +112,8 @@ resource(struct admin_req *r, const char *type, const char *id,
 static struct admin_resp
 document(struct admin_req *r, json_t *data)
 {
-    return admin_ok(json_pack("{s:o, s:{s:o}}", "data", data, "links",
-                              "self", admin_link(r, "%s", r->url + 4)));
+    return sl__admin_ok(json_pack("{s:o, s:{s:o}}", "data", data, "links",
+                              "self", sl__admin_link(r, "%s", r->url + 4)));
 }
 
 /* ---- servers ---- */
@@ -171,7 +152,7 @@ server_json(struct admin_req *r, void *obj)
     sl_server_status_str(sl_server_status(s), state, sizeof(state));
     attrs = json_pack(
         "{s:s, s:o, s:I, s:I, s:s, s:o, s:{s:I, s:I, s:I, s:I, s:I}}",
-        "state", state, "parameters", admin_params_json(s->params),
+        "state", state, "parameters", sl__admin_params_json(s->params),
         "replication_lag", (json_int_t)sl_server_replication_lag(s),
         "server_id", (json_int_t)sl_server_id(s),
         "version_string", s->version_string, "last_event", json_null(),
@@ -222,8 +203,8 @@ service_json(struct admin_req *r, void *obj)
     attrs = json_pack(
         "{s:s, s:s, s:o, s:I, s:I, s:o, s:{s:I, s:I}}",
         "router", s->router_module->info->name,
-        "state", admin_is_stopped(s) ? "Stopped" : "Started",
-        "parameters", admin_params_json(s->params),
+        "state", sl__admin_is_stopped(s) ? "Stopped" : "Started",
+        "parameters", sl__admin_params_json(s->params),
         "connections", (json_int_t)atomic_load(&s->sessions),
         "total_connections", (json_int_t)atomic_load(&s->total_sessions),
         "router_diagnostics", diag ? diag : json_object(),
@@ -246,9 +227,9 @@ listener_json(struct admin_req *r, void *obj)
     const char *n = l->service->name;
     json_t *attrs = json_pack(
         "{s:s, s:s, s:o, s:{s:I, s:I}}",
-        "state", admin_is_stopped(l) ? "Stopped" : "Running",
+        "state", sl__admin_is_stopped(l) ? "Stopped" : "Running",
         "protocol", l->protocol_module->info->name,
-        "parameters", admin_params_json(l->params), "statistics",
+        "parameters", sl__admin_params_json(l->params), "statistics",
         "connections", (json_int_t)atomic_load(&l->connections),
         "total_connections", (json_int_t)atomic_load(&l->connections_total));
 
@@ -265,9 +246,9 @@ monitor_json(struct admin_req *r, void *obj)
                        ? m->ops->diagnostics(m->instance) : NULL;
     json_t *attrs = json_pack(
         "{s:s, s:s, s:I, s:o, s:o}", "module", m->module->info->name,
-        "state", admin_is_stopped(m) ? "Stopped" : "Running",
+        "state", sl__admin_is_stopped(m) ? "Stopped" : "Running",
         "ticks", (json_int_t)atomic_load(&m->ticks),
-        "parameters", admin_params_json(m->params),
+        "parameters", sl__admin_params_json(m->params),
         "monitor_diagnostics", diag ? diag : json_object());
 
     return resource(r, "monitors", m->name, attrs,
@@ -286,7 +267,7 @@ filter_json(struct admin_req *r, void *obj)
     json_t *svcs = json_array();
     json_t *attrs = json_pack("{s:s, s:o, s:o}", "module",
                               f->module->info->name, "parameters",
-                              admin_params_json(f->params),
+                              sl__admin_params_json(f->params),
                               "filter_diagnostics",
                               diag ? diag : json_object());
 
@@ -313,7 +294,7 @@ objects(struct admin_req *r, const char *kind, void **arr, size_t n,
     json_t *data;
 
     if (r->nseg > 2) {
-        return admin_error(404, "unknown resource '%.200s'", r->url);
+        return sl__admin_error(404, "unknown resource '%.200s'", r->url);
     }
     if (r->nseg == 2) {
         for (size_t i = 0; i < n; i++) {
@@ -321,7 +302,7 @@ objects(struct admin_req *r, const char *kind, void **arr, size_t n,
                 return document(r, fn(r, arr[i]));
             }
         }
-        return admin_error(404, "%s '%s' not found", kind, r->seg[1]);
+        return sl__admin_error(404, "%s '%s' not found", kind, r->seg[1]);
     }
     data = json_array();
     for (size_t i = 0; i < n; i++) {
@@ -461,7 +442,7 @@ sl__rest_sessions_get(struct admin_req *r)
 
     if (r->nseg > 2) {
         json_decref(data);
-        return admin_error(404, "unknown resource '%.200s'", r->url);
+        return sl__admin_error(404, "unknown resource '%.200s'", r->url);
     }
     if (r->nseg == 2) {
         char *end;
@@ -469,13 +450,13 @@ sl__rest_sessions_get(struct admin_req *r)
         id = strtoull(r->seg[1], &end, 10);
         if (*end != '\0' || id == 0) {
             json_decref(data);
-            return admin_error(404, "session '%.64s' not found", r->seg[1]);
+            return sl__admin_error(404, "session '%.64s' not found", r->seg[1]);
         }
     }
     c = collect_workers(true, id);
     if (c == NULL) {
         json_decref(data);
-        return admin_error(503, "workers did not answer");
+        return sl__admin_error(503, "workers did not answer");
     }
     pthread_mutex_lock(&c->lock);
     for (int i = 0; i < sl_worker_count(); i++) {
@@ -496,7 +477,7 @@ sl__rest_sessions_get(struct admin_req *r)
     }
     if (json_array_size(data) == 0) {
         json_decref(data);
-        return admin_error(404, "session '%s' not found", r->seg[1]);
+        return sl__admin_error(404, "session '%s' not found", r->seg[1]);
     }
     json_incref(json_array_get(data, 0));
     {
@@ -516,7 +497,7 @@ sl__rest_threads_get(struct admin_req *r)
 
     if (c == NULL) {
         json_decref(data);
-        return admin_error(503, "workers did not answer");
+        return sl__admin_error(503, "workers did not answer");
     }
     pthread_mutex_lock(&c->lock);
     for (int i = 0; i < sl_worker_count(); i++) {
@@ -537,7 +518,7 @@ sl__rest_threads_get(struct admin_req *r)
 
         json_decref(data);
         return one ? document(r, one)
-                   : admin_error(404, "thread '%s' not found", r->seg[2]);
+                   : sl__admin_error(404, "thread '%s' not found", r->seg[2]);
     }
     return document(r, data);
 }
@@ -560,14 +541,14 @@ sl__rest_maxscale_get(struct admin_req *r)
         "version", SLUICE_VERSION, "started_at", started,
         "uptime", (json_int_t)sl__admin_uptime(), "threads", g->threads,
         "process_id", (int)getpid(),
-        "default_admin_credentials", sl__admin_default_credentials(),
-        "parameters", admin_params_json(g->params));
+        "default_admin_credentials", sl__admin_users_default_active(),
+        "parameters", sl__admin_params_json(g->params));
     json_object_set_new(attrs, "event_model", json_string(
         g->event_model == SL_EVENT_MODEL_SHARED ? "shared" : "pinned"));
     return document(r, json_pack("{s:s, s:s, s:o, s:{s:o}}", "id",
                                  "maxscale", "type", "maxscale",
                                  "attributes", attrs, "links", "self",
-                                 admin_link(r, "maxscale")));
+                                 sl__admin_link(r, "maxscale")));
 }
 
 static const char *const param_type_names[] = {
@@ -674,7 +655,7 @@ sl__rest_modules_get(struct admin_req *r)
     }
     if (r->nseg == 3) {
         json_decref(data);
-        return admin_error(404, "module '%s' not found", r->seg[2]);
+        return sl__admin_error(404, "module '%s' not found", r->seg[2]);
     }
     return document(r, data);
 }
@@ -752,5 +733,5 @@ sl__rest_objects_get(struct admin_req *r)
                            *(size_t *)(c + kinds[i].n), kinds[i].fn);
         }
     }
-    return admin_error(404, "unknown resource '%.200s'", r->url);
+    return sl__admin_error(404, "unknown resource '%.200s'", r->url);
 }

@@ -24,7 +24,7 @@
  * service, server, listener or filter) are retired here and freed at
  * exit, after the workers have stopped.
  *
- * Context: the libmicrohttpd thread, except admin_runtime_free (main,
+ * Context: the libmicrohttpd thread, except sl__admin_runtime_free (main,
  * after the workers stopped).
  */
 #define _GNU_SOURCE
@@ -71,8 +71,6 @@ struct retired {
 
 static struct retired *retired;
 static size_t nretired;
-static const void **stopped;
-static size_t nstopped;
 
 static void
 retire(enum retired_kind kind, void *ptr)
@@ -159,7 +157,7 @@ free_retired_objects(void)
 
 /* Main, after the workers stopped. */
 void
-admin_runtime_free(void)
+sl__admin_runtime_free(void)
 {
     /* the workers have stopped: every deferred free may run (each round
      * may defer more: a retired instance losing its last reference) */
@@ -169,41 +167,7 @@ admin_runtime_free(void)
     free(retired);
     retired = NULL;
     nretired = 0;
-    free(stopped);
-    stopped = NULL;
-    nstopped = 0;
-}
-
-bool
-admin_is_stopped(const void *obj)
-{
-    for (size_t i = 0; i < nstopped; i++) {
-        if (stopped[i] == obj) {
-            return true;
-        }
-    }
-    return false;
-}
-
-static void
-set_stopped(const void *obj, bool stop)
-{
-    for (size_t i = 0; i < nstopped; i++) {
-        if (stopped[i] == obj) {
-            if (!stop) {
-                stopped[i] = stopped[--nstopped];
-            }
-            return;
-        }
-    }
-    if (stop) {
-        const void **ns = realloc(stopped, (nstopped + 1) * sizeof(*ns));
-
-        if (ns != NULL) {
-            stopped = ns;
-            stopped[nstopped++] = obj;
-        }
-    }
+    sl__admin_stopped_free();
 }
 
 /* ---- JSON to ini ---- */
@@ -416,11 +380,11 @@ relink_service(struct sl_service *svc, const char *ids)
 
     for (char *t = copy ? strtok_r(copy, ",", &save) : NULL; t;
          t = strtok_r(NULL, ",", &save)) {
-        struct sl_server *s = admin_find_server(t);
+        struct sl_server *s = sl__admin_find_server(t);
 
         if (s == NULL || n == SL_ARRAY_LEN(list)) {
             free(copy);
-            return admin_error(s ? 400 : 404, "server '%.128s' not found",
+            return sl__admin_error(s ? 400 : 404, "server '%.128s' not found",
                                t);
         }
         for (size_t i = 0; i < n; i++) {
@@ -434,11 +398,11 @@ relink_service(struct sl_service *svc, const char *ids)
     }
     free(copy);
     if (service_set_servers(svc, list, n, err, sizeof(err)) < 0) {
-        return admin_error(400, "%s", err);
+        return sl__admin_error(400, "%s", err);
     }
     persist_service(svc);
     sl_log_notice("service '%s' now has %zu server(s)", svc->name, n);
-    return admin_no_content();
+    return sl__admin_no_content();
 }
 
 /* Add (or remove) srv to/from svc. */
@@ -452,7 +416,7 @@ link_one(struct sl_service *svc, struct sl_server *srv, bool add)
     bool first = true;
 
     if (f == NULL) {
-        return admin_error(500, "out of memory");
+        return sl__admin_error(500, "out of memory");
     }
     for (size_t i = 0; i < svc->nservers; i++) {
         if (svc->servers[i] != srv) {
@@ -478,7 +442,7 @@ static const char *const kinds[][2] = {
 };
 
 char *
-admin_body_to_ini(json_t *body, const char *kind, const char *svcname,
+sl__admin_body_to_ini(json_t *body, const char *kind, const char *svcname,
                   const char **idp, char *err, size_t errlen)
 {
     json_t *data = json_object_get(body, "data");
@@ -555,11 +519,11 @@ body_to_ini(struct admin_req *r, const char *kind, const char *svcname,
             const char **idp, struct admin_resp *res)
 {
     char err[512];
-    char *text = admin_body_to_ini(r->body, kind, svcname, idp, err,
+    char *text = sl__admin_body_to_ini(r->body, kind, svcname, idp, err,
                                    sizeof(err));
 
     if (text == NULL) {
-        *res = admin_error(400, "%s", err);
+        *res = sl__admin_error(400, "%s", err);
     }
     return text;
 }
@@ -580,24 +544,24 @@ diag_error(struct sl_cfg_diag *d)
         }
     }
     nl = strchr(t, '\n');
-    return admin_error(400, "%.*s", nl ? (int)(nl - t) : (int)strlen(t), t);
+    return sl__admin_error(400, "%.*s", nl ? (int)(nl - t) : (int)strlen(t), t);
 }
 
 static int
 start_new(const char *kind, const char *id, struct admin_resp *res)
 {
     struct sl_listener *l = strcmp(kind, "listener") == 0
-                                ? admin_find_listener(id) : NULL;
+                                ? sl__admin_find_listener(id) : NULL;
     struct sl_monitor *m = strcmp(kind, "monitor") == 0
-                               ? admin_find_monitor(id) : NULL;
+                               ? sl__admin_find_monitor(id) : NULL;
     int rc;
 
     if (m != NULL) {
         rc = sl__monitor_start(m);
         if (rc < 0) {
-            *res = admin_error(500, "monitor '%s' cannot start: %s", id,
+            *res = sl__admin_error(500, "monitor '%s' cannot start: %s", id,
                                strerror(-rc));
-            set_stopped(m, true);
+            sl__admin_set_stopped(m, true);
         }
         return rc;
     }
@@ -606,9 +570,9 @@ start_new(const char *kind, const char *id, struct admin_resp *res)
     }
     rc = sl__listener_start(l);
     if (rc < 0) {
-        *res = admin_error(400, "listener '%s' cannot listen: %s", id,
+        *res = sl__admin_error(400, "listener '%s' cannot listen: %s", id,
                            strerror(-rc));
-        set_stopped(l, true);
+        sl__admin_set_stopped(l, true);
         return rc;
     }
     return 0;
@@ -627,7 +591,7 @@ create_object(struct admin_req *r, const char *kind, const char *svcname)
     int rc;
 
     attrs = json_object_get(json_object_get(r->body, "data"), "attributes");
-    if (admin_check_paths(kind, admin_module_specs(json_string_value(
+    if (sl__admin_check_paths(kind, sl__admin_module_specs(json_string_value(
                               json_object_get(attrs, strcmp(kind, "service")
                                                  == 0 ? "router"
                                                       : "module"))),
@@ -647,11 +611,11 @@ create_object(struct admin_req *r, const char *kind, const char *svcname)
         sl__config_discard(gen);
     }
     if (rc == -ENOMEM && gen == NULL) {
-        return admin_error(500, "out of memory");
+        return sl__admin_error(500, "out of memory");
     }
     if (rc < 0) {
         res = d.text && strstr(d.text, "already exists")
-                  ? admin_error(409, "an object named '%s' already exists",
+                  ? sl__admin_error(409, "an object named '%s' already exists",
                                 id)
                   : diag_error(&d);
         sl__cfg_diag_free(&d);
@@ -660,7 +624,7 @@ create_object(struct admin_req *r, const char *kind, const char *svcname)
     sl__cfg_diag_free(&d);
     sl_log_notice("created %s '%s' through the REST API", kind, id);
     if (strcmp(kind, "server") == 0) {
-        struct sl_server *srv = admin_find_server(id);
+        struct sl_server *srv = sl__admin_find_server(id);
 
         sl__persist_write(id, srv->params, NULL);
         rels = json_object_get(json_object_get(json_object_get(
@@ -670,13 +634,13 @@ create_object(struct admin_req *r, const char *kind, const char *svcname)
              i++) {
             const char *s = json_string_value(json_object_get(
                 json_array_get(json_object_get(rels, "data"), i), "id"));
-            struct sl_service *svc = s ? admin_find_service(s) : NULL;
+            struct sl_service *svc = s ? sl__admin_find_service(s) : NULL;
 
             if (svc != NULL) {
                 link_one(svc, srv, true);
             }
         }
-        return admin_no_content();
+        return sl__admin_no_content();
     }
     if (start_new(kind, id, &res) < 0) {
         return res;
@@ -688,15 +652,15 @@ create_object(struct admin_req *r, const char *kind, const char *svcname)
             continue;
         }
         p = strcmp(kind, "service") == 0
-                ? admin_find_service(id)->params
+                ? sl__admin_find_service(id)->params
             : strcmp(kind, "listener") == 0
-                ? admin_find_listener(id)->params
+                ? sl__admin_find_listener(id)->params
             : strcmp(kind, "monitor") == 0
-                ? admin_find_monitor(id)->params
-                : admin_find_filter(id)->params;
+                ? sl__admin_find_monitor(id)->params
+                : sl__admin_find_filter(id)->params;
         sl__persist_write(id, p, NULL);
     }
-    return admin_no_content();
+    return sl__admin_no_content();
 }
 
 /* ---- alter ---- */
@@ -713,7 +677,7 @@ find_spec(const struct sl_param_spec *t, const char *name)
 }
 
 int
-admin_check_params(const char *kind, const struct sl_param_spec *modspecs,
+sl__admin_check_params(const char *kind, const struct sl_param_spec *modspecs,
              json_t *params, FILE *f, struct admin_resp *res)
 {
     const struct sl_param_spec *core = sl__config_core_specs(kind);
@@ -730,7 +694,7 @@ admin_check_params(const char *kind, const struct sl_param_spec *modspecs,
             fclose(tmp);
         }
         free(text);
-        *res = admin_error(400, "%s", tmp ? err : "out of memory");
+        *res = sl__admin_error(400, "%s", tmp ? err : "out of memory");
         return -1;
     }
     fclose(tmp);
@@ -741,7 +705,7 @@ admin_check_params(const char *kind, const struct sl_param_spec *modspecs,
 
         s = s ? s : find_spec(modspecs, k);
         if (s == NULL || strcmp(k, "type") == 0) {
-            *res = admin_error(400, "unknown parameter '%s' for %s", k,
+            *res = sl__admin_error(400, "unknown parameter '%s' for %s", k,
                                kind);
             return -1;
         }
@@ -753,7 +717,7 @@ admin_check_params(const char *kind, const struct sl_param_spec *modspecs,
                      (long long)json_integer_value(v));
         }
         if (sl__param_check(s, val, why, sizeof(why)) < 0) {
-            *res = admin_error(400, "invalid value '%s' for parameter '%s' "
+            *res = sl__admin_error(400, "invalid value '%s' for parameter '%s' "
                                "(%s)", s->type == SL_PARAM_PASSWORD
                                ? "*****" : val, k, why);
             return -1;
@@ -772,7 +736,7 @@ alter_maxscale(json_t *params)
     json_t *v;
 
     if (!json_is_object(params)) {
-        return admin_error(400, "the body needs data.attributes.parameters");
+        return sl__admin_error(400, "the body needs data.attributes.parameters");
     }
     json_object_foreach(params, k, v) {
         size_t i;
@@ -784,12 +748,12 @@ alter_maxscale(json_t *params)
         }
         if (i == SL_ARRAY_LEN(levels)) {
             return find_spec(sl__config_core_specs("maxscale"), k)
-                       ? admin_error(400, "parameter '%s' cannot be changed "
+                       ? sl__admin_error(400, "parameter '%s' cannot be changed "
                                      "at run time", k)
-                       : admin_error(400, "unknown parameter '%s'", k);
+                       : sl__admin_error(400, "unknown parameter '%s'", k);
         }
         if (!json_is_boolean(v)) {
-            return admin_error(400, "invalid value for parameter '%s' "
+            return sl__admin_error(400, "invalid value for parameter '%s' "
                                "(expected true or false)", k);
         }
         if (json_is_true(v)) {
@@ -798,7 +762,7 @@ alter_maxscale(json_t *params)
             atomic_store(&sl__log_level, (int)i + SL_LOG_WARN - 1);
         }
     }
-    return admin_no_content();
+    return sl__admin_no_content();
 }
 
 static void
@@ -883,9 +847,9 @@ static struct admin_resp
 applied(json_t *pending)
 {
     if (pending == NULL) {
-        return admin_no_content();
+        return sl__admin_no_content();
     }
-    return admin_ok(json_pack(
+    return sl__admin_ok(json_pack(
         "{s:{s:s, s:o}}", "meta", "note", "parameters saved; those listed "
         "take effect at the next start", "restart_required", pending));
 }
@@ -933,13 +897,13 @@ merged_params(const struct sl_params *old, const char *over,
         sl__cfg_diag_free(&d);
         return p;
     }
-    *res = err ? admin_error(500, "out of memory") : diag_error(&d);
+    *res = err ? sl__admin_error(500, "out of memory") : diag_error(&d);
     sl__cfg_diag_free(&d);
     sl__params_free(p);
     return NULL;
 }
 
-/* Check a PATCH's parameters for kind (paths too: admin_check_paths);
+/* Check a PATCH's parameters for kind (paths too: sl__admin_check_paths);
  * the accepted ones as ini lines in *over (caller frees). 0, or -1 with
  * *res set. */
 static int
@@ -949,15 +913,15 @@ patch_lines(const char *kind, const struct sl_param_spec *modspecs,
     size_t len = 0;
     FILE *f;
 
-    if (admin_check_paths(kind, modspecs, params, res) < 0) {
+    if (sl__admin_check_paths(kind, modspecs, params, res) < 0) {
         return -1;
     }
     f = open_memstream(over, &len);
     if (f == NULL) {
-        *res = admin_error(500, "out of memory");
+        *res = sl__admin_error(500, "out of memory");
         return -1;
     }
-    if (admin_check_params(kind, modspecs, params, f, res) < 0) {
+    if (sl__admin_check_params(kind, modspecs, params, f, res) < 0) {
         fclose(f);
         free(*over);
         *over = NULL;
@@ -1009,7 +973,7 @@ mon_from_params(const struct sl_params *p, struct mon_fields *f,
                          ? sl_params_get(p, "password") : "";
 
     if (strlen(user) >= sizeof(f->user) || strlen(pw) >= sizeof(f->user)) {
-        *res = admin_error(400, "monitor user or password is too long");
+        *res = sl__admin_error(400, "monitor user or password is too long");
         return -1;
     }
     snprintf(f->user, sizeof(f->user), "%s", user);
@@ -1019,7 +983,7 @@ mon_from_params(const struct sl_params *p, struct mon_fields *f,
                                                   "backend_connect_timeout");
     f->read_timeout_ms = sl_params_duration_ms(p, "backend_read_timeout");
     if (f->interval_ms == 0) {
-        *res = admin_error(400, "invalid value '0' for parameter "
+        *res = sl__admin_error(400, "invalid value '0' for parameter "
                            "'monitor_interval' (expected a duration above "
                            "zero)");
         return -1;
@@ -1071,7 +1035,7 @@ monitor_rebuild(struct sl_monitor *m, struct sl_params *newp,
         if (was_running) {
             sl__monitor_start(m);
         }
-        return admin_error(400, "monitor module '%s' refused the new "
+        return sl__admin_error(400, "monitor module '%s' refused the new "
                            "configuration of monitor '%s'",
                            m->module->info->name, m->name);
     }
@@ -1082,12 +1046,12 @@ monitor_rebuild(struct sl_monitor *m, struct sl_params *newp,
     defer_params_free(oldp);
     defer_free(olds);
     if (was_running && sl__monitor_start(m) < 0) {
-        return admin_error(500, "monitor '%s' was reconfigured but its "
+        return sl__admin_error(500, "monitor '%s' was reconfigured but its "
                            "thread did not start", m->name);
     }
     sl__persist_write(m->name, m->params, NULL);
     sl_log_notice("monitor '%s' reconfigured (%zu servers)", m->name, n);
-    return admin_no_content();
+    return sl__admin_no_content();
 }
 
 /* Servers named in the comma list ids, none watched by a monitor other
@@ -1105,16 +1069,16 @@ monitor_server_list(struct sl_monitor *m, const char *ids, size_t *n,
     *n = 0;
     for (char *t = copy && arr ? strtok_r(copy, ",", &save) : NULL; t;
          t = strtok_r(NULL, ",", &save)) {
-        struct sl_server *s = admin_find_server(t);
+        struct sl_server *s = sl__admin_find_server(t);
 
-        *res = s ? admin_no_content()
-                 : admin_error(404, "server '%.128s' not found", t);
+        *res = s ? sl__admin_no_content()
+                 : sl__admin_error(404, "server '%.128s' not found", t);
         for (size_t i = 0; s && i < sl__config->nmonitors; i++) {
             struct sl_monitor *o = sl__config->monitors[i];
 
             if (o != m && index_of((void **)o->servers, o->nservers, s) <
                               o->nservers) {
-                *res = admin_error(400, "server '%s' is already monitored "
+                *res = sl__admin_error(400, "server '%s' is already monitored "
                                    "by '%s' (a server may belong to one "
                                    "monitor only)", s->name, o->name);
                 s = NULL;
@@ -1131,7 +1095,7 @@ monitor_server_list(struct sl_monitor *m, const char *ids, size_t *n,
     }
     free(copy);
     if (arr == NULL) {
-        *res = admin_error(500, "out of memory");
+        *res = sl__admin_error(500, "out of memory");
     }
     return arr;
 }
@@ -1154,7 +1118,7 @@ relink_monitor(struct sl_monitor *m, const char *ids)
     snprintf(what, sizeof(what), "monitor '%s'", m->name);
     if (asprintf(&over, "servers=%s\n", ids) < 0) {
         free(arr);
-        return admin_error(500, "out of memory");
+        return sl__admin_error(500, "out of memory");
     }
     newp = merged_params(m->params, over, "monitor",
                          m->module->info->params, what, &res);
@@ -1175,7 +1139,7 @@ alter_monitor(struct sl_monitor *m, json_t *data)
                                      "parameters");
     json_t *srvs = json_object_get(json_object_get(data, "relationships"),
                                    "servers");
-    struct admin_resp res = admin_no_content();
+    struct admin_resp res = sl__admin_no_content();
     char what[SL_NAME_MAX + 16];
     char *over = NULL;
 
@@ -1185,7 +1149,7 @@ alter_monitor(struct sl_monitor *m, json_t *data)
         struct sl_server **arr;
 
         if (json_object_get(params, "servers") != NULL) {
-            return admin_error(400, "change a monitor's servers through "
+            return sl__admin_error(400, "change a monitor's servers through "
                                "relationships.servers");
         }
         if (patch_lines("monitor", m->module->info->params, params, &over,
@@ -1199,7 +1163,7 @@ alter_monitor(struct sl_monitor *m, json_t *data)
         if (newp == NULL || arr == NULL) {
             sl__params_free(newp);
             free(arr);
-            return newp ? admin_error(500, "out of memory") : res;
+            return newp ? sl__admin_error(500, "out of memory") : res;
         }
         memcpy(arr, m->servers, m->nservers * sizeof(*arr));
         res = monitor_rebuild(m, newp, arr, m->nservers);
@@ -1209,7 +1173,7 @@ alter_monitor(struct sl_monitor *m, json_t *data)
         char *ids = rel_ids(srvs, ',', err, sizeof(err));
 
         if (ids == NULL) {
-            return admin_error(400, "%s", err);
+            return sl__admin_error(400, "%s", err);
         }
         res = relink_monitor(m, ids);
         free(ids);
@@ -1224,16 +1188,16 @@ monitor_run(struct sl_monitor *m, bool start)
 
     if (!start) {
         sl__monitor_stop(m);
-        set_stopped(m, true);
-        return admin_no_content();
+        sl__admin_set_stopped(m, true);
+        return sl__admin_no_content();
     }
     rc = sl__monitor_start(m);
     if (rc < 0) {
-        return admin_error(500, "cannot start monitor '%s': %s", m->name,
+        return sl__admin_error(500, "cannot start monitor '%s': %s", m->name,
                            strerror(-rc));
     }
-    set_stopped(m, false);
-    return admin_no_content();
+    sl__admin_set_stopped(m, false);
+    return sl__admin_no_content();
 }
 
 /* Stop the thread, destroy the instance, retire the object. */
@@ -1243,19 +1207,19 @@ destroy_monitor(struct sl_monitor *m)
     struct sl_config *gen = sl__config_next();
 
     if (gen == NULL) {
-        return admin_error(500, "out of memory");
+        return sl__admin_error(500, "out of memory");
     }
     sl__monitor_stop(m);
     if (m->instance && m->ops->destroy_instance) {
         m->ops->destroy_instance(m->instance);
     }
     m->instance = NULL;
-    set_stopped(m, false);
+    sl__admin_set_stopped(m, false);
     unpublish(gen, m);
     sl__persist_remove(m->name);
     sl_log_notice("destroyed monitor '%s'", m->name);
     retire(R_MONITOR, m);
-    return admin_no_content();
+    return sl__admin_no_content();
 }
 
 /* ---- services and filters: new instances over new parameters ---- */
@@ -1283,7 +1247,7 @@ alter_service_params(struct sl_service *svc, json_t *params)
 
     if (json_object_get(params, "servers") != NULL ||
         json_object_get(params, "targets") != NULL) {
-        return admin_error(400, "change a service's servers through "
+        return sl__admin_error(400, "change a service's servers through "
                            "relationships.servers");
     }
     if (patch_lines("service", mod, params, &over, &res) < 0) {
@@ -1303,7 +1267,7 @@ alter_service_params(struct sl_service *svc, json_t *params)
         }
         free(over);
         sl__params_free(newp);
-        return admin_error(400, "router of service '%s' refused the new "
+        return sl__admin_error(400, "router of service '%s' refused the new "
                            "parameters", svc->name);
     }
     pending = keys_not_live(over, NULL);
@@ -1383,7 +1347,7 @@ alter_filter_params(struct sl_filter_def *f, json_t *params)
             f->ops->destroy_instance(inst);
         }
         sl__params_free(newp);
-        return admin_error(400, "filter module '%s' refused the new "
+        return sl__admin_error(400, "filter module '%s' refused the new "
                            "parameters of filter '%s'",
                            f->module->info->name, f->name);
     }
@@ -1395,7 +1359,7 @@ alter_filter_params(struct sl_filter_def *f, json_t *params)
     sl__inst_ref_retire(oldref, oldp, NULL);
     sl__persist_write(f->name, newp, NULL);
     sl_log_notice("filter '%s': parameters changed", f->name);
-    return admin_no_content();
+    return sl__admin_no_content();
 }
 
 /* PATCH listeners/NAME parameters: validated and persisted; a listening
@@ -1443,7 +1407,7 @@ server_weight(struct sl_server *srv, json_t *params, struct admin_resp *res)
         : json_is_string(w) ? strtoll(json_string_value(w), &end, 10) : -1;
     if (v < 0 || v > 1000000 || (end && (*end || end ==
                                          json_string_value(w)))) {
-        *res = admin_error(400, "invalid value for parameter 'weight' "
+        *res = sl__admin_error(400, "invalid value for parameter 'weight' "
                            "(expected 0 to 1000000)");
         return -1;
     }
@@ -1461,7 +1425,7 @@ alter_server(struct sl_server *srv, json_t *data)
                                      "parameters");
     json_t *svcs = json_object_get(json_object_get(data, "relationships"),
                                    "services");
-    struct admin_resp res = admin_no_content();
+    struct admin_resp res = sl__admin_no_content();
     json_t *pending = NULL;
     char *over = NULL;
 
@@ -1480,7 +1444,7 @@ alter_server(struct sl_server *srv, json_t *data)
         char *ids = rel_ids(svcs, ',', err, sizeof(err));
 
         if (ids == NULL) {
-            return admin_error(400, "%s", err);
+            return sl__admin_error(400, "%s", err);
         }
         for (size_t i = 0; i < sl__config->nservices && res.status < 300;
              i++) {
@@ -1516,7 +1480,7 @@ alter_service(struct sl_service *svc, json_t *data)
                                      "parameters");
     json_t *srvs = json_object_get(json_object_get(data, "relationships"),
                                    "servers");
-    struct admin_resp res = admin_no_content();
+    struct admin_resp res = sl__admin_no_content();
 
     if (params != NULL) {
         res = alter_service_params(svc, params);
@@ -1528,7 +1492,7 @@ alter_service(struct sl_service *svc, json_t *data)
 
         if (ids == NULL) {
             json_decref(res.doc);
-            return admin_error(400, "%s", err);
+            return sl__admin_error(400, "%s", err);
         }
         r2 = relink_service(svc, ids);
         free(ids);
@@ -1550,47 +1514,47 @@ alter_object(struct admin_req *r)
     const char *name = r->nseg > 1 ? r->seg[1] : "";
 
     if (r->body == NULL || !json_is_object(data)) {
-        return admin_error(400, "the body needs a 'data' object");
+        return sl__admin_error(400, "the body needs a 'data' object");
     }
     if (strcmp(k, "maxscale") == 0) {
         return alter_maxscale(params);
     }
     if (strcmp(k, "servers") == 0) {
-        struct sl_server *s = admin_find_server(name);
+        struct sl_server *s = sl__admin_find_server(name);
 
         return s ? alter_server(s, data)
-                 : admin_error(404, "server '%s' not found", name);
+                 : sl__admin_error(404, "server '%s' not found", name);
     }
     if (strcmp(k, "services") == 0) {
-        struct sl_service *svc = admin_find_service(name);
+        struct sl_service *svc = sl__admin_find_service(name);
 
         return svc ? alter_service(svc, data)
-                   : admin_error(404, "service '%s' not found", name);
+                   : sl__admin_error(404, "service '%s' not found", name);
     }
     if (strcmp(k, "monitors") == 0) {
-        struct sl_monitor *m = admin_find_monitor(name);
+        struct sl_monitor *m = sl__admin_find_monitor(name);
 
         return m ? alter_monitor(m, data)
-                 : admin_error(404, "monitor '%s' not found", name);
+                 : sl__admin_error(404, "monitor '%s' not found", name);
     }
     if (strcmp(k, "filters") == 0) {
-        struct sl_filter_def *f = admin_find_filter(name);
+        struct sl_filter_def *f = sl__admin_find_filter(name);
 
         if (f == NULL) {
-            return admin_error(404, "filter '%s' not found", name);
+            return sl__admin_error(404, "filter '%s' not found", name);
         }
-        return params ? alter_filter_params(f, params) : admin_no_content();
+        return params ? alter_filter_params(f, params) : sl__admin_no_content();
     }
     if (strcmp(k, "listeners") == 0) {
-        struct sl_listener *l = admin_find_listener(name);
+        struct sl_listener *l = sl__admin_find_listener(name);
 
         if (l == NULL) {
-            return admin_error(404, "listener '%s' not found", name);
+            return sl__admin_error(404, "listener '%s' not found", name);
         }
         return params ? alter_listener_params(l, params)
-                      : admin_no_content();
+                      : sl__admin_no_content();
     }
-    return admin_error(405, "PATCH is not supported on %s", k);
+    return sl__admin_error(405, "PATCH is not supported on %s", k);
 }
 
 /* ---- destroy ---- */
@@ -1605,7 +1569,7 @@ destroy_server(struct sl_server *srv)
         if (index_of((void **)c->services[i]->servers,
                      c->services[i]->nservers, srv) <
             c->services[i]->nservers) {
-            return admin_error(400, "server '%s' is used by service '%s'; "
+            return sl__admin_error(400, "server '%s' is used by service '%s'; "
                                "unlink it first", srv->name,
                                c->services[i]->name);
         }
@@ -1614,19 +1578,19 @@ destroy_server(struct sl_server *srv)
         if (index_of((void **)c->monitors[i]->servers,
                      c->monitors[i]->nservers, srv) <
             c->monitors[i]->nservers) {
-            return admin_error(400, "server '%s' is monitored by '%s'",
+            return sl__admin_error(400, "server '%s' is monitored by '%s'",
                                srv->name, c->monitors[i]->name);
         }
     }
     gen = sl__config_next();
     if (gen == NULL) {
-        return admin_error(500, "out of memory");
+        return sl__admin_error(500, "out of memory");
     }
     unpublish(gen, srv);
     sl__persist_remove(srv->name);
     sl_log_notice("destroyed server '%s'", srv->name);
     retire(R_SERVER, srv);
-    return admin_no_content();
+    return sl__admin_no_content();
 }
 
 /* Wait (bounded) until a stopped listener has closed its socket. */
@@ -1648,18 +1612,18 @@ destroy_listener(struct sl_listener *l)
     struct sl_config *gen = sl__config_next();
 
     if (gen == NULL) {
-        return admin_error(500, "out of memory");
+        return sl__admin_error(500, "out of memory");
     }
-    if (!admin_is_stopped(l)) {
+    if (!sl__admin_is_stopped(l)) {
         sl__listener_stop(l);
     }
     listener_closed(l);
-    set_stopped(l, false);
+    sl__admin_set_stopped(l, false);
     unpublish(gen, l);
     sl__persist_remove(l->name);
     sl_log_notice("destroyed listener '%s'", l->name);
     retire(R_LISTENER, l);
-    return admin_no_content();
+    return sl__admin_no_content();
 }
 
 static struct admin_resp
@@ -1671,69 +1635,69 @@ destroy_object(struct admin_req *r)
     const char *name = r->seg[1];
 
     if (strcmp(k, "servers") == 0) {
-        struct sl_server *s = admin_find_server(name);
+        struct sl_server *s = sl__admin_find_server(name);
 
         return s ? destroy_server(s)
-                 : admin_error(404, "server '%s' not found", name);
+                 : sl__admin_error(404, "server '%s' not found", name);
     }
     if (strcmp(k, "listeners") == 0 || (strcmp(k, "services") == 0 &&
                                         r->nseg == 4)) {
-        struct sl_listener *l = admin_find_listener(r->seg[r->nseg - 1]);
+        struct sl_listener *l = sl__admin_find_listener(r->seg[r->nseg - 1]);
 
         return l ? destroy_listener(l)
-                 : admin_error(404, "listener '%s' not found",
+                 : sl__admin_error(404, "listener '%s' not found",
                                r->seg[r->nseg - 1]);
     }
     if (strcmp(k, "services") == 0) {
-        struct sl_service *svc = admin_find_service(name);
+        struct sl_service *svc = sl__admin_find_service(name);
 
         if (svc == NULL) {
-            return admin_error(404, "service '%s' not found", name);
+            return sl__admin_error(404, "service '%s' not found", name);
         }
         for (size_t i = 0; i < c->nlisteners; i++) {
             if (c->listeners[i]->service == svc) {
-                return admin_error(400, "service '%s' has listener '%s'; "
+                return sl__admin_error(400, "service '%s' has listener '%s'; "
                                    "destroy it first", name,
                                    c->listeners[i]->name);
             }
         }
         if ((gen = sl__config_next()) == NULL) {
-            return admin_error(500, "out of memory");
+            return sl__admin_error(500, "out of memory");
         }
         unpublish(gen, svc);
         sl__persist_remove(name);
         retire(R_SERVICE, svc);
-        return admin_no_content();
+        return sl__admin_no_content();
     }
     if (strcmp(k, "filters") == 0) {
-        struct sl_filter_def *f = admin_find_filter(name);
+        struct sl_filter_def *f = sl__admin_find_filter(name);
 
         if (f == NULL) {
-            return admin_error(404, "filter '%s' not found", name);
+            return sl__admin_error(404, "filter '%s' not found", name);
         }
         for (size_t i = 0; i < c->nservices; i++) {
             if (index_of((void **)c->services[i]->filters,
                          c->services[i]->nfilters, f) <
                 c->services[i]->nfilters) {
-                return admin_error(400, "filter '%s' is used by service "
+                return sl__admin_error(400, "filter '%s' is used by service "
                                    "'%s'", name, c->services[i]->name);
             }
         }
         if ((gen = sl__config_next()) == NULL) {
-            return admin_error(500, "out of memory");
+            return sl__admin_error(500, "out of memory");
         }
         unpublish(gen, f);
         sl__persist_remove(name);
         retire(R_FILTER, f);
-        return admin_no_content();
+        return sl__admin_no_content();
     }
     if (strcmp(k, "monitors") == 0) {
-        struct sl_monitor *m = admin_find_monitor(name);
+        struct sl_monitor *m = sl__admin_find_monitor(name);
 
         return m ? destroy_monitor(m)
-                 : admin_error(404, "monitor '%s' not found", name);
+                 : sl__admin_error(404, "monitor '%s' not found", name);
     }
-    return admin_error(405, "DELETE is not supported on %s", k);
+    return sl__admin_error(405, "DELETE is not supported on %s", k);
 }
 
 /* ---- states, stop/start ---- */
@@ -1767,14 +1731,14 @@ server_state(struct admin_req *r, struct sl_server *srv, bool set)
         {"master", SL_SRV_MASTER | SL_SRV_RUNNING, false},
         {"slave", SL_SRV_SLAVE | SL_SRV_RUNNING, false},
     };
-    const char *st = admin_query(r, "state");
+    const char *st = sl__admin_query(r, "state");
 
     for (size_t i = 0; st && i < SL_ARRAY_LEN(states); i++) {
         if (strcasecmp(st, states[i].name) != 0) {
             continue;
         }
         if (!states[i].admin && monitored(srv)) {
-            return admin_error(400, "server '%s' is monitored: its '%s' "
+            return sl__admin_error(400, "server '%s' is monitored: its '%s' "
                                "state is set by the monitor", srv->name, st);
         }
         if (set) {
@@ -1789,9 +1753,9 @@ server_state(struct admin_req *r, struct sl_server *srv, bool set)
         }
         sl_log_notice("server '%s': %s state '%s'", srv->name,
                       set ? "set" : "cleared", st);
-        return admin_no_content();
+        return sl__admin_no_content();
     }
-    return admin_error(400, "invalid or missing 'state' parameter '%s' "
+    return sl__admin_error(400, "invalid or missing 'state' parameter '%s' "
                        "(expected maintenance, drain, running, master or "
                        "slave)", st ? st : "");
 }
@@ -1801,25 +1765,25 @@ listener_run(struct sl_listener *l, bool start)
 {
     int rc;
 
-    if (start == !admin_is_stopped(l)) {
-        return admin_no_content();
+    if (start == !sl__admin_is_stopped(l)) {
+        return sl__admin_no_content();
     }
     if (!start) {
         sl__listener_stop(l);
-        set_stopped(l, true);
+        sl__admin_set_stopped(l, true);
         listener_closed(l);
-        return admin_no_content();
+        return sl__admin_no_content();
     }
     if (!listener_closed(l)) {
-        return admin_error(503, "listener '%s' is still closing", l->name);
+        return sl__admin_error(503, "listener '%s' is still closing", l->name);
     }
     rc = sl__listener_start(l);
     if (rc < 0) {
-        return admin_error(400, "listener '%s' cannot listen: %s", l->name,
+        return sl__admin_error(400, "listener '%s' cannot listen: %s", l->name,
                            strerror(-rc));
     }
-    set_stopped(l, false);
-    return admin_no_content();
+    sl__admin_set_stopped(l, false);
+    return sl__admin_no_content();
 }
 
 static struct admin_resp
@@ -1827,19 +1791,19 @@ stop_start(struct admin_req *r)
 {
     const char *k = r->seg[0];
     bool start = strcmp(r->seg[2], "start") == 0;
-    struct admin_resp res = admin_no_content();
+    struct admin_resp res = sl__admin_no_content();
 
     if (strcmp(k, "listeners") == 0) {
-        struct sl_listener *l = admin_find_listener(r->seg[1]);
+        struct sl_listener *l = sl__admin_find_listener(r->seg[1]);
 
         return l ? listener_run(l, start)
-                 : admin_error(404, "listener '%s' not found", r->seg[1]);
+                 : sl__admin_error(404, "listener '%s' not found", r->seg[1]);
     }
     if (strcmp(k, "services") == 0) {
-        struct sl_service *svc = admin_find_service(r->seg[1]);
+        struct sl_service *svc = sl__admin_find_service(r->seg[1]);
 
         if (svc == NULL) {
-            return admin_error(404, "service '%s' not found", r->seg[1]);
+            return sl__admin_error(404, "service '%s' not found", r->seg[1]);
         }
         for (size_t i = 0; i < sl__config->nlisteners; i++) {
             if (sl__config->listeners[i]->service == svc &&
@@ -1847,14 +1811,14 @@ stop_start(struct admin_req *r)
                 res = listener_run(sl__config->listeners[i], start);
             }
         }
-        set_stopped(svc, !start);
+        sl__admin_set_stopped(svc, !start);
         return res;
     }
     {
-        struct sl_monitor *m = admin_find_monitor(r->seg[1]);
+        struct sl_monitor *m = sl__admin_find_monitor(r->seg[1]);
 
         return m ? monitor_run(m, start)
-                 : admin_error(404, "monitor '%s' not found", r->seg[1]);
+                 : sl__admin_error(404, "monitor '%s' not found", r->seg[1]);
     }
 }
 
@@ -1870,7 +1834,7 @@ struct admin_resp
 sl__rest_modcmd(struct admin_req *r)
 {
     const char *argv[16];
-    int argc = admin_query_args(r, argv, (int)SL_ARRAY_LEN(argv));
+    int argc = sl__admin_query_args(r, argv, (int)SL_ARRAY_LEN(argv));
     bool is_post = strcmp(r->method, "POST") == 0;
     void *out = NULL;
     char *err = NULL;
@@ -1880,7 +1844,7 @@ sl__rest_modcmd(struct admin_req *r)
     rc = sl__modcmd_call(r->seg[2], r->seg[3], is_post && r->is_admin, argv,
                          argc, &out, &err);
     if (rc < 0) {
-        struct admin_resp res = admin_error(
+        struct admin_resp res = sl__admin_error(
             rc == -ENOENT ? 404 : rc != -EACCES ? 400 : is_post ? 403 : 405,
             "%s", err ? err
             : rc == -ENOENT ? "no such module command" : "command failed");
@@ -1891,9 +1855,9 @@ sl__rest_modcmd(struct admin_req *r)
     }
     free(err);
     if (out == NULL) {
-        return admin_no_content();
+        return sl__admin_no_content();
     }
-    return admin_ok(json_pack("{s:o}", "meta", (json_t *)out));
+    return sl__admin_ok(json_pack("{s:o}", "meta", (json_t *)out));
 }
 
 /* ---- dispatch ---- */
@@ -1916,7 +1880,7 @@ sl__rest_log_rotate(struct admin_req *r)
 {
     sl__log_reopen();
     sl_log_notice("log rotated through the REST API");
-    return admin_no_content();
+    return sl__admin_no_content();
 }
 
 /* POST servers|services|listeners|monitors|filters */
@@ -1926,7 +1890,7 @@ sl__rest_create(struct admin_req *r)
     int k = kind_index(r->seg[0]);
 
     if (r->body == NULL) {
-        return admin_error(400, "POST needs a JSON body");
+        return sl__admin_error(400, "POST needs a JSON body");
     }
     return create_object(r, kinds[k][1], NULL);
 }
@@ -1936,10 +1900,10 @@ struct admin_resp
 sl__rest_create_listener(struct admin_req *r)
 {
     if (r->body == NULL) {
-        return admin_error(400, "POST needs a JSON body");
+        return sl__admin_error(400, "POST needs a JSON body");
     }
-    if (admin_find_service(r->seg[1]) == NULL) {
-        return admin_error(404, "service '%s' not found", r->seg[1]);
+    if (sl__admin_find_service(r->seg[1]) == NULL) {
+        return sl__admin_error(404, "service '%s' not found", r->seg[1]);
     }
     return create_object(r, "listener", r->seg[1]);
 }
@@ -1948,10 +1912,10 @@ sl__rest_create_listener(struct admin_req *r)
 struct admin_resp
 sl__rest_server_state(struct admin_req *r)
 {
-    struct sl_server *s = admin_find_server(r->seg[1]);
+    struct sl_server *s = sl__admin_find_server(r->seg[1]);
 
     return s ? server_state(r, s, strcmp(r->seg[2], "set") == 0)
-             : admin_error(404, "server '%s' not found", r->seg[1]);
+             : sl__admin_error(404, "server '%s' not found", r->seg[1]);
 }
 
 /* PUT services|listeners|monitors/NAME/stop|start */
@@ -1972,17 +1936,17 @@ sl__rest_alter(struct admin_req *r)
 struct admin_resp
 sl__rest_relink_monitor(struct admin_req *r)
 {
-    struct sl_monitor *m = admin_find_monitor(r->seg[1]);
+    struct sl_monitor *m = sl__admin_find_monitor(r->seg[1]);
     char err[256];
     char *ids;
     struct admin_resp res;
 
     if (m == NULL) {
-        return admin_error(404, "monitor '%s' not found", r->seg[1]);
+        return sl__admin_error(404, "monitor '%s' not found", r->seg[1]);
     }
     ids = rel_ids(r->body, ',', err, sizeof(err));
     if (ids == NULL) {
-        return admin_error(400, "%s", err);
+        return sl__admin_error(400, "%s", err);
     }
     res = relink_monitor(m, ids);
     free(ids);
@@ -1993,17 +1957,17 @@ sl__rest_relink_monitor(struct admin_req *r)
 struct admin_resp
 sl__rest_relink_service(struct admin_req *r)
 {
-    struct sl_service *svc = admin_find_service(r->seg[1]);
+    struct sl_service *svc = sl__admin_find_service(r->seg[1]);
     char err[256];
     char *ids;
     struct admin_resp res;
 
     if (svc == NULL) {
-        return admin_error(404, "service '%s' not found", r->seg[1]);
+        return sl__admin_error(404, "service '%s' not found", r->seg[1]);
     }
     ids = rel_ids(r->body, ',', err, sizeof(err));
     if (ids == NULL) {
-        return admin_error(400, "%s", err);
+        return sl__admin_error(400, "%s", err);
     }
     res = relink_service(svc, ids);
     free(ids);
