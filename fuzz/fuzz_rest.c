@@ -22,7 +22,7 @@
  *    MHD_http_unescape as libmicrohttpd does before the handler sees the
  *    values, and the response is checked instead of sent.
  * 2. The body alone is turned into the ini section of a new object of
- *    every kind (admin_body_to_ini, runtime.c's POST path) and validated
+ *    every kind (sl__admin_body_to_ini, runtime.c's POST path) and validated
  *    by the configuration loader; the PATCH path checks
  *    data.attributes.parameters against the core tables.
  *
@@ -31,7 +31,7 @@
  * text has exactly one section and it is named data.id - a body can never
  * inject a second object or a [maxscale] section. (It found that ids were
  * not restricted: " x" became section "x", "../x" escaped PERSISTDIR; now
- * admin_body_to_ini accepts names of [A-Za-z0-9_.-] only.)
+ * sl__admin_body_to_ini accepts names of [A-Za-z0-9_.-] only.)
  */
 /* admin.c first: it defines _GNU_SOURCE and its own SL_LOG_TAG */
 #include "../server/core/admin.c"
@@ -90,7 +90,7 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
     (void)argc;
     (void)argv;
     atomic_store(&sl__log_level, -1);
-    if (mkdtemp(tmpdir) == NULL || admin_users_load(tmpdir) != 0 ||
+    if (mkdtemp(tmpdir) == NULL || sl__admin_users_load(tmpdir) != 0 ||
         atexit(remove_tmpdir) != 0) {
         abort();
     }
@@ -273,7 +273,7 @@ fresh_config(void)
     char text[1024];
 
     snprintf(text, sizeof(text), "%s", base_config);
-    admin_runtime_free();
+    sl__admin_runtime_free();
     sl__config_free(sl__config);
     sl__config = sl__config_load_text(text, strlen(text), true, &d);
     sl__cfg_diag_free(&d);
@@ -360,7 +360,7 @@ fuzz_body(const char *body, size_t len)
             .module_dir = "/nonexistent/sluice-fuzz-modules",
         };
         const char *id = NULL;
-        char *text = admin_body_to_ini(doc, kinds[k],
+        char *text = sl__admin_body_to_ini(doc, kinds[k],
                                        k == 2 ? "svc" : NULL, &id, err,
                                        sizeof(err));
         struct sl_config *cfg;
@@ -383,7 +383,7 @@ fuzz_body(const char *body, size_t len)
         FILE *f = open_memstream(&out, &olen);
 
         for (size_t k = 0; f && params && k < 5; k++) {
-            if (admin_check_params(kinds[k], NULL, params, f, &res) < 0) {
+            if (sl__admin_check_params(kinds[k], NULL, params, f, &res) < 0) {
                 json_decref(res.doc);
                 res.doc = NULL;
             }

@@ -4,11 +4,13 @@
  * libmicrohttpd on admin_host:admin_port.
  *
  *   headers -> Host names this API (403) -> Origin/Sec-Fetch-Site for
- *              writes (403) -> basic auth (401) -> role for writes (403)
+ *              writes (403) -> basic auth (401) -> the role the route's
+ *              row requires (403, admin_routes.c)
  *              -> declared body size (413)          [admit, before the body]
  *           -> body accumulated (at most SL_ADMIN_MAX_BODY, else 413)
- *           -> path split into segments -> GET: admin_json.c
- *                                          else: runtime.c
+ *           -> path split into segments -> the route's handler
+ *              (reads: admin_json.c; writes: runtime.c; users:
+ *              admin_users.c), 404 / 405 when no row matches
  *           -> JSON response (errors: {"errors":[{"detail":...}]})
  *
  * libmicrohttpd runs one internal polling thread; every request is handled
@@ -39,6 +41,7 @@
 
 #include "admin_int.h"
 #include "config_int.h"
+#include "worker_int.h"
 
 #define ADMIN_CONN_LIMIT 64
 #define ADMIN_CONN_TIMEOUT 10          /* seconds idle */
@@ -55,7 +58,6 @@ struct conn_state {
 };
 
 static struct MHD_Daemon *daemon_;
-static time_t started_at;
 static bool auth_required = true;
 static char *tls_key;
 static char *tls_cert;
@@ -65,98 +67,6 @@ static int listen_port;
 static bool listen_loopback;   /* admin_host is 127.x or ::1 */
 static bool listen_any;        /* admin_host is 0.0.0.0 or :: */
 static char *allowed_hosts;    /* admin_allowed_hosts, or NULL */
-
-uint64_t
-sl__admin_uptime(void)
-{
-    time_t now = time(NULL);
-
-    return started_at && now > started_at ? (uint64_t)(now - started_at) : 0;
-}
-
-bool
-sl__admin_default_credentials(void)
-{
-    return admin_users_default_active();
-}
-
-/* ---- responses ---- */
-
-struct admin_resp
-admin_error(int status, const char *fmt, ...)
-{
-    char msg[1024];
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    return (struct admin_resp){
-        status, json_pack("{s:[{s:s}]}", "errors", "detail", msg)};
-}
-
-struct admin_resp
-admin_ok(json_t *doc)
-{
-    if (doc == NULL) {
-        return admin_error(500, "out of memory");
-    }
-    return (struct admin_resp){200, doc};
-}
-
-struct admin_resp
-admin_no_content(void)
-{
-    return (struct admin_resp){204, NULL};
-}
-
-json_t *
-admin_link(struct admin_req *r, const char *fmt, ...)
-{
-    char path[1024];
-    char url[1400];
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(path, sizeof(path), fmt, ap);
-    va_end(ap);
-    snprintf(url, sizeof(url), "%s://%s/v1/%s", tls_cert ? "https" : "http",
-             r->host, path);
-    return json_string(url);
-}
-
-const char *
-admin_query(struct admin_req *r, const char *name)
-{
-    return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
-}
-
-struct args_ctx {
-    const char **argv;
-    int n;
-    int max;
-};
-
-static enum MHD_Result
-add_arg(void *cls, enum MHD_ValueKind kind, const char *key,
-        const char *value)
-{
-    struct args_ctx *c = cls;
-
-    if (c->n < c->max) {
-        c->argv[c->n++] = value && value[0] ? value : key;
-    }
-    return MHD_YES;
-}
-
-int
-admin_query_args(struct admin_req *r, const char **argv, int max)
-{
-    struct args_ctx c = {argv, 0, max};
-
-    MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, add_arg, &c);
-    return c.n;
-}
 
 static enum MHD_Result
 send_resp(struct MHD_Connection *conn, struct admin_resp res)
@@ -233,15 +143,15 @@ authenticate(struct MHD_Connection *conn, struct admin_resp *err)
     }
     user = MHD_basic_auth_get_username_password(conn, &pass);
     if (user == NULL) {
-        *err = admin_error(401, "authentication required");
+        *err = sl__admin_error(401, "authentication required");
         free(pass);
         return -1;
     }
-    role = admin_users_check(user, pass ? pass : "", peer_is_local(conn));
+    role = sl__admin_users_check(user, pass ? pass : "", peer_is_local(conn));
     free(pass);
     if (role < 0) {
         sl_log_warn("REST API: authentication failed for '%.64s'", user);
-        *err = admin_error(401, "invalid user name or password");
+        *err = sl__admin_error(401, "invalid user name or password");
     }
     free(user);
     return role;
@@ -386,9 +296,30 @@ is_read_method(const char *method)
  * writes (403), credentials (401), the role for writes (403), the declared
  * body size (413). 0 with *is_admin set, or -1 with *err set.
  */
+/* The role a request for url needs (admin_routes.c). */
+static enum sl_admin_role
+required_role(const char *method, const char *url)
+{
+    char *seg[8];
+    char *buf = NULL;
+    int nseg = 0;
+    enum sl_admin_role role;
+
+    if (sl__admin_split_path(url, &buf, seg, (int)SL_ARRAY_LEN(seg), &nseg) < 0) {
+        nseg = 0;   /* answered 404 later; a write still needs admin */
+        seg[0] = NULL;
+        role = is_read_method(method) ? SL_ADMIN_ROLE_BASIC
+                                      : SL_ADMIN_ROLE_ADMIN;
+    } else {
+        role = sl__admin_route_role(method, seg, nseg);
+    }
+    free(buf);
+    return role;
+}
+
 static int
-admit(struct MHD_Connection *conn, const char *method, bool *is_admin,
-      struct admin_resp *err)
+admit(struct MHD_Connection *conn, const char *method, const char *url,
+      bool *is_admin, struct admin_resp *err)
 {
     const char *host = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                    "Host");
@@ -398,24 +329,25 @@ admit(struct MHD_Connection *conn, const char *method, bool *is_admin,
     int role;
 
     if (host != NULL && !host_allowed(host)) {
-        *err = admin_error(403, "Host '%.200s' is not an address of this "
+        *err = sl__admin_error(403, "Host '%.200s' is not an address of this "
                            "API (see admin_allowed_hosts)", host);
         return -1;
     }
     if (write && !origin_allowed(conn, host)) {
-        *err = admin_error(403, "cross-site request refused (Origin or "
+        *err = sl__admin_error(403, "cross-site request refused (Origin or "
                            "Sec-Fetch-Site is not this API)");
         return -1;
     }
     if ((role = authenticate(conn, err)) < 0) {
         return -1;
     }
-    if (write && role != 1) {
-        *err = admin_error(403, "user has read-only (basic) access");
+    /* the one role check: what the route's row requires */
+    if (role < (int)required_role(method, url)) {
+        *err = sl__admin_error(403, "user has read-only (basic) access");
         return -1;
     }
     if (cl != NULL && strtoull(cl, NULL, 10) > SL_ADMIN_MAX_BODY) {
-        *err = admin_error(413, "request body larger than %d bytes",
+        *err = sl__admin_error(413, "request body larger than %d bytes",
                            SL_ADMIN_MAX_BODY);
         return -1;
     }
@@ -424,7 +356,7 @@ admit(struct MHD_Connection *conn, const char *method, bool *is_admin,
 }
 
 int
-admin_split_path(const char *url, char **pathbuf, char **seg, int maxseg,
+sl__admin_split_path(const char *url, char **pathbuf, char **seg, int maxseg,
                  int *nseg)
 {
     char *save = NULL;
@@ -452,7 +384,7 @@ admin_split_path(const char *url, char **pathbuf, char **seg, int maxseg,
 static int
 split_path(struct admin_req *r)
 {
-    return admin_split_path(r->url, &r->pathbuf, r->seg,
+    return sl__admin_split_path(r->url, &r->pathbuf, r->seg,
                             (int)SL_ARRAY_LEN(r->seg), &r->nseg);
 }
 
@@ -460,29 +392,42 @@ split_path(struct admin_req *r)
 static struct admin_resp
 dispatch(struct admin_req *r, struct conn_state *cs)
 {
+    const struct sl_admin_route *route;
     json_error_t jerr;
+    bool known;
 
     if (cs->too_large) {
-        return admin_error(413, "request body larger than %d bytes",
+        return sl__admin_error(413, "request body larger than %d bytes",
                            SL_ADMIN_MAX_BODY);
     }
     if (split_path(r) < 0) {
-        return admin_error(404, "unknown resource '%.200s' (the API is "
+        return sl__admin_error(404, "unknown resource '%.200s' (the API is "
                            "under /v1)", r->url);
     }
-    if (is_read_method(r->method)) {
-        return admin_get(r);
+    route = sl__admin_route_find(r->method, r->seg, r->nseg, &known);
+    if (route == NULL) {
+        if (is_read_method(r->method) && !known) {
+            return sl__admin_error(404, "unknown resource '%.200s'", r->url);
+        }
+        return sl__admin_error(405, "%.16s is not supported on '%.200s'",
+                           r->method, r->url);
     }
+    if (is_read_method(r->method)) {
+        return route->handler(r);
+    }
+    /* free what earlier changes unpublished and no worker can still hold
+     * (generation.c) */
+    sl__worker_reclaim(false);
     if (cs->len > 0) {
         r->body = json_loadb(cs->body, cs->len, JSON_REJECT_DUPLICATES,
                              &jerr);
         if (r->body == NULL) {
-            return admin_error(400, "invalid JSON in request body at line "
+            return sl__admin_error(400, "invalid JSON in request body at line "
                                "%d column %d: %s", jerr.line, jerr.column,
                                jerr.text);
         }
     }
-    return admin_write(r);
+    return route->handler(r);
 }
 
 /* Append one upload chunk to the body, or only count it once too large. */
@@ -531,7 +476,7 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url,
         if (cs == NULL) {
             return MHD_NO;
         }
-        if (admit(conn, method, &cs->is_admin, &res) < 0) {
+        if (admit(conn, method, url, &cs->is_admin, &res) < 0) {
             cs->refused = true;
             return send_resp(conn, res);
         }
@@ -550,6 +495,7 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url,
     }
     host = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Host");
     snprintf(r.host, sizeof(r.host), "%.299s", host ? host : "localhost");
+    r.https = tls_cert != NULL;
     r.is_admin = cs->is_admin;
     res = dispatch(&r, cs);
     json_decref(r.body);
@@ -671,7 +617,7 @@ sl__admin_start(const struct sl_config *cfg)
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL;
     int rc;
 
-    started_at = time(NULL);
+    sl__admin_mark_started();
     if (!g->admin_enabled) {
         return 0;
     }
@@ -684,7 +630,7 @@ sl__admin_start(const struct sl_config *cfg)
     }
     flags |= rc == 1 ? MHD_USE_IPv6 : 0;
     set_listen_names(g, &ss);
-    if (admin_users_load(g->datadir) < 0 || load_tls(g->params) < 0) {
+    if (sl__admin_users_load(g->datadir) < 0 || load_tls(g->params) < 0) {
         return -EINVAL;
     }
     flags |= tls_cert ? MHD_USE_TLS : 0;
@@ -705,7 +651,7 @@ sl__admin_start(const struct sl_config *cfg)
     }
     sl_log_notice("REST API listening on %s:%d%s", g->admin_host,
                   g->admin_port, tls_cert ? " (TLS)" : "");
-    if (auth_required && admin_users_default_active()) {
+    if (auth_required && sl__admin_users_default_active()) {
         sl_log_warn("REST API: the default admin account (admin/mariadb) "
                     "is in use; it works from localhost only. Change its "
                     "password: maxctrl alter user admin NEW_PASSWORD");
@@ -725,8 +671,8 @@ sl__admin_stop(void)
 void
 sl__admin_finish(void)
 {
-    admin_users_free();
-    admin_runtime_free();
+    sl__admin_users_free();
+    sl__admin_runtime_free();
     free(tls_key);
     free(tls_cert);
     tls_key = tls_cert = NULL;

@@ -38,6 +38,7 @@ struct admin_req {
     json_t *body;                   /* parsed body or NULL */
     void *conn;                     /* struct MHD_Connection * */
     bool is_admin;                  /* role allows writes */
+    bool https;                     /* served over TLS (for links) */
     char host[300];                 /* Host header, for links */
 };
 
@@ -46,83 +47,129 @@ int sl__admin_start(const struct sl_config *cfg);
 void sl__admin_stop(void);
 /* Free what run-time changes retired. Main, after the workers stopped. */
 void sl__admin_finish(void);
+
+/* ---- admin_common.c ---- */
 /* Seconds since sl__admin_start (the daemon's uptime). */
 uint64_t sl__admin_uptime(void);
-/* True while the default admin/mariadb credentials are in use. */
-bool sl__admin_default_credentials(void);
+void sl__admin_mark_started(void);
 
 /* Query argument of the current request, NULL if absent. */
-const char *admin_query(struct admin_req *r, const char *name);
+const char *sl__admin_query(struct admin_req *r, const char *name);
 /* The query's keys in order (module command arguments); their count. */
-int admin_query_args(struct admin_req *r, const char **argv, int max);
+int sl__admin_query_args(struct admin_req *r, const char **argv, int max);
 /* Error responses: {"errors":[{"detail": fmt...}]}. */
-struct admin_resp admin_error(int status, const char *fmt, ...)
+struct admin_resp sl__admin_error(int status, const char *fmt, ...)
     SL_PRINTF(2, 3);
-struct admin_resp admin_ok(json_t *doc);
-struct admin_resp admin_no_content(void);
+struct admin_resp sl__admin_ok(json_t *doc);
+struct admin_resp sl__admin_no_content(void);
 /* "http://HOST/v1/" + path, for links. */
-json_t *admin_link(struct admin_req *r, const char *fmt, ...)
+json_t *sl__admin_link(struct admin_req *r, const char *fmt, ...)
     SL_PRINTF(2, 3);
 
 /* ---- admin_users.c ---- */
-int admin_users_load(const char *datadir);
-void admin_users_free(void);
+int sl__admin_users_load(const char *datadir);
+void sl__admin_users_free(void);
 /* 1 admin, 0 basic (read-only), -1 refused. local: peer is loopback. */
-int admin_users_check(const char *user, const char *password, bool local);
-struct admin_resp admin_users_get(struct admin_req *r);
-struct admin_resp admin_users_write(struct admin_req *r);
-bool admin_users_default_active(void);
+int sl__admin_users_check(const char *user, const char *password, bool local);
+bool sl__admin_users_default_active(void);
 
 /* ---- admin_json.c: GET resources ---- */
-struct admin_resp admin_get(struct admin_req *r);
-json_t *admin_params_json(const struct sl_params *p);
-struct sl_server *admin_find_server(const char *name);
-struct sl_service *admin_find_service(const char *name);
-struct sl_listener *admin_find_listener(const char *name);
-struct sl_monitor *admin_find_monitor(const char *name);
-struct sl_filter_def *admin_find_filter(const char *name);
+json_t *sl__admin_params_json(const struct sl_params *p);
+struct sl_server *sl__admin_find_server(const char *name);
+struct sl_service *sl__admin_find_service(const char *name);
+struct sl_listener *sl__admin_find_listener(const char *name);
+struct sl_monitor *sl__admin_find_monitor(const char *name);
+struct sl_filter_def *sl__admin_find_filter(const char *name);
 
 /* ---- admin_paths.c ---- */
 /* Check the path parameters (filebase, socket, *file, SL_PARAM_PATH) of a
  * create or alter of kind (modspecs: its module's table, may be NULL):
  * each must lie under logdir or admin_secure_paths, not under datadir or
  * persistdir. 0, or -1 with *res set (403). */
-int admin_check_paths(const char *kind, const struct sl_param_spec *modspecs,
+int sl__admin_check_paths(const char *kind, const struct sl_param_spec *modspecs,
                       json_t *params, struct admin_resp *res);
 /* The parameter table of the loaded module named name, or NULL. */
-const struct sl_param_spec *admin_module_specs(const char *name);
+const struct sl_param_spec *sl__admin_module_specs(const char *name);
 
-/* ---- runtime.c: writes ---- */
-struct admin_resp admin_write(struct admin_req *r);
+/* ---- admin_routes.c: the routing table ---- */
+
+enum sl_admin_role {
+    SL_ADMIN_ROLE_BASIC = 0,   /* read-only accounts */
+    SL_ADMIN_ROLE_ADMIN = 1,
+};
+
+typedef struct admin_resp (*sl_admin_handler)(struct admin_req *r);
+
+struct sl_admin_route {
+    const char *method;        /* "GET" (also HEAD), "POST|PATCH", ... */
+    const char *path;          /* after /v1/: "servers/ *", "users/ **" */
+    sl_admin_handler handler;
+    enum sl_admin_role role;   /* required of the caller */
+};
+
+/* The row for method and path, or NULL; *path_known tells whether a row
+ * with another method has the path (405 rather than 404). */
+const struct sl_admin_route *sl__admin_route_find(const char *method,
+                                                  char *const *seg,
+                                                  int nseg,
+                                                  bool *path_known);
+/* The role a request needs: its row's, or for a path no row has, basic
+ * for reads and admin for writes. */
+enum sl_admin_role sl__admin_route_role(const char *method, char *const *seg,
+                                        int nseg);
+
+/* The handlers (admin_json.c: reads; runtime.c: writes and module
+ * commands; admin_users.c: accounts). Each is reached only through a row
+ * whose pattern it relies on (segment counts and names). */
+struct admin_resp sl__rest_maxscale_get(struct admin_req *r);
+struct admin_resp sl__rest_threads_get(struct admin_req *r);
+struct admin_resp sl__rest_modules_get(struct admin_req *r);
+struct admin_resp sl__rest_logs_get(struct admin_req *r);
+struct admin_resp sl__rest_objects_get(struct admin_req *r);
+struct admin_resp sl__rest_sessions_get(struct admin_req *r);
+struct admin_resp sl__rest_users_get(struct admin_req *r);
+struct admin_resp sl__rest_users_write(struct admin_req *r);
 /* POST (or GET for passive commands) maxscale/modules/MOD/CMD?args. */
-struct admin_resp admin_modcmd(struct admin_req *r);
+struct admin_resp sl__rest_modcmd(struct admin_req *r);
+struct admin_resp sl__rest_log_rotate(struct admin_req *r);
+struct admin_resp sl__rest_create(struct admin_req *r);
+struct admin_resp sl__rest_create_listener(struct admin_req *r);
+struct admin_resp sl__rest_server_state(struct admin_req *r);
+struct admin_resp sl__rest_stop_start(struct admin_req *r);
+struct admin_resp sl__rest_alter(struct admin_req *r);
+struct admin_resp sl__rest_relink_monitor(struct admin_req *r);
+struct admin_resp sl__rest_relink_service(struct admin_req *r);
+struct admin_resp sl__rest_destroy(struct admin_req *r);
 
 /*
  * Pure request parsing, also driven by fuzz/fuzz_rest.c (no network, no
  * running configuration needed):
- * admin_body_to_ini: a POST body (JSON:API document) as the ini section
+ * sl__admin_body_to_ini: a POST body (JSON:API document) as the ini section
  * for a new object of kind ("server", "service", ...; svcname: the
  * service of a listener created under /services/NAME/listeners, or
  * NULL). *idp points into body. The text (caller frees) has exactly one
  * section, named data.id; NULL with err set when malformed.
- * admin_check_params: check a PATCH's parameters object against the core
+ * sl__admin_check_params: check a PATCH's parameters object against the core
  * table for kind and a module's (may be NULL); write the accepted ones as
  * "key=value" lines to f. 0, or -1 with *res set (an error document).
- * admin_split_path: split a URL path after "/v1/" into at most maxseg
+ * sl__admin_split_path: split a URL path after "/v1/" into at most maxseg
  * segments pointing into *pathbuf (caller frees, also on error). 0, or
  * -1 when the path is not under /v1, has too many segments or no memory.
  */
-char *admin_body_to_ini(json_t *body, const char *kind, const char *svcname,
+char *sl__admin_body_to_ini(json_t *body, const char *kind, const char *svcname,
                         const char **idp, char *err, size_t errlen);
-int admin_check_params(const char *kind,
+int sl__admin_check_params(const char *kind,
                        const struct sl_param_spec *modspecs, json_t *params,
                        FILE *f, struct admin_resp *res);
-int admin_split_path(const char *url, char **pathbuf, char **seg,
+int sl__admin_split_path(const char *url, char **pathbuf, char **seg,
                      int maxseg, int *nseg);
 
-/* Stopped-state bookkeeping for services, listeners and monitors. */
-bool admin_is_stopped(const void *obj);
+/* Stopped-state bookkeeping for services, listeners and monitors
+ * (admin_common.c). */
+bool sl__admin_is_stopped(const void *obj);
+void sl__admin_set_stopped(const void *obj, bool stop);
+void sl__admin_stopped_free(void);
 /* Objects replaced or removed at run time are kept here until exit. */
-void admin_runtime_free(void);
+void sl__admin_runtime_free(void);
 
 #endif

@@ -16,6 +16,7 @@
 #define SL_LOG_TAG "admin"
 
 #include <errno.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,38 +27,18 @@
 #include <sluice/log.h>
 #include <sluice/modcmd.h>
 #include <sluice/server.h>
+#include <sluice/worker.h>
 
 #include "admin_int.h"
 #include "config_int.h"
-#include "dcb_int.h"
-#include "worker_int.h"
 
 #define COLLECT_TIMEOUT_MS 2000
 #define LOG_TAIL_BYTES (32 * 1024)
 
-/* ---- lookups ---- */
-
-#define FIND(fn, type, arr, n)                                           \
-    type *fn(const char *name)                                           \
-    {                                                                    \
-        for (size_t i = 0; sl__config && i < sl__config->n; i++) {       \
-            if (strcmp(sl__config->arr[i]->name, name) == 0) {           \
-                return sl__config->arr[i];                               \
-            }                                                            \
-        }                                                                \
-        return NULL;                                                     \
-    }
-
-FIND(admin_find_server, struct sl_server, servers, nservers)
-FIND(admin_find_service, struct sl_service, services, nservices)
-FIND(admin_find_listener, struct sl_listener, listeners, nlisteners)
-FIND(admin_find_monitor, struct sl_monitor, monitors, nmonitors)
-FIND(admin_find_filter, struct sl_filter_def, filters, nfilters)
-
 /* ---- helpers ---- */
 
 json_t *
-admin_params_json(const struct sl_params *p)
+sl__admin_params_json(const struct sl_params *p)
 {
     json_t *o = json_object();
     const char *name;
@@ -92,7 +73,7 @@ rel(struct admin_req *r, const char *type, const char *const *names,
                                               "type", type));
     }
     return json_pack("{s:o, s:{s:o}}", "data", data, "links", "self",
-                     admin_link(r, "%s/", type));
+                     sl__admin_link(r, "%s/", type));
 }
 
 /* A relationship from an array of objects whose first field is the name
@@ -121,7 +102,7 @@ resource(struct admin_req *r, const char *type, const char *id,
     return json_pack("{s:s, s:s, s:o, s:o, s:{s:o}}", "id", id, "type", type,
                      "attributes", attrs, "relationships",
                      rels ? rels : json_object(), "links", "self",
-                     admin_link(r, "%s%s/%s",
+                     sl__admin_link(r, "%s%s/%s",
                                 strcmp(type, "threads") == 0 ||
                                 strcmp(type, "modules") == 0 ? "maxscale/"
                                                              : "",
@@ -131,8 +112,8 @@ resource(struct admin_req *r, const char *type, const char *id,
 static struct admin_resp
 document(struct admin_req *r, json_t *data)
 {
-    return admin_ok(json_pack("{s:o, s:{s:o}}", "data", data, "links",
-                              "self", admin_link(r, "%s", r->url + 4)));
+    return sl__admin_ok(json_pack("{s:o, s:{s:o}}", "data", data, "links",
+                              "self", sl__admin_link(r, "%s", r->url + 4)));
 }
 
 /* ---- servers ---- */
@@ -171,7 +152,7 @@ server_json(struct admin_req *r, void *obj)
     sl_server_status_str(sl_server_status(s), state, sizeof(state));
     attrs = json_pack(
         "{s:s, s:o, s:I, s:I, s:s, s:o, s:{s:I, s:I, s:I, s:I, s:I}}",
-        "state", state, "parameters", admin_params_json(s->params),
+        "state", state, "parameters", sl__admin_params_json(s->params),
         "replication_lag", (json_int_t)sl_server_replication_lag(s),
         "server_id", (json_int_t)sl_server_id(s),
         "version_string", s->version_string, "last_event", json_null(),
@@ -222,8 +203,8 @@ service_json(struct admin_req *r, void *obj)
     attrs = json_pack(
         "{s:s, s:s, s:o, s:I, s:I, s:o, s:{s:I, s:I}}",
         "router", s->router_module->info->name,
-        "state", admin_is_stopped(s) ? "Stopped" : "Started",
-        "parameters", admin_params_json(s->params),
+        "state", sl__admin_is_stopped(s) ? "Stopped" : "Started",
+        "parameters", sl__admin_params_json(s->params),
         "connections", (json_int_t)atomic_load(&s->sessions),
         "total_connections", (json_int_t)atomic_load(&s->total_sessions),
         "router_diagnostics", diag ? diag : json_object(),
@@ -246,9 +227,9 @@ listener_json(struct admin_req *r, void *obj)
     const char *n = l->service->name;
     json_t *attrs = json_pack(
         "{s:s, s:s, s:o, s:{s:I, s:I}}",
-        "state", admin_is_stopped(l) ? "Stopped" : "Running",
+        "state", sl__admin_is_stopped(l) ? "Stopped" : "Running",
         "protocol", l->protocol_module->info->name,
-        "parameters", admin_params_json(l->params), "statistics",
+        "parameters", sl__admin_params_json(l->params), "statistics",
         "connections", (json_int_t)atomic_load(&l->connections),
         "total_connections", (json_int_t)atomic_load(&l->connections_total));
 
@@ -265,9 +246,9 @@ monitor_json(struct admin_req *r, void *obj)
                        ? m->ops->diagnostics(m->instance) : NULL;
     json_t *attrs = json_pack(
         "{s:s, s:s, s:I, s:o, s:o}", "module", m->module->info->name,
-        "state", admin_is_stopped(m) ? "Stopped" : "Running",
+        "state", sl__admin_is_stopped(m) ? "Stopped" : "Running",
         "ticks", (json_int_t)atomic_load(&m->ticks),
-        "parameters", admin_params_json(m->params),
+        "parameters", sl__admin_params_json(m->params),
         "monitor_diagnostics", diag ? diag : json_object());
 
     return resource(r, "monitors", m->name, attrs,
@@ -286,7 +267,7 @@ filter_json(struct admin_req *r, void *obj)
     json_t *svcs = json_array();
     json_t *attrs = json_pack("{s:s, s:o, s:o}", "module",
                               f->module->info->name, "parameters",
-                              admin_params_json(f->params),
+                              sl__admin_params_json(f->params),
                               "filter_diagnostics",
                               diag ? diag : json_object());
 
@@ -313,7 +294,7 @@ objects(struct admin_req *r, const char *kind, void **arr, size_t n,
     json_t *data;
 
     if (r->nseg > 2) {
-        return admin_error(404, "unknown resource '%.200s'", r->url);
+        return sl__admin_error(404, "unknown resource '%.200s'", r->url);
     }
     if (r->nseg == 2) {
         for (size_t i = 0; i < n; i++) {
@@ -321,7 +302,7 @@ objects(struct admin_req *r, const char *kind, void **arr, size_t n,
                 return document(r, fn(r, arr[i]));
             }
         }
-        return admin_error(404, "%s '%s' not found", kind, r->seg[1]);
+        return sl__admin_error(404, "%s '%s' not found", kind, r->seg[1]);
     }
     data = json_array();
     for (size_t i = 0; i < n; i++) {
@@ -360,60 +341,47 @@ collect_unref(struct collect *c)
     }
 }
 
-static json_t *
-session_attrs(struct sl_session *ses)
+static void
+session_attrs(const struct sl_session_info *ses, void *arg)
 {
     json_t *backends = json_array();
-    char state[16];
 
-    for (struct sl_backend *b = ses->backends; b; b = b->next) {
-        json_array_append_new(backends, json_string(b->server->name));
+    for (size_t i = 0; i < ses->nbackends; i++) {
+        json_array_append_new(backends, json_string(ses->backends[i]));
     }
-    snprintf(state, sizeof(state), "%s",
-             ses->state == SL_SESSION_STARTING ? "Starting"
-             : ses->state == SL_SESSION_STARTED ? "Started" : "Closing");
-    return json_pack("{s:I, s:s, s:s, s:s, s:s, s:s, s:o, s:I, s:I}",
-                     "id", (json_int_t)ses->id, "service", ses->service->name,
-                     "state", state, "user", ses->user, "remote",
-                     ses->remote, "database", ses->db, "backends", backends,
-                     "bytes_read", (json_int_t)ses->client->bytes_read,
-                     "bytes_written", (json_int_t)ses->client->bytes_written);
+    json_array_append_new(arg, json_pack(
+        "{s:I, s:s, s:s, s:s, s:s, s:s, s:o, s:I, s:I}",
+        "id", (json_int_t)ses->id, "service", ses->service,
+        "state", ses->state, "user", ses->user, "remote", ses->remote,
+        "database", ses->db, "backends", backends,
+        "bytes_read", (json_int_t)ses->bytes_read,
+        "bytes_written", (json_int_t)ses->bytes_written));
 }
 
-/* Runs on a worker: describe its own sessions or DCB counts. */
+/* Runs on a worker: describe its own sessions or DCB counts (through the
+ * core's snapshot, sl__worker_snapshot). */
 static void
 collect_on_worker(void *arg)
 {
     struct collect *c = arg;
     struct sl_worker *w = sl_worker_current();
     json_t *out = c->want_sessions ? json_array() : json_object();
-    json_int_t counts[4] = {0};
-    json_int_t bytes[2] = {0};
+    struct sl_worker_stats st;
 
-    pthread_mutex_lock(&w->dcb_lock);
-    for (struct sl_dcb *d = w->dcbs; d != NULL; d = d->list_next) {
-        if (d->state == DCB_CLOSED) {
-            continue;
-        }
-        counts[d->role < 4 ? d->role : 3]++;
-        bytes[0] += (json_int_t)d->bytes_read;
-        bytes[1] += (json_int_t)d->bytes_written;
-        if (c->want_sessions && d->role == SL_DCB_CLIENT && d->session &&
-            (c->session_id == 0 || c->session_id == d->session->id)) {
-            json_array_append_new(out, session_attrs(d->session));
-        }
-    }
-    pthread_mutex_unlock(&w->dcb_lock);
+    sl__worker_snapshot(&st, c->session_id,
+                        c->want_sessions ? session_attrs : NULL, out);
     if (!c->want_sessions) {
         json_object_set_new(out, "stats", json_pack(
             "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
-            "current_descriptors", counts[0] + counts[1] + counts[2] +
-                                       counts[3],
-            "listeners", counts[0], "sessions", counts[1],
-            "backend_connections", counts[2],
-            "zombies", (json_int_t)w->nzombies,
-            "event_queue_length", (json_int_t)w->evq->count,
-            "bytes_read", bytes[0], "bytes_written", bytes[1]));
+            "current_descriptors", (json_int_t)(st.listeners + st.clients +
+                                                st.backends + st.other),
+            "listeners", (json_int_t)st.listeners,
+            "sessions", (json_int_t)st.clients,
+            "backend_connections", (json_int_t)st.backends,
+            "zombies", (json_int_t)st.zombies,
+            "event_queue_length", (json_int_t)st.event_queue_length,
+            "bytes_read", (json_int_t)st.bytes_read,
+            "bytes_written", (json_int_t)st.bytes_written));
     }
     pthread_mutex_lock(&c->lock);
     c->results[sl_worker_index(w)] = out;
@@ -464,8 +432,8 @@ collect_workers(bool sessions, uint64_t id)
     return c;
 }
 
-static struct admin_resp
-sessions_get(struct admin_req *r)
+struct admin_resp
+sl__rest_sessions_get(struct admin_req *r)
 {
     uint64_t id = 0;
     struct collect *c;
@@ -474,7 +442,7 @@ sessions_get(struct admin_req *r)
 
     if (r->nseg > 2) {
         json_decref(data);
-        return admin_error(404, "unknown resource '%.200s'", r->url);
+        return sl__admin_error(404, "unknown resource '%.200s'", r->url);
     }
     if (r->nseg == 2) {
         char *end;
@@ -482,13 +450,13 @@ sessions_get(struct admin_req *r)
         id = strtoull(r->seg[1], &end, 10);
         if (*end != '\0' || id == 0) {
             json_decref(data);
-            return admin_error(404, "session '%.64s' not found", r->seg[1]);
+            return sl__admin_error(404, "session '%.64s' not found", r->seg[1]);
         }
     }
     c = collect_workers(true, id);
     if (c == NULL) {
         json_decref(data);
-        return admin_error(503, "workers did not answer");
+        return sl__admin_error(503, "workers did not answer");
     }
     pthread_mutex_lock(&c->lock);
     for (int i = 0; i < sl_worker_count(); i++) {
@@ -509,7 +477,7 @@ sessions_get(struct admin_req *r)
     }
     if (json_array_size(data) == 0) {
         json_decref(data);
-        return admin_error(404, "session '%s' not found", r->seg[1]);
+        return sl__admin_error(404, "session '%s' not found", r->seg[1]);
     }
     json_incref(json_array_get(data, 0));
     {
@@ -520,8 +488,8 @@ sessions_get(struct admin_req *r)
     }
 }
 
-static struct admin_resp
-threads_get(struct admin_req *r)
+struct admin_resp
+sl__rest_threads_get(struct admin_req *r)
 {
     struct collect *c = collect_workers(false, 0);
     json_t *data = json_array();
@@ -529,7 +497,7 @@ threads_get(struct admin_req *r)
 
     if (c == NULL) {
         json_decref(data);
-        return admin_error(503, "workers did not answer");
+        return sl__admin_error(503, "workers did not answer");
     }
     pthread_mutex_lock(&c->lock);
     for (int i = 0; i < sl_worker_count(); i++) {
@@ -550,15 +518,15 @@ threads_get(struct admin_req *r)
 
         json_decref(data);
         return one ? document(r, one)
-                   : admin_error(404, "thread '%s' not found", r->seg[2]);
+                   : sl__admin_error(404, "thread '%s' not found", r->seg[2]);
     }
     return document(r, data);
 }
 
 /* ---- maxscale, modules, logs ---- */
 
-static struct admin_resp
-maxscale_get(struct admin_req *r)
+struct admin_resp
+sl__rest_maxscale_get(struct admin_req *r)
 {
     const struct sl_global *g = &sl__config->global;
     char started[64];
@@ -573,14 +541,14 @@ maxscale_get(struct admin_req *r)
         "version", SLUICE_VERSION, "started_at", started,
         "uptime", (json_int_t)sl__admin_uptime(), "threads", g->threads,
         "process_id", (int)getpid(),
-        "default_admin_credentials", sl__admin_default_credentials(),
-        "parameters", admin_params_json(g->params));
+        "default_admin_credentials", sl__admin_users_default_active(),
+        "parameters", sl__admin_params_json(g->params));
     json_object_set_new(attrs, "event_model", json_string(
         g->event_model == SL_EVENT_MODEL_SHARED ? "shared" : "pinned"));
     return document(r, json_pack("{s:s, s:s, s:o, s:{s:o}}", "id",
                                  "maxscale", "type", "maxscale",
                                  "attributes", attrs, "links", "self",
-                                 admin_link(r, "maxscale")));
+                                 sl__admin_link(r, "maxscale")));
 }
 
 static const char *const param_type_names[] = {
@@ -668,8 +636,8 @@ module_json(struct admin_req *r, const struct sl_loaded_module *lm)
         commands_json(r, m->name)), NULL);
 }
 
-static struct admin_resp
-modules_get(struct admin_req *r)
+struct admin_resp
+sl__rest_modules_get(struct admin_req *r)
 {
     json_t *data = json_array();
 
@@ -687,7 +655,7 @@ modules_get(struct admin_req *r)
     }
     if (r->nseg == 3) {
         json_decref(data);
-        return admin_error(404, "module '%s' not found", r->seg[2]);
+        return sl__admin_error(404, "module '%s' not found", r->seg[2]);
     }
     return document(r, data);
 }
@@ -724,8 +692,8 @@ log_tail(const char *path)
     return lines;
 }
 
-static struct admin_resp
-logs_get(struct admin_req *r)
+struct admin_resp
+sl__rest_logs_get(struct admin_req *r)
 {
     const char *path = sl__log_path();
 
@@ -735,61 +703,35 @@ logs_get(struct admin_req *r)
         (int)atomic_load(&sl__log_level), "log", log_tail(path)));
 }
 
-static struct admin_resp
-maxscale_sub(struct admin_req *r)
-{
-    if (r->nseg == 1) {
-        return maxscale_get(r);
-    }
-    if (strcmp(r->seg[1], "threads") == 0 && r->nseg <= 3) {
-        return threads_get(r);
-    }
-    if (strcmp(r->seg[1], "modules") == 0 && r->nseg == 4) {
-        return admin_modcmd(r);
-    }
-    if (strcmp(r->seg[1], "modules") == 0 && r->nseg <= 3) {
-        return modules_get(r);
-    }
-    if (strcmp(r->seg[1], "logs") == 0 && r->nseg == 2) {
-        return logs_get(r);
-    }
-    return admin_error(404, "unknown resource '%.200s'", r->url);
-}
-
+/* GET servers, services, listeners, monitors, filters (and one by name) */
 struct admin_resp
-admin_get(struct admin_req *r)
+sl__rest_objects_get(struct admin_req *r)
 {
-    struct sl_config *c = sl__config;
-    const char *k = r->nseg ? r->seg[0] : "";
+    static const struct {
+        const char *path;
+        const char *kind;
+        size_t arr;      /* offsets in struct sl_config */
+        size_t n;
+        obj_json_fn fn;
+    } kinds[] = {
+        {"servers", "server", offsetof(struct sl_config, servers),
+         offsetof(struct sl_config, nservers), server_json},
+        {"services", "service", offsetof(struct sl_config, services),
+         offsetof(struct sl_config, nservices), service_json},
+        {"listeners", "listener", offsetof(struct sl_config, listeners),
+         offsetof(struct sl_config, nlisteners), listener_json},
+        {"monitors", "monitor", offsetof(struct sl_config, monitors),
+         offsetof(struct sl_config, nmonitors), monitor_json},
+        {"filters", "filter", offsetof(struct sl_config, filters),
+         offsetof(struct sl_config, nfilters), filter_json},
+    };
+    char *c = (char *)sl__config;
 
-    if (strcmp(k, "maxscale") == 0) {
-        return maxscale_sub(r);
+    for (size_t i = 0; i < SL_ARRAY_LEN(kinds); i++) {
+        if (strcmp(r->seg[0], kinds[i].path) == 0) {
+            return objects(r, kinds[i].kind, *(void ***)(c + kinds[i].arr),
+                           *(size_t *)(c + kinds[i].n), kinds[i].fn);
+        }
     }
-    if (strcmp(k, "servers") == 0) {
-        return objects(r, "server", (void **)c->servers, c->nservers,
-                       server_json);
-    }
-    if (strcmp(k, "services") == 0) {
-        return objects(r, "service", (void **)c->services, c->nservices,
-                       service_json);
-    }
-    if (strcmp(k, "listeners") == 0) {
-        return objects(r, "listener", (void **)c->listeners, c->nlisteners,
-                       listener_json);
-    }
-    if (strcmp(k, "monitors") == 0) {
-        return objects(r, "monitor", (void **)c->monitors, c->nmonitors,
-                       monitor_json);
-    }
-    if (strcmp(k, "filters") == 0) {
-        return objects(r, "filter", (void **)c->filters, c->nfilters,
-                       filter_json);
-    }
-    if (strcmp(k, "sessions") == 0) {
-        return sessions_get(r);
-    }
-    if (strcmp(k, "users") == 0) {
-        return admin_users_get(r);
-    }
-    return admin_error(404, "unknown resource '%.200s'", r->url);
+    return sl__admin_error(404, "unknown resource '%.200s'", r->url);
 }

@@ -45,7 +45,7 @@ spec_in(const struct sl_param_spec *t, const char *name)
 }
 
 const struct sl_param_spec *
-admin_module_specs(const char *name)
+sl__admin_module_specs(const char *name)
 {
     for (size_t i = 0; name && i < sl__module_count(); i++) {
         const struct sl_loaded_module *lm = sl__module_at(i);
@@ -162,7 +162,7 @@ check_path(const char *key, const char *value, char *why, size_t whylen)
 }
 
 int
-admin_check_paths(const char *kind, const struct sl_param_spec *modspecs,
+sl__admin_check_paths(const char *kind, const struct sl_param_spec *modspecs,
                   json_t *params, struct admin_resp *res)
 {
     const char *key;
@@ -177,7 +177,7 @@ admin_check_paths(const char *kind, const struct sl_param_spec *modspecs,
             continue;
         }
         if (check_path(key, value, why, sizeof(why)) < 0) {
-            *res = admin_error(403, "parameter '%s': '%.300s' %s", key,
+            *res = sl__admin_error(403, "parameter '%s': '%.300s' %s", key,
                                value, why);
             return -1;
         }

@@ -171,7 +171,7 @@ drop_bad_entries(void)
 }
 
 int
-admin_users_load(const char *datadir)
+sl__admin_users_load(const char *datadir)
 {
     json_error_t err;
 
@@ -199,7 +199,7 @@ admin_users_load(const char *datadir)
 }
 
 void
-admin_users_free(void)
+sl__admin_users_free(void)
 {
     json_decref(users);
     users = NULL;
@@ -207,7 +207,7 @@ admin_users_free(void)
 }
 
 bool
-admin_users_default_active(void)
+sl__admin_users_default_active(void)
 {
     json_t *u = users ? find_user(DEFAULT_USER, NULL) : NULL;
     const char *h = u ? json_string_value(json_object_get(u, "password"))
@@ -217,7 +217,7 @@ admin_users_default_active(void)
 }
 
 int
-admin_users_check(const char *user, const char *pw, bool local)
+sl__admin_users_check(const char *user, const char *pw, bool local)
 {
     unsigned char d[32];
     json_t *u;
@@ -256,11 +256,11 @@ user_json(struct admin_req *r, json_t *u)
     return json_pack("{s:s, s:s, s:{s:s}, s:{s:o}}", "id", name, "type",
                      "inet", "attributes", "account",
                      json_string_value(json_object_get(u, "account")),
-                     "links", "self", admin_link(r, "users/inet/%s", name));
+                     "links", "self", sl__admin_link(r, "users/inet/%s", name));
 }
 
 struct admin_resp
-admin_users_get(struct admin_req *r)
+sl__rest_users_get(struct admin_req *r)
 {
     json_t *arr = json_array();
     size_t i;
@@ -269,30 +269,30 @@ admin_users_get(struct admin_req *r)
     if (r->nseg == 3) {
         u = find_user(r->seg[2], NULL);
         if (u == NULL || strcmp(r->seg[1], "inet") != 0) {
-            return admin_error(404, "unknown user '%s'", r->seg[2]);
+            return sl__admin_error(404, "unknown user '%s'", r->seg[2]);
         }
         json_decref(arr);
-        return admin_ok(json_pack("{s:o, s:{s:o}}", "data", user_json(r, u),
+        return sl__admin_ok(json_pack("{s:o, s:{s:o}}", "data", user_json(r, u),
                                   "links", "self",
-                                  admin_link(r, "users/inet/%s",
+                                  sl__admin_link(r, "users/inet/%s",
                                              r->seg[2])));
     }
     if (r->nseg == 2 && strcmp(r->seg[1], "inet") != 0) {
         json_decref(arr);
-        return admin_error(404, "unknown resource 'users/%s'", r->seg[1]);
+        return sl__admin_error(404, "unknown resource 'users/%s'", r->seg[1]);
     }
     json_array_foreach(users, i, u) {
         json_array_append_new(arr, user_json(r, u));
     }
-    return admin_ok(json_pack("{s:o, s:{s:o}}", "data", arr, "links",
-                              "self", admin_link(r, "users/inet")));
+    return sl__admin_ok(json_pack("{s:o, s:{s:o}}", "data", arr, "links",
+                              "self", sl__admin_link(r, "users/inet")));
 }
 
 /* POST /v1/users/inet {"data":{"id","attributes":{"password","account"}}}
  * PATCH /v1/users/inet/NAME {"data":{"attributes":{"password"}}}
  * DELETE /v1/users/inet/NAME */
 struct admin_resp
-admin_users_write(struct admin_req *r)
+sl__rest_users_write(struct admin_req *r)
 {
     json_t *data = json_object_get(r->body, "data");
     json_t *attrs = json_object_get(data, "attributes");
@@ -305,45 +305,45 @@ admin_users_write(struct admin_req *r)
     json_t *u;
 
     if (r->nseg < 2 || strcmp(r->seg[1], "inet") != 0) {
-        return admin_error(405, "use /v1/users/inet");
+        return sl__admin_error(405, "use /v1/users/inet");
     }
     if (name == NULL || name[0] == '\0') {
-        return admin_error(400, "missing user name (data.id)");
+        return sl__admin_error(400, "missing user name (data.id)");
     }
     u = find_user(name, &idx);
     if (strcmp(r->method, "DELETE") == 0) {
         if (u == NULL) {
-            return admin_error(404, "unknown user '%s'", name);
+            return sl__admin_error(404, "unknown user '%s'", name);
         }
         json_array_remove(users, idx);
-        return save() < 0 ? admin_error(500, "cannot save accounts")
-                          : admin_no_content();
+        return save() < 0 ? sl__admin_error(500, "cannot save accounts")
+                          : sl__admin_no_content();
     }
     if (pw == NULL || pw[0] == '\0') {
-        return admin_error(400, "missing parameter 'password'");
+        return sl__admin_error(400, "missing parameter 'password'");
     }
     if (acc && strcmp(acc, "admin") != 0 && strcmp(acc, "basic") != 0) {
-        return admin_error(400, "invalid value '%s' for parameter "
+        return sl__admin_error(400, "invalid value '%s' for parameter "
                            "'account' (expected admin or basic)", acc);
     }
     if (strcmp(r->method, "POST") == 0 && r->nseg == 2) {
         if (u != NULL) {
-            return admin_error(409, "user '%s' already exists", name);
+            return sl__admin_error(409, "user '%s' already exists", name);
         }
     } else if (strcmp(r->method, "PATCH") == 0 && r->nseg == 3) {
         if (u == NULL) {
-            return admin_error(404, "unknown user '%s'", name);
+            return sl__admin_error(404, "unknown user '%s'", name);
         }
         snprintf(accbuf, sizeof(accbuf), "%s", acc ? acc
                  : json_string_value(json_object_get(u, "account")));
         acc = accbuf;
         json_array_remove(users, idx);
     } else {
-        return admin_error(405, "method %s not allowed here", r->method);
+        return sl__admin_error(405, "method %s not allowed here", r->method);
     }
     if (add_user(name, pw, acc ? acc : "basic") < 0) {
-        return admin_error(500, "cannot hash the password");
+        return sl__admin_error(500, "cannot hash the password");
     }
-    return save() < 0 ? admin_error(500, "cannot save accounts")
-                      : admin_no_content();
+    return save() < 0 ? sl__admin_error(500, "cannot save accounts")
+                      : sl__admin_no_content();
 }

@@ -1266,6 +1266,9 @@ create_service_instances(struct loader *L)
             sl__cfg_error(L->d, section_line(L, svc->name), "router '%s' "
                           "refused to create an instance for service '%s'",
                           svc->router_module->info->name, svc->name);
+        } else if ((svc->router_ref = sl__inst_ref_new(
+                        svc->router_instance, svc->router, NULL)) == NULL) {
+            sl__cfg_error(L->d, 0, "out of memory");
         }
     }
     for (size_t i = 0; i < cfg->nlisteners; i++) {
@@ -1309,6 +1312,9 @@ create_instances(struct loader *L)
             sl__cfg_error(L->d, section_line(L, f->name), "filter module "
                           "'%s' refused to create filter '%s'",
                           f->module->info->name, f->name);
+        } else if ((f->ref = sl__inst_ref_new(f->instance, NULL,
+                                              f->ops)) == NULL) {
+            sl__cfg_error(L->d, 0, "out of memory");
         }
     }
     create_service_instances(L);
@@ -1344,6 +1350,8 @@ free_instances(struct sl_config *cfg)
             svc->protocol->service_data_free(svc->protocol_data);
         }
         svc->protocol_data = NULL;
+        sl__inst_ref_free_current(svc->router_ref);
+        svc->router_ref = NULL;
         if (svc->router_instance && svc->router->destroy_instance) {
             svc->router->destroy_instance(svc->router_instance);
         }
@@ -1352,6 +1360,8 @@ free_instances(struct sl_config *cfg)
     for (size_t i = 0; i < cfg->nfilters; i++) {
         struct sl_filter_def *f = cfg->filters[i];
 
+        sl__inst_ref_free_current(f->ref);
+        f->ref = NULL;
         if (f->instance && f->ops->destroy_instance) {
             f->ops->destroy_instance(f->instance);
         }
@@ -1652,5 +1662,7 @@ out:
 const struct sl_params *
 sl_global_params(void)
 {
-    return sl__config != NULL ? sl__config->global.params : NULL;
+    const struct sl_config *cfg = sl__config_current();
+
+    return cfg != NULL ? cfg->global.params : NULL;
 }

@@ -57,10 +57,19 @@ struct sl_config *sl__config_load_text(const char *text, size_t len,
 int sl__config_add_text(struct sl_config *cfg, const char *text, size_t len,
                         struct sl_cfg_diag *d);
 
+/* ---- persist.c ---- */
+
 /* Lay PERSISTDIR/ *.cnf (objects created or changed through the REST
  * API, runtime.c) over a main configuration text: takes text, returns the
  * merged text with *len updated. Main thread, while loading. */
 char *sl__persist_merge(char *text, size_t *len);
+/* Write PERSISTDIR/NAME.cnf: [name] with p's explicit values (line > 0)
+ * plus overrides "key=value\n..." (which win). 0 or -errno (logged).
+ * Admin thread. */
+int sl__persist_write(const char *name, const struct sl_params *p,
+                      const char *overrides);
+/* Remove PERSISTDIR/NAME.cnf if it exists. Admin thread. */
+void sl__persist_remove(const char *name);
 
 /* The core's own spec table for an object type ("maxscale", "server",
  * "service", "listener", "monitor", "filter"), or NULL. */

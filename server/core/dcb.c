@@ -170,11 +170,14 @@ sl__dcb_add(struct sl_dcb *dcb)
             ev.events |= EPOLLEXCLUSIVE;
         }
     }
+    /* Polling before it is in the set: once it is, a worker may handle
+     * an event at once (a listener added by the admin thread). */
+    dcb->state = DCB_POLLING;
     if (epoll_ctl(sl__worker_epfd(dcb->worker), EPOLL_CTL_ADD, dcb->fd,
                   &ev) != 0) {
+        dcb->state = DCB_ALLOC;
         return -errno;
     }
-    dcb->state = DCB_POLLING;
     return 0;
 }
 
@@ -347,14 +350,14 @@ backend_backpressure(struct sl_dcb *dcb, const struct sl_global *g)
 static void
 check_backpressure(struct sl_dcb *dcb)
 {
+    const struct sl_config *cfg = sl__config_current();
     const struct sl_global *g;
     struct sl_session *ses = dcb->session;
 
-    if (ses == NULL || sl__config == NULL ||
-        sl__config->global.writeq_high_water == 0) {
+    if (ses == NULL || cfg == NULL || cfg->global.writeq_high_water == 0) {
         return;
     }
-    g = &sl__config->global;
+    g = &cfg->global;
     if (dcb->role == SL_DCB_BACKEND) {
         backend_backpressure(dcb, g);
         return;
@@ -626,13 +629,18 @@ tls_events(struct sl_dcb *dcb, uint32_t *ev)
 static bool
 login_overdue(const struct sl_dcb *c, uint64_t now)
 {
-    uint64_t limit = c->service != NULL ? c->service->auth_timeout_ms : 0;
+    uint64_t limit;
 
+    /* Clients only: a listener DCB that the admin thread is still setting
+     * up (it is on the list from its allocation) is not read at all. */
+    if (c->role != SL_DCB_CLIENT) {
+        return false;
+    }
+    limit = c->service != NULL ? c->service->auth_timeout_ms : 0;
     /* now > accept_ms: in the shared model the accepting worker's clock
      * may be ahead of the one looking */
-    return c->role == SL_DCB_CLIENT && c->pending_login &&
-           c->state == DCB_POLLING && limit > 0 && now > c->accept_ms &&
-           now - c->accept_ms > limit;
+    return c->pending_login && c->state == DCB_POLLING && limit > 0 &&
+           now > c->accept_ms && now - c->accept_ms > limit;
 }
 
 /* In the client's own turn (so no other worker is processing it, and in
@@ -717,7 +725,7 @@ static const char *
 timed_out(const struct sl_dcb *c, uint64_t now, char *why, size_t len)
 {
     const struct sl_service *svc = c->service;
-    uint64_t idle_since, stalled, idle;
+    uint64_t idle_since, stalled, idle, nwt, ct;
 
     why[0] = '\0';
     if (svc == NULL || c->state != DCB_POLLING || c->session == NULL) {
@@ -729,12 +737,13 @@ timed_out(const struct sl_dcb *c, uint64_t now, char *why, size_t len)
      * ours (shared model): that is no time at all, not 2^64 ms. */
     stalled = now > c->write_progress_ms ? now - c->write_progress_ms : 0;
     idle = now > idle_since ? now - idle_since : 0;
-    if (svc->net_write_timeout_ms > 0 && c->writeq.len > 0 &&
-        stalled > svc->net_write_timeout_ms) {
+    /* both may be changed by a PATCH (runtime.c, relaxed stores) */
+    nwt = __atomic_load_n(&svc->net_write_timeout_ms, __ATOMIC_RELAXED);
+    ct = __atomic_load_n(&svc->connection_timeout_ms, __ATOMIC_RELAXED);
+    if (nwt > 0 && c->writeq.len > 0 && stalled > nwt) {
         snprintf(why, len, "no write progress for %llu s "
                  "(net_write_timeout)", (unsigned long long)stalled / 1000);
-    } else if (svc->connection_timeout_ms > 0 && c->writeq.len == 0 &&
-               idle > svc->connection_timeout_ms) {
+    } else if (ct > 0 && c->writeq.len == 0 && idle > ct) {
         snprintf(why, len, "idle for %llu s (connection_timeout)",
                  (unsigned long long)idle / 1000);
     }
@@ -1123,7 +1132,8 @@ lrec_dcb_closed(struct sl_dcb *dcb)
     }
     if (r != NULL && --r->open == 0 && r->l->fd >= 0) {
         close(r->l->fd);
-        r->l->fd = -1;
+        /* runtime.c waits for it with an acquire load */
+        __atomic_store_n(&r->l->fd, -1, __ATOMIC_RELEASE);
         if (r->l->socket[0] != '\0') {
             unlink(r->l->socket);
         }
@@ -1552,4 +1562,72 @@ sl__dcb_drain_clients(struct sl_worker *w)
     }
     free(all);
     return busy;
+}
+
+/* ---- snapshots for the REST API (admin_json.c) ---- */
+
+static void
+session_info(struct sl_session *ses, sl_session_info_fn fn, void *arg)
+{
+    const char *names[256];
+    struct sl_session_info info = {
+        .id = ses->id,
+        .service = ses->service->name,
+        .state = ses->state == SL_SESSION_STARTING  ? "Starting"
+                 : ses->state == SL_SESSION_STARTED ? "Started"
+                                                    : "Closing",
+        .user = ses->user,
+        .remote = ses->remote,
+        .db = ses->db,
+        .backends = names,
+        .bytes_read = ses->client->bytes_read,
+        .bytes_written = ses->client->bytes_written,
+    };
+
+    for (struct sl_backend *b = ses->backends;
+         b != NULL && info.nbackends < SL_ARRAY_LEN(names); b = b->next) {
+        names[info.nbackends++] = b->server->name;
+    }
+    fn(&info, arg);
+}
+
+void
+sl__worker_snapshot(struct sl_worker_stats *st, uint64_t session_id,
+                    sl_session_info_fn fn, void *arg)
+{
+    struct sl_worker *w = sl_worker_current();
+
+    memset(st, 0, sizeof(*st));
+    if (w == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&w->dcb_lock);
+    for (struct sl_dcb *d = w->dcbs; d != NULL; d = d->list_next) {
+        if (d->state == DCB_CLOSED) {
+            continue;
+        }
+        switch (d->role) {
+        case SL_DCB_LISTENER:
+            st->listeners++;
+            break;
+        case SL_DCB_CLIENT:
+            st->clients++;
+            break;
+        case SL_DCB_BACKEND:
+            st->backends++;
+            break;
+        default:
+            st->other++;
+            break;
+        }
+        st->bytes_read += d->bytes_read;
+        st->bytes_written += d->bytes_written;
+        if (fn != NULL && d->role == SL_DCB_CLIENT && d->session != NULL &&
+            (session_id == 0 || session_id == d->session->id)) {
+            session_info(d->session, fn, arg);
+        }
+    }
+    pthread_mutex_unlock(&w->dcb_lock);
+    st->zombies = w->nzombies;
+    st->event_queue_length = sl__evq_count(w->evq);
 }

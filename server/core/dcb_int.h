@@ -83,6 +83,7 @@ struct sl_filter_session {
     struct sl_session *ses;
     size_t index;                   /* position in the chain */
     const struct sl_filter_def *def;
+    struct sl_inst_ref *ref;        /* the instance data was made over */
     void *data;                     /* the filter's session */
 };
 
@@ -105,6 +106,7 @@ struct sl_session {
     struct sl_service *service;
     const struct sl_protocol_ops *protocol;
     void *router_session;
+    struct sl_inst_ref *router_ref; /* the instance router_session is of */
     struct sl_filter_session *filters;
     size_t nfilters;
     struct sl_backend *backends;

@@ -5,8 +5,12 @@
  * installed; modules never include it.
  *
  * Ownership: the objects below are built by the main thread while loading
- * the configuration and are immutable once the workers start, except for
- * the atomics (status, counters). They live until process exit.
+ * the configuration, or by the admin thread at run time (runtime.c), and
+ * are shared by the configuration generations that list them (see
+ * generation.c). Fields changed at run time are published with release
+ * stores (router and filter instances through struct sl_inst_ref, freed
+ * when their last session ends); the rest is immutable. A destroyed
+ * object leaves the current generation at once and is freed at exit.
  */
 #ifndef SLUICE_CORE_INTERNAL_H
 #define SLUICE_CORE_INTERNAL_H
@@ -79,12 +83,15 @@ struct sl_server {
     char gtid_pos[256];               /* gtid_current_pos, monitor's view */
 };
 
+struct sl_inst_ref;   /* generation.c */
+
 struct sl_filter_def {
     char name[SL_NAME_MAX];
     const struct sl_loaded_module *module;
     const struct sl_filter_ops *ops;
     struct sl_params *params;
     void *instance;
+    struct sl_inst_ref *ref;          /* instance for new sessions */
 };
 
 struct sl_service {
@@ -92,6 +99,7 @@ struct sl_service {
     const struct sl_loaded_module *router_module;
     const struct sl_router_ops *router;
     void *router_instance;
+    struct sl_inst_ref *router_ref;   /* router_instance for new sessions */
     struct sl_params *params;         /* core service params + router's */
     struct sl_server **servers;
     size_t nservers;
@@ -160,8 +168,51 @@ struct sl_config {
     size_t nfilters;
 };
 
-/* The running configuration (set once by main before workers start). */
+/* The running configuration generation: set by main before the workers
+ * start, replaced at run time only through sl__config_publish (admin
+ * thread). Other threads read it with sl__config_current(). */
 extern struct sl_config *sl__config;
+
+/* ---- generations and instance references (generation.c) ---- */
+
+/* The current generation (acquire). Any thread; a worker may use it until
+ * the end of its turn. */
+static inline struct sl_config *
+sl__config_current(void)
+{
+    return __atomic_load_n(&sl__config, __ATOMIC_ACQUIRE);
+}
+/* A copy of the current generation with arrays of its own, to change and
+ * then publish or discard. NULL when out of memory. Admin thread. */
+struct sl_config *sl__config_next(void);
+/* Make gen current (one release store); the old generation's arrays are
+ * freed once no worker can walk them. Admin thread. */
+void sl__config_publish(struct sl_config *gen);
+/* Free an unpublished generation's arrays (not its objects). */
+void sl__config_discard(struct sl_config *gen);
+
+/* A router or filter instance shared by its object and the sessions made
+ * over it. New: one reference (the object's); NULL when out of memory. */
+struct sl_inst_ref *sl__inst_ref_new(void *instance,
+                                     const struct sl_router_ops *router,
+                                     const struct sl_filter_ops *filter);
+void *sl__inst_ref_instance(const struct sl_inst_ref *r);
+/* Take a reference to the instance published in *slot (acquire). Worker,
+ * inside its turn (that is what makes the load safe). */
+struct sl_inst_ref *sl__inst_ref_get(struct sl_inst_ref *const *slot);
+/* Drop a reference; the last one destroys the instance after an epoch.
+ * Any thread. */
+void sl__inst_ref_put(struct sl_inst_ref *r);
+/* The object has published a replacement: r will also free params and
+ * array (the set and server array it was made over, either may be NULL)
+ * and loses the object's reference after an epoch. Admin thread. */
+void sl__inst_ref_retire(struct sl_inst_ref *r, struct sl_params *params,
+                         void *array);
+/* At exit (no sessions): free the ref of an object's current instance;
+ * the instance itself is destroyed by the caller. */
+void sl__inst_ref_free_current(struct sl_inst_ref *r);
+/* Instances made through a ref and not destroyed yet (tests). */
+long sl__inst_live(void);
 
 /* ---- runtime side (worker.c, dcb.c, session.c, log.c) ---- */
 
@@ -195,6 +246,42 @@ const char *sl__log_path(void);
  * Any worker. */
 int sl__pending_admit(struct sl_service *svc, const char *host, bool capped);
 void sl__pending_done(struct sl_service *svc, const char *host);
+
+/* What a worker holds, for the REST API: taken on the worker itself (in
+ * a message posted to it, sl_worker_post), under its DCB list lock. */
+struct sl_worker_stats {
+    int64_t listeners;
+    int64_t clients;
+    int64_t backends;
+    int64_t other;
+    uint64_t bytes_read;
+    uint64_t bytes_written;
+    size_t zombies;
+    size_t event_queue_length;
+};
+
+/* One client session as seen by its worker; the strings and the backends
+ * array are valid only during the callback. */
+struct sl_session_info {
+    uint64_t id;
+    const char *service;
+    const char *state;                /* "Starting", "Started", "Closing" */
+    const char *user;
+    const char *remote;
+    const char *db;
+    const char *const *backends;      /* server names */
+    size_t nbackends;
+    uint64_t bytes_read;
+    uint64_t bytes_written;
+};
+
+typedef void (*sl_session_info_fn)(const struct sl_session_info *info,
+                                   void *arg);
+
+/* On a worker: its DCB counters into *st, and fn (if not NULL) for each
+ * of its client sessions (session_id 0: all, else that one). */
+void sl__worker_snapshot(struct sl_worker_stats *st, uint64_t session_id,
+                         sl_session_info_fn fn, void *arg);
 
 /* Live counts for leak checks and diagnostics. */
 int64_t sl__dcb_count(void);

@@ -51,6 +51,7 @@
 #include "dcb_int.h"
 #include "internal.h"
 #include "modcmd_int.h"
+#include "worker_int.h"
 
 #define DEFAULT_CONFIG "/etc/sluice.cnf"
 
@@ -636,6 +637,8 @@ run(const struct options *o)
         fprintf(stderr, "sluice: startup failed, see the log\n");
         goto out_config;
     }
+    /* main reads cfg until READY=1: no generation is freed before */
+    sl__worker_reclaim_hold(true);
     if (sl__admin_start(cfg) < 0) {
         sl_log_error("the REST API is not available");   /* not fatal */
     }
@@ -653,9 +656,12 @@ run(const struct options *o)
         sl_log_error("watchdog: out of memory; not supervising the workers");
     }
     notify_ready(cfg);
+    sl__worker_reclaim_hold(false);
     wait_for_signals(&wd);
     sl__modcmd_test_hook_stop();
     sl__admin_stop();
+    /* REST changes published later generations: stop what is current */
+    cfg = sl__config_current();
     stop_listeners(cfg, cfg->nlisteners);
     drain_sessions(cfg);
     sl__monitors_stop(cfg);

@@ -11,17 +11,21 @@
  * runtime objects get exactly the checks of the main file and the same
  * error messages naming the parameter.
  *
- * Publishing: workers read a service's server array and router instance
- * without locks. A change builds a new array (never shorter than the old
- * count, padded with a repeat of the last entry, so any mix of old/new
- * count and pointer stays in bounds), creates a new router instance over
- * it and publishes both with release stores. The old array and instance
- * may still be in use by sessions: they are retired here and freed only at
- * exit, after the workers have stopped. Destroyed objects are retired the
- * same way.
+ * Publishing (generation.c): the object arrays are changed only in a new
+ * configuration generation (sl__config_next), published whole with one
+ * release store. Workers read a service's server array and router
+ * instance without locks. A change builds a new array (never shorter than
+ * the old count, padded with a repeat of the last entry, so any mix of
+ * old/new count and pointer stays in bounds), creates a new router
+ * instance over it and publishes both with release stores. The old
+ * instance, with the array and parameter set it was made over, is freed
+ * when its last session ends (struct sl_inst_ref), through the workers'
+ * epochs. Destroyed objects themselves (a session may still point at its
+ * service, server, listener or filter) are retired here and freed at
+ * exit, after the workers have stopped.
  *
- * Context: the libmicrohttpd thread, except sl__persist_merge (main, while
- * loading) and admin_runtime_free (main, after the workers stopped).
+ * Context: the libmicrohttpd thread, except sl__admin_runtime_free (main,
+ * after the workers stopped).
  */
 #define _GNU_SOURCE
 #define SL_LOG_TAG "admin"
@@ -46,41 +50,30 @@
 #include "config_int.h"
 #include "ini.h"
 #include "modcmd_int.h"
-
-#define PERSIST_DEFAULT "/var/lib/sluice/sluice.cnf.d"
+#include "worker_int.h"
 
 /* ---- retired memory and stopped objects ---- */
 
-/* R_SERVER .. R_MONITOR: whole destroyed objects, freed at exit with
- * sl__config_free (params, arrays, TLS, instances), like live ones.
- * R_ROUTER / R_FILTER_INST: replaced module instances; R_PARAMS: replaced
- * parameter sets. */
+/* Whole destroyed objects, freed at exit with sl__config_free (params,
+ * arrays, TLS, instances), like live ones. */
 enum retired_kind {
-    R_FREE,
-    R_ROUTER,
     R_SERVER,
     R_LISTENER,
     R_SERVICE,
     R_FILTER,
     R_MONITOR,
-    R_PARAMS,
-    R_FILTER_INST,
 };
 
 struct retired {
     enum retired_kind kind;
     void *ptr;
-    const struct sl_router_ops *router;
-    const struct sl_filter_ops *filter;
 };
 
 static struct retired *retired;
 static size_t nretired;
-static const void **stopped;
-static size_t nstopped;
 
 static void
-retire(enum retired_kind kind, void *ptr, const struct sl_router_ops *ops)
+retire(enum retired_kind kind, void *ptr)
 {
     struct retired *nr = realloc(retired, (nretired + 1) * sizeof(*nr));
 
@@ -88,15 +81,29 @@ retire(enum retired_kind kind, void *ptr, const struct sl_router_ops *ops)
         return;   /* leak rather than free memory a worker may read */
     }
     retired = nr;
-    retired[nretired++] = (struct retired){kind, ptr, ops, NULL};
+    retired[nretired++] = (struct retired){kind, ptr};
 }
 
 static void
-retire_filter_instance(void *inst, const struct sl_filter_ops *ops)
+params_free_cb(void *p)
 {
-    retire(R_FILTER_INST, inst, NULL);
-    if (nretired > 0 && retired[nretired - 1].ptr == inst) {
-        retired[nretired - 1].filter = ops;
+    sl__params_free(p);
+}
+
+/* Free memory that workers may still be reading once they cannot. */
+static void
+defer_free(void *p)
+{
+    if (p != NULL && sl__worker_defer(free, p) < 0) {
+        sl_log_error("out of memory: %p leaked", p);
+    }
+}
+
+static void
+defer_params_free(struct sl_params *p)
+{
+    if (p != NULL && sl__worker_defer(params_free_cb, p) < 0) {
+        sl_log_error("out of memory: a parameter set leaked");
     }
 }
 
@@ -148,276 +155,19 @@ free_retired_objects(void)
     sl__config_free(c);
 }
 
-/* Replaced instances and parameter sets first (they may point into
- * retired objects), then the objects, then plain memory. */
+/* Main, after the workers stopped. */
 void
-admin_runtime_free(void)
+sl__admin_runtime_free(void)
 {
-    for (size_t i = 0; i < nretired; i++) {
-        struct retired *r = &retired[i];
-
-        if (r->ptr == NULL) {
-            continue;
-        }
-        if (r->kind == R_ROUTER) {
-            if (r->router->destroy_instance) {
-                r->router->destroy_instance(r->ptr);
-            }
-        } else if (r->kind == R_FILTER_INST) {
-            if (r->filter && r->filter->destroy_instance) {
-                r->filter->destroy_instance(r->ptr);
-            }
-        } else if (r->kind == R_PARAMS) {
-            sl__params_free(r->ptr);
-        } else {
-            continue;
-        }
-        r->ptr = NULL;
+    /* the workers have stopped: every deferred free may run (each round
+     * may defer more: a retired instance losing its last reference) */
+    while (sl__worker_reclaim(true) > 0) {
     }
     free_retired_objects();
-    for (size_t i = 0; i < nretired; i++) {
-        free(retired[i].ptr);
-    }
     free(retired);
     retired = NULL;
     nretired = 0;
-    free(stopped);
-    stopped = NULL;
-    nstopped = 0;
-}
-
-bool
-admin_is_stopped(const void *obj)
-{
-    for (size_t i = 0; i < nstopped; i++) {
-        if (stopped[i] == obj) {
-            return true;
-        }
-    }
-    return false;
-}
-
-static void
-set_stopped(const void *obj, bool stop)
-{
-    for (size_t i = 0; i < nstopped; i++) {
-        if (stopped[i] == obj) {
-            if (!stop) {
-                stopped[i] = stopped[--nstopped];
-            }
-            return;
-        }
-    }
-    if (stop) {
-        const void **ns = realloc(stopped, (nstopped + 1) * sizeof(*ns));
-
-        if (ns != NULL) {
-            stopped = ns;
-            stopped[nstopped++] = obj;
-        }
-    }
-}
-
-/* ---- persistence ---- */
-
-static const char *
-persistdir(void)
-{
-    return sl__config->global.persistdir;
-}
-
-/* Write [name] with the given params (line > 0 only: explicit values)
- * plus overrides "key=value\n..." (which win). 0 or -errno. */
-static int
-persist_write(const char *name, const struct sl_params *p,
-              const char *overrides)
-{
-    char path[4400];
-    char tmp[4500];
-    const char *k;
-    const char *v;
-    size_t it = 0;
-    FILE *f;
-
-    mkdir(persistdir(), 0750);
-    snprintf(path, sizeof(path), "%.4000s/%s.cnf", persistdir(), name);
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    f = fopen(tmp, "w");
-    if (f == NULL) {
-        sl_log_error("cannot persist '%s' to '%s': %s", name, path,
-                     strerror(errno));
-        return -errno;
-    }
-    fchmod(fileno(f), 0600);
-    fprintf(f, "# Written by the Sluice REST API at run time.\n[%s]\n",
-            name);
-    while (p && sl_params_next(p, &it, &k, &v)) {
-        char needle[SL_NAME_MAX + 3];
-
-        snprintf(needle, sizeof(needle), "%s=", k);
-        if (sl__params_line(p, k) > 0 &&
-            (overrides == NULL || strncmp(overrides, needle,
-                                          strlen(needle)) != 0) &&
-            (overrides == NULL || strstr(overrides, needle) == NULL ||
-             strstr(overrides, needle)[-1] != '\n')) {
-            fprintf(f, "%s=%s\n", k, v);
-        }
-    }
-    fputs(overrides ? overrides : "", f);
-    if (fclose(f) != 0 || rename(tmp, path) != 0) {
-        unlink(tmp);
-        return -EIO;
-    }
-    return 0;
-}
-
-static void
-persist_remove(const char *name)
-{
-    char path[4400];
-
-    snprintf(path, sizeof(path), "%.4000s/%s.cnf", persistdir(), name);
-    unlink(path);
-}
-
-/* Blank every line of the sections of text whose name is in names[]. */
-static void
-blank_sections(char *text, size_t len, char **names, size_t n)
-{
-    bool blank = false;
-    char *line = text;
-
-    while (line < text + len) {
-        char *eol = memchr(line, '\n', (size_t)(text + len - line));
-        char *end = eol ? eol : text + len;
-        char *s = line;
-
-        while (s < end && isspace((unsigned char)*s)) {
-            s++;
-        }
-        if (s < end && *s == '[') {
-            char *close = memchr(s, ']', (size_t)(end - s));
-
-            blank = false;
-            for (size_t i = 0; close && i < n; i++) {
-                if (strlen(names[i]) == (size_t)(close - s - 1) &&
-                    strncmp(names[i], s + 1, (size_t)(close - s - 1)) == 0) {
-                    blank = true;
-                }
-            }
-        }
-        if (blank) {
-            memset(line, ' ', (size_t)(end - line));
-        }
-        line = end + 1;
-    }
-}
-
-static void
-quiet_error(void *ctx, int line, const char *msg)
-{
-}
-
-static void
-find_persistdir(const char *text, size_t len, char *out, size_t outlen)
-{
-    struct sl_ini ini = {0};
-
-    snprintf(out, outlen, "%s", PERSIST_DEFAULT);
-    if (sl__ini_parse(text, len, &ini, quiet_error, NULL) < 0) {
-        return;
-    }
-    for (size_t i = 0; i < ini.nsections; i++) {
-        if (strcasecmp(ini.sections[i].name, "maxscale") == 0) {
-            const struct sl_ini_kv *kv = sl__ini_find(&ini.sections[i],
-                                                      "persistdir");
-
-            if (kv != NULL) {
-                snprintf(out, outlen, "%s", kv->value);
-            }
-        }
-    }
-    sl__ini_free(&ini);
-}
-
-static int
-add_file(const char *path, char **buf, size_t *len, char ***names,
-         size_t *nnames)
-{
-    FILE *f = fopen(path, "rb");
-    char chunk[65536];
-    size_t n;
-    char *nb;
-    struct sl_ini ini = {0};
-
-    if (f == NULL) {
-        return -errno;
-    }
-    n = fread(chunk, 1, sizeof(chunk) - 1, f);
-    fclose(f);
-    chunk[n] = '\0';
-    nb = realloc(*buf, *len + n + 64);
-    if (nb == NULL) {
-        return -ENOMEM;
-    }
-    *buf = nb;
-    *len += (size_t)sprintf(*buf + *len, "\n%.*s\n", (int)n, chunk);
-    if (sl__ini_parse(chunk, n, &ini, quiet_error, NULL) == 0) {
-        for (size_t i = 0; i < ini.nsections; i++) {
-            char **nn = realloc(*names, (*nnames + 1) * sizeof(*nn));
-
-            if (nn != NULL) {
-                *names = nn;
-                nn[(*nnames)++] = strdup(ini.sections[i].name);
-            }
-        }
-        sl__ini_free(&ini);
-    }
-    return 0;
-}
-
-char *
-sl__persist_merge(char *text, size_t *len)
-{
-    char dir[4096];
-    char path[4400];
-    struct dirent *de;
-    char *extra = NULL;
-    size_t extralen = 0;
-    char **names = NULL;
-    size_t nnames = 0;
-    DIR *d;
-    char *out;
-
-    find_persistdir(text, *len, dir, sizeof(dir));
-    d = opendir(dir);
-    if (d == NULL) {
-        return text;
-    }
-    while ((de = readdir(d)) != NULL) {
-        size_t n = strlen(de->d_name);
-
-        if (n > 4 && strcmp(de->d_name + n - 4, ".cnf") == 0) {
-            snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-            add_file(path, &extra, &extralen, &names, &nnames);
-        }
-    }
-    closedir(d);
-    blank_sections(text, *len, names, nnames);
-    out = realloc(text, *len + extralen + 1);
-    if (out != NULL && extralen > 0) {
-        memcpy(out + *len, extra, extralen);
-        *len += extralen;
-        out[*len] = '\0';
-        sl_log_notice("loaded %zu persisted object(s) from '%s'", nnames,
-                      dir);
-    }
-    for (size_t i = 0; i < nnames; i++) {
-        free(names[i]);
-    }
-    free(names);
-    free(extra);
-    return out ? out : text;
+    sl__admin_stopped_free();
 }
 
 /* ---- JSON to ini ---- */
@@ -551,7 +301,8 @@ service_set_servers(struct sl_service *svc, struct sl_server **list,
     size_t cap = n > oldn ? n : oldn;
     struct sl_server **arr = calloc(cap ? cap : 1, sizeof(*arr));
     struct sl_server **oldarr = svc->servers;
-    void *oldinst = svc->router_instance;
+    struct sl_inst_ref *oldref = svc->router_ref;
+    struct sl_inst_ref *ref;
     void *inst;
 
     if (arr == NULL) {
@@ -573,19 +324,25 @@ service_set_servers(struct sl_service *svc, struct sl_server **list,
         __atomic_store_n(&svc->servers, arr, __ATOMIC_RELEASE);
     }
     inst = svc->router->create_instance(svc, svc->params);
-    if (inst == NULL) {
+    ref = inst ? sl__inst_ref_new(inst, svc->router, NULL) : NULL;
+    if (ref == NULL) {
+        if (inst != NULL && svc->router->destroy_instance) {
+            svc->router->destroy_instance(inst);
+        }
         __atomic_store_n(&svc->nservers, n < oldn ? n : oldn,
                          __ATOMIC_RELEASE);
         __atomic_store_n(&svc->servers, oldarr, __ATOMIC_RELEASE);
         __atomic_store_n(&svc->nservers, oldn, __ATOMIC_RELEASE);
-        retire(R_FREE, arr, NULL);
+        defer_free(arr);
         snprintf(err, errlen, "router of service '%s' refused the new server "
                  "list", svc->name);
         return -1;
     }
     __atomic_store_n(&svc->router_instance, inst, __ATOMIC_RELEASE);
-    retire(R_FREE, oldarr, NULL);
-    retire(R_ROUTER, oldinst, svc->router);
+    __atomic_store_n(&svc->router_ref, ref, __ATOMIC_RELEASE);
+    /* the old instance was made over the old array: they go together,
+     * when its last session ends */
+    sl__inst_ref_retire(oldref, NULL, oldarr);
     return 0;
 }
 
@@ -606,7 +363,7 @@ persist_service(struct sl_service *svc)
     }
     fprintf(f, "\n");
     fclose(f);
-    rc = persist_write(svc->name, svc->params, over);
+    rc = sl__persist_write(svc->name, svc->params, over);
     free(over);
     return rc;
 }
@@ -623,11 +380,11 @@ relink_service(struct sl_service *svc, const char *ids)
 
     for (char *t = copy ? strtok_r(copy, ",", &save) : NULL; t;
          t = strtok_r(NULL, ",", &save)) {
-        struct sl_server *s = admin_find_server(t);
+        struct sl_server *s = sl__admin_find_server(t);
 
         if (s == NULL || n == SL_ARRAY_LEN(list)) {
             free(copy);
-            return admin_error(s ? 400 : 404, "server '%.128s' not found",
+            return sl__admin_error(s ? 400 : 404, "server '%.128s' not found",
                                t);
         }
         for (size_t i = 0; i < n; i++) {
@@ -641,11 +398,11 @@ relink_service(struct sl_service *svc, const char *ids)
     }
     free(copy);
     if (service_set_servers(svc, list, n, err, sizeof(err)) < 0) {
-        return admin_error(400, "%s", err);
+        return sl__admin_error(400, "%s", err);
     }
     persist_service(svc);
     sl_log_notice("service '%s' now has %zu server(s)", svc->name, n);
-    return admin_no_content();
+    return sl__admin_no_content();
 }
 
 /* Add (or remove) srv to/from svc. */
@@ -659,7 +416,7 @@ link_one(struct sl_service *svc, struct sl_server *srv, bool add)
     bool first = true;
 
     if (f == NULL) {
-        return admin_error(500, "out of memory");
+        return sl__admin_error(500, "out of memory");
     }
     for (size_t i = 0; i < svc->nservers; i++) {
         if (svc->servers[i] != srv) {
@@ -685,7 +442,7 @@ static const char *const kinds[][2] = {
 };
 
 char *
-admin_body_to_ini(json_t *body, const char *kind, const char *svcname,
+sl__admin_body_to_ini(json_t *body, const char *kind, const char *svcname,
                   const char **idp, char *err, size_t errlen)
 {
     json_t *data = json_object_get(body, "data");
@@ -762,11 +519,11 @@ body_to_ini(struct admin_req *r, const char *kind, const char *svcname,
             const char **idp, struct admin_resp *res)
 {
     char err[512];
-    char *text = admin_body_to_ini(r->body, kind, svcname, idp, err,
+    char *text = sl__admin_body_to_ini(r->body, kind, svcname, idp, err,
                                    sizeof(err));
 
     if (text == NULL) {
-        *res = admin_error(400, "%s", err);
+        *res = sl__admin_error(400, "%s", err);
     }
     return text;
 }
@@ -787,24 +544,24 @@ diag_error(struct sl_cfg_diag *d)
         }
     }
     nl = strchr(t, '\n');
-    return admin_error(400, "%.*s", nl ? (int)(nl - t) : (int)strlen(t), t);
+    return sl__admin_error(400, "%.*s", nl ? (int)(nl - t) : (int)strlen(t), t);
 }
 
 static int
 start_new(const char *kind, const char *id, struct admin_resp *res)
 {
     struct sl_listener *l = strcmp(kind, "listener") == 0
-                                ? admin_find_listener(id) : NULL;
+                                ? sl__admin_find_listener(id) : NULL;
     struct sl_monitor *m = strcmp(kind, "monitor") == 0
-                               ? admin_find_monitor(id) : NULL;
+                               ? sl__admin_find_monitor(id) : NULL;
     int rc;
 
     if (m != NULL) {
         rc = sl__monitor_start(m);
         if (rc < 0) {
-            *res = admin_error(500, "monitor '%s' cannot start: %s", id,
+            *res = sl__admin_error(500, "monitor '%s' cannot start: %s", id,
                                strerror(-rc));
-            set_stopped(m, true);
+            sl__admin_set_stopped(m, true);
         }
         return rc;
     }
@@ -813,9 +570,9 @@ start_new(const char *kind, const char *id, struct admin_resp *res)
     }
     rc = sl__listener_start(l);
     if (rc < 0) {
-        *res = admin_error(400, "listener '%s' cannot listen: %s", id,
+        *res = sl__admin_error(400, "listener '%s' cannot listen: %s", id,
                            strerror(-rc));
-        set_stopped(l, true);
+        sl__admin_set_stopped(l, true);
         return rc;
     }
     return 0;
@@ -827,13 +584,14 @@ create_object(struct admin_req *r, const char *kind, const char *svcname)
     struct sl_cfg_diag d = {.file = "runtime", .quiet = true};
     struct admin_resp res;
     const char *id = NULL;
+    struct sl_config *gen;
     char *text;
     json_t *attrs;
     json_t *rels;
     int rc;
 
     attrs = json_object_get(json_object_get(r->body, "data"), "attributes");
-    if (admin_check_paths(kind, admin_module_specs(json_string_value(
+    if (sl__admin_check_paths(kind, sl__admin_module_specs(json_string_value(
                               json_object_get(attrs, strcmp(kind, "service")
                                                  == 0 ? "router"
                                                       : "module"))),
@@ -844,11 +602,20 @@ create_object(struct admin_req *r, const char *kind, const char *svcname)
     if (text == NULL) {
         return res;
     }
-    rc = sl__config_add_text(sl__config, text, strlen(text), &d);
+    gen = sl__config_next();
+    rc = gen ? sl__config_add_text(gen, text, strlen(text), &d) : -ENOMEM;
     free(text);
+    if (rc == 0) {
+        sl__config_publish(gen);
+    } else {
+        sl__config_discard(gen);
+    }
+    if (rc == -ENOMEM && gen == NULL) {
+        return sl__admin_error(500, "out of memory");
+    }
     if (rc < 0) {
         res = d.text && strstr(d.text, "already exists")
-                  ? admin_error(409, "an object named '%s' already exists",
+                  ? sl__admin_error(409, "an object named '%s' already exists",
                                 id)
                   : diag_error(&d);
         sl__cfg_diag_free(&d);
@@ -857,9 +624,9 @@ create_object(struct admin_req *r, const char *kind, const char *svcname)
     sl__cfg_diag_free(&d);
     sl_log_notice("created %s '%s' through the REST API", kind, id);
     if (strcmp(kind, "server") == 0) {
-        struct sl_server *srv = admin_find_server(id);
+        struct sl_server *srv = sl__admin_find_server(id);
 
-        persist_write(id, srv->params, NULL);
+        sl__persist_write(id, srv->params, NULL);
         rels = json_object_get(json_object_get(json_object_get(
             r->body, "data"), "relationships"), "services");
         for (size_t i = 0; i < json_array_size(json_object_get(rels,
@@ -867,13 +634,13 @@ create_object(struct admin_req *r, const char *kind, const char *svcname)
              i++) {
             const char *s = json_string_value(json_object_get(
                 json_array_get(json_object_get(rels, "data"), i), "id"));
-            struct sl_service *svc = s ? admin_find_service(s) : NULL;
+            struct sl_service *svc = s ? sl__admin_find_service(s) : NULL;
 
             if (svc != NULL) {
                 link_one(svc, srv, true);
             }
         }
-        return admin_no_content();
+        return sl__admin_no_content();
     }
     if (start_new(kind, id, &res) < 0) {
         return res;
@@ -885,15 +652,15 @@ create_object(struct admin_req *r, const char *kind, const char *svcname)
             continue;
         }
         p = strcmp(kind, "service") == 0
-                ? admin_find_service(id)->params
+                ? sl__admin_find_service(id)->params
             : strcmp(kind, "listener") == 0
-                ? admin_find_listener(id)->params
+                ? sl__admin_find_listener(id)->params
             : strcmp(kind, "monitor") == 0
-                ? admin_find_monitor(id)->params
-                : admin_find_filter(id)->params;
-        persist_write(id, p, NULL);
+                ? sl__admin_find_monitor(id)->params
+                : sl__admin_find_filter(id)->params;
+        sl__persist_write(id, p, NULL);
     }
-    return admin_no_content();
+    return sl__admin_no_content();
 }
 
 /* ---- alter ---- */
@@ -910,7 +677,7 @@ find_spec(const struct sl_param_spec *t, const char *name)
 }
 
 int
-admin_check_params(const char *kind, const struct sl_param_spec *modspecs,
+sl__admin_check_params(const char *kind, const struct sl_param_spec *modspecs,
              json_t *params, FILE *f, struct admin_resp *res)
 {
     const struct sl_param_spec *core = sl__config_core_specs(kind);
@@ -927,7 +694,7 @@ admin_check_params(const char *kind, const struct sl_param_spec *modspecs,
             fclose(tmp);
         }
         free(text);
-        *res = admin_error(400, "%s", tmp ? err : "out of memory");
+        *res = sl__admin_error(400, "%s", tmp ? err : "out of memory");
         return -1;
     }
     fclose(tmp);
@@ -938,7 +705,7 @@ admin_check_params(const char *kind, const struct sl_param_spec *modspecs,
 
         s = s ? s : find_spec(modspecs, k);
         if (s == NULL || strcmp(k, "type") == 0) {
-            *res = admin_error(400, "unknown parameter '%s' for %s", k,
+            *res = sl__admin_error(400, "unknown parameter '%s' for %s", k,
                                kind);
             return -1;
         }
@@ -950,7 +717,7 @@ admin_check_params(const char *kind, const struct sl_param_spec *modspecs,
                      (long long)json_integer_value(v));
         }
         if (sl__param_check(s, val, why, sizeof(why)) < 0) {
-            *res = admin_error(400, "invalid value '%s' for parameter '%s' "
+            *res = sl__admin_error(400, "invalid value '%s' for parameter '%s' "
                                "(%s)", s->type == SL_PARAM_PASSWORD
                                ? "*****" : val, k, why);
             return -1;
@@ -969,7 +736,7 @@ alter_maxscale(json_t *params)
     json_t *v;
 
     if (!json_is_object(params)) {
-        return admin_error(400, "the body needs data.attributes.parameters");
+        return sl__admin_error(400, "the body needs data.attributes.parameters");
     }
     json_object_foreach(params, k, v) {
         size_t i;
@@ -981,12 +748,12 @@ alter_maxscale(json_t *params)
         }
         if (i == SL_ARRAY_LEN(levels)) {
             return find_spec(sl__config_core_specs("maxscale"), k)
-                       ? admin_error(400, "parameter '%s' cannot be changed "
+                       ? sl__admin_error(400, "parameter '%s' cannot be changed "
                                      "at run time", k)
-                       : admin_error(400, "unknown parameter '%s'", k);
+                       : sl__admin_error(400, "unknown parameter '%s'", k);
         }
         if (!json_is_boolean(v)) {
-            return admin_error(400, "invalid value for parameter '%s' "
+            return sl__admin_error(400, "invalid value for parameter '%s' "
                                "(expected true or false)", k);
         }
         if (json_is_true(v)) {
@@ -995,7 +762,7 @@ alter_maxscale(json_t *params)
             atomic_store(&sl__log_level, (int)i + SL_LOG_WARN - 1);
         }
     }
-    return admin_no_content();
+    return sl__admin_no_content();
 }
 
 static void
@@ -1016,6 +783,30 @@ index_of(void **arr, size_t n, const void *obj)
         }
     }
     return n;
+}
+
+/* Take obj out of *arrp (an array of gen) if it is there. */
+static void
+drop_from(void *arrp, size_t *n, const void *obj)
+{
+    size_t i = index_of(*(void ***)arrp, *n, obj);
+
+    if (i < *n) {
+        remove_at(arrp, n, i);
+    }
+}
+
+/* Publish a generation without obj (whichever array holds it). The
+ * object itself stays allocated (retired): sessions may point at it. */
+static void
+unpublish(struct sl_config *gen, const void *obj)
+{
+    drop_from(&gen->servers, &gen->nservers, obj);
+    drop_from(&gen->services, &gen->nservices, obj);
+    drop_from(&gen->listeners, &gen->nlisteners, obj);
+    drop_from(&gen->monitors, &gen->nmonitors, obj);
+    drop_from(&gen->filters, &gen->nfilters, obj);
+    sl__config_publish(gen);
 }
 
 /* ---- live parameter changes ---- */
@@ -1056,9 +847,9 @@ static struct admin_resp
 applied(json_t *pending)
 {
     if (pending == NULL) {
-        return admin_no_content();
+        return sl__admin_no_content();
     }
-    return admin_ok(json_pack(
+    return sl__admin_ok(json_pack(
         "{s:{s:s, s:o}}", "meta", "note", "parameters saved; those listed "
         "take effect at the next start", "restart_required", pending));
 }
@@ -1106,13 +897,13 @@ merged_params(const struct sl_params *old, const char *over,
         sl__cfg_diag_free(&d);
         return p;
     }
-    *res = err ? admin_error(500, "out of memory") : diag_error(&d);
+    *res = err ? sl__admin_error(500, "out of memory") : diag_error(&d);
     sl__cfg_diag_free(&d);
     sl__params_free(p);
     return NULL;
 }
 
-/* Check a PATCH's parameters for kind (paths too: admin_check_paths);
+/* Check a PATCH's parameters for kind (paths too: sl__admin_check_paths);
  * the accepted ones as ini lines in *over (caller frees). 0, or -1 with
  * *res set. */
 static int
@@ -1122,15 +913,15 @@ patch_lines(const char *kind, const struct sl_param_spec *modspecs,
     size_t len = 0;
     FILE *f;
 
-    if (admin_check_paths(kind, modspecs, params, res) < 0) {
+    if (sl__admin_check_paths(kind, modspecs, params, res) < 0) {
         return -1;
     }
     f = open_memstream(over, &len);
     if (f == NULL) {
-        *res = admin_error(500, "out of memory");
+        *res = sl__admin_error(500, "out of memory");
         return -1;
     }
-    if (admin_check_params(kind, modspecs, params, f, res) < 0) {
+    if (sl__admin_check_params(kind, modspecs, params, f, res) < 0) {
         fclose(f);
         free(*over);
         *over = NULL;
@@ -1182,7 +973,7 @@ mon_from_params(const struct sl_params *p, struct mon_fields *f,
                          ? sl_params_get(p, "password") : "";
 
     if (strlen(user) >= sizeof(f->user) || strlen(pw) >= sizeof(f->user)) {
-        *res = admin_error(400, "monitor user or password is too long");
+        *res = sl__admin_error(400, "monitor user or password is too long");
         return -1;
     }
     snprintf(f->user, sizeof(f->user), "%s", user);
@@ -1192,7 +983,7 @@ mon_from_params(const struct sl_params *p, struct mon_fields *f,
                                                   "backend_connect_timeout");
     f->read_timeout_ms = sl_params_duration_ms(p, "backend_read_timeout");
     if (f->interval_ms == 0) {
-        *res = admin_error(400, "invalid value '0' for parameter "
+        *res = sl__admin_error(400, "invalid value '0' for parameter "
                            "'monitor_interval' (expected a duration above "
                            "zero)");
         return -1;
@@ -1244,7 +1035,7 @@ monitor_rebuild(struct sl_monitor *m, struct sl_params *newp,
         if (was_running) {
             sl__monitor_start(m);
         }
-        return admin_error(400, "monitor module '%s' refused the new "
+        return sl__admin_error(400, "monitor module '%s' refused the new "
                            "configuration of monitor '%s'",
                            m->module->info->name, m->name);
     }
@@ -1252,15 +1043,15 @@ monitor_rebuild(struct sl_monitor *m, struct sl_params *newp,
         m->ops->destroy_instance(m->instance);
     }
     m->instance = inst;
-    retire(R_PARAMS, oldp, NULL);
-    retire(R_FREE, olds, NULL);
+    defer_params_free(oldp);
+    defer_free(olds);
     if (was_running && sl__monitor_start(m) < 0) {
-        return admin_error(500, "monitor '%s' was reconfigured but its "
+        return sl__admin_error(500, "monitor '%s' was reconfigured but its "
                            "thread did not start", m->name);
     }
-    persist_write(m->name, m->params, NULL);
+    sl__persist_write(m->name, m->params, NULL);
     sl_log_notice("monitor '%s' reconfigured (%zu servers)", m->name, n);
-    return admin_no_content();
+    return sl__admin_no_content();
 }
 
 /* Servers named in the comma list ids, none watched by a monitor other
@@ -1278,16 +1069,16 @@ monitor_server_list(struct sl_monitor *m, const char *ids, size_t *n,
     *n = 0;
     for (char *t = copy && arr ? strtok_r(copy, ",", &save) : NULL; t;
          t = strtok_r(NULL, ",", &save)) {
-        struct sl_server *s = admin_find_server(t);
+        struct sl_server *s = sl__admin_find_server(t);
 
-        *res = s ? admin_no_content()
-                 : admin_error(404, "server '%.128s' not found", t);
+        *res = s ? sl__admin_no_content()
+                 : sl__admin_error(404, "server '%.128s' not found", t);
         for (size_t i = 0; s && i < sl__config->nmonitors; i++) {
             struct sl_monitor *o = sl__config->monitors[i];
 
             if (o != m && index_of((void **)o->servers, o->nservers, s) <
                               o->nservers) {
-                *res = admin_error(400, "server '%s' is already monitored "
+                *res = sl__admin_error(400, "server '%s' is already monitored "
                                    "by '%s' (a server may belong to one "
                                    "monitor only)", s->name, o->name);
                 s = NULL;
@@ -1304,7 +1095,7 @@ monitor_server_list(struct sl_monitor *m, const char *ids, size_t *n,
     }
     free(copy);
     if (arr == NULL) {
-        *res = admin_error(500, "out of memory");
+        *res = sl__admin_error(500, "out of memory");
     }
     return arr;
 }
@@ -1327,7 +1118,7 @@ relink_monitor(struct sl_monitor *m, const char *ids)
     snprintf(what, sizeof(what), "monitor '%s'", m->name);
     if (asprintf(&over, "servers=%s\n", ids) < 0) {
         free(arr);
-        return admin_error(500, "out of memory");
+        return sl__admin_error(500, "out of memory");
     }
     newp = merged_params(m->params, over, "monitor",
                          m->module->info->params, what, &res);
@@ -1348,7 +1139,7 @@ alter_monitor(struct sl_monitor *m, json_t *data)
                                      "parameters");
     json_t *srvs = json_object_get(json_object_get(data, "relationships"),
                                    "servers");
-    struct admin_resp res = admin_no_content();
+    struct admin_resp res = sl__admin_no_content();
     char what[SL_NAME_MAX + 16];
     char *over = NULL;
 
@@ -1358,7 +1149,7 @@ alter_monitor(struct sl_monitor *m, json_t *data)
         struct sl_server **arr;
 
         if (json_object_get(params, "servers") != NULL) {
-            return admin_error(400, "change a monitor's servers through "
+            return sl__admin_error(400, "change a monitor's servers through "
                                "relationships.servers");
         }
         if (patch_lines("monitor", m->module->info->params, params, &over,
@@ -1372,7 +1163,7 @@ alter_monitor(struct sl_monitor *m, json_t *data)
         if (newp == NULL || arr == NULL) {
             sl__params_free(newp);
             free(arr);
-            return newp ? admin_error(500, "out of memory") : res;
+            return newp ? sl__admin_error(500, "out of memory") : res;
         }
         memcpy(arr, m->servers, m->nservers * sizeof(*arr));
         res = monitor_rebuild(m, newp, arr, m->nservers);
@@ -1382,7 +1173,7 @@ alter_monitor(struct sl_monitor *m, json_t *data)
         char *ids = rel_ids(srvs, ',', err, sizeof(err));
 
         if (ids == NULL) {
-            return admin_error(400, "%s", err);
+            return sl__admin_error(400, "%s", err);
         }
         res = relink_monitor(m, ids);
         free(ids);
@@ -1397,36 +1188,38 @@ monitor_run(struct sl_monitor *m, bool start)
 
     if (!start) {
         sl__monitor_stop(m);
-        set_stopped(m, true);
-        return admin_no_content();
+        sl__admin_set_stopped(m, true);
+        return sl__admin_no_content();
     }
     rc = sl__monitor_start(m);
     if (rc < 0) {
-        return admin_error(500, "cannot start monitor '%s': %s", m->name,
+        return sl__admin_error(500, "cannot start monitor '%s': %s", m->name,
                            strerror(-rc));
     }
-    set_stopped(m, false);
-    return admin_no_content();
+    sl__admin_set_stopped(m, false);
+    return sl__admin_no_content();
 }
 
 /* Stop the thread, destroy the instance, retire the object. */
 static struct admin_resp
 destroy_monitor(struct sl_monitor *m)
 {
-    struct sl_config *c = sl__config;
+    struct sl_config *gen = sl__config_next();
 
+    if (gen == NULL) {
+        return sl__admin_error(500, "out of memory");
+    }
     sl__monitor_stop(m);
     if (m->instance && m->ops->destroy_instance) {
         m->ops->destroy_instance(m->instance);
     }
     m->instance = NULL;
-    set_stopped(m, false);
-    remove_at(&c->monitors, &c->nmonitors,
-              index_of((void **)c->monitors, c->nmonitors, m));
-    persist_remove(m->name);
+    sl__admin_set_stopped(m, false);
+    unpublish(gen, m);
+    sl__persist_remove(m->name);
     sl_log_notice("destroyed monitor '%s'", m->name);
-    retire(R_MONITOR, m, NULL);
-    return admin_no_content();
+    retire(R_MONITOR, m);
+    return sl__admin_no_content();
 }
 
 /* ---- services and filters: new instances over new parameters ---- */
@@ -1447,11 +1240,14 @@ alter_service_params(struct sl_service *svc, json_t *params)
     char what[SL_NAME_MAX + 16];
     char *over = NULL;
     json_t *pending;
+    struct sl_inst_ref *oldref;
+    struct sl_inst_ref *ref;
+    struct sl_params *oldp;
     void *inst;
 
     if (json_object_get(params, "servers") != NULL ||
         json_object_get(params, "targets") != NULL) {
-        return admin_error(400, "change a service's servers through "
+        return sl__admin_error(400, "change a service's servers through "
                            "relationships.servers");
     }
     if (patch_lines("service", mod, params, &over, &res) < 0) {
@@ -1464,10 +1260,14 @@ alter_service_params(struct sl_service *svc, json_t *params)
         return res;
     }
     inst = svc->router->create_instance(svc, newp);
-    if (inst == NULL) {
+    ref = inst ? sl__inst_ref_new(inst, svc->router, NULL) : NULL;
+    if (ref == NULL) {
+        if (inst != NULL && svc->router->destroy_instance) {
+            svc->router->destroy_instance(inst);
+        }
         free(over);
         sl__params_free(newp);
-        return admin_error(400, "router of service '%s' refused the new "
+        return sl__admin_error(400, "router of service '%s' refused the new "
                            "parameters", svc->name);
     }
     pending = keys_not_live(over, NULL);
@@ -1505,10 +1305,12 @@ alter_service_params(struct sl_service *svc, json_t *params)
     __atomic_store_n(&svc->net_write_timeout_ms,
                      sl_params_duration_ms(newp, "net_write_timeout"),
                      __ATOMIC_RELAXED);
-    retire(R_PARAMS, svc->params, NULL);
-    retire(R_ROUTER, svc->router_instance, svc->router);
+    oldp = svc->params;
+    oldref = svc->router_ref;
     __atomic_store_n(&svc->params, newp, __ATOMIC_RELEASE);
     __atomic_store_n(&svc->router_instance, inst, __ATOMIC_RELEASE);
+    __atomic_store_n(&svc->router_ref, ref, __ATOMIC_RELEASE);
+    sl__inst_ref_retire(oldref, oldp, NULL);
     persist_service(svc);
     sl_log_notice("service '%s': parameters changed", svc->name);
     return applied(pending);
@@ -1524,6 +1326,9 @@ alter_filter_params(struct sl_filter_def *f, json_t *params)
     struct sl_params *newp;
     char what[SL_NAME_MAX + 16];
     char *over = NULL;
+    struct sl_inst_ref *oldref;
+    struct sl_inst_ref *ref;
+    struct sl_params *oldp;
     void *inst;
 
     if (patch_lines("filter", mod, params, &over, &res) < 0) {
@@ -1536,19 +1341,25 @@ alter_filter_params(struct sl_filter_def *f, json_t *params)
         return res;
     }
     inst = f->ops->create_instance(f->name, newp);
-    if (inst == NULL) {
+    ref = inst ? sl__inst_ref_new(inst, NULL, f->ops) : NULL;
+    if (ref == NULL) {
+        if (inst != NULL && f->ops->destroy_instance) {
+            f->ops->destroy_instance(inst);
+        }
         sl__params_free(newp);
-        return admin_error(400, "filter module '%s' refused the new "
+        return sl__admin_error(400, "filter module '%s' refused the new "
                            "parameters of filter '%s'",
                            f->module->info->name, f->name);
     }
-    retire(R_PARAMS, f->params, NULL);
-    retire_filter_instance(f->instance, f->ops);
+    oldp = f->params;
+    oldref = f->ref;
     __atomic_store_n(&f->params, newp, __ATOMIC_RELEASE);
     __atomic_store_n(&f->instance, inst, __ATOMIC_RELEASE);
-    persist_write(f->name, newp, NULL);
+    __atomic_store_n(&f->ref, ref, __ATOMIC_RELEASE);
+    sl__inst_ref_retire(oldref, oldp, NULL);
+    sl__persist_write(f->name, newp, NULL);
     sl_log_notice("filter '%s': parameters changed", f->name);
-    return admin_no_content();
+    return sl__admin_no_content();
 }
 
 /* PATCH listeners/NAME parameters: validated and persisted; a listening
@@ -1575,7 +1386,7 @@ alter_listener_params(struct sl_listener *l, json_t *params)
     }
     pending = keys_not_live(over, (const char *const[]){NULL});
     free(over);
-    persist_write(l->name, newp, NULL);
+    sl__persist_write(l->name, newp, NULL);
     sl__params_free(newp);
     return applied(pending);
 }
@@ -1596,7 +1407,7 @@ server_weight(struct sl_server *srv, json_t *params, struct admin_resp *res)
         : json_is_string(w) ? strtoll(json_string_value(w), &end, 10) : -1;
     if (v < 0 || v > 1000000 || (end && (*end || end ==
                                          json_string_value(w)))) {
-        *res = admin_error(400, "invalid value for parameter 'weight' "
+        *res = sl__admin_error(400, "invalid value for parameter 'weight' "
                            "(expected 0 to 1000000)");
         return -1;
     }
@@ -1614,7 +1425,7 @@ alter_server(struct sl_server *srv, json_t *data)
                                      "parameters");
     json_t *svcs = json_object_get(json_object_get(data, "relationships"),
                                    "services");
-    struct admin_resp res = admin_no_content();
+    struct admin_resp res = sl__admin_no_content();
     json_t *pending = NULL;
     char *over = NULL;
 
@@ -1624,7 +1435,7 @@ alter_server(struct sl_server *srv, json_t *data)
             free(over);
             return res;
         }
-        persist_write(srv->name, srv->params, over);
+        sl__persist_write(srv->name, srv->params, over);
         pending = keys_not_live(over, live);
         free(over);
     }
@@ -1633,7 +1444,7 @@ alter_server(struct sl_server *srv, json_t *data)
         char *ids = rel_ids(svcs, ',', err, sizeof(err));
 
         if (ids == NULL) {
-            return admin_error(400, "%s", err);
+            return sl__admin_error(400, "%s", err);
         }
         for (size_t i = 0; i < sl__config->nservices && res.status < 300;
              i++) {
@@ -1669,7 +1480,7 @@ alter_service(struct sl_service *svc, json_t *data)
                                      "parameters");
     json_t *srvs = json_object_get(json_object_get(data, "relationships"),
                                    "servers");
-    struct admin_resp res = admin_no_content();
+    struct admin_resp res = sl__admin_no_content();
 
     if (params != NULL) {
         res = alter_service_params(svc, params);
@@ -1681,7 +1492,7 @@ alter_service(struct sl_service *svc, json_t *data)
 
         if (ids == NULL) {
             json_decref(res.doc);
-            return admin_error(400, "%s", err);
+            return sl__admin_error(400, "%s", err);
         }
         r2 = relink_service(svc, ids);
         free(ids);
@@ -1703,47 +1514,47 @@ alter_object(struct admin_req *r)
     const char *name = r->nseg > 1 ? r->seg[1] : "";
 
     if (r->body == NULL || !json_is_object(data)) {
-        return admin_error(400, "the body needs a 'data' object");
+        return sl__admin_error(400, "the body needs a 'data' object");
     }
     if (strcmp(k, "maxscale") == 0) {
         return alter_maxscale(params);
     }
     if (strcmp(k, "servers") == 0) {
-        struct sl_server *s = admin_find_server(name);
+        struct sl_server *s = sl__admin_find_server(name);
 
         return s ? alter_server(s, data)
-                 : admin_error(404, "server '%s' not found", name);
+                 : sl__admin_error(404, "server '%s' not found", name);
     }
     if (strcmp(k, "services") == 0) {
-        struct sl_service *svc = admin_find_service(name);
+        struct sl_service *svc = sl__admin_find_service(name);
 
         return svc ? alter_service(svc, data)
-                   : admin_error(404, "service '%s' not found", name);
+                   : sl__admin_error(404, "service '%s' not found", name);
     }
     if (strcmp(k, "monitors") == 0) {
-        struct sl_monitor *m = admin_find_monitor(name);
+        struct sl_monitor *m = sl__admin_find_monitor(name);
 
         return m ? alter_monitor(m, data)
-                 : admin_error(404, "monitor '%s' not found", name);
+                 : sl__admin_error(404, "monitor '%s' not found", name);
     }
     if (strcmp(k, "filters") == 0) {
-        struct sl_filter_def *f = admin_find_filter(name);
+        struct sl_filter_def *f = sl__admin_find_filter(name);
 
         if (f == NULL) {
-            return admin_error(404, "filter '%s' not found", name);
+            return sl__admin_error(404, "filter '%s' not found", name);
         }
-        return params ? alter_filter_params(f, params) : admin_no_content();
+        return params ? alter_filter_params(f, params) : sl__admin_no_content();
     }
     if (strcmp(k, "listeners") == 0) {
-        struct sl_listener *l = admin_find_listener(name);
+        struct sl_listener *l = sl__admin_find_listener(name);
 
         if (l == NULL) {
-            return admin_error(404, "listener '%s' not found", name);
+            return sl__admin_error(404, "listener '%s' not found", name);
         }
         return params ? alter_listener_params(l, params)
-                      : admin_no_content();
+                      : sl__admin_no_content();
     }
-    return admin_error(405, "PATCH is not supported on %s", k);
+    return sl__admin_error(405, "PATCH is not supported on %s", k);
 }
 
 /* ---- destroy ---- */
@@ -1752,12 +1563,13 @@ static struct admin_resp
 destroy_server(struct sl_server *srv)
 {
     struct sl_config *c = sl__config;
+    struct sl_config *gen;
 
     for (size_t i = 0; i < c->nservices; i++) {
         if (index_of((void **)c->services[i]->servers,
                      c->services[i]->nservers, srv) <
             c->services[i]->nservers) {
-            return admin_error(400, "server '%s' is used by service '%s'; "
+            return sl__admin_error(400, "server '%s' is used by service '%s'; "
                                "unlink it first", srv->name,
                                c->services[i]->name);
         }
@@ -1766,16 +1578,19 @@ destroy_server(struct sl_server *srv)
         if (index_of((void **)c->monitors[i]->servers,
                      c->monitors[i]->nservers, srv) <
             c->monitors[i]->nservers) {
-            return admin_error(400, "server '%s' is monitored by '%s'",
+            return sl__admin_error(400, "server '%s' is monitored by '%s'",
                                srv->name, c->monitors[i]->name);
         }
     }
-    remove_at(&c->servers, &c->nservers,
-              index_of((void **)c->servers, c->nservers, srv));
-    persist_remove(srv->name);
+    gen = sl__config_next();
+    if (gen == NULL) {
+        return sl__admin_error(500, "out of memory");
+    }
+    unpublish(gen, srv);
+    sl__persist_remove(srv->name);
     sl_log_notice("destroyed server '%s'", srv->name);
-    retire(R_SERVER, srv, NULL);
-    return admin_no_content();
+    retire(R_SERVER, srv);
+    return sl__admin_no_content();
 }
 
 /* Wait (bounded) until a stopped listener has closed its socket. */
@@ -1794,88 +1609,95 @@ listener_closed(struct sl_listener *l)
 static struct admin_resp
 destroy_listener(struct sl_listener *l)
 {
-    struct sl_config *c = sl__config;
+    struct sl_config *gen = sl__config_next();
 
-    if (!admin_is_stopped(l)) {
+    if (gen == NULL) {
+        return sl__admin_error(500, "out of memory");
+    }
+    if (!sl__admin_is_stopped(l)) {
         sl__listener_stop(l);
     }
     listener_closed(l);
-    set_stopped(l, false);
-    remove_at(&c->listeners, &c->nlisteners,
-              index_of((void **)c->listeners, c->nlisteners, l));
-    persist_remove(l->name);
+    sl__admin_set_stopped(l, false);
+    unpublish(gen, l);
+    sl__persist_remove(l->name);
     sl_log_notice("destroyed listener '%s'", l->name);
-    retire(R_LISTENER, l, NULL);
-    return admin_no_content();
+    retire(R_LISTENER, l);
+    return sl__admin_no_content();
 }
 
 static struct admin_resp
 destroy_object(struct admin_req *r)
 {
     struct sl_config *c = sl__config;
+    struct sl_config *gen;
     const char *k = r->seg[0];
     const char *name = r->seg[1];
 
     if (strcmp(k, "servers") == 0) {
-        struct sl_server *s = admin_find_server(name);
+        struct sl_server *s = sl__admin_find_server(name);
 
         return s ? destroy_server(s)
-                 : admin_error(404, "server '%s' not found", name);
+                 : sl__admin_error(404, "server '%s' not found", name);
     }
     if (strcmp(k, "listeners") == 0 || (strcmp(k, "services") == 0 &&
                                         r->nseg == 4)) {
-        struct sl_listener *l = admin_find_listener(r->seg[r->nseg - 1]);
+        struct sl_listener *l = sl__admin_find_listener(r->seg[r->nseg - 1]);
 
         return l ? destroy_listener(l)
-                 : admin_error(404, "listener '%s' not found",
+                 : sl__admin_error(404, "listener '%s' not found",
                                r->seg[r->nseg - 1]);
     }
     if (strcmp(k, "services") == 0) {
-        struct sl_service *svc = admin_find_service(name);
+        struct sl_service *svc = sl__admin_find_service(name);
 
         if (svc == NULL) {
-            return admin_error(404, "service '%s' not found", name);
+            return sl__admin_error(404, "service '%s' not found", name);
         }
         for (size_t i = 0; i < c->nlisteners; i++) {
             if (c->listeners[i]->service == svc) {
-                return admin_error(400, "service '%s' has listener '%s'; "
+                return sl__admin_error(400, "service '%s' has listener '%s'; "
                                    "destroy it first", name,
                                    c->listeners[i]->name);
             }
         }
-        remove_at(&c->services, &c->nservices,
-                  index_of((void **)c->services, c->nservices, svc));
-        persist_remove(name);
-        retire(R_SERVICE, svc, NULL);
-        return admin_no_content();
+        if ((gen = sl__config_next()) == NULL) {
+            return sl__admin_error(500, "out of memory");
+        }
+        unpublish(gen, svc);
+        sl__persist_remove(name);
+        retire(R_SERVICE, svc);
+        return sl__admin_no_content();
     }
     if (strcmp(k, "filters") == 0) {
-        struct sl_filter_def *f = admin_find_filter(name);
+        struct sl_filter_def *f = sl__admin_find_filter(name);
 
         if (f == NULL) {
-            return admin_error(404, "filter '%s' not found", name);
+            return sl__admin_error(404, "filter '%s' not found", name);
         }
         for (size_t i = 0; i < c->nservices; i++) {
             if (index_of((void **)c->services[i]->filters,
                          c->services[i]->nfilters, f) <
                 c->services[i]->nfilters) {
-                return admin_error(400, "filter '%s' is used by service "
+                return sl__admin_error(400, "filter '%s' is used by service "
                                    "'%s'", name, c->services[i]->name);
             }
         }
-        remove_at(&c->filters, &c->nfilters,
-                  index_of((void **)c->filters, c->nfilters, f));
-        persist_remove(name);
-        retire(R_FILTER, f, NULL);
-        return admin_no_content();
+        if ((gen = sl__config_next()) == NULL) {
+            return sl__admin_error(500, "out of memory");
+        }
+        unpublish(gen, f);
+        sl__persist_remove(name);
+        retire(R_FILTER, f);
+        return sl__admin_no_content();
     }
     if (strcmp(k, "monitors") == 0) {
-        struct sl_monitor *m = admin_find_monitor(name);
+        struct sl_monitor *m = sl__admin_find_monitor(name);
 
         return m ? destroy_monitor(m)
-                 : admin_error(404, "monitor '%s' not found", name);
+                 : sl__admin_error(404, "monitor '%s' not found", name);
     }
-    return admin_error(405, "DELETE is not supported on %s", k);
+    return sl__admin_error(405, "DELETE is not supported on %s", k);
 }
 
 /* ---- states, stop/start ---- */
@@ -1909,14 +1731,14 @@ server_state(struct admin_req *r, struct sl_server *srv, bool set)
         {"master", SL_SRV_MASTER | SL_SRV_RUNNING, false},
         {"slave", SL_SRV_SLAVE | SL_SRV_RUNNING, false},
     };
-    const char *st = admin_query(r, "state");
+    const char *st = sl__admin_query(r, "state");
 
     for (size_t i = 0; st && i < SL_ARRAY_LEN(states); i++) {
         if (strcasecmp(st, states[i].name) != 0) {
             continue;
         }
         if (!states[i].admin && monitored(srv)) {
-            return admin_error(400, "server '%s' is monitored: its '%s' "
+            return sl__admin_error(400, "server '%s' is monitored: its '%s' "
                                "state is set by the monitor", srv->name, st);
         }
         if (set) {
@@ -1931,9 +1753,9 @@ server_state(struct admin_req *r, struct sl_server *srv, bool set)
         }
         sl_log_notice("server '%s': %s state '%s'", srv->name,
                       set ? "set" : "cleared", st);
-        return admin_no_content();
+        return sl__admin_no_content();
     }
-    return admin_error(400, "invalid or missing 'state' parameter '%s' "
+    return sl__admin_error(400, "invalid or missing 'state' parameter '%s' "
                        "(expected maintenance, drain, running, master or "
                        "slave)", st ? st : "");
 }
@@ -1943,25 +1765,25 @@ listener_run(struct sl_listener *l, bool start)
 {
     int rc;
 
-    if (start == !admin_is_stopped(l)) {
-        return admin_no_content();
+    if (start == !sl__admin_is_stopped(l)) {
+        return sl__admin_no_content();
     }
     if (!start) {
         sl__listener_stop(l);
-        set_stopped(l, true);
+        sl__admin_set_stopped(l, true);
         listener_closed(l);
-        return admin_no_content();
+        return sl__admin_no_content();
     }
     if (!listener_closed(l)) {
-        return admin_error(503, "listener '%s' is still closing", l->name);
+        return sl__admin_error(503, "listener '%s' is still closing", l->name);
     }
     rc = sl__listener_start(l);
     if (rc < 0) {
-        return admin_error(400, "listener '%s' cannot listen: %s", l->name,
+        return sl__admin_error(400, "listener '%s' cannot listen: %s", l->name,
                            strerror(-rc));
     }
-    set_stopped(l, false);
-    return admin_no_content();
+    sl__admin_set_stopped(l, false);
+    return sl__admin_no_content();
 }
 
 static struct admin_resp
@@ -1969,19 +1791,19 @@ stop_start(struct admin_req *r)
 {
     const char *k = r->seg[0];
     bool start = strcmp(r->seg[2], "start") == 0;
-    struct admin_resp res = admin_no_content();
+    struct admin_resp res = sl__admin_no_content();
 
     if (strcmp(k, "listeners") == 0) {
-        struct sl_listener *l = admin_find_listener(r->seg[1]);
+        struct sl_listener *l = sl__admin_find_listener(r->seg[1]);
 
         return l ? listener_run(l, start)
-                 : admin_error(404, "listener '%s' not found", r->seg[1]);
+                 : sl__admin_error(404, "listener '%s' not found", r->seg[1]);
     }
     if (strcmp(k, "services") == 0) {
-        struct sl_service *svc = admin_find_service(r->seg[1]);
+        struct sl_service *svc = sl__admin_find_service(r->seg[1]);
 
         if (svc == NULL) {
-            return admin_error(404, "service '%s' not found", r->seg[1]);
+            return sl__admin_error(404, "service '%s' not found", r->seg[1]);
         }
         for (size_t i = 0; i < sl__config->nlisteners; i++) {
             if (sl__config->listeners[i]->service == svc &&
@@ -1989,14 +1811,14 @@ stop_start(struct admin_req *r)
                 res = listener_run(sl__config->listeners[i], start);
             }
         }
-        set_stopped(svc, !start);
+        sl__admin_set_stopped(svc, !start);
         return res;
     }
     {
-        struct sl_monitor *m = admin_find_monitor(r->seg[1]);
+        struct sl_monitor *m = sl__admin_find_monitor(r->seg[1]);
 
         return m ? monitor_run(m, start)
-                 : admin_error(404, "monitor '%s' not found", r->seg[1]);
+                 : sl__admin_error(404, "monitor '%s' not found", r->seg[1]);
     }
 }
 
@@ -2009,10 +1831,10 @@ stop_start(struct admin_req *r)
  * browser follows can fail over the cluster.
  */
 struct admin_resp
-admin_modcmd(struct admin_req *r)
+sl__rest_modcmd(struct admin_req *r)
 {
     const char *argv[16];
-    int argc = admin_query_args(r, argv, (int)SL_ARRAY_LEN(argv));
+    int argc = sl__admin_query_args(r, argv, (int)SL_ARRAY_LEN(argv));
     bool is_post = strcmp(r->method, "POST") == 0;
     void *out = NULL;
     char *err = NULL;
@@ -2022,7 +1844,7 @@ admin_modcmd(struct admin_req *r)
     rc = sl__modcmd_call(r->seg[2], r->seg[3], is_post && r->is_admin, argv,
                          argc, &out, &err);
     if (rc < 0) {
-        struct admin_resp res = admin_error(
+        struct admin_resp res = sl__admin_error(
             rc == -ENOENT ? 404 : rc != -EACCES ? 400 : is_post ? 403 : 405,
             "%s", err ? err
             : rc == -ENOENT ? "no such module command" : "command failed");
@@ -2033,9 +1855,9 @@ admin_modcmd(struct admin_req *r)
     }
     free(err);
     if (out == NULL) {
-        return admin_no_content();
+        return sl__admin_no_content();
     }
-    return admin_ok(json_pack("{s:o}", "meta", (json_t *)out));
+    return sl__admin_ok(json_pack("{s:o}", "meta", (json_t *)out));
 }
 
 /* ---- dispatch ---- */
@@ -2051,134 +1873,110 @@ kind_index(const char *seg)
     return -1;
 }
 
-static struct admin_resp
-post(struct admin_req *r)
-{
-    int k = r->nseg ? kind_index(r->seg[0]) : -1;
-
-    if (r->nseg == 3 && strcmp(r->seg[0], "maxscale") == 0 &&
-        strcmp(r->seg[1], "logs") == 0 && strcmp(r->seg[2], "rotate") == 0) {
-        sl__log_reopen();
-        sl_log_notice("log rotated through the REST API");
-        return admin_no_content();
-    }
-    if (r->nseg == 4 && strcmp(r->seg[0], "maxscale") == 0 &&
-        strcmp(r->seg[1], "modules") == 0) {
-        return admin_modcmd(r);
-    }
-    if (r->nseg >= 1 && strcmp(r->seg[0], "users") == 0) {
-        return admin_users_write(r);
-    }
-    if (r->body == NULL && k >= 0) {
-        return admin_error(400, "POST needs a JSON body");
-    }
-    if (k >= 0 && r->nseg == 1) {
-        return create_object(r, kinds[k][1], NULL);
-    }
-    if (r->nseg == 3 && strcmp(r->seg[0], "services") == 0 &&
-        strcmp(r->seg[2], "listeners") == 0) {
-        if (admin_find_service(r->seg[1]) == NULL) {
-            return admin_error(404, "service '%s' not found", r->seg[1]);
-        }
-        return create_object(r, "listener", r->seg[1]);
-    }
-    return admin_error(405, "POST is not supported on '%.200s'", r->url);
-}
-
-static struct admin_resp
-put(struct admin_req *r)
-{
-    if (r->nseg == 3 && strcmp(r->seg[0], "servers") == 0 &&
-        (strcmp(r->seg[2], "set") == 0 || strcmp(r->seg[2], "clear") == 0)) {
-        struct sl_server *s = admin_find_server(r->seg[1]);
-
-        return s ? server_state(r, s, strcmp(r->seg[2], "set") == 0)
-                 : admin_error(404, "server '%s' not found", r->seg[1]);
-    }
-    if (r->nseg == 3 && (strcmp(r->seg[2], "stop") == 0 ||
-                         strcmp(r->seg[2], "start") == 0) &&
-        (strcmp(r->seg[0], "services") == 0 ||
-         strcmp(r->seg[0], "listeners") == 0 ||
-         strcmp(r->seg[0], "monitors") == 0)) {
-        return stop_start(r);
-    }
-    return admin_error(405, "PUT is not supported on '%.200s'", r->url);
-}
-
-static struct admin_resp
-patch(struct admin_req *r)
-{
-    if (r->nseg >= 1 && strcmp(r->seg[0], "users") == 0) {
-        return admin_users_write(r);
-    }
-    if (r->nseg == 4 && strcmp(r->seg[0], "monitors") == 0 &&
-        strcmp(r->seg[2], "relationships") == 0 &&
-        strcmp(r->seg[3], "servers") == 0) {
-        struct sl_monitor *m = admin_find_monitor(r->seg[1]);
-        char err[256];
-        char *ids;
-        struct admin_resp res;
-
-        if (m == NULL) {
-            return admin_error(404, "monitor '%s' not found", r->seg[1]);
-        }
-        ids = rel_ids(r->body, ',', err, sizeof(err));
-        if (ids == NULL) {
-            return admin_error(400, "%s", err);
-        }
-        res = relink_monitor(m, ids);
-        free(ids);
-        return res;
-    }
-    if (r->nseg == 4 && strcmp(r->seg[0], "services") == 0 &&
-        strcmp(r->seg[2], "relationships") == 0 &&
-        strcmp(r->seg[3], "servers") == 0) {
-        struct sl_service *svc = admin_find_service(r->seg[1]);
-        char err[256];
-        char *ids;
-        struct admin_resp res;
-
-        if (svc == NULL) {
-            return admin_error(404, "service '%s' not found", r->seg[1]);
-        }
-        ids = rel_ids(r->body, ',', err, sizeof(err));
-        if (ids == NULL) {
-            return admin_error(400, "%s", err);
-        }
-        res = relink_service(svc, ids);
-        free(ids);
-        return res;
-    }
-    if ((r->nseg == 2 && kind_index(r->seg[0]) >= 0) ||
-        (r->nseg == 1 && strcmp(r->seg[0], "maxscale") == 0)) {
-        return alter_object(r);
-    }
-    return admin_error(405, "PATCH is not supported on '%.200s'", r->url);
-}
+/* ---- the handlers of admin_routes.c's rows ---- */
 
 struct admin_resp
-admin_write(struct admin_req *r)
+sl__rest_log_rotate(struct admin_req *r)
 {
-    if (strcmp(r->method, "POST") == 0) {
-        return post(r);
+    sl__log_reopen();
+    sl_log_notice("log rotated through the REST API");
+    return sl__admin_no_content();
+}
+
+/* POST servers|services|listeners|monitors|filters */
+struct admin_resp
+sl__rest_create(struct admin_req *r)
+{
+    int k = kind_index(r->seg[0]);
+
+    if (r->body == NULL) {
+        return sl__admin_error(400, "POST needs a JSON body");
     }
-    if (strcmp(r->method, "PUT") == 0) {
-        return put(r);
+    return create_object(r, kinds[k][1], NULL);
+}
+
+/* POST services/NAME/listeners */
+struct admin_resp
+sl__rest_create_listener(struct admin_req *r)
+{
+    if (r->body == NULL) {
+        return sl__admin_error(400, "POST needs a JSON body");
     }
-    if (strcmp(r->method, "PATCH") == 0) {
-        return patch(r);
+    if (sl__admin_find_service(r->seg[1]) == NULL) {
+        return sl__admin_error(404, "service '%s' not found", r->seg[1]);
     }
-    if (strcmp(r->method, "DELETE") == 0) {
-        if (r->nseg >= 1 && strcmp(r->seg[0], "users") == 0) {
-            return admin_users_write(r);
-        }
-        if ((r->nseg == 2 && kind_index(r->seg[0]) >= 0) ||
-            (r->nseg == 4 && strcmp(r->seg[0], "services") == 0 &&
-             strcmp(r->seg[2], "listeners") == 0)) {
-            return destroy_object(r);
-        }
-        return admin_error(405, "DELETE is not supported on '%.200s'",
-                           r->url);
+    return create_object(r, "listener", r->seg[1]);
+}
+
+/* PUT servers/NAME/set|clear */
+struct admin_resp
+sl__rest_server_state(struct admin_req *r)
+{
+    struct sl_server *s = sl__admin_find_server(r->seg[1]);
+
+    return s ? server_state(r, s, strcmp(r->seg[2], "set") == 0)
+             : sl__admin_error(404, "server '%s' not found", r->seg[1]);
+}
+
+/* PUT services|listeners|monitors/NAME/stop|start */
+struct admin_resp
+sl__rest_stop_start(struct admin_req *r)
+{
+    return stop_start(r);
+}
+
+/* PATCH maxscale, PATCH KIND/NAME */
+struct admin_resp
+sl__rest_alter(struct admin_req *r)
+{
+    return alter_object(r);
+}
+
+/* PATCH monitors/NAME/relationships/servers */
+struct admin_resp
+sl__rest_relink_monitor(struct admin_req *r)
+{
+    struct sl_monitor *m = sl__admin_find_monitor(r->seg[1]);
+    char err[256];
+    char *ids;
+    struct admin_resp res;
+
+    if (m == NULL) {
+        return sl__admin_error(404, "monitor '%s' not found", r->seg[1]);
     }
-    return admin_error(405, "method %.16s is not allowed", r->method);
+    ids = rel_ids(r->body, ',', err, sizeof(err));
+    if (ids == NULL) {
+        return sl__admin_error(400, "%s", err);
+    }
+    res = relink_monitor(m, ids);
+    free(ids);
+    return res;
+}
+
+/* PATCH services/NAME/relationships/servers */
+struct admin_resp
+sl__rest_relink_service(struct admin_req *r)
+{
+    struct sl_service *svc = sl__admin_find_service(r->seg[1]);
+    char err[256];
+    char *ids;
+    struct admin_resp res;
+
+    if (svc == NULL) {
+        return sl__admin_error(404, "service '%s' not found", r->seg[1]);
+    }
+    ids = rel_ids(r->body, ',', err, sizeof(err));
+    if (ids == NULL) {
+        return sl__admin_error(400, "%s", err);
+    }
+    res = relink_service(svc, ids);
+    free(ids);
+    return res;
+}
+
+/* DELETE KIND/NAME, DELETE services/NAME/listeners/NAME */
+struct admin_resp
+sl__rest_destroy(struct admin_req *r)
+{
+    return destroy_object(r);
 }

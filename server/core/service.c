@@ -21,16 +21,18 @@ sl_service_name(const struct sl_service *svc)
 const struct sl_params *
 sl_service_params(const struct sl_service *svc)
 {
-    return svc->params;
+    return __atomic_load_n(&svc->params, __ATOMIC_ACQUIRE);
 }
 
 struct sl_server *const *
 sl_service_servers(const struct sl_service *svc, size_t *count)
 {
+    /* runtime.c publishes a longer array before a larger count and a
+     * smaller count before a shorter array: any pair stays in bounds */
     if (count) {
-        *count = svc->nservers;
+        *count = __atomic_load_n(&svc->nservers, __ATOMIC_ACQUIRE);
     }
-    return svc->servers;
+    return __atomic_load_n(&svc->servers, __ATOMIC_ACQUIRE);
 }
 
 const char *
@@ -48,7 +50,7 @@ sl_service_password(const struct sl_service *svc)
 void *
 sl_service_router_instance(const struct sl_service *svc)
 {
-    return svc->router_instance;
+    return __atomic_load_n(&svc->router_instance, __ATOMIC_ACQUIRE);
 }
 
 void *
@@ -84,7 +86,7 @@ sl_listener_params(const struct sl_listener *l)
 struct sl_service *
 sl_service_find(const char *name)
 {
-    struct sl_config *cfg = sl__config;
+    struct sl_config *cfg = sl__config_current();
 
     for (size_t i = 0; cfg != NULL && i < cfg->nservices; i++) {
         if (strcmp(cfg->services[i]->name, name) == 0) {

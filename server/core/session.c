@@ -81,12 +81,14 @@ session_free(struct sl_session *ses)
     if (ses->router_session != NULL && r->free_session != NULL) {
         r->free_session(ses->router_session);
     }
+    sl__inst_ref_put(ses->router_ref);   /* may be the instance's last */
     for (i = ses->nfilters; i-- > 0;) {
         struct sl_filter_session *fs = &ses->filters[i];
 
         if (fs->data != NULL && fs->def->ops->free_session != NULL) {
             fs->def->ops->free_session(fs->data);
         }
+        sl__inst_ref_put(fs->ref);
     }
     free(ses->filters);
     while ((b = ses->backends) != NULL) {
@@ -116,6 +118,17 @@ session_started(struct sl_session *ses)
     }
 }
 
+/* The service's current router instance, with a reference for ses (a
+ * service put together by hand, as in unit tests, has no ref). */
+static void *
+router_instance(struct sl_session *ses)
+{
+    ses->router_ref = sl__inst_ref_get(&ses->service->router_ref);
+    return ses->router_ref != NULL
+               ? sl__inst_ref_instance(ses->router_ref)
+               : ses->service->router_instance;
+}
+
 static bool
 create_filter_sessions(struct sl_session *ses)
 {
@@ -136,7 +149,10 @@ create_filter_sessions(struct sl_session *ses)
         fs->ses = ses;
         fs->index = i;
         fs->def = svc->filters[i];
-        fs->data = fs->def->ops->new_session(fs->def->instance, ses, fs);
+        fs->ref = sl__inst_ref_get(&fs->def->ref);
+        fs->data = fs->def->ops->new_session(
+            fs->ref ? sl__inst_ref_instance(fs->ref) : fs->def->instance,
+            ses, fs);
         if (fs->data == NULL) {
             sl_log_ses_error(ses, "filter '%s' refused the session",
                              fs->def->name);
@@ -191,11 +207,11 @@ struct sl_session *
 sl_session_create(struct sl_dcb *client)
 {
     struct sl_service *svc = client->service;
+    int64_t max = __atomic_load_n(&svc->max_connections, __ATOMIC_RELAXED);
     struct sl_session *ses;
 
     sl__dcb_login_done(client);
-    if (svc->max_connections > 0 &&
-        atomic_load(&svc->sessions) >= svc->max_connections) {
+    if (max > 0 && atomic_load(&svc->sessions) >= max) {
         sl_log_warn("service '%s': too many connections from %s", svc->name,
                     client->remote);
         client->protocol->client_error(client, 1040, "08004",
@@ -216,8 +232,8 @@ sl_session_create(struct sl_dcb *client)
         session_abort(ses);
         return NULL;
     }
-    ses->router_session =
-        svc->router->new_session(svc->router_instance, ses);
+    ses->router_session = svc->router->new_session(router_instance(ses),
+                                                   ses);
     if (ses->router_session == NULL) {
         sl_log_ses_info(ses, "router of service '%s' refused the session",
                         svc->name);
@@ -418,8 +434,8 @@ sl_session_create_internal(struct sl_session *parent, struct sl_service *svc,
     atomic_fetch_add(&svc->sessions, 1);
     atomic_fetch_add(&svc->total_sessions, 1);
     if (!create_filter_sessions(ses) ||
-        (ses->router_session = svc->router->new_session(svc->router_instance,
-                                                        ses)) == NULL) {
+        (ses->router_session = svc->router->new_session(
+             router_instance(ses), ses)) == NULL) {
         sl_log_ses_warn(ses, "cannot start an internal session on service "
                         "'%s'", svc->name);
         session_abort(ses);

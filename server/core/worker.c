@@ -405,6 +405,104 @@ sl__worker_add_zombie(struct sl_dcb *dcb)
     }
 }
 
+/* ---- deferred frees (configuration generations, module instances) ----
+ *
+ * The same epochs as the zombies: an entry tagged with epoch e is run once
+ * every worker has started a turn at or after e, so no worker can still
+ * hold a pointer it loaded before the object was unpublished (workers keep
+ * no such pointer across turns). The list has its own mutex: it is touched
+ * when the configuration changes and when a replaced instance loses its
+ * last session, never on the routing path. Entries are run by
+ * sl__worker_reclaim (the admin thread before each change, main at exit). */
+
+struct deferred {
+    struct deferred *next;
+    uint64_t epoch;
+    void (*fn)(void *);
+    void *arg;
+};
+
+static pthread_mutex_t deferred_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct deferred *deferred_head;
+static atomic_size_t deferred_count;
+static atomic_int reclaim_holds;
+
+int
+sl__worker_defer(void (*fn)(void *), void *arg)
+{
+    struct deferred *d = malloc(sizeof(*d));
+    uint64_t e;
+
+    if (d == NULL) {
+        return -ENOMEM;   /* the caller leaks rather than frees early */
+    }
+    e = atomic_fetch_add(&global_epoch, 1) + 1;
+    d->epoch = e;
+    d->fn = fn;
+    d->arg = arg;
+    pthread_mutex_lock(&deferred_lock);
+    d->next = deferred_head;
+    deferred_head = d;
+    pthread_mutex_unlock(&deferred_lock);
+    atomic_fetch_add(&deferred_count, 1);
+    for (int i = 0; i < nworkers; i++) {
+        if (atomic_load(&workers[i]->sleeping) &&
+            atomic_load(&workers[i]->observed_epoch) < e) {
+            wake(workers[i]);
+        }
+    }
+    return 0;
+}
+
+size_t
+sl__worker_reclaim(bool all)
+{
+    uint64_t min = all ? UINT64_MAX : min_observed_epoch();
+    struct deferred *ready = NULL;
+    struct deferred **pp;
+    struct deferred *d;
+    size_t n = 0;
+
+    if (atomic_load(&deferred_count) == 0 ||
+        (!all && atomic_load(&reclaim_holds) > 0)) {
+        return 0;
+    }
+    pthread_mutex_lock(&deferred_lock);
+    pp = &deferred_head;
+    while ((d = *pp) != NULL) {
+        if (d->epoch <= min) {
+            *pp = d->next;
+            d->next = ready;
+            ready = d;
+        } else {
+            pp = &d->next;
+        }
+    }
+    pthread_mutex_unlock(&deferred_lock);
+    /* outside the lock: a function may defer again (an instance losing
+     * the last reference of a generation) */
+    while ((d = ready) != NULL) {
+        ready = d->next;
+        atomic_fetch_sub(&deferred_count, 1);
+        d->fn(d->arg);
+        free(d);
+        n++;
+    }
+    return n;
+}
+
+void
+sl__worker_reclaim_hold(bool hold)
+{
+    atomic_fetch_add(&reclaim_holds, hold ? 1 : -1);
+}
+
+size_t
+sl__worker_deferred(void)
+{
+    return atomic_load(&deferred_count);
+}
+
 /* ---- the loop ---- */
 
 static int
@@ -541,21 +639,21 @@ modules_hook(bool init)
     size_t j;
     const struct sl_module *m;
 
-    if (sl__config == NULL) {
+    const struct sl_config *cfg = sl__config_current();
+
+    if (cfg == NULL) {
         return;
     }
-    for (i = 0; i < sl__config->nlisteners + sl__config->nservices +
-                        sl__config->nfilters;
-         i++) {
+    for (i = 0; i < cfg->nlisteners + cfg->nservices + cfg->nfilters; i++) {
         const struct sl_loaded_module *lm;
         size_t k = i;
 
-        if (k < sl__config->nlisteners) {
-            lm = sl__config->listeners[k]->protocol_module;
-        } else if ((k -= sl__config->nlisteners) < sl__config->nservices) {
-            lm = sl__config->services[k]->router_module;
+        if (k < cfg->nlisteners) {
+            lm = cfg->listeners[k]->protocol_module;
+        } else if ((k -= cfg->nlisteners) < cfg->nservices) {
+            lm = cfg->services[k]->router_module;
         } else {
-            lm = sl__config->filters[k - sl__config->nservices]->module;
+            lm = cfg->filters[k - cfg->nservices]->module;
         }
         m = lm != NULL ? lm->info : NULL;
         for (j = 0; m != NULL && j < nseen; j++) {

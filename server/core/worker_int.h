@@ -59,6 +59,22 @@ void sl__worker_notify(struct sl_worker *w, struct sl_evq_item *it,
 void sl__worker_add_zombie(struct sl_dcb *dcb);
 /* Reclaim everything now (only when no worker runs). */
 void sl__worker_reap_all(struct sl_worker *w);
+
+/* Run fn(arg) once no worker can hold a pointer loaded before this call
+ * (every worker has started a new turn): for unpublished configuration
+ * generations and module instances. 0, or -ENOMEM (fn never runs: the
+ * caller's object leaks, it is never freed early). Any thread. */
+int sl__worker_defer(void (*fn)(void *), void *arg);
+/* Run the deferred functions whose epoch every worker has passed (all of
+ * them with all=true: only once the workers have stopped). Returns how
+ * many ran. Admin thread or main. */
+size_t sl__worker_reclaim(bool all);
+/* A thread that is not a worker (main, while it waits for the first
+ * monitor ticks) and reads the configuration holds back reclamation
+ * between hold=true and hold=false. */
+void sl__worker_reclaim_hold(bool hold);
+/* Deferred functions not run yet (tests, diagnostics). */
+size_t sl__worker_deferred(void);
 /* True while worker threads are running. */
 bool sl__workers_running(void);
 /* Milliseconds an idle worker (no events, timers or zombies) sleeps in

@@ -36,7 +36,7 @@ PIDDIR = os.environ.get("SLUICE_TEST_PIDDIR")
 START_TIMEOUT = 30
 STOP_TIMEOUT = 20
 SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
-                     "runtime error:")
+                     "runtime error:", "WARNING: ThreadSanitizer")
 # The exit status of `sluice` for a configuration it refuses, in both
 # modes (server/core/main.c: config_check() and run(); docs/configuration.md).
 CONFIG_REFUSED = 1

@@ -7,6 +7,11 @@
  * closed DCB must not be freed while worker 1 is held, and must be freed
  * soon after it is released (the idle worker must not stall it). A DCB
  * with a reference held is not freed until the reference is dropped.
+ *
+ * The same epochs free unpublished configuration and retired module
+ * instances (sl__worker_defer, generation.c): a deferred function does not
+ * run while a worker has not started a new turn, and does soon after; a
+ * retired instance is destroyed only when its last session lets go.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -247,6 +252,103 @@ test_idle_shared(void **state)
     run_idle(SL_EVENT_MODEL_SHARED);
 }
 
+static int deferred_ran;
+
+static void
+deferred_fn(void *arg)
+{
+    deferred_ran++;
+}
+
+/* Reclaim (as the admin thread does) until n deferred functions ran. */
+static bool
+reclaim_until(int n, int ms)
+{
+    uint64_t end = now_ms() + (uint64_t)ms;
+
+    while (deferred_ran < n) {
+        sl__worker_reclaim(false);
+        if (now_ms() > end) {
+            return false;
+        }
+        sleep_ms(2);
+    }
+    return true;
+}
+
+static int destroyed;
+
+static void
+fake_destroy(void *inst)
+{
+    destroyed++;
+}
+
+static void
+run_deferred(enum sl_event_model model)
+{
+    static const struct sl_router_ops ops = {.destroy_instance = fake_destroy};
+    static int instance;
+    struct sl_inst_ref *ref;
+    struct sl_inst_ref *slot;
+    struct sl_inst_ref *ses;
+    long live0 = sl__inst_live();
+
+    start_workers(model);
+    deferred_ran = 0;
+    destroyed = 0;
+    assert_int_equal(sl_worker_post(sl_worker_get(1), hold_worker, NULL), 0);
+    assert_true(wait_flag(&held, 5000));
+    assert_int_equal(sl__worker_defer(deferred_fn, NULL), 0);
+    /* worker 1 is held inside a turn that began before the defer */
+    sleep_ms(300);
+    assert_int_equal(sl__worker_reclaim(false), 0);
+    assert_int_equal(deferred_ran, 0);
+    pthread_mutex_lock(&mu);
+    release_hold = true;
+    pthread_cond_broadcast(&cv);
+    pthread_mutex_unlock(&mu);
+    /* idle workers sleep 10 minutes: only the defer's nudge lets it run */
+    assert_true(reclaim_until(1, 5000));
+
+    /* an instance with one session: retired, it outlives the object's
+     * reference and is destroyed once the session lets go (and an epoch
+     * passed) */
+    ref = sl__inst_ref_new(&instance, &ops, NULL);
+    assert_non_null(ref);
+    slot = ref;
+    ses = sl__inst_ref_get(&slot);   /* a session's reference */
+    assert_ptr_equal(ses, ref);
+    assert_ptr_equal(sl__inst_ref_instance(ses), &instance);
+    sl__inst_ref_retire(ref, NULL, malloc(16));
+    sleep_ms(100);
+    while (sl__worker_reclaim(false) > 0) {
+    }
+    assert_int_equal(destroyed, 0);
+    assert_int_equal(sl__inst_live(), live0 + 1);
+    sl__inst_ref_put(ses);
+    for (uint64_t end = now_ms() + 5000;
+         destroyed == 0 && now_ms() < end; sleep_ms(2)) {
+        sl__worker_reclaim(false);
+    }
+    assert_int_equal(destroyed, 1);
+    assert_int_equal(sl__inst_live(), live0);
+    sl__workers_finish();
+    assert_int_equal(sl__worker_deferred(), 0);
+}
+
+static void
+test_deferred_pinned(void **state)
+{
+    run_deferred(SL_EVENT_MODEL_PINNED);
+}
+
+static void
+test_deferred_shared(void **state)
+{
+    run_deferred(SL_EVENT_MODEL_SHARED);
+}
+
 int
 main(void)
 {
@@ -255,6 +357,8 @@ main(void)
         cmocka_unit_test(test_zombie_shared),
         cmocka_unit_test(test_idle_pinned),
         cmocka_unit_test(test_idle_shared),
+        cmocka_unit_test(test_deferred_pinned),
+        cmocka_unit_test(test_deferred_shared),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
