@@ -65,6 +65,7 @@ static int listen_port;
 static bool listen_loopback;   /* admin_host is 127.x or ::1 */
 static bool listen_any;        /* admin_host is 0.0.0.0 or :: */
 static char *allowed_hosts;    /* admin_allowed_hosts, or NULL */
+static bool metrics_public;    /* admin_metrics_public */
 
 uint64_t
 sl__admin_uptime(void)
@@ -92,7 +93,8 @@ admin_error(int status, const char *fmt, ...)
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     return (struct admin_resp){
-        status, json_pack("{s:[{s:s}]}", "errors", "detail", msg)};
+        .status = status,
+        .doc = json_pack("{s:[{s:s}]}", "errors", "detail", msg)};
 }
 
 struct admin_resp
@@ -101,13 +103,13 @@ admin_ok(json_t *doc)
     if (doc == NULL) {
         return admin_error(500, "out of memory");
     }
-    return (struct admin_resp){200, doc};
+    return (struct admin_resp){.status = 200, .doc = doc};
 }
 
 struct admin_resp
 admin_no_content(void)
 {
-    return (struct admin_resp){204, NULL};
+    return (struct admin_resp){.status = 204};
 }
 
 json_t *
@@ -168,6 +170,8 @@ send_resp(struct MHD_Connection *conn, struct admin_resp res)
     if (res.doc != NULL) {
         text = json_dumps(res.doc, JSON_INDENT(4));
         json_decref(res.doc);
+    } else if (res.text != NULL) {
+        text = res.text;
     }
     mr = MHD_create_response_from_buffer(text ? strlen(text) : 0,
                                          text ? text : (void *)"",
@@ -178,7 +182,8 @@ send_resp(struct MHD_Connection *conn, struct admin_resp res)
         return MHD_NO;
     }
     if (text != NULL) {
-        MHD_add_response_header(mr, "Content-Type", "application/json");
+        MHD_add_response_header(mr, "Content-Type",
+                                res.ctype ? res.ctype : "application/json");
     }
     if (res.status == 401) {
         MHD_add_response_header(mr, "WWW-Authenticate",
@@ -387,8 +392,8 @@ is_read_method(const char *method)
  * body size (413). 0 with *is_admin set, or -1 with *err set.
  */
 static int
-admit(struct MHD_Connection *conn, const char *method, bool *is_admin,
-      struct admin_resp *err)
+admit(struct MHD_Connection *conn, const char *url, const char *method,
+      bool *is_admin, struct admin_resp *err)
 {
     const char *host = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                    "Host");
@@ -401,6 +406,10 @@ admit(struct MHD_Connection *conn, const char *method, bool *is_admin,
         *err = admin_error(403, "Host '%.200s' is not an address of this "
                            "API (see admin_allowed_hosts)", host);
         return -1;
+    }
+    if (!write && metrics_public && strcmp(url, "/metrics") == 0) {
+        *is_admin = false;   /* admin_metrics_public: no credentials */
+        return 0;
     }
     if (write && !origin_allowed(conn, host)) {
         *err = admin_error(403, "cross-site request refused (Origin or "
@@ -466,9 +475,17 @@ dispatch(struct admin_req *r, struct conn_state *cs)
         return admin_error(413, "request body larger than %d bytes",
                            SL_ADMIN_MAX_BODY);
     }
+    if (strcmp(r->url, "/metrics") == 0) {
+        return is_read_method(r->method) ? admin_metrics_get(r)
+               : admin_error(405, "/metrics takes GET");
+    }
     if (split_path(r) < 0) {
         return admin_error(404, "unknown resource '%.200s' (the API is "
                            "under /v1)", r->url);
+    }
+    if (r->nseg == 2 && strcmp(r->seg[0], "sluice") == 0 &&
+        strcmp(r->seg[1], "queries") == 0) {
+        return admin_queries(r);
     }
     if (is_read_method(r->method)) {
         return admin_get(r);
@@ -531,7 +548,7 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url,
         if (cs == NULL) {
             return MHD_NO;
         }
-        if (admit(conn, method, &cs->is_admin, &res) < 0) {
+        if (admit(conn, url, method, &cs->is_admin, &res) < 0) {
             cs->refused = true;
             return send_resp(conn, res);
         }
@@ -676,6 +693,7 @@ sl__admin_start(const struct sl_config *cfg)
         return 0;
     }
     auth_required = sl_params_bool(g->params, "admin_auth");
+    metrics_public = sl_params_bool(g->params, "admin_metrics_public");
     rc = resolve_addr(g->admin_host, g->admin_port, &ss);
     if (rc < 0) {
         sl_log_error("REST API: admin_host '%s' is not an IP address",

@@ -22,10 +22,13 @@
 
 #define SL_ADMIN_MAX_BODY (1024 * 1024)
 
-/* A response: an HTTP status and an optional JSON document (owned). */
+/* A response: an HTTP status and an optional JSON document (owned), or
+ * instead of the document a text (owned, free()) of type ctype. */
 struct admin_resp {
     int status;
     json_t *doc;
+    char *text;
+    const char *ctype;
 };
 
 /* One parsed request. */
@@ -91,6 +94,16 @@ int admin_check_paths(const char *kind, const struct sl_param_spec *modspecs,
                       json_t *params, struct admin_resp *res);
 /* The parameter table of the loaded module named name, or NULL. */
 const struct sl_param_spec *admin_module_specs(const char *name);
+
+/* ---- admin_metrics.c, admin_queries.c ---- */
+/* GET /metrics (Prometheus text format 0.0.4). */
+struct admin_resp admin_metrics_get(struct admin_req *r);
+/* GET, DELETE /v1/sluice/queries. */
+struct admin_resp admin_queries(struct admin_req *r);
+struct sl_obj_slots;
+/* {"count", "errors", "sum", "buckets": [{"le", "count"}...], p50...}:
+ * an object's merged response-time histogram for the REST resources. */
+json_t *admin_hist_json(struct sl_obj_slots *const *slotsp);
 
 /* ---- runtime.c: writes ---- */
 struct admin_resp admin_write(struct admin_req *r);

@@ -180,6 +180,7 @@ server_json(struct admin_req *r, void *obj)
         "total_connections", (json_int_t)sl_server_total_connections(s),
         "routed_reads", (json_int_t)rd, "routed_writes", (json_int_t)wr,
         "routed_packets", (json_int_t)(rd + wr));
+    json_object_set_new(attrs, "response_time", admin_hist_json(&s->stats));
     rels = json_object();
     if (json_array_size(svcs)) {
         json_object_set_new(rels, "services", json_pack("{s:o}", "data",
@@ -230,6 +231,7 @@ service_json(struct admin_req *r, void *obj)
         "statistics", "connections", (json_int_t)atomic_load(&s->sessions),
         "total_connections",
         (json_int_t)atomic_load(&s->total_sessions));
+    json_object_set_new(attrs, "response_time", admin_hist_json(&s->stats));
     rels = json_pack("{s:o, s:o, s:{s:o}}",
                      "servers", rel_objs(r, "servers", (void *const *)
                                          s->servers, s->nservers),
