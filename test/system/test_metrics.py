@@ -281,8 +281,38 @@ def test_queries_sorted_limited_filtered_and_reset(sluice):
     assert proc.returncode == 0, proc.stderr
     assert "SELECT SLEEP(?)" in proc.stdout
     assert "SELECT ? + ?" not in proc.stdout
+    proc = subprocess.run([str(MAXCTRL), "-u", "admin", "-p", "mariadb",
+                           "--hosts", f"{st.HOST}:{ADMIN}", "--format",
+                           "json", "list", "queries", "--sort", "count"],
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data[0]["attributes"]["digest_text"] == "SELECT ? + ?"
+    assert data[0]["attributes"]["count"] == 20
     reset()
     assert queries()["data"] == []
+
+
+def test_maxctrl_format_json(sluice):
+    proc = subprocess.run([str(MAXCTRL), "-u", "admin", "-p", "mariadb",
+                           "--hosts", f"{st.HOST}:{ADMIN}", "--format",
+                           "json", "list", "servers"],
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(s["id"] for s in json.loads(proc.stdout)) == \
+        [f"db{sid}" for sid in sorted(st.SERVERS)]
+    proc = subprocess.run([str(MAXCTRL), "-u", "admin", "-p", "mariadb",
+                           "--hosts", f"{st.HOST}:{ADMIN}", "--format",
+                           "json", "show", "service", "RW-Service"],
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["id"] == "RW-Service"
+    assert "response_time" in doc["attributes"]
+    proc = subprocess.run([str(MAXCTRL), "--format", "yaml", "list",
+                           "servers"], capture_output=True, text=True,
+                          timeout=30)
+    assert proc.returncode == 2 and "unknown format" in proc.stderr
 
 
 def test_percentiles_agree_with_client_latency(sluice):
