@@ -185,6 +185,13 @@ send_resp(struct MHD_Connection *conn, struct admin_resp res)
         MHD_add_response_header(mr, "Content-Type",
                                 res.ctype ? res.ctype : "application/json");
     }
+    /* No page may frame the dashboard (its buttons act) or sniff. */
+    MHD_add_response_header(mr, "X-Frame-Options", "DENY");
+    MHD_add_response_header(mr, "X-Content-Type-Options", "nosniff");
+    if (res.ctype != NULL && strncmp(res.ctype, "text/html", 9) == 0) {
+        MHD_add_response_header(mr, "Content-Security-Policy",
+                                "default-src 'self'; frame-ancestors 'none'");
+    }
     if (res.status == 401) {
         MHD_add_response_header(mr, "WWW-Authenticate",
                                 "Basic realm=\"sluice\"");
@@ -407,6 +414,10 @@ admit(struct MHD_Connection *conn, const char *url, const char *method,
                            "API (see admin_allowed_hosts)", host);
         return -1;
     }
+    if (!write && admin_static_path(url)) {
+        *is_admin = false;   /* the dashboard's files: no data in them */
+        return 0;
+    }
     if (!write && metrics_public && strcmp(url, "/metrics") == 0) {
         *is_admin = false;   /* admin_metrics_public: no credentials */
         return 0;
@@ -474,6 +485,9 @@ dispatch(struct admin_req *r, struct conn_state *cs)
     if (cs->too_large) {
         return admin_error(413, "request body larger than %d bytes",
                            SL_ADMIN_MAX_BODY);
+    }
+    if (admin_static_path(r->url)) {
+        return admin_static_get(r);
     }
     if (strcmp(r->url, "/metrics") == 0) {
         return is_read_method(r->method) ? admin_metrics_get(r)
@@ -694,6 +708,7 @@ sl__admin_start(const struct sl_config *cfg)
     }
     auth_required = sl_params_bool(g->params, "admin_auth");
     metrics_public = sl_params_bool(g->params, "admin_metrics_public");
+    admin_static_init(sl_params_get(g->params, "admin_dashboard_dir"));
     rc = resolve_addr(g->admin_host, g->admin_port, &ss);
     if (rc < 0) {
         sl_log_error("REST API: admin_host '%s' is not an IP address",

@@ -100,6 +100,10 @@ const struct sl_param_spec *admin_module_specs(const char *name);
 struct admin_resp admin_metrics_get(struct admin_req *r);
 /* GET, DELETE /v1/sluice/queries. */
 struct admin_resp admin_queries(struct admin_req *r);
+/* admin_static.c: the dashboard's files ("/", /dashboard/...). */
+void admin_static_init(const char *dir);
+bool admin_static_path(const char *url);
+struct admin_resp admin_static_get(struct admin_req *r);
 struct sl_obj_slots;
 /* {"count", "errors", "sum", "buckets": [{"le", "count"}...], p50...}:
  * an object's merged response-time histogram for the REST resources. */

@@ -181,6 +181,8 @@ server_json(struct admin_req *r, void *obj)
         "routed_reads", (json_int_t)rd, "routed_writes", (json_int_t)wr,
         "routed_packets", (json_int_t)(rd + wr));
     json_object_set_new(attrs, "response_time", admin_hist_json(&s->stats));
+    sl_server_gtid_pos(s, state, sizeof(state));
+    json_object_set_new(attrs, "gtid_current_pos", json_string(state));
     rels = json_object();
     if (json_array_size(svcs)) {
         json_object_set_new(rels, "services", json_pack("{s:o}", "data",

@@ -175,6 +175,8 @@ static const struct sl_param_spec global_specs[] = {
       "Response-time histograms per server and per service"),
     P("admin_metrics_public", SL_PARAM_BOOL, "false", 0,
       "GET /metrics without credentials"),
+    P("admin_dashboard_dir", SL_PARAM_PATH, SLUICE_DEFAULT_DASHBOARD_DIR, 0,
+      "Directory of the web dashboard's files (served at /)"),
     P("query_classifier", SL_PARAM_STRING, NULL, IGN, ""),
     P("query_classifier_args", SL_PARAM_STRING, NULL, IGN, ""),
     P("query_classifier_cache_size", SL_PARAM_SIZE, NULL, IGN, ""),
