@@ -1743,14 +1743,17 @@ sl__qc_canonical(const char *sql, size_t len, char *out, size_t outlen,
             canon_tok(&c, "`", 1, false, true);
             canon_put(&c, t.s, t.n);
             canon_put(&c, "`", 1);
+            c.glue = false;
             break;
         case T_USERVAR:
             canon_tok(&c, "@", 1, false, true);
             canon_put(&c, t.s, t.n);
+            c.glue = false;
             break;
         case T_SYSVAR:
             canon_tok(&c, "@@", 2, false, true);
             canon_put(&c, t.s, t.n);
+            c.glue = false;
             break;
         case T_ASSIGN:
             canon_tok(&c, ":=", 2, false, false);
