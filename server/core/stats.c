@@ -262,7 +262,7 @@ sl__stats_query(struct sl_session *ses, const struct sl_buf *buf)
     uint8_t cmd;
     unsigned i;
 
-    if (ses->reply_fn != NULL || st->load_data ||
+    if (ses->reply_fn != NULL || st->load_data || ses->service == NULL ||
         (!sl__stats_cfg.histograms && !sl__stats_cfg.digests)) {
         return;
     }
@@ -294,7 +294,7 @@ pop(struct sl_session *ses, const struct sl_reply *reply)
     uint64_t ns = sl__stats_now_ns() - st->q[st->head].t0;
     bool err = reply == NULL || reply->is_err;
 
-    if (sl__stats_cfg.histograms) {
+    if (sl__stats_cfg.histograms && ses->service != NULL) {
         obj_record(&ses->service->stats, ns, err);
     }
     if (st->q[st->head].entry != NULL) {
@@ -348,7 +348,8 @@ sl__stats_backend_write(struct sl_backend *b, const struct sl_buf *buf)
 void
 sl__stats_backend_reply(struct sl_backend *b, const struct sl_reply *reply)
 {
-    if (reply != NULL && reply->complete && b->t_sent != 0) {
+    if (reply != NULL && reply->complete && b->t_sent != 0 &&
+        b->server != NULL) {
         obj_record(&b->server->stats, sl__stats_now_ns() - b->t_sent,
                    reply->is_err);
         b->t_sent = 0;

@@ -343,11 +343,19 @@ def test_digest_table_bounded_with_evictions_counted(tmp_path_factory,
                                                      table):
     """threads=1, digest_max_entries=5: twelve different statements keep
     the last five, and seven evictions are counted (in the REST meta and
-    in /metrics)."""
+    in /metrics). This instance also has admin_metrics_public=true:
+    /metrics without credentials, the API still refused."""
     prx = start(tmp_path_factory, "metrics-small",
                 (SMALL_PRIMARY, SMALL_REPLICA, SMALL_RW, SMALL_ADMIN),
-                extra="digest_max_entries=5", threads=1)
+                extra="digest_max_entries=5\nadmin_metrics_public=true",
+                threads=1)
     try:
+        status, body, _ = request("GET", "/metrics", port=SMALL_ADMIN,
+                                  user=None)
+        assert status == 200 and b"sluice_build_info" in body
+        status, _, _ = request("GET", "/v1/sluice/queries",
+                               port=SMALL_ADMIN, user=None)
+        assert status == 401
         reset(port=SMALL_ADMIN)    # start-up's readiness probes
         with st.connect(SMALL_RW) as c, c.cursor() as cur:
             for i in range(12):
