@@ -17,6 +17,8 @@ let auth = sessionStorage.getItem("sluice-auth");
 let sortKey = "total_time";
 let last = {servers: {}, services: {}, t: 0};
 let history = {};           // server -> [qps...]
+let latHistory = {};        // server -> [mean ms since the last refresh]
+let lastSum = {};           // server -> response_time.sum (s)
 let timer = null;
 
 function $(id) { return document.getElementById(id); }
@@ -184,11 +186,19 @@ function drawServers(servers, dt) {
         const buttons = td[9].querySelectorAll("button");
         setButton(buttons[0], /Maintenance/.test(a.state));
         setButton(buttons[1], /Draining/.test(a.state));
-        last.servers[s.id] = rt.count;
+        const dn = dt > 0 && last.servers[s.id] !== undefined
+            ? rt.count - last.servers[s.id] : 0;
+        const mean = dn > 0 && lastSum[s.id] !== undefined
+            ? (rt.sum - lastSum[s.id]) * 1000 / dn : 0;
+        lastSum[s.id] = rt.sum;
         (history[s.id] = history[s.id] || []).push(qps);
-        if (history[s.id].length > HISTORY) {
-            history[s.id].shift();
+        (latHistory[s.id] = latHistory[s.id] || []).push(mean);
+        for (const h of [history[s.id], latHistory[s.id]]) {
+            if (h.length > HISTORY) {
+                h.shift();
+            }
         }
+        last.servers[s.id] = rt.count;
         targets.push([s.id, s.id + " (" + role(a.state) + ")"]);
     }
     setOptions($("sw-target"), targets);
@@ -222,33 +232,37 @@ function drawServices(services, dt) {
     $("total-qps").textContent = total.toFixed(1);
 }
 
-function drawChart() {
-    const c = $("chart");
+// One line per server over the last HISTORY refreshes.
+function drawChart(canvasId, legendId, hist, unit, digits) {
+    const c = $(canvasId);
     const g = c.getContext("2d");
-    const names = Object.keys(history).sort();
-    let max = 1;
+    const names = Object.keys(hist).sort();
+    let max = 0;
     for (const n of names) {
-        for (const v of history[n]) {
+        for (const v of hist[n]) {
             max = Math.max(max, v);
         }
     }
+    max = max > 0 ? max * 1.1 : 1;
     g.fillStyle = "#ffffff";
     g.fillRect(0, 0, c.width, c.height);
     g.strokeStyle = "#8a8a8a";
-    g.strokeRect(40, 10, c.width - 50, c.height - 30);
+    g.lineWidth = 1;
+    g.strokeRect(50, 10, c.width - 60, c.height - 30);
     g.fillStyle = "#1b1b1b";
     g.font = "12px sans-serif";
-    g.fillText(max.toFixed(0), 4, 18);
+    g.fillText(max.toFixed(digits), 4, 18);
     g.fillText("0", 4, c.height - 20);
-    const legend = $("legend");
+    g.fillText(unit, 4, c.height / 2);
+    const legend = $(legendId);
     legend.textContent = "";
     names.forEach((n, i) => {
-        const h = history[n];
+        const h = hist[n];
         g.strokeStyle = COLORS[i % COLORS.length];
         g.lineWidth = 2;
         g.beginPath();
         h.forEach((v, k) => {
-            const x = 40 + (c.width - 50) * (k + HISTORY - h.length) /
+            const x = 50 + (c.width - 60) * (k + HISTORY - h.length) /
                 (HISTORY - 1);
             const y = c.height - 20 - (c.height - 30) * v / max;
             if (k === 0) {
@@ -263,8 +277,8 @@ function drawChart() {
         sw.style.background = COLORS[i % COLORS.length];
         li.appendChild(sw);
         li.appendChild(document.createTextNode(
-            n + ": " + (h.length ? h[h.length - 1].toFixed(1) : "0") +
-            " QPS"));
+            n + ": " + (h.length ? h[h.length - 1].toFixed(digits) : "0") +
+            " " + unit));
         legend.appendChild(li);
     });
 }
@@ -313,7 +327,8 @@ async function refresh() {
         drawServers(servers.data, dt);
         drawServices(services.data, dt);
         drawMonitors(monitors.data);
-        drawChart();
+        drawChart("chart", "legend", history, "QPS", 1);
+        drawChart("lat-chart", "lat-legend", latHistory, "ms", 2);
         try {
             drawQueries(await api("GET", "sluice/queries?limit=50&sort=" +
                                   sortKey, true));
