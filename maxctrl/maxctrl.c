@@ -173,6 +173,8 @@ usage(FILE *f)
         "  -s, --secure              use HTTPS\n"
         "  -t, --timeout SECONDS     request timeout (default 10)\n"
         "      --tsv                 tab-separated output for scripts\n"
+        "      --format FORMAT       table (default), tsv or json (the\n"
+        "                            REST API's data, for scripts)\n"
         "      --help                this help\n"
         "      --version             the version and the git revision\n"
         "\n"
@@ -186,6 +188,10 @@ usage(FILE *f)
         "                            service, listener, monitor, filter,\n"
         "                            session, module or thread\n"
         "  show maxscale             the global settings and state\n"
+        "  list queries [--sort KEY] [--limit N]\n"
+        "                            query digests, by KEY: count,\n"
+        "                            total_time (default), avg_time,\n"
+        "                            max_time, errors, rows, last_seen\n"
         "  set server NAME STATE     give a server a state: maintenance,\n"
         "                            drain, running, master or slave\n"
         "  clear server NAME STATE   take that state away\n"
@@ -234,7 +240,7 @@ usage(FILE *f)
 int
 main(int argc, char **argv)
 {
-    enum { O_TSV = 256, O_HELP, O_VERSION };
+    enum { O_TSV = 256, O_HELP, O_VERSION, O_FORMAT };
     static const struct option longopts[] = {
         {"user", required_argument, NULL, 'u'},
         {"password", required_argument, NULL, 'p'},
@@ -242,6 +248,7 @@ main(int argc, char **argv)
         {"secure", no_argument, NULL, 's'},
         {"timeout", required_argument, NULL, 't'},
         {"tsv", no_argument, NULL, O_TSV},
+        {"format", required_argument, NULL, O_FORMAT},
         {"help", no_argument, NULL, O_HELP},
         {"version", no_argument, NULL, O_VERSION},
         {NULL, 0, NULL, 0},
@@ -271,6 +278,17 @@ main(int argc, char **argv)
             break;
         case O_TSV:
             mc_opts.tsv = true;
+            break;
+        case O_FORMAT:
+            if (strcmp(optarg, "json") == 0) {
+                mc_opts.json = true;
+            } else if (strcmp(optarg, "tsv") == 0) {
+                mc_opts.tsv = true;
+            } else if (strcmp(optarg, "table") != 0) {
+                fprintf(stderr, "Error: unknown format '%s' (table, tsv, "
+                        "json)\n", optarg);
+                return 2;
+            }
             break;
         case O_HELP:
             usage(stdout);

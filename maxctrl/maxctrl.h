@@ -15,6 +15,7 @@ struct mc_opts {
     const char *password;
     const char *host;          /* host:port */
     bool tsv;
+    bool json;                 /* --format json: the raw data */
     bool secure;               /* https */
     long timeout;              /* seconds */
 };

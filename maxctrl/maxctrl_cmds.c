@@ -56,6 +56,9 @@ text_of(json_t *v)
     if (json_is_boolean(v)) {
         return strdup(json_is_true(v) ? "true" : "false");
     }
+    if (json_is_real(v)) {
+        return asprintf(&s, "%.6f", json_real_value(v)) < 0 ? NULL : s;
+    }
     if (json_is_object(v) && json_is_array(json_object_get(v, "data"))) {
         v = json_object_get(v, "data");
     }
@@ -274,10 +277,66 @@ static const struct {
         {"Module", "id"}, {"Commands", "attributes/commands"}}, 2},
 };
 
+/* --format json: the document's data as the API gave it. */
+static void
+print_json(json_t *doc)
+{
+    char *text = json_dumps(json_object_get(doc, "data"),
+                            JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+
+    printf("%s\n", text ? text : "null");
+    free(text);
+}
+
+/* list queries [--sort KEY] [--limit N] */
+static int
+list_queries(int argc, char **argv)
+{
+    static const struct column cols[] = {
+        {"Digest", "attributes/digest_text"}, {"Count", "attributes/count"},
+        {"Errors", "attributes/errors"},
+        {"Total Time", "attributes/total_time"},
+        {"Avg Time", "attributes/avg_time"}, {"P95", "attributes/p95"},
+        {"User", "attributes/user"}, {"Service", "attributes/service"},
+    };   /* at most MAX_COLS; --format json has every attribute */
+    _Static_assert(ARRAY_LEN(cols) <= MAX_COLS, "too many columns");
+    const char *sort = "total_time";
+    const char *limit = NULL;
+    char path[256];
+    json_t *doc;
+
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--sort") == 0 && i + 1 < argc) {
+            sort = argv[++i];
+        } else if (strcmp(argv[i], "--limit") == 0 && i + 1 < argc) {
+            limit = argv[++i];
+        } else {
+            mc_error("usage: list queries [--sort KEY] [--limit N]");
+            return 1;
+        }
+    }
+    snprintf(path, sizeof(path), "sluice/queries?sort=%.64s%s%.32s", sort,
+             limit ? "&limit=" : "", limit ? limit : "");
+    if (mc_request("GET", path, NULL, &doc) < 0) {
+        return 1;
+    }
+    if (mc_opts.json) {
+        print_json(doc);
+    } else {
+        table(json_object_get(doc, "data"), cols, (int)ARRAY_LEN(cols));
+    }
+    json_decref(doc);
+    return 0;
+}
+
 static int
 cmd_list(int argc, char **argv)
 {
     json_t *doc;
+
+    if (argc >= 1 && strcmp(argv[0], "queries") == 0) {
+        return list_queries(argc, argv);
+    }
 
     for (size_t i = 0; argc >= 1 && i < ARRAY_LEN(lists); i++) {
         if (strcmp(argv[0], lists[i].what) != 0) {
@@ -286,7 +345,9 @@ cmd_list(int argc, char **argv)
         if (mc_request("GET", lists[i].path, NULL, &doc) < 0) {
             return 1;
         }
-        if (strcmp(argv[0], "commands") == 0) {
+        if (mc_opts.json) {
+            print_json(doc);
+        } else if (strcmp(argv[0], "commands") == 0) {
             json_t *data = json_object_get(doc, "data");
             json_t *keep = json_array();
             size_t k;
@@ -307,7 +368,8 @@ cmd_list(int argc, char **argv)
         return 0;
     }
     mc_error("unknown list '%s' (servers, services, listeners, monitors, "
-             "filters, sessions, threads, users, commands, modules)",
+             "filters, sessions, threads, users, commands, modules, "
+             "queries)",
              argc ? argv[0] : "");
     return 1;
 }
@@ -344,7 +406,11 @@ cmd_show(int argc, char **argv)
     if (mc_request("GET", path, NULL, &doc) < 0) {
         return 1;
     }
-    show_resource(json_object_get(doc, "data"));
+    if (mc_opts.json) {
+        print_json(doc);
+    } else {
+        show_resource(json_object_get(doc, "data"));
+    }
     json_decref(doc);
     return 0;
 }

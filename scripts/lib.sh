@@ -33,7 +33,8 @@ BUILD_PACKAGES=(build-essential cmake pkg-config libmariadb-dev libpcre2-dev
     libjansson-dev libmicrohttpd-dev libcmocka-dev libssl-dev
     libcurl4-openssl-dev libsystemd-dev help2man mariadb-server
     mariadb-client)
-TEST_PACKAGES=(sysbench haproxy python3-pymysql python3-pytest
+TEST_PACKAGES=(sysbench haproxy python3-pymysql python3-pytest prometheus
+    chromium chromium-driver python3-venv
     python3-pytest-timeout)
 # The fuzz step: clang only recommends its sanitizer and libFuzzer
 # runtimes (libclang_rt.*.a), so they are named here.

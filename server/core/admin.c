@@ -67,6 +67,7 @@ static int listen_port;
 static bool listen_loopback;   /* admin_host is 127.x or ::1 */
 static bool listen_any;        /* admin_host is 0.0.0.0 or :: */
 static char *allowed_hosts;    /* admin_allowed_hosts, or NULL */
+static bool metrics_public;    /* admin_metrics_public */
 
 static enum MHD_Result
 send_resp(struct MHD_Connection *conn, struct admin_resp res)
@@ -78,6 +79,8 @@ send_resp(struct MHD_Connection *conn, struct admin_resp res)
     if (res.doc != NULL) {
         text = json_dumps(res.doc, JSON_INDENT(4));
         json_decref(res.doc);
+    } else if (res.text != NULL) {
+        text = res.text;
     }
     mr = MHD_create_response_from_buffer(text ? strlen(text) : 0,
                                          text ? text : (void *)"",
@@ -88,7 +91,15 @@ send_resp(struct MHD_Connection *conn, struct admin_resp res)
         return MHD_NO;
     }
     if (text != NULL) {
-        MHD_add_response_header(mr, "Content-Type", "application/json");
+        MHD_add_response_header(mr, "Content-Type",
+                                res.ctype ? res.ctype : "application/json");
+    }
+    /* No page may frame the dashboard (its buttons act) or sniff. */
+    MHD_add_response_header(mr, "X-Frame-Options", "DENY");
+    MHD_add_response_header(mr, "X-Content-Type-Options", "nosniff");
+    if (res.ctype != NULL && strncmp(res.ctype, "text/html", 9) == 0) {
+        MHD_add_response_header(mr, "Content-Security-Policy",
+                                "default-src 'self'; frame-ancestors 'none'");
     }
     if (res.status == 401) {
         MHD_add_response_header(mr, "WWW-Authenticate",
@@ -333,6 +344,14 @@ admit(struct MHD_Connection *conn, const char *method, const char *url,
                            "API (see admin_allowed_hosts)", host);
         return -1;
     }
+    if (!write && sl__admin_static_path(url)) {
+        *is_admin = false;   /* the dashboard's files: no data in them */
+        return 0;
+    }
+    if (!write && metrics_public && strcmp(url, "/metrics") == 0) {
+        *is_admin = false;   /* admin_metrics_public: no credentials */
+        return 0;
+    }
     if (write && !origin_allowed(conn, host)) {
         *err = sl__admin_error(403, "cross-site request refused (Origin or "
                            "Sec-Fetch-Site is not this API)");
@@ -399,6 +418,13 @@ dispatch(struct admin_req *r, struct conn_state *cs)
     if (cs->too_large) {
         return sl__admin_error(413, "request body larger than %d bytes",
                            SL_ADMIN_MAX_BODY);
+    }
+    if (sl__admin_static_path(r->url)) {
+        return sl__admin_static_get(r);
+    }
+    if (strcmp(r->url, "/metrics") == 0) {
+        return is_read_method(r->method) ? sl__rest_metrics_get(r)
+               : sl__admin_error(405, "/metrics takes GET");
     }
     if (split_path(r) < 0) {
         return sl__admin_error(404, "unknown resource '%.200s' (the API is "
@@ -622,6 +648,8 @@ sl__admin_start(const struct sl_config *cfg)
         return 0;
     }
     auth_required = sl_params_bool(g->params, "admin_auth");
+    metrics_public = sl_params_bool(g->params, "admin_metrics_public");
+    sl__admin_static_init(sl_params_get(g->params, "admin_dashboard_dir"));
     rc = resolve_addr(g->admin_host, g->admin_port, &ss);
     if (rc < 0) {
         sl_log_error("REST API: admin_host '%s' is not an IP address",

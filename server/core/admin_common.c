@@ -53,7 +53,8 @@ sl__admin_error(int status, const char *fmt, ...)
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     return (struct admin_resp){
-        status, json_pack("{s:[{s:s}]}", "errors", "detail", msg)};
+        .status = status,
+        .doc = json_pack("{s:[{s:s}]}", "errors", "detail", msg)};
 }
 
 struct admin_resp
@@ -62,13 +63,13 @@ sl__admin_ok(json_t *doc)
     if (doc == NULL) {
         return sl__admin_error(500, "out of memory");
     }
-    return (struct admin_resp){200, doc};
+    return (struct admin_resp){.status = 200, .doc = doc};
 }
 
 struct admin_resp
 sl__admin_no_content(void)
 {
-    return (struct admin_resp){204, NULL};
+    return (struct admin_resp){.status = 204};
 }
 
 json_t *

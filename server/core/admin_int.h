@@ -22,10 +22,13 @@
 
 #define SL_ADMIN_MAX_BODY (1024 * 1024)
 
-/* A response: an HTTP status and an optional JSON document (owned). */
+/* A response: an HTTP status and an optional JSON document (owned), or
+ * instead of the document a text (owned, free()) of type ctype. */
 struct admin_resp {
     int status;
     json_t *doc;
+    char *text;
+    const char *ctype;
 };
 
 /* One parsed request. */
@@ -129,6 +132,21 @@ struct admin_resp sl__rest_objects_get(struct admin_req *r);
 struct admin_resp sl__rest_sessions_get(struct admin_req *r);
 struct admin_resp sl__rest_users_get(struct admin_req *r);
 struct admin_resp sl__rest_users_write(struct admin_req *r);
+
+/* ---- admin_metrics.c, admin_queries.c ---- */
+/* GET /metrics (Prometheus text format 0.0.4). */
+struct admin_resp sl__rest_metrics_get(struct admin_req *r);
+/* GET, DELETE /v1/sluice/queries. */
+struct admin_resp sl__rest_queries(struct admin_req *r);
+/* admin_static.c: the dashboard's files ("/", /dashboard/...). */
+void sl__admin_static_init(const char *dir);
+bool sl__admin_static_path(const char *url);
+struct admin_resp sl__admin_static_get(struct admin_req *r);
+struct sl_obj_slots;
+/* {"count", "errors", "sum", "buckets": [{"le", "count"}...], p50...}:
+ * an object's merged response-time histogram for the REST resources. */
+json_t *sl__admin_hist_json(struct sl_obj_slots *const *slotsp);
+
 /* POST (or GET for passive commands) maxscale/modules/MOD/CMD?args. */
 struct admin_resp sl__rest_modcmd(struct admin_req *r);
 struct admin_resp sl__rest_log_rotate(struct admin_req *r);

@@ -161,6 +161,9 @@ server_json(struct admin_req *r, void *obj)
         "total_connections", (json_int_t)sl_server_total_connections(s),
         "routed_reads", (json_int_t)rd, "routed_writes", (json_int_t)wr,
         "routed_packets", (json_int_t)(rd + wr));
+    json_object_set_new(attrs, "response_time", sl__admin_hist_json(&s->stats));
+    sl_server_gtid_pos(s, state, sizeof(state));
+    json_object_set_new(attrs, "gtid_current_pos", json_string(state));
     rels = json_object();
     if (json_array_size(svcs)) {
         json_object_set_new(rels, "services", json_pack("{s:o}", "data",
@@ -211,6 +214,7 @@ service_json(struct admin_req *r, void *obj)
         "statistics", "connections", (json_int_t)atomic_load(&s->sessions),
         "total_connections",
         (json_int_t)atomic_load(&s->total_sessions));
+    json_object_set_new(attrs, "response_time", sl__admin_hist_json(&s->stats));
     rels = json_pack("{s:o, s:o, s:{s:o}}",
                      "servers", rel_objs(r, "servers", (void *const *)
                                          s->servers, s->nservers),

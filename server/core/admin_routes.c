@@ -34,6 +34,7 @@ static const struct sl_admin_route routes[] = {
     {"GET", "sessions", sl__rest_sessions_get, SL_ADMIN_ROLE_BASIC},
     {"GET", "sessions/*", sl__rest_sessions_get, SL_ADMIN_ROLE_BASIC},
     {"GET", "users/**", sl__rest_users_get, SL_ADMIN_ROLE_BASIC},
+    {"GET", "sluice/queries", sl__rest_queries, SL_ADMIN_ROLE_BASIC},
     /* writes */
     {"POST", "maxscale/logs/rotate", sl__rest_log_rotate,
      SL_ADMIN_ROLE_ADMIN},
@@ -54,6 +55,7 @@ static const struct sl_admin_route routes[] = {
     {"PATCH", "services/*/relationships/servers", sl__rest_relink_service,
      SL_ADMIN_ROLE_ADMIN},
     {"DELETE", KINDS "/*", sl__rest_destroy, SL_ADMIN_ROLE_ADMIN},
+    {"DELETE", "sluice/queries", sl__rest_queries, SL_ADMIN_ROLE_ADMIN},
     {"DELETE", "services/*/listeners/*", sl__rest_destroy,
      SL_ADMIN_ROLE_ADMIN},
 };

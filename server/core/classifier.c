@@ -49,10 +49,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <sluice/buf.h>
 #include <sluice/classifier.h>
 #include <sluice/mariadb.h>
+
+#include "stats.h"
 
 /*
  * Keywords the classifier reacts to. Flags:
@@ -1604,4 +1607,178 @@ sl_qc_type_str(uint32_t type, char *buf, size_t len)
         snprintf(buf, len, "NONE");
     }
     return buf;
+}
+
+/* ---- digests: the statement's canonical text (stats.h) ------------- */
+
+struct canon {
+    char *out;
+    size_t cap;      /* bytes of out usable for text (one kept for NUL) */
+    size_t len;      /* bytes written */
+    uint64_t hash;   /* FNV-1a over everything emitted, kept or not */
+    bool glue;       /* next token attaches without a space */
+};
+
+static void
+canon_put(struct canon *c, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        c->hash = (c->hash ^ (unsigned char)s[i]) * 0x100000001b3ULL;
+        if (c->len < c->cap) {
+            c->out[c->len++] = s[i];
+        }
+    }
+}
+
+static void
+canon_tok(struct canon *c, const char *s, size_t n, bool attach_left,
+          bool attach_right)
+{
+    if (c->len > 0 && !c->glue && !attach_left) {
+        canon_put(c, " ", 1);
+    }
+    canon_put(c, s, n);
+    c->glue = attach_right;
+}
+
+static bool
+is_literal(const struct tok *t)
+{
+    return t->type == T_STRING || t->type == T_NUMBER ||
+           (t->type == T_WORD && t->n > 0 &&
+            cclass[(unsigned char)t->s[0]] == C_DIGIT);
+}
+
+/* After IN '(' : a list of literals only (and commas) up to ')'? Consumes
+ * it from q when so. */
+static bool
+canon_in_list(struct qc *q)
+{
+    struct qc save = *q;
+    struct tok t;
+    bool any = false;
+
+    for (next(q, &t); t.type != T_END; next(q, &t)) {
+        if (is_punct(&t, ')')) {
+            if (any) {
+                return true;
+            }
+            break;
+        }
+        if (is_punct(&t, ',') || is_punct(&t, '-') || is_punct(&t, '+')) {
+            continue;
+        }
+        if (is_literal(&t) || (t.type == T_PUNCT && t.c == '?')) {
+            any = true;
+            continue;
+        }
+        if (t.type == T_WORD && t.n == 1 && q->p < q->end &&
+            (*q->p == '\'') && strchr("xXbBnN", t.s[0])) {
+            continue;   /* x'..', b'..', N'..': the string follows */
+        }
+        if (t.type == T_WORD && t.n > 1 && t.s[0] == '_' && q->p < q->end &&
+            *q->p == '\'') {
+            continue;   /* _charset'...' */
+        }
+        break;
+    }
+    *q = save;
+    return false;
+}
+
+size_t
+sl__qc_canonical(const char *sql, size_t len, char *out, size_t outlen,
+                 uint64_t *hash)
+{
+    struct sl_qc_result dummy;
+    struct qc q = {.p = sql, .end = sql + len, .out = &dummy};
+    struct canon c = {.out = out, .cap = outlen ? outlen - 1 : 0,
+                      .hash = 0xcbf29ce484222325ULL, .glue = true};
+    struct tok t;
+    bool prev_in = false;
+    bool semi = false;   /* a ';' to write before the next token */
+    bool prev_word = false;
+    const char *prev_end = NULL;
+
+    pthread_once(&kw_once, kw_init);
+    dummy.hint.type = SL_HINT_NONE;
+    if (sql == NULL) {
+        q.p = q.end = "";
+    }
+    for (next(&q, &t); t.type != T_END; next(&q, &t)) {
+        bool was_in = prev_in;
+        bool was_word = prev_word;
+        const char *was_end = prev_end;
+
+        prev_word = t.type == T_WORD || t.type == T_QIDENT;
+        prev_end = q.p;
+        if (is_punct(&t, ';')) {
+            semi = c.len > 0;
+            continue;
+        }
+        if (semi) {
+            canon_tok(&c, ";", 1, true, false);
+            semi = false;
+        }
+        prev_in = t.type == T_WORD && t.n == 2 &&
+                  strncasecmp(t.s, "IN", 2) == 0;
+        switch (t.type) {
+        case T_STRING:
+        case T_NUMBER:
+            canon_tok(&c, "?", 1, false, false);
+            break;
+        case T_WORD:
+            if (is_literal(&t)) {
+                canon_tok(&c, "?", 1, false, false);
+            } else if (q.p < q.end && *q.p == '\'' &&
+                       ((t.n == 1 && strchr("xXbBnN", t.s[0])) ||
+                        (t.n > 1 && t.s[0] == '_'))) {
+                next(&q, &t);   /* introducer + string: one literal */
+                canon_tok(&c, "?", 1, false, false);
+            } else {
+                canon_tok(&c, t.s, t.n, false, false);
+            }
+            break;
+        case T_QIDENT:
+            canon_tok(&c, "`", 1, false, true);
+            canon_put(&c, t.s, t.n);
+            canon_put(&c, "`", 1);
+            c.glue = false;
+            break;
+        case T_USERVAR:
+            canon_tok(&c, "@", 1, false, true);
+            canon_put(&c, t.s, t.n);
+            c.glue = false;
+            break;
+        case T_SYSVAR:
+            canon_tok(&c, "@@", 2, false, true);
+            canon_put(&c, t.s, t.n);
+            c.glue = false;
+            break;
+        case T_ASSIGN:
+            canon_tok(&c, ":=", 2, false, false);
+            break;
+        default:
+            if (t.c == '(' && was_in && canon_in_list(&q)) {
+                canon_tok(&c, "(...)", 5, false, false);
+            } else if (t.c == '(') {
+                /* f(x) stays f(x); "IN (" and "t (a, b)" keep the space */
+                canon_tok(&c, "(", 1, was_word && !was_in &&
+                                          was_end == q.p - 1, true);
+            } else if (t.c == ')' || t.c == ',') {
+                canon_tok(&c, (const char *)&t.c, 1, true, false);
+            } else if (t.c == '.') {
+                canon_tok(&c, ".", 1, true, true);
+            } else {
+                canon_tok(&c, (const char *)&t.c, 1, false, false);
+            }
+            break;
+        }
+    }
+    /* A trailing ';' is not part of the statement: never written. */
+    if (outlen > 0) {
+        out[c.len] = '\0';
+    }
+    *hash = c.hash;
+    return c.len;
 }

@@ -31,6 +31,7 @@
 
 #include "config_int.h"
 #include "ini.h"
+#include "stats.h"
 #include "tls.h"
 
 struct sl_config *sl__config;
@@ -166,6 +167,16 @@ static const struct sl_param_spec global_specs[] = {
       "Pause reading the peer when a write queue exceeds this (0 = off)"),
     P("writeq_low_water", SL_PARAM_SIZE, "1024", 0,
       "Resume reading when the write queue drains below this"),
+    P("query_digests", SL_PARAM_BOOL, "true", 0,
+      "Keep per-statement statistics (GET /v1/sluice/queries)"),
+    P("digest_max_entries", SL_PARAM_COUNT, "1000", 0,
+      "Query digests each worker keeps (least recently seen evicted)"),
+    P("latency_histograms", SL_PARAM_BOOL, "true", 0,
+      "Response-time histograms per server and per service"),
+    P("admin_metrics_public", SL_PARAM_BOOL, "false", 0,
+      "GET /metrics without credentials"),
+    P("admin_dashboard_dir", SL_PARAM_PATH, SLUICE_DEFAULT_DASHBOARD_DIR, 0,
+      "Directory of the web dashboard's files (served at /)"),
     P("query_classifier", SL_PARAM_STRING, NULL, IGN, ""),
     P("query_classifier_args", SL_PARAM_STRING, NULL, IGN, ""),
     P("query_classifier_cache_size", SL_PARAM_SIZE, NULL, IGN, ""),
@@ -1388,6 +1399,7 @@ sl__config_free(struct sl_config *cfg)
     }
     for (size_t i = 0; i < cfg->nservices; i++) {
         sl__params_free(cfg->services[i]->params);
+        sl__stats_obj_free(cfg->services[i]->stats);
         free(cfg->services[i]->servers);
         free(cfg->services[i]->filters);
         free(cfg->services[i]);
@@ -1399,6 +1411,7 @@ sl__config_free(struct sl_config *cfg)
     for (size_t i = 0; i < cfg->nservers; i++) {
         sl__tls_free(cfg->servers[i]->tls);
         sl__params_free(cfg->servers[i]->params);
+        sl__stats_obj_free(cfg->servers[i]->stats);
         free(cfg->servers[i]);
     }
     free(cfg->monitors);

@@ -14,6 +14,7 @@
 #include <sluice/session.h>
 
 #include "evq.h"
+#include "stats.h"
 #include "internal.h"
 
 enum dcb_state {
@@ -94,6 +95,7 @@ struct sl_backend {
     enum sl_backend_state state;
     bool in_flight;                 /* a command is waiting for its answer */
     bool closed_by_router;
+    uint64_t t_sent;                /* stats.c: the timed command's start */
     void *router_data;
     struct sl_backend *next;        /* session's list */
 };
@@ -130,6 +132,7 @@ struct sl_session {
     struct sl_session *parent;      /* closes them when it closes */
     struct sl_session *children;    /* internal sessions of this one */
     struct sl_session *sibling;     /* next in parent->children */
+    struct sl_ses_stats stats;      /* stats.c: commands being timed */
 };
 
 /* ---- dcb.c ---- */

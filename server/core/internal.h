@@ -81,6 +81,7 @@ struct sl_server {
     _Alignas(64) struct sl_tls *tls;  /* backend TLS, NULL = plain */
     atomic_flag gtid_lock;            /* guards gtid_pos (clear = free) */
     char gtid_pos[256];               /* gtid_current_pos, monitor's view */
+    struct sl_obj_slots *stats;       /* stats.c: per-worker histograms */
 };
 
 struct sl_inst_ref;   /* generation.c */
@@ -117,6 +118,7 @@ struct sl_service {
     uint64_t auth_timeout_ms;         /* accept to login, 0 = never */
     unsigned max_pending_logins_per_host;   /* 0 = no cap */
     atomic_llong pending_logins;      /* clients not logged in yet */
+    struct sl_obj_slots *stats;       /* stats.c: per-worker histograms */
 };
 
 struct sl_listener {

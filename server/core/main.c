@@ -633,6 +633,7 @@ run(const struct options *o)
         goto out_config;
     }
     sl__config = cfg;
+    sl__stats_configure(&cfg->global);
     if (start_runtime(cfg) < 0) {
         fprintf(stderr, "sluice: startup failed, see the log\n");
         goto out_config;

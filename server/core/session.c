@@ -288,6 +288,7 @@ to_client(struct sl_session *ses, struct sl_buf *buf,
         ses->reply_fn(ses->reply_arg, buf, reply);
         return SL_OK;
     }
+    sl__stats_client_reply(ses, reply);
     if (!sl_dcb_is_open(ses->client)) {
         sl_buf_free(buf);
         return SL_OK;
@@ -334,6 +335,7 @@ sl_session_route_query(struct sl_session *ses, struct sl_buf *buf)
         sl_buf_free(buf);
         return SL_ERROR;
     }
+    sl__stats_query(ses, buf);
     return filter_down(ses, 0, buf);
 }
 
@@ -381,6 +383,7 @@ sl_session_send_error(struct sl_session *ses, uint16_t code,
 {
     if (ses->client != NULL && sl_dcb_is_open(ses->client) &&
         ses->protocol->client_error != NULL) {
+        sl__stats_client_error(ses);
         ses->protocol->client_error(ses->client, code, sqlstate, msg);
     }
 }
@@ -685,6 +688,7 @@ sl_backend_write(struct sl_backend *b, struct sl_buf *buf)
         return SL_ERROR;
     }
     b->in_flight = true;
+    sl__stats_backend_write(b, buf);
     return b->ses->protocol->backend_write(b->dcb, buf);
 }
 
@@ -853,6 +857,7 @@ sl_backend_reply(struct sl_backend *b, struct sl_buf *buf,
     if (reply != NULL && reply->complete) {
         b->in_flight = false;
     }
+    sl__stats_backend_reply(b, reply);
     if (ses->state == SL_SESSION_CLOSING || b->state == SL_BACKEND_CLOSED) {
         sl_buf_free(buf);
         return SL_OK;

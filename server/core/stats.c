@@ -1,0 +1,453 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Response-time histograms per server and per service, and the per-session
+ * bookkeeping that times each client command (stats.h).
+ *
+ *   client command -> sl__stats_query: pushed on the session's FIFO with
+ *                     its start time (and its digest entry, COM_QUERY)
+ *   answer to the client, complete -> sl__stats_client_reply: popped,
+ *                     timed into the service's histogram and the digest
+ *   command to a backend -> sl__stats_backend_write: start time kept on
+ *                     the backend when none is running
+ *   its answer, complete -> sl__stats_backend_reply: timed into the
+ *                     server's histogram
+ *
+ * A service's time is what the client waits (filters, routing and the
+ * server included); a server's is from the write to the backend to the
+ * end of its answer. Commands with no answer (COM_STMT_CLOSE,
+ * COM_STMT_SEND_LONG_DATA, COM_QUIT) and the file packets of LOAD DATA
+ * LOCAL are not timed. Internal sessions (tee) are not timed at the
+ * service level (their parent is).
+ *
+ * Context: hooks on workers; readers on the admin thread.
+ */
+#define _GNU_SOURCE
+#define SL_LOG_TAG "stats"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <sluice/buf.h>
+#include <sluice/mariadb.h>
+#include <sluice/params.h>
+#include <sluice/reply.h>
+#include <sluice/worker.h>
+
+#include "dcb_int.h"
+#include "internal.h"
+#include "stats.h"
+
+struct sl_stats_config sl__stats_cfg = {true, true, 1000};
+
+const uint64_t sl__hist_le_ns[SL_HIST_BUCKETS - 1] = {
+    10000ULL, 25000ULL, 50000ULL, 100000ULL, 250000ULL, 500000ULL,
+    1000000ULL, 2500000ULL, 5000000ULL, 10000000ULL, 25000000ULL,
+    50000000ULL, 100000000ULL, 250000000ULL, 500000000ULL,
+    1000000000ULL, 2500000000ULL, 5000000000ULL, 10000000000ULL,
+    30000000000ULL,
+};
+const char *const sl__hist_le_str[SL_HIST_BUCKETS - 1] = {
+    "1e-05", "2.5e-05", "5e-05", "0.0001", "0.00025", "0.0005", "0.001",
+    "0.0025", "0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1",
+    "2.5", "5", "10", "30",
+};
+
+void
+sl__stats_configure(const struct sl_global *g)
+{
+    sl__stats_cfg.histograms = sl_params_bool(g->params,
+                                              "latency_histograms");
+    sl__stats_cfg.digests = sl_params_bool(g->params, "query_digests");
+    sl__stats_cfg.max_entries =
+        sl_params_count(g->params, "digest_max_entries");
+}
+
+uint64_t
+sl__stats_now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* Relaxed single-writer increment: a plain load, add and store. */
+#define BUMP(field, by)                                                   \
+    __atomic_store_n(&(field),                                            \
+                     __atomic_load_n(&(field), __ATOMIC_RELAXED) + (by),  \
+                     __ATOMIC_RELAXED)
+
+static unsigned
+bucket_of(uint64_t ns)
+{
+    unsigned i = 0;
+
+    while (i < SL_HIST_BUCKETS - 1 && ns > sl__hist_le_ns[i]) {
+        i++;
+    }
+    return i;
+}
+
+static void
+hist_add(struct sl_hist *h, uint64_t ns)
+{
+    BUMP(h->count, 1);
+    BUMP(h->sum_ns, ns);
+    BUMP(h->bucket[bucket_of(ns)], 1);
+}
+
+/* The calling worker's slot of an object, allocated on first use. */
+static struct sl_obj_stats *
+obj_slot(struct sl_obj_slots **slotsp, int w)
+{
+    struct sl_obj_slots *s = __atomic_load_n(slotsp, __ATOMIC_ACQUIRE);
+
+    if (s == NULL) {
+        int n = sl_worker_count();
+        struct sl_obj_slots *mine;
+
+        if (posix_memalign((void **)&mine, 64, sizeof(*mine) +
+                           (size_t)n * sizeof(mine->slot[0])) != 0) {
+            return NULL;
+        }
+        memset(mine, 0, sizeof(*mine) + (size_t)n * sizeof(mine->slot[0]));
+        mine->n = n;
+        if (!__atomic_compare_exchange_n(slotsp, &s, mine, false,
+                                         __ATOMIC_ACQ_REL,
+                                         __ATOMIC_ACQUIRE)) {
+            free(mine);   /* another worker was first: s is its array */
+        } else {
+            s = mine;
+        }
+    }
+    return w < s->n ? &s->slot[w] : NULL;
+}
+
+static void
+obj_record(struct sl_obj_slots **slotsp, uint64_t ns, bool err)
+{
+    struct sl_worker *w = sl_worker_current();
+    struct sl_obj_stats *o;
+
+    if (w == NULL || (o = obj_slot(slotsp, sl_worker_index(w))) == NULL) {
+        return;
+    }
+    hist_add(&o->lat, ns);
+    if (err) {
+        BUMP(o->errors, 1);
+    }
+}
+
+void
+sl__stats_obj_read(struct sl_obj_slots *const *slotsp, struct sl_hist *out,
+                   uint64_t *errors)
+{
+    const struct sl_obj_slots *s = __atomic_load_n(slotsp, __ATOMIC_ACQUIRE);
+
+    memset(out, 0, sizeof(*out));
+    *errors = 0;
+    for (int i = 0; s != NULL && i < s->n; i++) {
+        const struct sl_obj_stats *o = &s->slot[i];
+
+        out->count += __atomic_load_n(&o->lat.count, __ATOMIC_RELAXED);
+        out->sum_ns += __atomic_load_n(&o->lat.sum_ns, __ATOMIC_RELAXED);
+        for (int b = 0; b < SL_HIST_BUCKETS; b++) {
+            out->bucket[b] += __atomic_load_n(&o->lat.bucket[b],
+                                              __ATOMIC_RELAXED);
+        }
+        *errors += __atomic_load_n(&o->errors, __ATOMIC_RELAXED);
+    }
+}
+
+void
+sl__stats_obj_free(struct sl_obj_slots *slots)
+{
+    free(slots);
+}
+
+double
+sl__hist_quantile(const struct sl_hist *h, double q, uint64_t min_ns,
+                  uint64_t max_ns)
+{
+    uint64_t total = 0;
+    double rank;
+    uint64_t seen = 0;
+
+    for (int b = 0; b < SL_HIST_BUCKETS; b++) {
+        total += h->bucket[b];
+    }
+    if (total == 0) {
+        return 0.0;
+    }
+    rank = q * (double)total;
+    for (int b = 0; b < SL_HIST_BUCKETS; b++) {
+        uint64_t c = h->bucket[b];
+        double lo, hi, v;
+
+        if (c == 0 || (double)(seen + c) < rank) {
+            seen += c;
+            continue;
+        }
+        lo = b == 0 ? 0.0 : (double)sl__hist_le_ns[b - 1];
+        hi = b == SL_HIST_BUCKETS - 1 ? (double)(max_ns ? max_ns : (uint64_t)lo * 2)
+                                      : (double)sl__hist_le_ns[b];
+        if (min_ns && lo < (double)min_ns) {
+            lo = (double)min_ns;
+        }
+        if (max_ns && hi > (double)max_ns) {
+            hi = (double)max_ns;
+        }
+        if (hi < lo) {
+            hi = lo;
+        }
+        v = lo + (hi - lo) * ((rank - (double)seen) / (double)c);
+        return v / 1e9;
+    }
+    return (double)max_ns / 1e9;
+}
+
+/* ---- hooks ---- */
+
+static uint8_t
+command_byte(const struct sl_buf *buf)
+{
+    unsigned char hdr[SL_MDB_HDR_LEN + 1];
+
+    if (sl_buf_copy_out(buf, 0, sizeof(hdr), hdr) < sizeof(hdr)) {
+        return 0xff;
+    }
+    return hdr[4];
+}
+
+static bool
+answered(uint8_t cmd)
+{
+    return cmd != SL_COM_STMT_CLOSE && cmd != SL_COM_STMT_SEND_LONG_DATA &&
+           cmd != SL_COM_QUIT && cmd != 0xff;
+}
+
+/* The SQL of a COM_QUERY (its first 16 KiB), contiguous: in the buffer's
+ * head or copied to tmp. */
+static const char *
+query_sql(const struct sl_buf *buf, char *tmp, size_t tmplen, size_t *len)
+{
+    size_t n;
+    const unsigned char *head = sl_buf_head_data(buf, &n);
+    size_t plen;
+
+    if (head == NULL || n < SL_MDB_HDR_LEN + 1) {
+        return NULL;
+    }
+    plen = head[0] | (size_t)head[1] << 8 | (size_t)head[2] << 16;
+    if (plen == 0) {
+        return NULL;
+    }
+    if (n >= SL_MDB_HDR_LEN + plen && plen - 1 <= tmplen) {
+        *len = plen - 1;
+        return (const char *)head + SL_MDB_HDR_LEN + 1;
+    }
+    *len = sl_buf_copy_out(buf, SL_MDB_HDR_LEN + 1,
+                           plen - 1 < tmplen ? plen - 1 : tmplen, tmp);
+    return tmp;
+}
+
+void
+sl__stats_query(struct sl_session *ses, const struct sl_buf *buf)
+{
+    struct sl_ses_stats *st = &ses->stats;
+    struct sl_worker *w;
+    uint8_t cmd;
+    unsigned i;
+
+    if (ses->reply_fn != NULL || st->load_data || ses->service == NULL ||
+        (!sl__stats_cfg.histograms && !sl__stats_cfg.digests)) {
+        return;
+    }
+    cmd = command_byte(buf);
+    if (!answered(cmd) || st->n == SL_STATS_PENDING ||
+        (w = sl_worker_current()) == NULL) {
+        return;
+    }
+    i = (st->head + st->n) % SL_STATS_PENDING;
+    st->q[i].t0 = sl__stats_now_ns();
+    st->q[i].entry = NULL;
+    st->q[i].worker = sl_worker_index(w);
+    if (cmd == SL_COM_QUERY && sl__stats_cfg.digests) {
+        char tmp[16384];
+        size_t len = 0;
+        const char *sql = query_sql(buf, tmp, sizeof(tmp), &len);
+
+        if (sql != NULL) {
+            st->q[i].entry = sl__digest_take(ses, sql, len, &st->q[i].gen);
+        }
+    }
+    st->n++;
+}
+
+static void
+pop(struct sl_session *ses, const struct sl_reply *reply)
+{
+    struct sl_ses_stats *st = &ses->stats;
+    uint64_t ns = sl__stats_now_ns() - st->q[st->head].t0;
+    bool err = reply == NULL || reply->is_err;
+
+    if (sl__stats_cfg.histograms && ses->service != NULL) {
+        obj_record(&ses->service->stats, ns, err);
+    }
+    if (st->q[st->head].entry != NULL) {
+        sl__digest_done(st->q[st->head].entry, st->q[st->head].gen,
+                        st->q[st->head].worker, ns, reply);
+    }
+    st->head = (uint8_t)((st->head + 1) % SL_STATS_PENDING);
+    st->n--;
+}
+
+void
+sl__stats_client_reply(struct sl_session *ses, const struct sl_reply *reply)
+{
+    struct sl_ses_stats *st = &ses->stats;
+
+    if (reply == NULL) {
+        return;
+    }
+    if (reply->state == SL_REPLY_LOAD_DATA && !reply->complete) {
+        st->load_data = true;
+        return;
+    }
+    if (!reply->complete) {
+        return;
+    }
+    st->load_data = false;
+    if (st->n > 0) {
+        pop(ses, reply);
+    }
+}
+
+void
+sl__stats_client_error(struct sl_session *ses)
+{
+    if (ses->reply_fn == NULL && ses->stats.n > 0 &&
+        ses->state == SL_SESSION_STARTED) {
+        ses->stats.load_data = false;
+        pop(ses, NULL);
+    }
+}
+
+void
+sl__stats_backend_write(struct sl_backend *b, const struct sl_buf *buf)
+{
+    if (sl__stats_cfg.histograms && b->t_sent == 0 &&
+        answered(command_byte(buf))) {
+        b->t_sent = sl__stats_now_ns();
+    }
+}
+
+void
+sl__stats_backend_reply(struct sl_backend *b, const struct sl_reply *reply)
+{
+    if (reply != NULL && reply->complete && b->t_sent != 0 &&
+        b->server != NULL) {
+        obj_record(&b->server->stats, sl__stats_now_ns() - b->t_sent,
+                   reply->is_err);
+        b->t_sent = 0;
+    }
+}
+
+/* ---- running a function on every worker ---- */
+
+struct on_workers {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int pending;
+    int refs;
+    void (*fn)(void *arg, int worker);
+    void *arg;
+    void (*arg_free)(void *arg);
+    bool abandoned;           /* the caller gave up: free arg at the end */
+};
+
+static void
+ow_unref(struct on_workers *o)
+{
+    bool last;
+
+    pthread_mutex_lock(&o->lock);
+    last = --o->refs == 0;
+    pthread_mutex_unlock(&o->lock);
+    if (last) {
+        if (o->abandoned && o->arg_free != NULL) {
+            o->arg_free(o->arg);
+        }
+        pthread_mutex_destroy(&o->lock);
+        pthread_cond_destroy(&o->cond);
+        free(o);
+    }
+}
+
+static void
+ow_run(void *p)
+{
+    struct on_workers *o = p;
+
+    o->fn(o->arg, sl_worker_index(sl_worker_current()));
+    pthread_mutex_lock(&o->lock);
+    o->pending--;
+    pthread_cond_broadcast(&o->cond);
+    pthread_mutex_unlock(&o->lock);
+    ow_unref(o);
+}
+
+int
+sl__stats_on_workers(void (*fn)(void *arg, int worker), void *arg,
+                     void (*arg_free)(void *arg), int timeout_ms)
+{
+    struct on_workers *o = calloc(1, sizeof(*o));
+    int n = sl_worker_count();
+    struct timespec dl;
+    int rc = 0;
+
+    if (o == NULL) {
+        return -1;
+    }
+    pthread_mutex_init(&o->lock, NULL);
+    pthread_cond_init(&o->cond, NULL);
+    o->fn = fn;
+    o->arg = arg;
+    o->arg_free = arg_free;
+    o->refs = 1;
+    for (int i = 0; i < n; i++) {
+        pthread_mutex_lock(&o->lock);
+        o->refs++;
+        o->pending++;
+        pthread_mutex_unlock(&o->lock);
+        if (sl_worker_post(sl_worker_get(i), ow_run, o) != 0) {
+            pthread_mutex_lock(&o->lock);
+            o->refs--;
+            o->pending--;
+            pthread_mutex_unlock(&o->lock);   /* stopping: its part is 0 */
+        }
+    }
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += timeout_ms / 1000;
+    dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (dl.tv_nsec >= 1000000000L) {
+        dl.tv_sec++;
+        dl.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&o->lock);
+    while (o->pending > 0) {
+        if (pthread_cond_timedwait(&o->cond, &o->lock, &dl) == ETIMEDOUT) {
+            break;
+        }
+    }
+    if (o->pending > 0) {
+        o->abandoned = true;
+        rc = -1;
+    }
+    pthread_mutex_unlock(&o->lock);
+    ow_unref(o);
+    return rc;
+}

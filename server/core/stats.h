@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * What the proxy sees, counted where it happens: response-time histograms
+ * per server and per service, and query digests (stats.c, digest.c). Read
+ * by the REST API (admin_metrics.c, admin_queries.c) and /metrics.
+ *
+ * Everything is kept per worker and merged on read. A worker writes only
+ * its own slot, with relaxed atomic loads and stores (plain moves on
+ * x86-64, no lock prefix), so the hot path takes no lock and shares no
+ * cache line with another worker; the admin thread reads the slots with
+ * relaxed loads and adds them up. A sum read while workers count may be
+ * a few events behind, never torn.
+ *
+ * Context: the record functions on workers only; the readers on the
+ * libmicrohttpd thread; sl__stats_configure on main before the workers.
+ */
+#ifndef SLUICE_CORE_STATS_H
+#define SLUICE_CORE_STATS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct sl_buf;
+struct sl_reply;
+struct sl_session;
+struct sl_backend;
+struct sl_global;
+
+/* Fixed log-scale buckets (1-2.5-5 per decade) from 50 µs to 30 s, plus
+ * +Inf: SL_HIST_BUCKETS counters, each counting the samples of its own
+ * range (not cumulative; /metrics adds them up). */
+#define SL_HIST_BUCKETS 21
+extern const uint64_t sl__hist_le_ns[SL_HIST_BUCKETS - 1];
+extern const char *const sl__hist_le_str[SL_HIST_BUCKETS - 1];
+
+struct sl_hist {
+    uint64_t count;
+    uint64_t sum_ns;
+    uint64_t bucket[SL_HIST_BUCKETS];
+};
+
+/* One worker's counts for one server or service (a cache line apart). */
+struct sl_obj_stats {
+    _Alignas(64) struct sl_hist lat;   /* answers, by response time */
+    uint64_t errors;                   /* answers that were ERR packets */
+};
+
+/* Per-worker slots of one object, allocated on its first answer. */
+struct sl_obj_slots {
+    int n;                             /* workers when allocated */
+    struct sl_obj_stats slot[];
+};
+
+/* Per-session state: the commands waiting for their answer to the client
+ * (a small FIFO; pipelined commands beyond it are not timed). */
+#define SL_STATS_PENDING 8
+struct sl_ses_stats {
+    struct {
+        uint64_t t0;          /* ns, monotonic */
+        void *entry;          /* digest entry, NULL: not a COM_QUERY */
+        uint64_t gen;         /* entry's generation when taken */
+        int worker;           /* worker that took it */
+    } q[SL_STATS_PENDING];
+    uint8_t head;
+    uint8_t n;
+    bool load_data;           /* LOAD DATA LOCAL: packets are not commands */
+};
+
+/* Configuration (main thread, before the workers start). */
+struct sl_stats_config {
+    bool histograms;          /* latency_histograms */
+    bool digests;             /* query_digests */
+    uint64_t max_entries;     /* digest_max_entries, per worker */
+};
+extern struct sl_stats_config sl__stats_cfg;
+void sl__stats_configure(const struct sl_global *g);
+
+uint64_t sl__stats_now_ns(void);
+
+/* ---- hot-path hooks (session.c) ---- */
+/* A command from the client enters the session's chain. */
+void sl__stats_query(struct sl_session *ses, const struct sl_buf *buf);
+/* An answer reaches the client (reply->complete ends the command). */
+void sl__stats_client_reply(struct sl_session *ses,
+                            const struct sl_reply *reply);
+/* A command the client will not get an answer for from a backend (an
+ * error Sluice made up): ends the oldest pending command as an error. */
+void sl__stats_client_error(struct sl_session *ses);
+/* A command goes to a backend / its answer is complete. */
+void sl__stats_backend_write(struct sl_backend *b, const struct sl_buf *buf);
+void sl__stats_backend_reply(struct sl_backend *b,
+                             const struct sl_reply *reply);
+
+/* ---- readers (admin thread) ---- */
+/* The merged histogram and error count of an object's slots. */
+void sl__stats_obj_read(struct sl_obj_slots *const *slotsp,
+                        struct sl_hist *out, uint64_t *errors);
+/* The q-quantile (0..1) of h in seconds, interpolated in its bucket and
+ * clamped to [min, max] when those are known (max 0: unknown). */
+double sl__hist_quantile(const struct sl_hist *h, double q, uint64_t min_ns,
+                         uint64_t max_ns);
+void sl__stats_obj_free(struct sl_obj_slots *slots);
+
+/*
+ * Run fn(arg) on every worker and wait (at most timeout_ms) until all
+ * have: fn runs on the worker's thread, can read its worker-local data.
+ * 0 (the caller owns arg again), or -1 when a worker could not be asked
+ * or did not answer in time: the caller must not touch arg any more; it
+ * is freed with arg_free after the last worker ran fn.
+ */
+int sl__stats_on_workers(void (*fn)(void *arg, int worker), void *arg,
+                         void (*arg_free)(void *arg), int timeout_ms);
+
+/* ---- digests (digest.c) ---- */
+struct sl_digest_row {
+    uint64_t key;             /* hash of text, user, db, service */
+    char text[1024];
+    char user[388];           /* sizes of the session's fields */
+    char db[196];
+    char service[128];
+    uint64_t count, errors, rows, samples;
+    uint64_t sum_ns, min_ns, max_ns;
+    uint64_t first_seen_ms, last_seen_ms;  /* unix time */
+    uint64_t hist[SL_HIST_BUCKETS];
+};
+struct sl_digest_snapshot {
+    struct sl_digest_row *rows;
+    size_t n;
+    uint64_t evictions;       /* all workers, since start or reset */
+    uint64_t entries;         /* before merging */
+    uint64_t dropped;         /* latency samples not recorded */
+};
+/* The merged table (rows with the same key summed). 0 or -1. */
+int sl__digest_snapshot(struct sl_digest_snapshot *out);
+void sl__digest_snapshot_free(struct sl_digest_snapshot *s);
+/* Empty every worker's table. 0 or -1 (a worker did not answer). */
+int sl__digest_reset(void);
+
+/* The worker-local parts digest.c keeps (stats.c calls these). */
+void *sl__digest_take(struct sl_session *ses, const char *sql, size_t len,
+                      uint64_t *gen);
+void sl__digest_done(void *entry, uint64_t gen, int worker, uint64_t ns,
+                     const struct sl_reply *reply);
+
+/* classifier.c: the canonical text of sql (literals as ?, IN lists of
+ * literals as (...), comments dropped, one space between tokens) into
+ * out (NUL-terminated, truncated to outlen-1); *hash covers all of it,
+ * truncated or not. Its length. */
+size_t sl__qc_canonical(const char *sql, size_t len, char *out,
+                        size_t outlen, uint64_t *hash);
+
+#endif

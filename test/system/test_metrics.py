@@ -1,0 +1,373 @@
+# SPDX-License-Identifier: Apache-2.0
+"""GET /metrics, response-time histograms and query digests on the real
+cluster: promtool accepts the exposition; known traffic through
+readwritesplit (100 reads, 10 writes) moves the routed counters and the
+histogram counts by exactly that much; statements that differ only in
+literals (and in the length of an IN list) share a digest; the digest
+table stays within digest_max_entries and counts its evictions; the
+percentiles agree with the latency the client measured.
+
+Ports st.port(5060..5069): 5060 admin, 5061/5062 the stock
+readconnroute services, 5063 RW-Service (readwritesplit,
+causal_reads=none so no GTID probe adds to the server counts); a second
+Sluice with threads=1 and digest_max_entries=5 on 5065..5068."""
+
+import base64
+import json
+import shutil
+import statistics
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+import sluicetest as st
+import proxy as px
+
+pytestmark = pytest.mark.sluice_only
+
+ADMIN, PRIMARY, REPLICA, RW = (st.port(5060), st.port(5061), st.port(5062),
+                               st.port(5063))
+SMALL_ADMIN, SMALL_PRIMARY, SMALL_REPLICA, SMALL_RW = (
+    st.port(5065), st.port(5066), st.port(5067), st.port(5068))
+MAXCTRL = st.BUILD_DIR / "bin" / "maxctrl"
+TABLE = "test.metrics_t"
+
+
+def config(run_dir, primary, replica, rw, admin, extra="", threads="auto"):
+    text = px.sluice_config(run_dir, primary, replica, extra=extra,
+                            threads=threads)
+    text += f"""
+[RW-Service]
+type=service
+router=readwritesplit
+servers={",".join(f"db{sid}" for sid in st.SERVERS)}
+user={st.SERVICE_USER}
+password={st.SERVICE_PASSWORD}
+causal_reads=none
+
+[RW-Listener]
+type=listener
+service=RW-Service
+protocol=MariaDBClient
+address={st.HOST}
+port={rw}
+"""
+    return text.replace("admin_enabled=false",
+                        f"admin_host={st.HOST}\nadmin_port={admin}")
+
+
+@pytest.fixture(scope="module")
+def table():
+    with st.root(st.PRIMARY_ID) as p, p.cursor() as cur:
+        cur.execute("CREATE DATABASE IF NOT EXISTS test")
+        cur.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} "
+                    "(id INT PRIMARY KEY, v INT)")
+        cur.execute(f"REPLACE INTO {TABLE} VALUES "
+                    + ",".join(f"({i}, 0)" for i in range(1, 11)))
+    st.wait_replicated()
+
+
+def start(tmp_path_factory, name, ports, extra="", threads="auto"):
+    run_dir = tmp_path_factory.mktemp(name)
+    primary, replica, rw, admin = ports
+    prx = px.start_with_admin(run_dir, config(run_dir, primary, replica, rw,
+                                              admin, extra, threads),
+                              primary, replica, admin)
+    return prx
+
+
+@pytest.fixture(scope="module")
+def sluice(tmp_path_factory, table):
+    prx = start(tmp_path_factory, "metrics", (PRIMARY, REPLICA, RW, ADMIN))
+    yield prx
+    problems = px.stop_proxy(prx)
+    if problems:
+        pytest.fail("proxy shutdown: " + "\n".join(problems), pytrace=False)
+
+
+def request(method, path, port=ADMIN, user="admin", password="mariadb"):
+    """(status, body bytes, content type)."""
+    req = urllib.request.Request(f"http://{st.HOST}:{port}{path}",
+                                 method=method)
+    if user is not None:
+        tok = base64.b64encode(f"{user}:{password}".encode()).decode()
+        req.add_header("Authorization", "Basic " + tok)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, resp.read(), resp.headers["Content-Type"]
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read(), exc.headers["Content-Type"]
+
+
+def scrape(port=ADMIN):
+    status, body, ctype = request("GET", "/metrics", port=port)
+    assert status == 200, body
+    assert ctype.startswith("text/plain; version=0.0.4"), ctype
+    return body.decode()
+
+
+def parse(text):
+    """{(name, frozenset(labels)): value} of the samples."""
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        head, value = line.rsplit(" ", 1)
+        if "{" in head:
+            name, rest = head.split("{", 1)
+            labels = frozenset(tuple(kv.split("=", 1)) for kv in
+                               rest.rstrip("}").split(",") if kv)
+            labels = frozenset((k, v.strip('"')) for k, v in labels)
+        else:
+            name, labels = head, frozenset()
+        out[(name, labels)] = float(value)
+    return out
+
+
+def val(m, name, **labels):
+    return m[(name, frozenset(labels.items()))]
+
+
+def queries(port=ADMIN, **params):
+    qs = "&".join(f"{k}={v}" for k, v in params.items())
+    status, body, _ = request("GET", "/v1/sluice/queries" + (
+        "?" + qs if qs else ""), port=port)
+    assert status == 200, body
+    return json.loads(body)
+
+
+def reset(port=ADMIN):
+    status, body, _ = request("DELETE", "/v1/sluice/queries", port=port)
+    assert status == 204, body
+
+
+# ---- /metrics ----
+
+def test_promtool_accepts_the_exposition(sluice):
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool missing (Debian package prometheus)"
+    with st.connect(RW) as c, c.cursor() as cur:
+        cur.execute("SELECT 1")
+    text = scrape()
+    proc = subprocess.run([promtool, "check", "metrics"], input=text,
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # promtool prints lint findings even when it exits 0.
+    assert proc.stdout.strip() == "" and proc.stderr.strip() == "", \
+        proc.stdout + proc.stderr
+    for family in ("sluice_server_state", "sluice_server_routed_total",
+                   "sluice_server_response_seconds",
+                   "sluice_service_response_seconds",
+                   "sluice_service_sessions_total", "sluice_build_info",
+                   "sluice_worker_up", "sluice_query_digest_evictions_total"):
+        assert f"# TYPE {family} " in text, family
+
+
+def test_metrics_need_credentials(sluice):
+    status, _, _ = request("GET", "/metrics", user=None)
+    assert status == 401
+    status, _, _ = request("POST", "/metrics")
+    assert status == 405
+
+
+def test_known_traffic_moves_counters_and_histograms_exactly(sluice):
+    """100 reads and 10 writes through readwritesplit: the replicas'
+    routed reads and histogram counts grow by 100 together, the
+    primary's writes and histogram count by 10, the service's histogram
+    by 110, and each histogram's +Inf bucket equals its count."""
+    with st.connect(RW) as c, c.cursor() as cur:
+        cur.execute("SELECT 1")       # backends connected, sessions made
+        m0 = parse(scrape())
+        answered = {sid: 0 for sid in st.SERVERS}
+        for i in range(100):
+            cur.execute(f"SELECT @@server_id, v FROM {TABLE} WHERE id = %s",
+                        (i % 10 + 1,))
+            answered[cur.fetchone()[0]] += 1
+        for i in range(10):
+            cur.execute(f"UPDATE {TABLE} SET v = v + 1 WHERE id = %s",
+                        (i + 1,))
+        m1 = parse(scrape())
+
+    def delta(name, **labels):
+        return val(m1, name, **labels) - val(m0, name, **labels)
+
+    assert answered[st.PRIMARY_ID] == 0, answered
+    for sid in st.SERVERS:
+        srv = f"db{sid}"
+        reads = delta("sluice_server_routed_total", server=srv, kind="read")
+        writes = delta("sluice_server_routed_total", server=srv,
+                       kind="write")
+        count = delta("sluice_server_response_seconds_count", server=srv)
+        inf = delta("sluice_server_response_seconds_bucket", server=srv,
+                    le="+Inf")
+        if sid == st.PRIMARY_ID:
+            assert (reads, writes, count) == (0, 10, 10), srv
+        else:
+            assert (reads, writes, count) == (answered[sid], 0,
+                                              answered[sid]), srv
+        assert inf == count
+    assert delta("sluice_service_response_seconds_count",
+                 service="RW-Service") == 110
+    assert delta("sluice_service_response_seconds_bucket",
+                 service="RW-Service", le="+Inf") == 110
+    assert delta("sluice_service_response_errors_total",
+                 service="RW-Service") == 0
+    # Buckets are cumulative: never decreasing with le.
+    for sid in st.SERVERS:
+        counts = [v for (n, lab), v in m1.items()
+                  if n == "sluice_server_response_seconds_bucket"
+                  and ("server", f"db{sid}") in lab]
+        assert len(counts) == 21
+    # The REST resources carry the same histograms.
+    status, body, _ = request("GET", "/v1/services/RW-Service")
+    rt = json.loads(body)["data"]["attributes"]["response_time"]
+    assert rt["count"] == val(m1, "sluice_service_response_seconds_count",
+                              service="RW-Service")
+    assert rt["buckets"][-1] == {"le": "+Inf", "count": rt["count"]}
+
+
+# ---- digests ----
+
+def test_literals_and_in_lists_share_a_digest(sluice):
+    reset()
+    with st.connect(RW) as c, c.cursor() as cur:
+        cur.execute(f"SELECT * FROM {TABLE} WHERE id = 1")
+        cur.execute(f"SELECT * FROM {TABLE} WHERE id = 2")
+        cur.execute(f"SELECT * FROM {TABLE} WHERE id IN (1,2,3)")
+        cur.execute(f"SELECT * FROM {TABLE} WHERE id IN (4, 5)")
+        cur.execute(f"select  *  from {TABLE}  -- a comment\n where id = 3")
+        for _ in range(2):
+            with pytest.raises(Exception):
+                cur.execute("SELECT * FROM test.no_such_table WHERE id = 7")
+    rows = {d["attributes"]["digest_text"]: d["attributes"]
+            for d in queries(service="RW-Service")["data"]}
+    eq = rows[f"SELECT * FROM {TABLE} WHERE id = ?"]
+    assert (eq["count"], eq["errors"], eq["rows_sent"]) == (2, 0, 2)
+    assert eq["user"] == st.APP_USER and eq["service"] == "RW-Service"
+    inl = rows[f"SELECT * FROM {TABLE} WHERE id IN (...)"]
+    assert (inl["count"], inl["rows_sent"]) == (2, 5)
+    # Case of keywords is kept, so the lower-case one is its own digest;
+    # the comment and extra spaces are gone.
+    assert rows[f"select * from {TABLE} where id = ?"]["count"] == 1
+    bad = rows["SELECT * FROM test.no_such_table WHERE id = ?"]
+    assert (bad["count"], bad["errors"]) == (2, 2)
+
+
+def test_queries_sorted_limited_filtered_and_reset(sluice):
+    reset()
+    with st.connect(RW) as c, c.cursor() as cur:
+        for _ in range(3):
+            cur.execute("SELECT SLEEP(0.05)")
+        for i in range(20):
+            cur.execute("SELECT %s + 1", (i,))
+    doc = queries(sort="count")
+    texts = [d["attributes"]["digest_text"] for d in doc["data"]]
+    assert texts[0] == "SELECT ? + ?", texts
+    doc = queries(sort="total_time", limit=1)
+    assert [d["attributes"]["digest_text"] for d in doc["data"]] == \
+        ["SELECT SLEEP(?)"]
+    assert queries(match="sleep", user=st.APP_USER)["data"][0][
+        "attributes"]["count"] == 3
+    assert queries(user="nobody")["data"] == []
+    status, _, _ = request("GET", "/v1/sluice/queries?sort=bogus")
+    assert status == 400
+    proc = subprocess.run([str(MAXCTRL), "-u", "admin", "-p", "mariadb",
+                           "--hosts", f"{st.HOST}:{ADMIN}", "list",
+                           "queries", "--sort", "total_time", "--limit",
+                           "1"], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    assert "SELECT SLEEP(?)" in proc.stdout
+    assert "SELECT ? + ?" not in proc.stdout
+    proc = subprocess.run([str(MAXCTRL), "-u", "admin", "-p", "mariadb",
+                           "--hosts", f"{st.HOST}:{ADMIN}", "--format",
+                           "json", "list", "queries", "--sort", "count"],
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data[0]["attributes"]["digest_text"] == "SELECT ? + ?"
+    assert data[0]["attributes"]["count"] == 20
+    reset()
+    assert queries()["data"] == []
+
+
+def test_maxctrl_format_json(sluice):
+    proc = subprocess.run([str(MAXCTRL), "-u", "admin", "-p", "mariadb",
+                           "--hosts", f"{st.HOST}:{ADMIN}", "--format",
+                           "json", "list", "servers"],
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(s["id"] for s in json.loads(proc.stdout)) == \
+        [f"db{sid}" for sid in sorted(st.SERVERS)]
+    proc = subprocess.run([str(MAXCTRL), "-u", "admin", "-p", "mariadb",
+                           "--hosts", f"{st.HOST}:{ADMIN}", "--format",
+                           "json", "show", "service", "RW-Service"],
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["id"] == "RW-Service"
+    assert "response_time" in doc["attributes"]
+    proc = subprocess.run([str(MAXCTRL), "--format", "yaml", "list",
+                           "servers"], capture_output=True, text=True,
+                          timeout=30)
+    assert proc.returncode == 2 and "unknown format" in proc.stderr
+
+
+def test_percentiles_agree_with_client_latency(sluice):
+    """40 statements sleeping 5..80 ms: p50 and p95 from the digest's
+    histogram within 35 % of what the client measured, min and max
+    inside the client's range (the client sees a little more)."""
+    reset()
+    measured = []
+    with st.connect(RW) as c, c.cursor() as cur:
+        for i in range(40):
+            secs = 0.005 + 0.075 * i / 39
+            t0 = time.monotonic()
+            cur.execute("SELECT SLEEP(%s)", (round(secs, 4),))
+            measured.append(time.monotonic() - t0)
+    d = queries(match="SLEEP")["data"][0]["attributes"]
+    measured.sort()
+    p50 = statistics.median(measured)
+    p95 = measured[int(0.95 * len(measured)) - 1]
+    assert d["samples"] == 40 and d["count"] == 40
+    assert d["min_time"] <= measured[0] and d["max_time"] <= measured[-1]
+    assert d["max_time"] > 0.07
+    assert abs(d["p50"] - p50) / p50 < 0.35, (d["p50"], p50)
+    assert abs(d["p95"] - p95) / p95 < 0.35, (d["p95"], p95)
+    assert abs(d["avg_time"] - statistics.mean(measured)) < 0.01
+
+
+def test_digest_table_bounded_with_evictions_counted(tmp_path_factory,
+                                                     table):
+    """threads=1, digest_max_entries=5: twelve different statements keep
+    the last five, and seven evictions are counted (in the REST meta and
+    in /metrics). This instance also has admin_metrics_public=true:
+    /metrics without credentials, the API still refused."""
+    prx = start(tmp_path_factory, "metrics-small",
+                (SMALL_PRIMARY, SMALL_REPLICA, SMALL_RW, SMALL_ADMIN),
+                extra="digest_max_entries=5\nadmin_metrics_public=true",
+                threads=1)
+    try:
+        status, body, _ = request("GET", "/metrics", port=SMALL_ADMIN,
+                                  user=None)
+        assert status == 200 and b"sluice_build_info" in body
+        status, _, _ = request("GET", "/v1/sluice/queries",
+                               port=SMALL_ADMIN, user=None)
+        assert status == 401
+        reset(port=SMALL_ADMIN)    # start-up's readiness probes
+        with st.connect(SMALL_RW) as c, c.cursor() as cur:
+            for i in range(12):
+                cur.execute(f"SELECT 1 AS c{i}")
+        doc = queries(port=SMALL_ADMIN)
+        texts = sorted(d["attributes"]["digest_text"] for d in doc["data"])
+        assert texts == sorted(f"SELECT ? AS c{i}" for i in range(7, 12))
+        assert doc["meta"]["evictions"] == 7
+        assert doc["meta"]["entries"] == 5
+        m = parse(scrape(port=SMALL_ADMIN))
+        assert val(m, "sluice_query_digest_evictions_total") == 7
+        assert val(m, "sluice_query_digests") == 5
+    finally:
+        problems = px.stop_proxy(prx)
+    assert not problems, problems

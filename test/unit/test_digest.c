@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Unit tests for the query digests' canonical text (sl__qc_canonical in
+ * classifier.c) and the histogram percentiles (stats.c): literals of every
+ * kind become ?, IN lists of literals collapse whatever their length,
+ * comments and spacing do not matter, names and strings inside backticks
+ * are kept, the hash depends on the whole text even when it is truncated,
+ * and quantiles interpolate inside a bucket within min and max.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "stats.h"
+
+static const char *
+canon(const char *sql, uint64_t *hash)
+{
+    static char out[1024];
+    uint64_t h;
+
+    sl__qc_canonical(sql, strlen(sql), out, sizeof(out), hash ? hash : &h);
+    return out;
+}
+
+static void
+test_literals(void **state)
+{
+    static const char *const cases[][2] = {
+        {"SELECT * FROM t WHERE id = 1", "SELECT * FROM t WHERE id = ?"},
+        {"SELECT * FROM t WHERE id=2", "SELECT * FROM t WHERE id = ?"},
+        {"select  a,b from t where s = 'x''y' and d = \"q\"",
+         "select a, b from t where s = ? and d = ?"},
+        {"SELECT 1.5e3, 0x1F, x'ab', b'01', _utf8mb4'z', N'n'",
+         "SELECT ?, ?, ?, ?, ?, ?"},
+        {"SELECT * FROM t WHERE id IN (1,2,3)",
+         "SELECT * FROM t WHERE id IN (...)"},
+        {"SELECT * FROM t WHERE id in ( 4 , 5 )",
+         "SELECT * FROM t WHERE id in (...)"},
+        {"SELECT * FROM t WHERE id IN (SELECT id FROM u)",
+         "SELECT * FROM t WHERE id IN (SELECT id FROM u)"},
+        {"SELECT * FROM t WHERE id IN (a, 1)",
+         "SELECT * FROM t WHERE id IN (a, ?)"},
+        {"SELECT /* c */ SLEEP(1) -- x\n", "SELECT SLEEP(?)"},
+        {"SELECT `a b`.`c` FROM `d` # e", "SELECT `a b`.`c` FROM `d`"},
+        {"SELECT @v := @@global.x;", "SELECT @v := @@global.x"},
+        {"INSERT INTO t (a, b) VALUES (1, 'x')",
+         "INSERT INTO t (a, b) VALUES (?, ?)"},
+        {"SELECT 1; SELECT 2", "SELECT ?; SELECT ?"},
+        {"SELECT -1", "SELECT - ?"},
+        {"", ""},
+    };
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        assert_string_equal(canon(cases[i][0], NULL), cases[i][1]);
+    }
+}
+
+static void
+test_same_digest_same_hash(void **state)
+{
+    uint64_t a, b, c;
+
+    (void)state;
+    canon("SELECT * FROM t WHERE id IN (1,2,3)", &a);
+    canon("SELECT * FROM t WHERE id IN (4,5)", &b);
+    canon("SELECT * FROM t WHERE id IN (4,5) AND 1", &c);
+    assert_true(a == b);
+    assert_true(a != c);
+}
+
+static void
+test_truncated_text_full_hash(void **state)
+{
+    char sql[4000];
+    char out[16];
+    uint64_t h1, h2;
+    size_t n;
+
+    (void)state;
+    memset(sql, 0, sizeof(sql));
+    strcpy(sql, "SELECT aaaaaaaaaaaaaaaaaaaaaaaa, b FROM t");
+    n = sl__qc_canonical(sql, strlen(sql), out, sizeof(out), &h1);
+    assert_int_equal(n, 15);
+    assert_int_equal(strlen(out), 15);
+    strcpy(sql, "SELECT aaaaaaaaaaaaaaaaaaaaaaaa, c FROM t");
+    sl__qc_canonical(sql, strlen(sql), out, sizeof(out), &h2);
+    assert_true(h1 != h2);
+}
+
+static void
+test_quantiles(void **state)
+{
+    struct sl_hist h = {0};
+    double p50;
+
+    (void)state;
+    /* 100 samples in (1 ms, 2.5 ms]: bucket index 7. */
+    h.bucket[7] = 100;
+    h.count = 100;
+    p50 = sl__hist_quantile(&h, 0.5, 0, 0);
+    assert_true(p50 > 0.0017 && p50 < 0.0018);
+    /* Clamped to what was seen. */
+    p50 = sl__hist_quantile(&h, 0.5, 1200000, 1400000);
+    assert_true(p50 >= 0.0012 && p50 <= 0.0014);
+    assert_true(sl__hist_quantile(&h, 1.0, 0, 2000000) <= 0.002);
+    memset(&h, 0, sizeof(h));
+    assert_true(sl__hist_quantile(&h, 0.5, 0, 0) == 0.0);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_literals),
+        cmocka_unit_test(test_same_digest_same_hash),
+        cmocka_unit_test(test_truncated_text_full_hash),
+        cmocka_unit_test(test_quantiles),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
