@@ -1232,6 +1232,17 @@ after_route(struct rws_session *rs, const struct sl_qc_result *qc)
         (c->strict_sp_calls && (qc->type & SL_QC_CALL))) {
         rs->locked_to_master = true;
     }
+    if ((qc->type & SL_QC_SESSION_WRITE) && !sescmd_type(qc->type) &&
+        !rs->locked_to_master) {
+        /* Session state changed on one server only: a compound statement
+         * or EXECUTE IMMEDIATE that may SET something, a multi-statement
+         * with a SET among writes. The other connections no longer have
+         * the session's state, so everything stays on the primary. */
+        sl_log_ses_info(rs->ses, "A statement that changes the session's "
+                        "state ran on one server only: the session stays "
+                        "on the primary from now on");
+        rs->locked_to_master = true;
+    }
     track_tmp_tables(rs, qc);
 }
 
