@@ -33,6 +33,9 @@ struct sl_reply {
     bool is_ok;               /* last result was an OK packet */
     bool is_err;              /* last result was an ERR packet */
     bool more_results;        /* SERVER_MORE_RESULTS_EXIST seen */
+    uint8_t last_seq;         /* sequence number of its last packet so far:
+                               * an error made up in the middle of an
+                               * answer follows it */
     uint16_t error_code;      /* when is_err */
     char sqlstate[6];         /* when is_err, NUL-terminated */
     uint16_t server_status;   /* from the last OK/EOF */

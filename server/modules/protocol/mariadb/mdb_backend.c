@@ -443,6 +443,7 @@ track_replies(struct sl_dcb *dcb, struct mdb_backend *be, struct sl_buf *rq)
         }
         rc = mdb_tracker_packet(&be->trk, len, hdr + SL_MDB_HDR_LEN,
                                 got - SL_MDB_HDR_LEN);
+        be->trk.reply.last_seq = hdr[3];
         cur_advance(&c, SL_MDB_HDR_LEN + len);
         if (be->trk.reply.state == SL_REPLY_LOAD_DATA) {
             be->load_data = true;
