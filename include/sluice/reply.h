@@ -26,6 +26,11 @@ enum sl_reply_state {
     SL_REPLY_LOAD_DATA,     /* server asked for a LOCAL INFILE's contents */
 };
 
+/* The reason a backend protocol gives sl_backend_failed() (as its
+ * prefix) when a server's answers cannot be followed any more (a packet
+ * out of sequence inside an answer): the stream is lost, not the server. */
+#define SL_REPLY_LOST_TRACK "Lost track of the server's answers"
+
 struct sl_reply {
     uint8_t command;          /* the command this answers (COM_*) */
     uint8_t state;            /* enum sl_reply_state */

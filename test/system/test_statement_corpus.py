@@ -78,14 +78,27 @@ port={port}
 # ---- a man in the middle that adds a packet nobody asked for ----
 
 STRAY_MARK = b"INJECT_STRAY_PACKET"
+SEQ_MARK = b"BREAK_SEQUENCE_INSIDE"
 # An OK packet (sequence 9): no command asked for it.
 STRAY_OK = bytes([7, 0, 0, 9, 0, 0, 0, 2, 0, 0, 0])
 
 
+def break_last_seq(data):
+    """data: whole packets; the last one's sequence number made wrong."""
+    off = last = 0
+    while off + 4 <= len(data):
+        last = off
+        off += 4 + int.from_bytes(data[off:off + 3], "little")
+    out = bytearray(data)
+    out[last + 3] = (out[last + 3] + 5) & 0xff
+    return bytes(out)
+
+
 class Mitm:
     """Forwards TCP between Sluice and the primary. After a command
-    holding STRAY_MARK, the next bytes from the server are followed by
-    STRAY_OK."""
+    holding STRAY_MARK, the next bytes from the server are sent with
+    STRAY_OK after them; after one holding SEQ_MARK, the last packet of the next
+    bytes from the server gets a wrong sequence number."""
 
     def __init__(self, listen_port, server_port):
         self.server_port = server_port
@@ -104,25 +117,33 @@ class Mitm:
                 continue
             s = socket.create_connection((st.HOST, self.server_port))
             self.conns += [c, s]
-            armed = threading.Event()
+            armed = (threading.Event(), threading.Event())
             threading.Thread(target=self._pump, args=(c, s, armed, True),
                              daemon=True).start()
             threading.Thread(target=self._pump, args=(s, c, armed, False),
                              daemon=True).start()
 
     def _pump(self, src, dst, armed, upstream):
+        stray, breakseq = armed
         try:
             while True:
                 data = src.recv(65536)
                 if not data:
                     break
                 if upstream and STRAY_MARK in data:
-                    armed.set()
+                    stray.set()
+                if upstream and SEQ_MARK in data:
+                    breakseq.set()
+                if not upstream and breakseq.is_set():
+                    breakseq.clear()
+                    data = break_last_seq(data)
+                if not upstream and stray.is_set():
+                    # In the same write as the answer (the answers here
+                    # are one small chunk): never mistaken for the answer
+                    # to the client's next command.
+                    stray.clear()
+                    data += STRAY_OK
                 dst.sendall(data)
-                if not upstream and armed.is_set():
-                    armed.clear()
-                    time.sleep(0.05)
-                    dst.sendall(STRAY_OK)
         except OSError:
             pass
         for sk in (src, dst):
@@ -163,7 +184,7 @@ def proxy(tmp_path_factory, mitm):
     st.wait_replicated()
     all_servers = ",".join(f"db{sid}" for sid in st.SERVERS)
     extra = (service("RW-Service", RW_PORT, all_servers)
-             + service("Quiet-Service", QUIET_PORT, all_servers,
+             + service("Quiet-Service", QUIET_PORT, "db1,db2",
                        "reply_timeout=1s")
              + service("Evil-Service", EVIL_PORT, "evil")
              + f"""
@@ -314,7 +335,8 @@ def test_quiet_server_answered_with_error(proxy):
 def test_stopped_replica_answered_with_error(proxy):
     """A replica frozen with SIGSTOP (its TCP connection stays up, it
     just says nothing) while a read waits on it: error 1105 after
-    reply_timeout, not a silent wait."""
+    reply_timeout, not a silent wait. Quiet-Service has one replica,
+    db2, and the hint names it too."""
     pid = int((st.SANDBOX / "db2.pid").read_text().strip())
     conn = st.connect(QUIET_PORT, read_timeout=DEADLINE)
     with conn.cursor() as cur:
@@ -360,10 +382,39 @@ def test_stray_packet_closes_session_with_error(proxy):
             cur.execute("SELECT 2")
     assert time.monotonic() - t0 < 5
     assert "Lost track" in str(exc.value) or st.error_code(exc.value) in (
-        2013, 2006), exc.value
+        2013, 2006), (exc.value, proxy.daemon.log_tail(30))
     conn.close()
     st.wait_until(lambda: "Lost track of the server's answers"
                   in proxy.daemon.log_path.read_text(errors="replace")
                   and "SELECT 'INJECT_STRAY_PACKET'"
+                  in proxy.daemon.log_path.read_text(errors="replace"),
+                  10, what="the safety net's log line")
+
+
+def test_packet_out_of_sequence_closes_session_with_error(proxy):
+    """Inside an answer, a packet whose sequence number does not follow
+    the previous one's is not part of it (it could pass for a row): the
+    backend protocol gives up on the connection as "lost track", and
+    readwritesplit answers the client with an error naming that, in the
+    answer's own sequence, and closes the session."""
+    def ready():
+        try:
+            with st.connect(EVIL_PORT, read_timeout=5) as c:
+                return st.scalar(c, "SELECT 1") == 1
+        except pymysql.MySQLError:
+            return False
+    st.wait_until(ready, 20, what="the MITM service to route")
+    conn = st.connect(EVIL_PORT, read_timeout=DEADLINE)
+    t0 = time.monotonic()
+    with pytest.raises(pymysql.MySQLError) as exc:
+        with conn.cursor() as cur:
+            cur.execute("SELECT 'BREAK_SEQUENCE_INSIDE', seq FROM "
+                        "test.seq_1_to_3")
+            cur.fetchall()
+    assert time.monotonic() - t0 < 5
+    assert st.error_code(exc.value) == 1105, exc.value
+    assert "out of sequence" in str(exc.value), exc.value
+    conn.close()
+    st.wait_until(lambda: "SELECT 'BREAK_SEQUENCE_INSIDE'"
                   in proxy.daemon.log_path.read_text(errors="replace"),
                   10, what="the safety net's log line")

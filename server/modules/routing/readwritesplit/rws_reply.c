@@ -811,8 +811,9 @@ rws_client_reply(void *rsession, struct sl_backend *b, struct sl_buf *buf,
             return SL_OK;
         }
         rws_lost_track(rs, be, e == NULL
-            ? "Lost track of the server's answers: it sent data no command asked for"
-            : "Lost track of the server's answers: its protocol tracker saw data no command asked for");
+            ? SL_REPLY_LOST_TRACK ": it sent data no command asked for"
+            : SL_REPLY_LOST_TRACK ": its protocol tracker saw data no "
+              "command asked for");
         return SL_OK;
     }
     switch (e->kind) {
@@ -988,6 +989,19 @@ rws_handle_error(void *rsession, struct sl_backend *b,
     (void)errpkt;
     if (be == NULL || be->b != b) {
         return true;   /* a connection the router already dropped */
+    }
+    if (reason != NULL && strncmp(reason, SL_REPLY_LOST_TRACK,
+                                  strlen(SL_REPLY_LOST_TRACK)) == 0) {
+        /* Not a server failure to retry around: its answers can no longer
+         * be told apart, so the session ends (see rws_lost_track). */
+        be->b = NULL;
+        atomic_fetch_sub(&rs->inst->stats[be->idx].conns, 1);
+        rws_queue_clear(rs, be);
+        if (rs->master == (int)be->idx) {
+            rs->master = -1;
+        }
+        rws_lost_track(rs, be, reason);
+        return true;
     }
     sl_log_ses_info(rs->ses, "Server '%s' failed: %s",
                     sl_server_name(be->srv), reason ? reason : "unknown");
