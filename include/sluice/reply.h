@@ -26,6 +26,11 @@ enum sl_reply_state {
     SL_REPLY_LOAD_DATA,     /* server asked for a LOCAL INFILE's contents */
 };
 
+/* The reason a backend protocol gives sl_backend_failed() (as its
+ * prefix) when a server's answers cannot be followed any more (a packet
+ * out of sequence inside an answer): the stream is lost, not the server. */
+#define SL_REPLY_LOST_TRACK "Lost track of the server's answers"
+
 struct sl_reply {
     uint8_t command;          /* the command this answers (COM_*) */
     uint8_t state;            /* enum sl_reply_state */
@@ -33,6 +38,9 @@ struct sl_reply {
     bool is_ok;               /* last result was an OK packet */
     bool is_err;              /* last result was an ERR packet */
     bool more_results;        /* SERVER_MORE_RESULTS_EXIST seen */
+    uint8_t last_seq;         /* sequence number of its last packet so far:
+                               * an error made up in the middle of an
+                               * answer follows it */
     uint16_t error_code;      /* when is_err */
     char sqlstate[6];         /* when is_err, NUL-terminated */
     uint16_t server_status;   /* from the last OK/EOF */

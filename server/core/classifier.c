@@ -72,9 +72,9 @@ enum { KF_RES = 1, KF_NOISE = 2, KF_FUNC = 4 };
     X(AUTOCOMMIT, 0) X(BACKUP, 0) X(BEGIN, 0) X(BINLOG, 0) X(CACHE, 0)      \
     X(CALL, R) X(CASE, R) X(CHAIN, 0) X(CHANGE, R) X(CHARACTER, R)          \
     X(CHARSET, 0) X(CHECK, R) X(CHECKSUM, 0) X(COMMIT, 0) X(CONCURRENT, 0)  \
-    X(CREATE, R) X(CROSS, R) X(DATA, 0) X(DEALLOCATE, 0) X(DEFAULT, R)      \
+    X(CREATE, R) X(CROSS, R) X(DATA, 0) X(DEALLOCATE, 0) X(DECLARE, R) X(DEFAULT, R)      \
     X(DELAYED, R | N) X(DELETE, R) X(DESC, R) X(DESCRIBE, R) X(DO, 0)       \
-    X(DROP, R) X(DUAL, R) X(END, 0) X(EXCEPT, R) X(EXECUTE, 0)              \
+    X(DROP, R) X(DUAL, R) X(ELSE, R) X(END, 0) X(EXCEPT, R) X(EXECUTE, 0)              \
     X(EXISTS, R) X(EXPLAIN, R) X(FALSE, R) X(FLUSH, 0) X(FOR, R)            \
     X(FORCE, R) X(FORMAT, 0) X(FOUND_ROWS, F) X(FROM, R | N) X(GET, R)      \
     X(GET_LOCK, F) X(GLOBAL, 0) X(GRANT, R) X(GROUP, R) X(HANDLER, 0)       \
@@ -95,7 +95,7 @@ enum { KF_RES = 1, KF_NOISE = 2, KF_FUNC = 4 };
     X(SAVEPOINT, 0) X(SELECT, R) X(SESSION, 0) X(SET, R) X(SETVAL, F)       \
     X(SHARE, 0) X(SHOW, R) X(SHUTDOWN, 0) X(SIGNAL, R) X(START, 0)          \
     X(STATEMENT, 0) X(STOP, 0) X(STRAIGHT_JOIN, R) X(TABLE, R | N)          \
-    X(TABLES, N) X(TEMPORARY, N) X(TO, R) X(TRANSACTION, 0) X(TRUE, R)      \
+    X(TABLES, N) X(TEMPORARY, N) X(THEN, R) X(TO, R) X(TRANSACTION, 0) X(TRUE, R)      \
     X(TRUNCATE, 0) X(UNINSTALL, 0) X(UNION, R) X(UNLOCK, 0) X(UPDATE, R)    \
     X(USE, R) X(USING, R) X(VALUE, R) X(VALUES, R) X(WHERE, R) X(WHILE, R)  \
     X(WINDOW, R) X(WITH, R) X(WORK, 0) X(WRITE, 0) X(XA, 0) X(XML, 0)
@@ -862,32 +862,142 @@ skip_body(struct qc *q)
 }
 
 /*
- * The rest of a statement that may hold a compound body (BEGIN NOT ATOMIC
- * ... END, CREATE PROCEDURE ... BEGIN ... END): ';' ends it only outside
- * BEGIN/CASE ... END. END IF/LOOP/WHILE/REPEAT/FOR close constructs that
- * are not counted (IF is also a function, so it cannot open one).
+ * The rest of a compound statement (BEGIN NOT ATOMIC ... END, FOR/WHILE/
+ * LOOP/REPEAT/IF/CASE ... END x, labelled blocks) or of one that holds a
+ * compound body (CREATE PROCEDURE ... BEGIN ... END), `level` blocks
+ * already open: ';' ends it only outside every block. Every block ends
+ * with END (END IF, END LOOP, END CASE, ...): BEGIN and CASE open one
+ * anywhere (a CASE expression ends with END too); FOR, WHILE, LOOP,
+ * REPEAT and IF open one only where a statement starts (after ';', a
+ * label's ':', BEGIN NOT ATOMIC, DO, THEN, ELSE, LOOP, REPEAT), since
+ * elsewhere they are SELECT ... FOR UPDATE or the IF() and REPEAT()
+ * functions.
+ *
+ * With `body` (a compound statement run now, not a definition): a
+ * statement inside that may change the session's state marks the whole
+ * statement SL_QC_SESSION_WRITE — a SET (at a statement start: not
+ * UPDATE t SET or CHARACTER SET), PREPARE, DEALLOCATE, EXECUTE [IMMEDIATE],
+ * a user variable, a TEMPORARY table, USE — so that a router knows the
+ * session's state may now differ between servers.
  */
+/* The local variables of a compound statement (DECLARE a, b INT; FOR i
+ * IN ...): SET of one of them changes no session state. */
+#define MAX_LOCALS 16
+struct locals {
+    const char *s[MAX_LOCALS];
+    size_t n[MAX_LOCALS];
+    unsigned count;
+};
+
+static bool
+is_local(const struct locals *l, const struct tok *t)
+{
+    if (t->type != T_WORD && t->type != T_QIDENT) {
+        return false;
+    }
+    for (unsigned i = 0; i < l->count; i++) {
+        if (l->n[i] == t->n && strncasecmp(l->s[i], t->s, t->n) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
 static void
-skip_compound(struct qc *q, int level)
+add_local(struct locals *l, const struct tok *t)
+{
+    if ((t->type == T_WORD || t->type == T_QIDENT) && l->count < MAX_LOCALS) {
+        l->s[l->count] = t->s;
+        l->n[l->count++] = t->n;
+    }
+}
+
+static void
+skip_compound(struct qc *q, int level, int ctl, bool body, bool for_var)
 {
     struct tok t;
     const struct tok *la;
+    bool start = true;          /* t is where a statement may start */
+    struct locals loc = {.count = 0};
+    int decl = for_var ? 2 : 0; /* 1: DECLARE names, 2: FOR's variable */
+    bool local_set = false;     /* in SET local = ...: a ',' may follow */
 
     for (next(q, &t); t.type != T_END; next(q, &t)) {
-        if (is_punct(&t, ';') && level <= 0) {
+        bool opens_stmt = false;
+
+        if (is_punct(&t, ';') && level <= 0 && ctl <= 0) {
             return;
+        }
+        if (decl == 1 && (t.type == T_WORD || t.type == T_QIDENT) &&
+            t.kw == KW_NONE) {
+            add_local(&loc, &t);        /* DECLARE a, b INT */
+            la = peek(q);
+            decl = is_punct(la, ',') ? 1 : 0;
+            if (decl) {
+                take(q);
+            }
+            start = false;
+            continue;
+        }
+        if (decl == 2) {
+            add_local(&loc, &t);        /* FOR i IN ... */
+            decl = 0;
+            start = false;
+            continue;
+        }
+        decl = 0;
+        if (is_punct(&t, ';')) {
+            local_set = false;
+        } else if (local_set && is_punct(&t, ',') && !is_local(&loc, peek(q))) {
+            q->type |= SL_QC_SESSION_WRITE;   /* SET x = 1, sql_mode = '' */
+        }
+        if (start && is_kw(&t, KW_DECLARE)) {
+            decl = 1;
+        } else if (start && is_kw(&t, KW_FOR)) {
+            decl = 2;
         }
         if (is_kw(&t, KW_BEGIN) || is_kw(&t, KW_CASE)) {
             level++;
+            opens_stmt = is_kw(&t, KW_BEGIN);
+        } else if (start && (is_kw(&t, KW_FOR) || is_kw(&t, KW_WHILE) ||
+                             is_kw(&t, KW_LOOP) || is_kw(&t, KW_REPEAT) ||
+                             is_kw(&t, KW_IF))) {
+            ctl++;
+            opens_stmt = is_kw(&t, KW_LOOP) || is_kw(&t, KW_REPEAT);
         } else if (is_kw(&t, KW_END)) {
             la = peek(q);
-            if (!is_kw(la, KW_IF) && !is_kw(la, KW_LOOP)
-                && !is_kw(la, KW_WHILE) && !is_kw(la, KW_REPEAT)
-                && !is_kw(la, KW_FOR)) {
-                level--;
+            if (is_kw(la, KW_IF) || is_kw(la, KW_LOOP) ||
+                is_kw(la, KW_WHILE) || is_kw(la, KW_REPEAT) ||
+                is_kw(la, KW_FOR)) {
+                take(q);   /* END IF: its IF does not open a block */
+                ctl -= ctl > 0;
+            } else {
+                level--;   /* END, END CASE, END label */
+            }
+        } else if (body) {
+            if (start && is_kw(&t, KW_SET) && is_local(&loc, peek(q))) {
+                local_set = true;
+            } else if ((start && is_kw(&t, KW_SET)) || is_kw(&t, KW_PREPARE) ||
+                is_kw(&t, KW_DEALLOCATE) || is_kw(&t, KW_EXECUTE) ||
+                is_kw(&t, KW_TEMPORARY) || (start && is_kw(&t, KW_USE)) ||
+                t.type == T_USERVAR) {
+                q->type |= SL_QC_SESSION_WRITE;
             }
         }
+        start = opens_stmt || is_punct(&t, ';') || is_punct(&t, ':') ||
+                is_kw(&t, KW_ATOMIC) || is_kw(&t, KW_DO) ||
+                is_kw(&t, KW_THEN) || is_kw(&t, KW_ELSE);
     }
+}
+
+/* A compound statement run at once (not a definition): it may write and
+ * may change the session's state (see skip_compound). `level` blocks are
+ * open already. */
+static void
+stmt_compound(struct qc *q, int level, int ctl, bool for_var)
+{
+    set_verb(q, SL_QC_OP_OTHER, SL_QC_WRITE);
+    skip_compound(q, level, ctl, true, for_var);
 }
 
 /* ---- statement handlers --------------------------------------------- */
@@ -1005,7 +1115,7 @@ stmt_create(struct qc *q)
     }
     tmp = want(q, KW_TEMPORARY);
     if (!want(q, KW_TABLE)) {
-        skip_compound(q, 0);    /* PROCEDURE, TRIGGER, VIEW, ... */
+        skip_compound(q, 0, 0, false, false);    /* PROCEDURE, TRIGGER, VIEW, ... */
         return;
     }
     if (want(q, KW_IF)) {
@@ -1115,7 +1225,8 @@ static void
 stmt_execute(struct qc *q)
 {
     if (want(q, KW_IMMEDIATE)) {
-        set_verb(q, SL_QC_OP_EXECUTE, SL_QC_WRITE);
+        /* Dynamic SQL may do anything, change the session's state too. */
+        set_verb(q, SL_QC_OP_EXECUTE, SL_QC_WRITE | SL_QC_SESSION_WRITE);
         scan_body(q);
         return;
     }
@@ -1321,8 +1432,7 @@ static void
 stmt_begin(struct qc *q)
 {
     if (want(q, KW_NOT)) {
-        set_verb(q, SL_QC_OP_OTHER, SL_QC_WRITE);
-        skip_compound(q, 1);
+        stmt_compound(q, 1, 0, false);
         return;
     }
     set_verb(q, SL_QC_OP_BEGIN, SL_QC_BEGIN_TRX);
@@ -1476,6 +1586,33 @@ stmt_dispatch(struct qc *q, const struct tok *first)
     while (is_punct(&t, '(')) {
         q->depth++;
         next(q, &t);
+    }
+    if (is_kw(&t, KW_FOR) || is_kw(&t, KW_WHILE) || is_kw(&t, KW_LOOP) ||
+        is_kw(&t, KW_REPEAT) || is_kw(&t, KW_IF)) {
+        stmt_compound(q, 0, 1, is_kw(&t, KW_FOR));
+        return;
+    }
+    if (is_kw(&t, KW_CASE)) {
+        stmt_compound(q, 1, 0, false);
+        return;
+    }
+    if ((t.type == T_WORD || t.type == T_QIDENT) && is_punct(peek(q), ':')) {
+        /* label: BEGIN NOT ATOMIC ... END label, label: LOOP ... */
+        take(q);
+        next(q, &t);
+        if (is_kw(&t, KW_BEGIN)) {
+            want(q, KW_NOT);
+            stmt_compound(q, 1, 0, false);
+        } else if (is_kw(&t, KW_FOR) || is_kw(&t, KW_WHILE) ||
+                   is_kw(&t, KW_LOOP) || is_kw(&t, KW_REPEAT)) {
+            stmt_compound(q, 0, 1, is_kw(&t, KW_FOR));
+        } else {
+            q->type |= SL_QC_UNKNOWN;
+            if (!ends_stmt(&t)) {
+                skip_body(q);
+            }
+        }
+        return;
     }
     if (t.type == T_WORD && t.kw != KW_NONE) {
         stmt_keyword(q, t.kw);

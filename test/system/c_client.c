@@ -39,6 +39,19 @@
  *                             executed and closed, then for each SERVER
  *                             (a named-server hint) print
  *                             "SERVER_ID<TAB>@psv<TAB>@@time_zone"
+ *   long_data TABLE MIB       CREATE OR REPLACE TABLE test.TABLE (id INT
+ *                             PRIMARY KEY, b LONGBLOB); a prepared INSERT
+ *                             whose blob is sent with
+ *                             mysql_stmt_send_long_data (COM_STMT_SEND_
+ *                             LONG_DATA) in 1 MiB pieces, MIB of them, byte
+ *                             k = (k * 7 + k / 65536) & 0xff; then print
+ *                             "LENGTH(b)<TAB>MD5(b)" read back
+ *   cursor TABLE              a prepared "SELECT id, v FROM test.TABLE
+ *                             ORDER BY id" with CURSOR_TYPE_READ_ONLY and
+ *                             7 rows per COM_STMT_FETCH; every row must
+ *                             have id = 1, 2, ... and v = 3 * id; prints
+ *                             "rows=N" (also inside a transaction:
+ *                             "trx rows=N")
  *
  * Exit status 0 on success; 1 with "error CODE (SQLSTATE): MESSAGE" on
  * stderr for any MySQL error; 2 for usage errors.
@@ -683,6 +696,130 @@ mode_ps_mix(MYSQL *conn, int argc, char **argv)
 }
 
 static int
+mode_long_data(MYSQL *conn, int argc, char **argv)
+{
+    char sql[256];
+    const size_t piece = 1024 * 1024;
+    unsigned char *buf;
+    MYSQL_STMT *stmt;
+    MYSQL_BIND b;
+    long mib;
+    int rc = 0;
+
+    if (argc < 2) {
+        return 2;
+    }
+    mib = atol(argv[1]);
+    snprintf(sql, sizeof(sql), "CREATE OR REPLACE TABLE test.`%s` "
+             "(id INT PRIMARY KEY, b LONGBLOB)", argv[0]);
+    if (mysql_query(conn, sql) != 0) {
+        return fail(conn, "create");
+    }
+    snprintf(sql, sizeof(sql), "INSERT INTO test.`%s` VALUES (1, ?)",
+             argv[0]);
+    stmt = mysql_stmt_init(conn);
+    if (stmt == NULL || mysql_stmt_prepare(stmt, sql, strlen(sql)) != 0) {
+        return stmt ? fail_stmt(stmt, "prepare insert") : 1;
+    }
+    memset(&b, 0, sizeof(b));
+    b.buffer_type = MYSQL_TYPE_LONG_BLOB;
+    if (mysql_stmt_bind_param(stmt, &b) != 0) {
+        return fail_stmt(stmt, "bind");
+    }
+    buf = malloc(piece);
+    for (long m = 0; m < mib && rc == 0; m++) {
+        for (size_t i = 0; i < piece; i++) {
+            size_t k = (size_t)m * piece + i;
+            buf[i] = (unsigned char)((k * 7 + k / 65536) & 0xff);
+        }
+        if (mysql_stmt_send_long_data(stmt, 0, (const char *)buf, piece)
+            != 0) {
+            rc = fail_stmt(stmt, "send_long_data");
+        }
+    }
+    free(buf);
+    if (rc == 0 && mysql_stmt_execute(stmt) != 0) {
+        rc = fail_stmt(stmt, "execute");
+    }
+    mysql_stmt_close(stmt);
+    if (rc == 0) {
+        snprintf(sql, sizeof(sql), "SELECT LENGTH(b), MD5(b) FROM "
+                 "test.`%s` WHERE id = 1", argv[0]);
+        rc = run_query(conn, sql);
+    }
+    return rc;
+}
+
+static int
+cursor_once(MYSQL *conn, const char *table, const char *label)
+{
+    char sql[256];
+    MYSQL_STMT *stmt = mysql_stmt_init(conn);
+    unsigned long type = CURSOR_TYPE_READ_ONLY, prefetch = 7;
+    long long id = 0, v = 0, n = 0;
+    MYSQL_BIND out[2];
+    int rc = 0, f;
+
+    snprintf(sql, sizeof(sql), "SELECT id, v FROM test.`%s` ORDER BY id",
+             table);
+    if (stmt == NULL || mysql_stmt_prepare(stmt, sql, strlen(sql)) != 0) {
+        return stmt ? fail_stmt(stmt, "prepare cursor") : 1;
+    }
+    if (mysql_stmt_attr_set(stmt, STMT_ATTR_CURSOR_TYPE, &type) != 0 ||
+        mysql_stmt_attr_set(stmt, STMT_ATTR_PREFETCH_ROWS, &prefetch) != 0) {
+        return fail_stmt(stmt, "cursor attributes");
+    }
+    if (mysql_stmt_execute(stmt) != 0) {
+        return fail_stmt(stmt, "execute cursor");
+    }
+    memset(out, 0, sizeof(out));
+    out[0].buffer_type = MYSQL_TYPE_LONGLONG;
+    out[0].buffer = &id;
+    out[1].buffer_type = MYSQL_TYPE_LONGLONG;
+    out[1].buffer = &v;
+    if (mysql_stmt_bind_result(stmt, out) != 0) {
+        return fail_stmt(stmt, "bind result");
+    }
+    while ((f = mysql_stmt_fetch(stmt)) == 0) {
+        n++;
+        if (id != n || v != 3 * id) {
+            fprintf(stderr, "row %lld: id %lld v %lld\n", n, id, v);
+            rc = 1;
+            break;
+        }
+    }
+    if (rc == 0 && f != MYSQL_NO_DATA) {
+        rc = fail_stmt(stmt, "fetch");
+    }
+    mysql_stmt_close(stmt);
+    if (rc == 0) {
+        printf("%srows=%lld\n", label, n);
+    }
+    return rc;
+}
+
+static int
+mode_cursor(MYSQL *conn, int argc, char **argv)
+{
+    int rc;
+
+    if (argc < 1) {
+        return 2;
+    }
+    rc = cursor_once(conn, argv[0], "");
+    if (rc == 0 && mysql_query(conn, "START TRANSACTION") != 0) {
+        rc = fail(conn, "begin");
+    }
+    if (rc == 0) {
+        rc = cursor_once(conn, argv[0], "trx ");
+    }
+    if (rc == 0 && mysql_query(conn, "COMMIT") != 0) {
+        rc = fail(conn, "commit");
+    }
+    return rc;
+}
+
+static int
 run_mode(MYSQL *conn, const char *mode, int argc, char **argv)
 {
     if (strcmp(mode, "server_id") == 0) {
@@ -711,6 +848,12 @@ run_mode(MYSQL *conn, const char *mode, int argc, char **argv)
     }
     if (strcmp(mode, "ps_mix") == 0) {
         return mode_ps_mix(conn, argc, argv);
+    }
+    if (strcmp(mode, "long_data") == 0) {
+        return mode_long_data(conn, argc, argv);
+    }
+    if (strcmp(mode, "cursor") == 0) {
+        return mode_cursor(conn, argc, argv);
     }
     fprintf(stderr, "unknown mode or missing argument: %s\n", mode);
     return 2;

@@ -404,6 +404,33 @@ static const struct row rows[] = {
     E("BEGIN NOT ATOMIC SELECT 1; END", WR, OTHER),
     E("BEGIN NOT ATOMIC DECLARE x INT; SET x = 1; IF x THEN SELECT 1; "
       "END IF; SELECT CASE WHEN x THEN 1 END; END", WR, OTHER),
+    /* Compound statements (issue 16): one statement through their END,
+     * whatever ';' they hold; SESSION_WRITE when something inside may
+     * change the session (SET of a non-local, @var, PREPARE, EXECUTE,
+     * TEMPORARY); FOR/IF/REPEAT elsewhere are not blocks. */
+    E("FOR rec IN (SELECT a FROM t) DO SET NAMES utf8mb4; EXECUTE "
+      "IMMEDIATE CONCAT('SELECT ', rec.a); END FOR", WR | SW, OTHER),
+    E("FOR i IN 1..3 DO SET i = i; SELECT i FROM t FOR UPDATE; END FOR",
+      WR, OTHER),
+    E("FOR i IN 1..3 DO SELECT i; END FOR; SELECT 5", WR | RD | MU, OTHER),
+    E("WHILE @i < 3 DO SET @i = @i + 1; END WHILE", WR | SW, OTHER),
+    E("l1: LOOP SELECT 1; IF 1 THEN LEAVE l1; END IF; END LOOP l1", WR,
+      OTHER),
+    E("REPEAT SELECT REPEAT('a', 2); UNTIL 1 END REPEAT", WR, OTHER),
+    E("IF 1 THEN SELECT IF(1, 2, 3); ELSE SELECT 2; END IF", WR, OTHER),
+    E("CASE WHEN 1 THEN SELECT 1; ELSE BEGIN END; END CASE", WR, OTHER),
+    E("BEGIN NOT ATOMIC DECLARE x, y INT; SET x = 1, y = 2; END", WR,
+      OTHER),
+    E("BEGIN NOT ATOMIC DECLARE x INT; SET x = 1, sql_mode = ''; END",
+      WR | SW, OTHER),
+    E("BEGIN NOT ATOMIC DECLARE CONTINUE HANDLER FOR SQLEXCEPTION "
+      "SET @e = 1; SELECT 1; END", WR | SW, OTHER),
+    E("BEGIN NOT ATOMIC UPDATE t SET a = 1; SELECT CONVERT('a' USING "
+      "utf8) CHARACTER SET utf8; END", WR, OTHER),
+    E("BEGIN NOT ATOMIC CREATE TEMPORARY TABLE tt (a INT); END", WR | SW,
+      OTHER),
+    E("BEGIN NOT ATOMIC PREPARE s FROM 'SELECT 1'; EXECUTE s; END",
+      WR | SW, OTHER),
     E("BEGIN NOT ATOMIC SELECT 1; END; SET autocommit=0",
       WR | SW | DA | BT | MU, OTHER),
     E("XA START 'x'", XA | WR | BT, XA),
@@ -483,7 +510,7 @@ static const struct row rows[] = {
     EN("EXECUTE s USING @a, @b", EP | UR, EXECUTE, "s"),
     EN("DEALLOCATE PREPARE s", DP | SW, DEALLOCATE, "s"),
     EN("DROP PREPARE s", DP | SW, DEALLOCATE, "s"),
-    E("EXECUTE IMMEDIATE 'SELECT 1'", WR, EXECUTE),
+    E("EXECUTE IMMEDIATE 'SELECT 1'", WR | SW, EXECUTE),
     /* Other statements. */
     E("SHOW TABLES", RD | SH, SHOW),
     E("SHOW DATABASES", RD | SH, SHOW),
@@ -563,7 +590,8 @@ static const struct row rows[] = {
     E("(", UNK, UNDEFINED),
     E(")", UNK, UNDEFINED),
     E("@a", UNK, UNDEFINED),
-    E("lbl: BEGIN NOT ATOMIC END", UNK, UNDEFINED),
+    E("lbl: BEGIN NOT ATOMIC END", WR, OTHER),
+    E("lbl: x", UNK, UNDEFINED),
     /* Unterminated strings and identifiers. */
     E("SELECT 'unterminated", RD, SELECT),
     E("SELECT 'unterminated; DELETE FROM t", RD, SELECT),

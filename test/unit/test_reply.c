@@ -373,6 +373,34 @@ test_field_list_and_cursor(void **state)
     mdb_tracker_free(&t);
 }
 
+/* A text-protocol result sent while a stored program's own cursor is open
+ * (BEGIN NOT ATOMIC ... OPEN c; ... SELECT x; END, FOR rec IN (SELECT)):
+ * the status word carries CURSOR_EXISTS and MORE_RESULTS, and the rows
+ * still follow. Stopping at the definitions hung readwritesplit. */
+static void
+test_query_with_sp_cursor_open(void **state)
+{
+    struct mdb_tracker t;
+    unsigned char one = 1;
+    static const unsigned char eof_cur_more[] = {0xfe, 0, 0, 0x4a, 0x00};
+
+    mdb_tracker_init(&t, 0);
+    mdb_tracker_expect(&t, SL_COM_QUERY);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(feed(&t, &one, 1), MDB_TRK_MORE);
+        assert_int_equal(feed(&t, coldef, sizeof(coldef)), MDB_TRK_MORE);
+        assert_int_equal(feed(&t, eof_cur_more, sizeof(eof_cur_more)),
+                         MDB_TRK_MORE);
+        assert_int_equal(feed(&t, row, sizeof(row)), MDB_TRK_MORE);
+        assert_int_equal(feed(&t, eof_cur_more, sizeof(eof_cur_more)),
+                         MDB_TRK_MORE);
+    }
+    assert_int_equal(feed(&t, ok_pkt, sizeof(ok_pkt)), MDB_TRK_DONE);
+    assert_int_equal(t.reply.results, 4);
+    assert_int_equal(mdb_tracker_pending(&t), 0);
+    mdb_tracker_free(&t);
+}
+
 int
 main(void)
 {
@@ -388,6 +416,7 @@ main(void)
         cmocka_unit_test(test_local_infile),
         cmocka_unit_test(test_pipeline_and_no_reply),
         cmocka_unit_test(test_field_list_and_cursor),
+        cmocka_unit_test(test_query_with_sp_cursor_open),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

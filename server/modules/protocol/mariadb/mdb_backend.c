@@ -441,8 +441,23 @@ track_replies(struct sl_dcb *dcb, struct mdb_backend *be, struct sl_buf *rq)
             c.pos = 0;
             continue;
         }
+        if (be->trk.active && be->trk.reply.state != SL_REPLY_LOAD_DATA &&
+            hdr[3] != (uint8_t)(be->trk.reply.last_seq + 1)) {
+            /* Inside an answer every packet follows the previous one
+             * (after a LOCAL INFILE request the client's file packets
+             * took the numbers in between). Anything else is not part of
+             * this answer: a row it would pass for could be anything. */
+            if (c.off > 0 && !deliver(dcb, be, rq, c.off, &c)) {
+                return SL_OK;
+            }
+            sl_buf_reset(rq);
+            fail(be, NULL, SL_REPLY_LOST_TRACK
+                 ": a packet out of sequence inside an answer");
+            return SL_OK;
+        }
         rc = mdb_tracker_packet(&be->trk, len, hdr + SL_MDB_HDR_LEN,
                                 got - SL_MDB_HDR_LEN);
+        be->trk.reply.last_seq = hdr[3];
         cur_advance(&c, SL_MDB_HDR_LEN + len);
         if (be->trk.reply.state == SL_REPLY_LOAD_DATA) {
             be->load_data = true;

@@ -66,6 +66,9 @@ struct mdb_client {
     uint8_t seq;                 /* login: sequence of our next packet */
     bool reloaded;               /* a reload was already waited for */
     bool load_data;              /* client is sending a LOCAL INFILE */
+    bool in_answer;              /* part of an answer was sent: an error
+                                  * made up now continues it */
+    uint8_t answer_seq;          /* then: the sequence number it takes */
     int8_t cu_seq;               /* seq for the COM_CHANGE_USER answer */
     struct mdb_hello *hello;     /* during login and COM_CHANGE_USER */
     struct sl_buf *cu_cmd;       /* the COM_CHANGE_USER being checked */
@@ -824,6 +827,8 @@ mdb_client_reply(struct sl_dcb *client, struct sl_buf *buf,
     if (reply->state == SL_REPLY_LOAD_DATA && !reply->complete) {
         cl->load_data = true;
     }
+    cl->in_answer = !reply->complete && !cl->load_data;
+    cl->answer_seq = (uint8_t)(reply->last_seq + 1);
     if (sl_dcb_write(client, buf) != 0) {
         return SL_ERROR;
     }
@@ -847,6 +852,11 @@ mdb_client_error(struct sl_dcb *client, uint16_t code, const char *sqlstate,
                   : cl->seq;
     } else if (cl != NULL && cl->cu_seq >= 0) {
         seq = (uint8_t)cl->cu_seq;
+    } else if (cl != NULL && cl->in_answer) {
+        /* The answer was cut short (a router gave up on it): the error
+         * ends it, as a server's error in the middle of a result does. */
+        seq = cl->answer_seq;
+        cl->in_answer = false;
     } else if (cl != NULL) {
         /* Made up in place of the answer to the oldest command. */
         apply_db(client, mdb_dbtrack_answered(&cl->dbt, false));

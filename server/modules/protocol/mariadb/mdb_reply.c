@@ -296,7 +296,13 @@ on_coldef_eof(struct mdb_tracker *t, uint32_t len, const unsigned char *p,
         return finish(t);
     }
     parse_eof(r, len, p, avail);
-    if (r->server_status & SL_SERVER_STATUS_CURSOR_EXISTS) {
+    /* Only a binary-protocol execute opens a client cursor. The status
+     * word is the session's, so a result sent while a stored program
+     * has a cursor of its own open (OPEN c; ... SELECT x, FOR rec IN
+     * (SELECT ...) DO ... END FOR) carries the flag too, and its rows
+     * follow as usual. */
+    if (r->command == SL_COM_STMT_EXECUTE &&
+        (r->server_status & SL_SERVER_STATUS_CURSOR_EXISTS)) {
         return finish(t);   /* rows come with COM_STMT_FETCH */
     }
     t->phase = PH_ROWS;

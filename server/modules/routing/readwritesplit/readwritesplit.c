@@ -108,6 +108,7 @@ read_config(struct rws_config *c, const struct sl_params *p, size_t n)
     c->retry_failed_reads = sl_params_bool(p, "retry_failed_reads");
     c->delayed_retry = sl_params_bool(p, "delayed_retry");
     c->delayed_retry_ms = sl_params_duration_ms(p, "delayed_retry_timeout");
+    c->reply_timeout_ms = sl_params_duration_ms(p, "reply_timeout");
     c->strict_multi_stmt = sl_params_bool(p, "strict_multi_stmt");
     c->strict_sp_calls = sl_params_bool(p, "strict_sp_calls");
     c->vars_in_master = sl_params_enum(p, "use_sql_variables_in") == 1;
@@ -363,6 +364,7 @@ rws_new_session(void *instance, struct sl_session *ses)
     rs->master = -1;
     rs->waited_on = -1;
     rs->ro_target = -1;
+    rs->load_target = -1;
     rs->cur_target = -1;
     rs->last_used = -1;
     rs->autocommit = true;
@@ -398,6 +400,10 @@ rws_free_session(void *rsession)
     if (rs->timer != 0) {
         sl_worker_cancel_timer(rs->timer);
         rs->timer = 0;
+    }
+    if (rs->watch != 0) {
+        sl_worker_cancel_timer(rs->watch);
+        rs->watch = 0;
     }
     for (unsigned i = 0; i < rs->inst->nservers; i++) {
         struct rws_be *be = &rs->be[i];
@@ -508,6 +514,10 @@ static const struct sl_param_spec rws_params[] = {
      "Hold a statement that has no server until one appears"},
     {"delayed_retry_timeout", SL_PARAM_DURATION, "10s", SL_PARAM_F_SECONDS,
      NULL, "How long delayed_retry waits"},
+    {"reply_timeout", SL_PARAM_DURATION, "1h", SL_PARAM_F_SECONDS, NULL,
+     "Longest a server may send nothing while the client waits for its "
+     "answer; then the client gets an error and the session closes "
+     "(0: wait forever)"},
     {"strict_multi_stmt", SL_PARAM_BOOL, "false", 0, NULL,
      "After a multi-statement, route everything to the primary"},
     {"strict_sp_calls", SL_PARAM_BOOL, "false", 0, NULL,

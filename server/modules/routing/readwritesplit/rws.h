@@ -101,6 +101,7 @@ struct rws_config {
     unsigned max_history;
     bool prune_history;
     bool disable_history;
+    uint64_t reply_timeout_ms;    /* 0: never; see rws_watch_start() */
 };
 
 /* Per-server state of one router instance shared by all its sessions:
@@ -205,6 +206,7 @@ struct rws_be {
     bool is_master_conn;          /* connected as the session's master */
     uint32_t last_prepare;        /* client id of the last PREPARE sent */
     bool diverged;                /* a session command disagreed: unused */
+    uint64_t last_rx_ms;          /* when a piece of an answer last came */
     struct rws_expect *q;         /* FIFO ring */
     size_t qcap, qhead, qlen;
 };
@@ -275,6 +277,15 @@ struct rws_session {
     unsigned rotate;
     uint32_t rnd;                 /* ADAPTIVE_ROUTING's random state */
     unsigned samples;             /* answers seen, to sample timings */
+
+    /* the client's last command, for the logs of the safety net */
+    uint8_t last_cmd;
+    uint8_t last_len;
+    char last_stmt[48];
+    /* LOCAL INFILE: the connection the client's file packets go to, or
+     * -1 (they are data, not commands) */
+    int load_target;
+    uint64_t watch;               /* the reply_timeout timer, 0 none */
 
     /* waiting: a command held back (causal GTID, delayed retry, replay) */
     struct sl_buf *waiting;
@@ -361,6 +372,13 @@ bool rws_handle_error(void *rsession, struct sl_backend *b,
 void rws_queue_clear(struct rws_session *rs, struct rws_be *be);
 void rws_trx_log_clear(struct rws_session *rs);
 void rws_start_timer(struct rws_session *rs);
+/* Start the reply_timeout watch unless it runs (or is off). */
+void rws_watch_start(struct rws_session *rs);
+/* The reply tracker lost track (or a backend went quiet): answer the
+ * client with an error naming why, log the statement's first bytes and
+ * close the session. */
+void rws_lost_track(struct rws_session *rs, struct rws_be *be,
+                    const char *why);
 bool rws_trx_log_add(struct rws_session *rs, const struct sl_buf *buf);
 
 /* rws_causal.c: positions (struct rws_pos) of the causal_reads modes. */

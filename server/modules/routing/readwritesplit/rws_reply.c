@@ -35,6 +35,7 @@
  */
 #define SL_LOG_TAG "readwritesplit"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -770,6 +771,11 @@ client_answer(struct rws_session *rs, struct rws_be *be, struct rws_expect *e,
         }
     }
     rs->cur_started = true;
+    if (reply->state == SL_REPLY_LOAD_DATA && !reply->complete) {
+        /* The server asked for a LOCAL INFILE: the client's next packets
+         * are the file, for this connection only (see route_query). */
+        rs->load_target = (int)be->idx;
+    }
     if (reply->complete) {
         bool wrote = (int)be->idx == rs->master && rs->cur_is_write;
 
@@ -805,6 +811,126 @@ client_answer(struct rws_session *rs, struct rws_be *be, struct rws_expect *e,
     return rc;
 }
 
+/* ---- the safety net ---- */
+
+static const char *
+cmd_name(uint8_t cmd)
+{
+    switch (cmd) {
+    case SL_COM_QUERY: return "COM_QUERY";
+    case SL_COM_STMT_PREPARE: return "COM_STMT_PREPARE";
+    case SL_COM_STMT_EXECUTE: return "COM_STMT_EXECUTE";
+    case SL_COM_STMT_FETCH: return "COM_STMT_FETCH";
+    case SL_COM_STMT_SEND_LONG_DATA: return "COM_STMT_SEND_LONG_DATA";
+    case SL_COM_STMT_RESET: return "COM_STMT_RESET";
+    case SL_COM_INIT_DB: return "COM_INIT_DB";
+    case SL_COM_CHANGE_USER: return "COM_CHANGE_USER";
+    case SL_COM_PING: return "COM_PING";
+    default: return "command";
+    }
+}
+
+void
+rws_lost_track(struct rws_session *rs, struct rws_be *be, const char *why)
+{
+    char stmt[sizeof(rs->last_stmt) * 4 + 1];
+    size_t n = 0;
+
+    if (rs->closing || sl_session_state(rs->ses) == SL_SESSION_CLOSING) {
+        return;
+    }
+    /* The statement's first bytes, printable (a binary execute, a file
+     * packet): \xNN for the rest. */
+    for (size_t i = 0; i < rs->last_len && i < sizeof(rs->last_stmt); i++) {
+        unsigned char c = (unsigned char)rs->last_stmt[i];
+
+        if (c >= 0x20 && c < 0x7f && c != '\\') {
+            stmt[n++] = (char)c;
+        } else {
+            n += (size_t)snprintf(stmt + n, sizeof(stmt) - n, "\\x%02x", c);
+        }
+    }
+    stmt[n] = '\0';
+    sl_log_ses_error(rs->ses, "Server '%s': %s; the client's last %s "
+                     "began '%s'; closing the session",
+                     sl_server_name(be->srv), why, cmd_name(rs->last_cmd),
+                     stmt);
+    sl_session_send_error(rs->ses, RWS_ERR_CODE, RWS_ERR_STATE, why);
+    sl_session_close(rs->ses, why);
+}
+
+/* The answer the client waits for: its own, or a session command's whose
+ * replier this connection is. */
+static bool
+client_waits_on(const struct rws_be *be)
+{
+    for (size_t k = 0; k < be->qlen; k++) {
+        const struct rws_expect *e = &be->q[(be->qhead + k) % be->qcap];
+
+        if (e->kind == RK_CLIENT ||
+            (e->kind == RK_SESCMD && e->sc->replier == (int)be->idx)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static bool
+on_watch(void *arg)
+{
+    struct rws_session *rs = arg;
+    uint64_t now = sl_worker_now_ms();
+    uint64_t limit = rs->inst->cfg.reply_timeout_ms;
+    bool pending = false;
+
+    if (rs->closing) {
+        rs->watch = 0;
+        return false;
+    }
+    for (unsigned i = 0; i < rs->inst->nservers; i++) {
+        struct rws_be *be = &rs->be[i];
+        uint64_t since;
+        char why[200];
+
+        if (!rws_be_live(be) || be->qlen == 0) {
+            continue;
+        }
+        pending = true;
+        since = be->q[be->qhead].sent_us / 1000;
+        if (be->last_rx_ms > since) {
+            since = be->last_rx_ms;
+        }
+        if (now < since + limit || !client_waits_on(be)) {
+            continue;
+        }
+        snprintf(why, sizeof(why), "Server '%s' sent nothing for %llu ms "
+                 "while the client waited for its answer (reply_timeout)",
+                 sl_server_name(be->srv), (unsigned long long)(now - since));
+        rs->watch = 0;
+        rws_lost_track(rs, be, why);
+        return false;
+    }
+    if (!pending) {
+        rs->watch = 0;   /* started again by the next command */
+    }
+    return pending;
+}
+
+void
+rws_watch_start(struct rws_session *rs)
+{
+    uint64_t ms = rs->inst->cfg.reply_timeout_ms;
+
+    if (rs->watch != 0 || ms == 0 || rs->closing) {
+        return;
+    }
+    /* Checked four times per period, at most every 5 s, at least every
+     * 100 ms: a quiet server is noticed within 1.25 periods. */
+    ms /= 4;
+    ms = ms < 100 ? 100 : ms > 5000 ? 5000 : ms;
+    rs->watch = sl_worker_add_timer(ms, on_watch, rs);
+}
+
 int
 rws_client_reply(void *rsession, struct sl_backend *b, struct sl_buf *buf,
                  const struct sl_reply *reply)
@@ -814,8 +940,29 @@ rws_client_reply(void *rsession, struct sl_backend *b, struct sl_buf *buf,
     struct rws_expect *e;
     int rc = SL_OK;
 
-    if (be == NULL || be->b != b || (e = head(be)) == NULL) {
-        sl_buf_free(buf);   /* an answer nobody asked for */
+    if (be == NULL || be->b != b) {
+        sl_buf_free(buf);   /* a connection already given up */
+        return SL_OK;
+    }
+    be->last_rx_ms = sl_worker_now_ms();
+    if ((e = head(be)) == NULL || reply->command == 0) {
+        /* The protocol's tracker saw a packet no command asked for
+         * (command 0), or it did and this FIFO did not: from here on
+         * nobody knows which answer is which. An error packet alone is
+         * the server saying goodbye (1927 on shutdown, a timeout): the
+         * connection's close follows and handle_error deals with it. */
+        bool goodbye = reply->command == 0 && reply->is_err;
+
+        sl_buf_free(buf);
+        if (goodbye) {
+            sl_log_ses_info(rs->ses, "Server '%s' sent error %u unasked",
+                            sl_server_name(be->srv), reply->error_code);
+            return SL_OK;
+        }
+        rws_lost_track(rs, be, e == NULL
+            ? SL_REPLY_LOST_TRACK ": it sent data no command asked for"
+            : SL_REPLY_LOST_TRACK ": its protocol tracker saw data no "
+              "command asked for");
         return SL_OK;
     }
     switch (e->kind) {
@@ -997,6 +1144,19 @@ rws_handle_error(void *rsession, struct sl_backend *b,
     (void)errpkt;
     if (be == NULL || be->b != b) {
         return true;   /* a connection the router already dropped */
+    }
+    if (reason != NULL && strncmp(reason, SL_REPLY_LOST_TRACK,
+                                  strlen(SL_REPLY_LOST_TRACK)) == 0) {
+        /* Not a server failure to retry around: its answers can no longer
+         * be told apart, so the session ends (see rws_lost_track). */
+        be->b = NULL;
+        atomic_fetch_sub(&rs->inst->stats[be->idx].conns, 1);
+        rws_queue_clear(rs, be);
+        if (rs->master == (int)be->idx) {
+            rs->master = -1;
+        }
+        rws_lost_track(rs, be, reason);
+        return true;
     }
     sl_log_ses_info(rs->ses, "Server '%s' failed: %s",
                     sl_server_name(be->srv), reason ? reason : "unknown");

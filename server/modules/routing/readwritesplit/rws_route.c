@@ -103,6 +103,7 @@ rws_write(struct rws_session *rs, unsigned idx, struct sl_buf *buf,
         rws_push(be, &e);
         atomic_fetch_add_explicit(&rws_count(rs->inst, idx)->ops, 1,
                                   memory_order_relaxed);
+        rws_watch_start(rs);
     }
     return sl_backend_write(be->b, buf);
 }
@@ -1245,6 +1246,17 @@ after_route(struct rws_session *rs, const struct sl_qc_result *qc)
         (c->strict_sp_calls && (qc->type & SL_QC_CALL))) {
         rs->locked_to_master = true;
     }
+    if ((qc->type & SL_QC_SESSION_WRITE) && !sescmd_type(qc->type) &&
+        !rs->locked_to_master) {
+        /* Session state changed on one server only: a compound statement
+         * or EXECUTE IMMEDIATE that may SET something, a multi-statement
+         * with a SET among writes. The other connections no longer have
+         * the session's state, so everything stays on the primary. */
+        sl_log_ses_info(rs->ses, "A statement that changes the session's "
+                        "state ran on one server only: the session stays "
+                        "on the primary from now on");
+        rs->locked_to_master = true;
+    }
     track_tmp_tables(rs, qc);
 }
 
@@ -1578,12 +1590,47 @@ rws_route_cmd(struct rws_session *rs, struct sl_buf *buf,
     }
 }
 
+/* A packet of a LOCAL INFILE's contents (buf taken): data for the
+ * connection that asked for it, with no answer of its own; the empty
+ * packet ends the file and the server then answers the LOAD DATA. */
+static int
+route_file_packet(struct rws_session *rs, struct sl_buf *buf)
+{
+    struct rws_be *be = &rs->be[rs->load_target];
+
+    if (sl_buf_len(buf) == SL_MDB_HDR_LEN) {
+        rs->load_target = -1;
+    }
+    if (!rws_be_live(be)) {
+        sl_buf_free(buf);
+        if (rs->load_target >= 0) {
+            return SL_OK;   /* the error goes with the end of the file */
+        }
+        rws_send_error(rs, "Lost connection to server '%s' during LOAD DATA LOCAL INFILE",
+                       sl_server_name(be->srv));
+        return SL_OK;
+    }
+    return sl_backend_write(be->b, buf) == 0 ? SL_OK : SL_ERROR;
+}
+
 int
 rws_route_query(void *rsession, struct sl_buf *buf)
 {
     struct rws_session *rs = rsession;
     struct sl_hint hint = {.type = SL_HINT_NONE};
+    size_t n;
 
+    if (rs->load_target >= 0) {
+        return route_file_packet(rs, buf);
+    }
+    /* Kept for the safety net's log (rws_lost_track): the command and
+     * the first bytes of its payload. */
+    n = sl_buf_len(buf);
+    n = n > SL_MDB_HDR_LEN + 1 ? n - SL_MDB_HDR_LEN - 1 : 0;
+    n = n < sizeof(rs->last_stmt) ? n : sizeof(rs->last_stmt);
+    rs->last_cmd = (uint8_t)sl_mdb_command(buf);
+    rs->last_len = (uint8_t)sl_buf_copy_out(buf, SL_MDB_HDR_LEN + 1, n,
+                                            rs->last_stmt);
     sl_session_take_hint(rs->ses, &hint);
     if (rs->waiting != NULL || rs->replaying || rs->held != NULL) {
         /* A command arrived while one is held: keep order by holding it
