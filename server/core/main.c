@@ -173,15 +173,23 @@ static int
 config_check(const struct options *o)
 {
     struct sl_config *cfg;
+    struct sl_cfg_diag d = {0};
 
     sl__log_init(NULL, o->log_level >= 0 ? o->log_level : SL_LOG_WARN);
-    cfg = sl__config_load(o->config, false);
+    cfg = sl__config_load_diag(o->config, false, &d);
+    if (d.nignored > 0) {
+        /* The summary the issue asks for: what was accepted but has no
+         * effect, and why (each line also came as a warning above). */
+        printf("%d parameter(s) accepted for MaxScale compatibility and "
+               "ignored:\n%s", d.nignored, d.ignored);
+    }
     if (cfg == NULL) {
         fprintf(stderr, "%s: configuration check failed\n", o->config);
     } else {
         printf("%s: OK\n", o->config);
     }
     sl__config_free(cfg);
+    sl__cfg_diag_free(&d);
     sl__modules_unload();
     sl__log_finish();
     return cfg ? 0 : 1;

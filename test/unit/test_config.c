@@ -291,7 +291,7 @@ test_global(void **state)
 static const char full_config[] =
     "[maxscale]\nthreads=1\n"
     "[db1]\ntype=server\naddress=127.0.0.1\nport=3306\n"
-    "protocol=MariaDBBackend\npersistpoolmax=10\n"
+    "protocol=MariaDBBackend\npersistpoolmax=0\n"
     "[db2]\ntype=server\nsocket=/tmp/db2.sock\nweight=3\n"
     "[f1]\ntype=filter\nmodule=TestFilterAlias\nneeded=yes\nmode=slow\n"
     "[svc]\ntype=service\nrouter=testmod_router\n"

@@ -331,6 +331,13 @@ static const struct sl_param_spec rcr_params[] = {
     {"router_options", SL_PARAM_ENUM_MASK, "running", 0, rcr_option_names,
      "Roles a server must have to be chosen: master, slave, running, "
      "synced (any of the listed)"},
+    /* MaxScale names not implemented (docs/configuration.md) */
+    {"master_accept_reads", SL_PARAM_BOOL, "false", SL_PARAM_F_REFUSED,
+     NULL, "not implemented: router_options=master never sends reads "
+     "elsewhere and router_options=slave never to the primary"},
+    {"max_replication_lag", SL_PARAM_DURATION, "0s",
+     SL_PARAM_F_SECONDS | SL_PARAM_F_REFUSED, NULL,
+     "replication lag is not considered by readconnroute"},
     SL_PARAM_END,
 };
 
