@@ -29,6 +29,7 @@
 #include <sluice/log.h>
 #include <sluice/server.h>
 
+#include "config_files.h"
 #include "config_int.h"
 #include "ini.h"
 #include "tls.h"
@@ -36,7 +37,6 @@
 struct sl_config *sl__config;
 bool sl__config_errors_to_log;
 
-#define SL_CONFIG_MAX_BYTES (16u << 20)
 
 /* ---- diagnostics ---- */
 
@@ -876,6 +876,9 @@ classify(struct loader *L)
                           "in section '%s'", s->name);
             continue;
         }
+        if (strcmp(kv->value, "include") == 0) {
+            continue;   /* merged into the sections that @include it */
+        }
         for (k = 0; k < K_N; k++) {
             if (strcmp(kv->value, kind_names[k]) == 0) {
                 break;
@@ -1663,6 +1666,9 @@ sl__config_load_text(const char *text, size_t len, bool create_instances_,
         return NULL;
     }
     rc = sl__ini_parse(text, len, &L.ini, ini_error, d);
+    if (rc >= 0) {
+        sl__config_expand(&L.ini, d);   /* config_files.c */
+    }
     if (rc < 0 || build(&L) < 0) {
         sl__cfg_error(d, 0, "out of memory");
     }
@@ -1680,35 +1686,15 @@ sl__config_load_text(const char *text, size_t len, bool create_instances_,
     return L.cfg;
 }
 
-static char *
-read_file(struct sl_cfg_diag *d, const char *path, size_t *len)
+static int
+text_lines(const char *t, size_t len)
 {
-    FILE *f = fopen(path, "rb");
-    char *buf;
-    size_t n;
+    int n = 0;
 
-    if (f == NULL) {
-        sl__cfg_error(d, 0, "cannot open configuration file: %s",
-                      strerror(errno));
-        return NULL;
+    for (size_t i = 0; i < len; i++) {
+        n += t[i] == '\n';
     }
-    buf = malloc(SL_CONFIG_MAX_BYTES + 1);
-    if (buf == NULL) {
-        fclose(f);
-        sl__cfg_error(d, 0, "out of memory");
-        return NULL;
-    }
-    n = fread(buf, 1, SL_CONFIG_MAX_BYTES + 1, f);
-    if (ferror(f) || n > SL_CONFIG_MAX_BYTES) {
-        sl__cfg_error(d, 0, "%s", ferror(f) ? "read error"
-                      : "configuration file larger than 16 MiB");
-        fclose(f);
-        free(buf);
-        return NULL;
-    }
-    fclose(f);
-    *len = n;
-    return buf;
+    return n;
 }
 
 struct sl_config *
@@ -1716,15 +1702,25 @@ sl__config_load_diag(const char *path, bool create_instances_,
                      struct sl_cfg_diag *d)
 {
     struct sl_config *cfg;
-    size_t len;
+    size_t len, before;
     char *text;
 
     d->file = path;
-    text = read_file(d, path, &len);
+    text = sl__config_read_all(path, &len, d);   /* config_files.c */
     if (text == NULL) {
         return NULL;
     }
+    before = len;
     text = sl__persist_merge(text, &len);   /* runtime.c */
+    if (len > before) {
+        /* lines past the files come from persistdir */
+        if (d->nsrcs == 0) {
+            sl__cfg_add_src(d, 1, path);
+        }
+        sl__cfg_add_src(d, text_lines(text, before) + 1 +
+                        (before > 0 && text[before - 1] != '\n'),
+                        "persistdir");
+    }
     cfg = sl__config_load_text(text, len, create_instances_, d);
     free(text);
     return cfg;
