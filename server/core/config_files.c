@@ -448,8 +448,8 @@ sl__secrets_read(const char *path, unsigned char key[SL_SECRETS_KEY_LEN],
     int rc = -EINVAL;
 
     if (stat(path, &st) < 0) {
-        if (errno == ENOENT) {
-            return -ENOENT;
+        if (errno == ENOENT || errno == ENOTDIR) {
+            return -ENOENT;   /* no key file (or no such directory yet) */
         }
         snprintf(err, errlen, "cannot read '%s': %s", path,
                  strerror(errno));
