@@ -503,3 +503,49 @@ def test_uncreatable_datadir_refuses_start(tmp_path):
     assert status == 1, out
     assert f"cannot create the datadir directory '{blocker}/data'" in out, \
         out
+
+
+# ---- the corpus of MaxScale configurations ----
+
+CORPUS = sorted((st.ROOT / "test" / "data" / "maxscale").glob("*.cnf"))
+
+
+def documented_warning_params():
+    """Names docs/configuration.md lists as "accepted with warning"."""
+    doc = (st.ROOT / "docs" / "configuration.md").read_text()
+    return set(re.findall(r"^\| `(\w+)` \|[^\n]*\| accepted with warning",
+                          doc, re.M))
+
+
+@pytest.mark.parametrize("cfg", CORPUS, ids=[c.name for c in CORPUS])
+def test_corpus(cfg):
+    """Each configuration written out from MaxScale's documentation either
+    loads with no warning beyond the documented ones, or is refused for
+    the module/parameter its header names (`# sluice-corpus: needs X`)."""
+    expect = re.search(r"^# sluice-corpus: (.*)$", cfg.read_text(),
+                       re.M).group(1).strip()
+    assert re.search(r"^# Source: ", cfg.read_text(), re.M), "no source"
+    env = st.sluice_env()
+    env["SLUICE_MODULE_DIR"] = str(st.MODULE_DIR)
+    proc = subprocess.run(st.sluice_argv("check", cfg), env=env,
+                          capture_output=True, text=True, timeout=30)
+    out = proc.stdout + proc.stderr
+    if expect == "loads":
+        assert proc.returncode == 0, out
+        allowed = documented_warning_params()
+        for name in re.findall(r": warning: parameter '(\w+)'", out):
+            assert name in allowed, (name, "warns but is not documented "
+                                     "as accepted with warning")
+    else:
+        need = expect.removeprefix("needs ").strip()
+        assert proc.returncode == px.CONFIG_REFUSED, out
+        assert need in out, out
+
+
+def test_corpus_counts():
+    """The figures docs/configuration.md gives for the corpus."""
+    loads = sum("# sluice-corpus: loads" in c.read_text() for c in CORPUS)
+    doc = (st.ROOT / "docs" / "configuration.md").read_text()
+    assert f"holds {len(CORPUS)} configurations" in doc
+    assert f"{loads} load with no warning" in doc
+    assert f"The other {len(CORPUS) - loads} need" in doc
