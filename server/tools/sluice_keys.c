@@ -18,11 +18,20 @@ main(int argc, char **argv)
     char path[4200];
     char err[4400];
 
+    if (argc == 2 && strcmp(argv[1], "--version") == 0) {
+        printf("sluice-keys %s\n", SLUICE_VERSION);
+        return 0;
+    }
     if (argc > 2 || (argc == 2 && (strcmp(argv[1], "-h") == 0 ||
                                    strcmp(argv[1], "--help") == 0))) {
-        fprintf(stderr, "usage: sluice-keys [DIRECTORY]\n"
-                "Creates DIRECTORY/.secrets (default %s), the key for "
-                "passwords encrypted with sluice-passwd.\n",
+        fprintf(argc > 2 ? stderr : stdout,
+                "Usage: sluice-keys [DIRECTORY]\n"
+                "Create DIRECTORY/.secrets (default %s), the key for "
+                "passwords\nencrypted with sluice-passwd, in MaxScale's "
+                "format (maxkeys). An existing\nkey file is never "
+                "overwritten.\n\n"
+                "  -h, --help     show this help and exit\n"
+                "      --version  show the version and exit\n",
                 SL_DEFAULT_DATADIR);
         return argc > 2 ? 2 : 0;
     }

@@ -16,13 +16,18 @@
 #include "config_files.h"
 
 static int
-usage(void)
+usage(FILE *f, int status)
 {
-    fprintf(stderr, "usage: sluice-passwd [-d DIRECTORY | DIRECTORY] "
-            "PASSWORD|-\nEncrypts PASSWORD with DIRECTORY/.secrets "
-            "(default %s; create it with sluice-keys).\n",
+    fprintf(f, "Usage: sluice-passwd [-d DIRECTORY | DIRECTORY] "
+            "PASSWORD|-\nPrint PASSWORD encrypted with the key in "
+            "DIRECTORY/.secrets (default %s;\ncreate it with "
+            "sluice-keys), in MaxScale's format (maxpasswd). With '-' the\n"
+            "password is read from standard input.\n\n"
+            "  -d DIRECTORY   the directory of the .secrets file\n"
+            "  -h, --help     show this help and exit\n"
+            "      --version  show the version and exit\n",
             SL_DEFAULT_DATADIR);
-    return 2;
+    return status;
 }
 
 int
@@ -37,17 +42,24 @@ main(int argc, char **argv)
     char *hex;
     int rc;
 
+    if (argc == 2 && (strcmp(argv[1], "-h") == 0 ||
+                      strcmp(argv[1], "--help") == 0)) {
+        return usage(stdout, 0);
+    }
+    if (argc == 2 && strcmp(argv[1], "--version") == 0) {
+        printf("sluice-passwd %s\n", SLUICE_VERSION);
+        return 0;
+    }
     if (argc == 4 && strcmp(argv[1], "-d") == 0) {
         dir = argv[2];
         pw = argv[3];
     } else if (argc == 3 && argv[1][0] != '-') {
         dir = argv[1];
         pw = argv[2];
-    } else if (argc == 2 && strcmp(argv[1], "-h") != 0 &&
-               strcmp(argv[1], "--help") != 0) {
+    } else if (argc == 2) {
         pw = argv[1];
     } else {
-        return usage();
+        return usage(stderr, 2);
     }
     if (strcmp(pw, "-") == 0) {
         if (fgets(line, sizeof(line), stdin) == NULL) {
