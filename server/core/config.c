@@ -312,8 +312,9 @@ static const struct sl_param_spec global_specs[] = {
       "tuning: sessions are not moved between worker threads"),
     P("auto_tune", SL_PARAM_STRING, NULL, IGN,
       "tuning: nothing is tuned from the servers' variables"),
-    P("threads_max", SL_PARAM_COUNT, "256", IGN,
-      "tuning: the worker count is fixed at start-up (threads)"),
+    P("threads_max", SL_PARAM_COUNT, "256", 0,
+      "Most worker threads (1-1024): caps threads=auto, and a larger "
+      "threads is an error"),
     P("load_persisted_configs", SL_PARAM_BOOL, "true", REF,
       "objects in persistdir are always loaded"),
     P("persist_runtime_changes", SL_PARAM_BOOL, "true", REF,
@@ -703,18 +704,29 @@ resolve_threads(struct loader *L, struct sl_global *g)
 {
     const char *v = sl_params_get(g->params, "threads");
     int line = sl__params_line(g->params, "threads");
+    uint64_t max = sl_params_count(g->params, "threads_max");
     int64_t n;
 
+    if (max < 1 || max > 1024) {
+        sl__cfg_error(L->d, sl__params_line(g->params, "threads_max"),
+                      "invalid value '%s' for parameter 'threads_max' in "
+                      "section 'maxscale' (expected 1 to 1024)",
+                      sl_params_get(g->params, "threads_max"));
+        return;
+    }
     if (strcasecmp(v, "auto") == 0) {
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 
-        g->threads = cpus > 0 ? (int)(cpus > 256 ? 256 : cpus) : 1;
-    } else if (sl__param_parse_int(v, &n) == 0 && n >= 1 && n <= 1024) {
+        g->threads = cpus > 0 ? (int)((uint64_t)cpus > max ? max : (uint64_t)
+                                      cpus) : 1;
+    } else if (sl__param_parse_int(v, &n) == 0 && n >= 1 &&
+               (uint64_t)n <= max) {
         g->threads = (int)n;
     } else {
         sl__cfg_error(L->d, line, "invalid value '%s' for parameter "
                       "'threads' in section 'maxscale' (expected 'auto' or "
-                      "a number from 1 to 1024)", v);
+                      "a number from 1 to threads_max=%llu)", v,
+                      (unsigned long long)max);
     }
 }
 

@@ -379,6 +379,7 @@ datadir={data}
 secretsdir={keydir}
 persistdir={tmp_path}/persist/deeper
 cachedir={tmp_path}/cache
+threads_max=4
 substitute_variables=true
 admin_host={st.HOST}
 admin_port={ADMIN}
@@ -434,6 +435,7 @@ servers=db1,db2,db3
         assert g["substitute_variables"] in (True, "true"), g
         assert g["secretsdir"] == str(keydir), g
         assert g["cachedir"] == f"{tmp_path}/cache", g
+        assert str(g["threads_max"]) == "4", g
         svc = admin_get("/services/Primary")["data"]["attributes"]
         assert svc["parameters"]["user"] == st.SERVICE_USER, svc
     finally:
