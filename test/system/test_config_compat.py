@@ -79,6 +79,20 @@ type=listener
 service=RW
 address={st.HOST}
 port={PORT}
+
+[QLA]
+type=filter
+module=qlafilter
+filebase={run_dir}/qla
+
+[Tee]
+type=filter
+module=tee
+target=RW
+
+[Cache]
+type=filter
+module=cache
 {extra}
 """
 
@@ -136,6 +150,8 @@ REFUSED = [
     ("RW-Listener", "proxy_protocol_networks=127.0.0.1"),
     ("RW-Listener", "authenticator_options=skip_authentication=true"),
     ("RW-Listener", "connection_init_sql_file=/tmp/init.sql"),
+    ("QLA", "use_canonical_form=true"),
+    ("Tee", "sync=true"),
 ]
 
 
@@ -202,7 +218,10 @@ def ignored_rows():
                              else m.group(3).strip('"')))
     for path, section in (
             (SRC / "modules/routing/readwritesplit/readwritesplit.c", "RW"),
-            (SRC / "modules/monitor/mariadbmon/mariadbmon.c", "Mon")):
+            (SRC / "modules/monitor/mariadbmon/mariadbmon.c", "Mon"),
+            (SRC / "modules/filter/cache/cache.c", "Cache"),
+            (SRC / "modules/filter/qlafilter/qlafilter.c", "QLA"),
+            (SRC / "modules/filter/tee/tee.c", "Tee")):
         src = path.read_text()
         for m in re.finditer(r'\{"(\w+)", SL_PARAM_(\w+), ("[^"]*"|NULL),\s*'
                              r'([A-Z_ |]+),', src):
