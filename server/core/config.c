@@ -296,8 +296,10 @@ static const struct sl_param_spec global_specs[] = {
       "variable"),
     P("sql_mode", SL_PARAM_STRING, "default", REF,
       "only the default SQL mode is parsed (sql_mode=oracle is not)"),
-    P("log_throttling", SL_PARAM_STRING, NULL, IGN,
-      "tuning: Sluice does not throttle repeated log messages"),
+    P("log_throttling", SL_PARAM_STRING, NULL, 0,
+      "COUNT, WINDOW, SUPPRESS: an error or warning logged COUNT times "
+      "within WINDOW by one call site is suppressed for SUPPRESS (bare "
+      "numbers are ms; default off)"),
     P("log_augmentation", SL_PARAM_COUNT, "0", IGN,
       "cosmetic: log lines are not augmented"),
     P("log_warn_super_user", SL_PARAM_BOOL, "false", IGN,
@@ -751,6 +753,33 @@ copy_path(char *dst, size_t len, const char *src)
     snprintf(dst, len, "%s", src ? src : "");
 }
 
+/* log_throttling = COUNT, WINDOW, SUPPRESS (MaxScale's form; durations
+ * with a unit, or bare milliseconds). */
+static void
+resolve_log_throttling(struct loader *L, struct sl_global *g)
+{
+    const char *v = sl_params_get(g->params, "log_throttling");
+    char a[64], b[64], c[64], extra[8];
+    uint64_t count, window, suppress;
+
+    if (v == NULL) {
+        return;
+    }
+    if (sscanf(v, " %63[^, ] , %63[^, ] , %63[^, ] %7s", a, b, c,
+               extra) != 3 || sl__param_parse_count(a, &count) < 0 ||
+        count > 1000000 || sl_param_parse_duration(b, false, &window) < 0 ||
+        sl_param_parse_duration(c, false, &suppress) < 0) {
+        sl__cfg_error(L->d, sl__params_line(g->params, "log_throttling"),
+                      "invalid value '%s' for parameter 'log_throttling' in "
+                      "section 'maxscale' (expected COUNT, WINDOW, SUPPRESS "
+                      "such as 10, 1000ms, 10000ms)", v);
+        return;
+    }
+    g->log_throttle_count = (unsigned)count;
+    g->log_throttle_window_ms = window;
+    g->log_throttle_suppress_ms = suppress;
+}
+
 static void
 fill_global(struct loader *L, struct sl_global *g)
 {
@@ -759,6 +788,7 @@ fill_global(struct loader *L, struct sl_global *g)
     int64_t port = sl_params_int(p, "admin_port");
 
     resolve_threads(L, g);
+    resolve_log_throttling(L, g);
     g->event_model = sl_params_enum(p, "event_model") == 1
                          ? SL_EVENT_MODEL_SHARED : SL_EVENT_MODEL_PINNED;
     if (L->d->module_dir) {

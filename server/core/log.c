@@ -233,15 +233,129 @@ vlog(int level, const char *tag, const struct sl_session *ses,
     emit(line, n, sizeof(line));
 }
 
+/* ---- log_throttling ----
+ *
+ * Per call site, keyed by the format string's address (one per sl_log_*
+ * call). Slots are a small open hash; the counters are relaxed atomics, so
+ * two workers logging the same site at once may let a line more through or
+ * restart a window: the throttle is approximate and never blocks. Only
+ * errors and warnings are throttled (MaxScale's rule). */
+
+#define THROTTLE_SLOTS 512
+
+struct throttle_slot {
+    _Atomic(const char *) site;
+    atomic_ullong window_start_ms;
+    atomic_uint count;
+    atomic_ullong suppressed_until_ms;
+};
+
+static struct throttle_slot throttle[THROTTLE_SLOTS];
+static atomic_uint throttle_count;          /* 0: off */
+static atomic_ullong throttle_window_ms;
+static atomic_ullong throttle_suppress_ms;
+
+void
+sl__log_set_throttling(unsigned count, uint64_t window_ms,
+                       uint64_t suppress_ms)
+{
+    atomic_store(&throttle_window_ms, window_ms);
+    atomic_store(&throttle_suppress_ms, suppress_ms);
+    atomic_store(&throttle_count, count);
+}
+
+static uint64_t
+log_mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* 0: log it; 1: log it and say the site is now suppressed; -1: drop. */
+static int
+throttled(int level, const char *site)
+{
+    unsigned max = atomic_load_explicit(&throttle_count,
+                                        memory_order_relaxed);
+    struct throttle_slot *t;
+    uint64_t now, start;
+    unsigned n;
+
+    if (max == 0 || level > SL_LOG_WARN) {
+        return 0;
+    }
+    t = &throttle[((uintptr_t)site >> 3) % THROTTLE_SLOTS];
+    now = log_mono_ms();
+    if (atomic_load_explicit(&t->site, memory_order_relaxed) != site) {
+        /* a new site takes the slot over (a collision only resets) */
+        atomic_store_explicit(&t->site, site, memory_order_relaxed);
+        atomic_store_explicit(&t->window_start_ms, now,
+                              memory_order_relaxed);
+        atomic_store_explicit(&t->count, 0, memory_order_relaxed);
+        atomic_store_explicit(&t->suppressed_until_ms, 0,
+                              memory_order_relaxed);
+    }
+    if (now < atomic_load_explicit(&t->suppressed_until_ms,
+                                   memory_order_relaxed)) {
+        return -1;
+    }
+    start = atomic_load_explicit(&t->window_start_ms, memory_order_relaxed);
+    if (now - start > atomic_load_explicit(&throttle_window_ms,
+                                           memory_order_relaxed)) {
+        atomic_store_explicit(&t->window_start_ms, now,
+                              memory_order_relaxed);
+        atomic_store_explicit(&t->count, 0, memory_order_relaxed);
+    }
+    n = atomic_fetch_add_explicit(&t->count, 1, memory_order_relaxed) + 1;
+    if (n < max) {
+        return 0;
+    }
+    atomic_store_explicit(&t->suppressed_until_ms, now +
+                          atomic_load_explicit(&throttle_suppress_ms,
+                                               memory_order_relaxed),
+                          memory_order_relaxed);
+    atomic_store_explicit(&t->count, 0, memory_order_relaxed);
+    return 1;
+}
+
+static void
+throttle_note(int level, const char *tag)
+{
+    char line[256];
+    size_t n = line_prefix(line, sizeof(line), level, tag);
+    int r = snprintf(line + n, sizeof(line) - n, "The previous message was "
+                     "logged %u times within %llu ms; suppressing it for "
+                     "%llu ms (log_throttling)",
+                     atomic_load(&throttle_count),
+                     (unsigned long long)atomic_load(&throttle_window_ms),
+                     (unsigned long long)atomic_load(&throttle_suppress_ms));
+
+    if (r > 0) {
+        n += (size_t)r < sizeof(line) - n ? (size_t)r : sizeof(line) - n - 1;
+    }
+    emit(line, n, sizeof(line));
+}
+
 void
 sl__log(int level, const char *tag, const char *file, int line,
         const char *fmt, ...)
 {
     va_list ap;
+    int th = throttled(level, fmt);
 
+    (void)file;
+    (void)line;
+    if (th < 0) {
+        return;
+    }
     va_start(ap, fmt);
     vlog(level, tag, NULL, fmt, ap);
     va_end(ap);
+    if (th > 0) {
+        throttle_note(level, tag);
+    }
 }
 
 void
@@ -249,10 +363,17 @@ sl__log_ses(int level, const char *tag, const struct sl_session *ses,
             const char *fmt, ...)
 {
     va_list ap;
+    int th = throttled(level, fmt);
 
+    if (th < 0) {
+        return;
+    }
     va_start(ap, fmt);
     vlog(level, tag, ses, fmt, ap);
     va_end(ap);
+    if (th > 0) {
+        throttle_note(level, tag);
+    }
 }
 
 /* ---- masking passwords ---- */

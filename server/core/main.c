@@ -715,6 +715,9 @@ run(const struct options *o)
         goto out_config;
     }
     sl__config = cfg;
+    sl__log_set_throttling(cfg->global.log_throttle_count,
+                           cfg->global.log_throttle_window_ms,
+                           cfg->global.log_throttle_suppress_ms);
     if (start_runtime(cfg) < 0) {
         fprintf(stderr, "sluice: startup failed, see the log\n");
         goto out_config;

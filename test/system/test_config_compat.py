@@ -264,7 +264,7 @@ def test_every_ignored_parameter_warns(tmp_path):
 def test_ignored_warning_at_startup(tmp_path):
     """The daemon logs the warning too (not only --config-check)."""
     text = add_to_section(base_config(tmp_path), "maxscale",
-                          "log_throttling=10,1s,10s")
+                          "query_retries=3")
     for sub in ("log", "data", "persist"):
         (tmp_path / sub).mkdir(exist_ok=True)
     cfg = tmp_path / "s.cnf"
@@ -276,11 +276,46 @@ def test_ignored_warning_at_startup(tmp_path):
         log = (tmp_path / "out.log").read_text()
         if (tmp_path / "log" / "sluice.log").exists():
             log += (tmp_path / "log" / "sluice.log").read_text()
-        assert (f"{line_of(text, 'log_throttling=10,1s,10s')}: warning: "
-                "parameter 'log_throttling'") in log, log[-3000:]
+        assert (f"{line_of(text, 'query_retries=3')}: warning: "
+                "parameter 'query_retries'") in log, log[-3000:]
     finally:
         problems = d.stop()
     assert not problems, problems
+
+
+def test_log_throttling(tmp_path):
+    """log_throttling=2, 60s, 60s: of five failed logins (one call site,
+    a warning each) two are logged, then the suppression notice."""
+    text = add_to_section(base_config(tmp_path), "maxscale",
+                          "log_throttling=2, 60s, 60000")
+    for sub in ("log", "data", "persist"):
+        (tmp_path / sub).mkdir(exist_ok=True)
+    cfg = tmp_path / "th.cnf"
+    cfg.write_text(text)
+    d = px.Daemon(st.sluice_argv("start", cfg), tmp_path / "out.log",
+                  st.sluice_env())
+    try:
+        d.wait_ports([PORT])
+        for _ in range(5):
+            with pytest.raises(Exception) as exc:
+                st.connect(port=PORT, password="wrong-password")
+            assert st.error_code(exc.value) == 1045
+        log = (tmp_path / "out.log").read_text()
+    finally:
+        problems = d.stop()
+    assert not problems, problems
+    assert log.count("authentication failed for") == 2, log[-3000:]
+    assert ("logged 2 times within 60000 ms; suppressing it for 60000 ms "
+            "(log_throttling)") in log, log[-3000:]
+
+
+def test_log_throttling_invalid(tmp_path):
+    setting = "log_throttling=10, soon, 10000ms"
+    text = add_to_section(base_config(tmp_path), "maxscale", setting)
+    cfg, status, out = check(tmp_path, text)
+    assert status == px.CONFIG_REFUSED, out
+    assert (f"{cfg}:{line_of(text, setting)}: invalid value "
+            "'10, soon, 10000ms' for parameter 'log_throttling'") in out, out
 
 
 # ---- aliases and authenticators ----
