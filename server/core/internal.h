@@ -194,6 +194,9 @@ void sl__log_finish(void);
  * off). Main thread, before the workers start. */
 void sl__log_set_throttling(unsigned count, uint64_t window_ms,
                             uint64_t suppress_ms);
+/* syslog=true: lines also go to the local syslog; maxlog=false: not to
+ * Sluice's own log. Main thread, before the workers start. */
+void sl__log_set_destinations(bool use_syslog, bool use_maxlog);
 /* The log file's path, "" for stdout. Any thread. */
 const char *sl__log_path(void);
 

@@ -24,7 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -152,13 +154,78 @@ line_prefix(char *line, size_t cap, int level, const char *tag)
     return n;
 }
 
+/* ---- syslog / maxlog ----
+ *
+ * syslog=true also sends every line to the local syslog socket (/dev/log,
+ * or $SLUICE_SYSLOG_SOCKET for tests) as an RFC 3164 datagram, facility
+ * user, without our timestamp (syslog adds its own). Sent with
+ * MSG_DONTWAIT: a full or missing syslog drops the line, it never blocks a
+ * worker. maxlog=false stops the writes to Sluice's own log. */
+
+#define TIMESTAMP_LEN 24   /* "YYYY-mm-dd HH:MM:SS.mmm " (line_prefix) */
+
+static atomic_bool to_syslog;
+static atomic_bool to_maxlog = true;
+static atomic_int syslog_fd = -1;
+static struct sockaddr_un syslog_addr;
+
+void
+sl__log_set_destinations(bool use_syslog, bool use_maxlog)
+{
+    const char *path = getenv("SLUICE_SYSLOG_SOCKET");
+
+    if (use_syslog && atomic_load(&syslog_fd) < 0) {
+        int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+        memset(&syslog_addr, 0, sizeof(syslog_addr));
+        syslog_addr.sun_family = AF_UNIX;
+        snprintf(syslog_addr.sun_path, sizeof(syslog_addr.sun_path), "%s",
+                 path && path[0] ? path : "/dev/log");
+        atomic_store(&syslog_fd, fd);
+    }
+    atomic_store(&to_syslog, use_syslog);
+    atomic_store(&to_maxlog, use_maxlog);
+}
+
 static void
-emit(char *line, size_t n, size_t cap)
+send_syslog(int level, const char *line, size_t n)
+{
+    static const int prio[] = {3, 4, 5, 6, 7};   /* err warning notice info
+                                                  * debug */
+    char msg[LINE_MAX_LEN + 64];
+    int fd = atomic_load_explicit(&syslog_fd, memory_order_relaxed);
+    int h;
+
+    if (fd < 0 || n <= TIMESTAMP_LEN) {
+        return;
+    }
+    if (level < SL_LOG_ERROR || level > SL_LOG_DEBUG) {
+        level = SL_LOG_NOTICE;
+    }
+    h = snprintf(msg, sizeof(msg), "<%d>sluice[%ld]: ",
+                 8 + prio[level - SL_LOG_ERROR], (long)getpid());
+    n -= TIMESTAMP_LEN;
+    if (n > sizeof(msg) - (size_t)h) {
+        n = sizeof(msg) - (size_t)h;
+    }
+    memcpy(msg + h, line + TIMESTAMP_LEN, n);
+    (void)sendto(fd, msg, (size_t)h + n, MSG_DONTWAIT | MSG_NOSIGNAL,
+                 (const struct sockaddr *)&syslog_addr, sizeof(syslog_addr));
+}
+
+static void
+emit_level(int level, char *line, size_t n, size_t cap)
 {
     ssize_t w;
 
     if (n >= cap - 1) {
         n = cap - 2;   /* truncated line */
+    }
+    if (atomic_load_explicit(&to_syslog, memory_order_relaxed)) {
+        send_syslog(level, line, n);
+    }
+    if (!atomic_load_explicit(&to_maxlog, memory_order_relaxed)) {
+        return;
     }
     line[n++] = '\n';
     do {
@@ -230,7 +297,7 @@ vlog(int level, const char *tag, const struct sl_session *ses,
         n += escape(line + n, sizeof(line) - n, raw,
                     (size_t)r < sizeof(raw) ? (size_t)r : sizeof(raw) - 1);
     }
-    emit(line, n, sizeof(line));
+    emit_level(level, line, n, sizeof(line));
 }
 
 /* ---- log_throttling ----
@@ -335,7 +402,7 @@ throttle_note(int level, const char *tag)
     if (r > 0) {
         n += (size_t)r < sizeof(line) - n ? (size_t)r : sizeof(line) - n - 1;
     }
-    emit(line, n, sizeof(line));
+    emit_level(level, line, n, sizeof(line));
 }
 
 void

@@ -715,6 +715,8 @@ run(const struct options *o)
         goto out_config;
     }
     sl__config = cfg;
+    sl__log_set_destinations(sl_params_bool(cfg->global.params, "syslog"),
+                             sl_params_bool(cfg->global.params, "maxlog"));
     sl__log_set_throttling(cfg->global.log_throttle_count,
                            cfg->global.log_throttle_window_ms,
                            cfg->global.log_throttle_suppress_ms);

@@ -318,6 +318,48 @@ def test_log_throttling_invalid(tmp_path):
             "'10, soon, 10000ms' for parameter 'log_throttling'") in out, out
 
 
+def test_syslog_only(tmp_path):
+    """syslog=true, maxlog=false: log lines reach the syslog socket (here
+    a datagram socket the test binds, through $SLUICE_SYSLOG_SOCKET) with
+    the user facility and the right priority, and no longer the log."""
+    import socket as so
+    sock_path = tmp_path / "log.sock"
+    rx = so.socket(so.AF_UNIX, so.SOCK_DGRAM)
+    rx.bind(str(sock_path))
+    rx.settimeout(0.2)
+    text = add_to_section(base_config(tmp_path), "maxscale",
+                          "syslog=true\nmaxlog=false")
+    for sub in ("log", "data", "persist"):
+        (tmp_path / sub).mkdir(exist_ok=True)
+    cfg = tmp_path / "sys.cnf"
+    cfg.write_text(text)
+    env = st.sluice_env()
+    env["SLUICE_SYSLOG_SOCKET"] = str(sock_path)
+    d = px.Daemon(st.sluice_argv("start", cfg), tmp_path / "out.log", env)
+    got = []
+    try:
+        d.wait_ports([PORT])
+        with pytest.raises(Exception) as exc:
+            st.connect(port=PORT, password="wrong-password")
+        assert st.error_code(exc.value) == 1045
+
+        def received():
+            try:
+                got.append(rx.recv(65536).decode(errors="replace"))
+            except OSError:
+                pass
+            return any("authentication failed for" in g for g in got)
+        st.wait_until(received, 10, what="the warning on the syslog socket")
+        out = (tmp_path / "out.log").read_text()
+    finally:
+        problems = d.stop()
+        rx.close()
+    assert not problems, problems
+    warn = [g for g in got if "authentication failed for" in g][0]
+    assert warn.startswith("<12>sluice["), warn    # user.warning
+    assert "authentication failed for" not in out, out[-2000:]
+
+
 # ---- aliases and authenticators ----
 
 @pytest.mark.parametrize("auth", ["MariaDBAuth", "mariadbauth", "MySQLAuth",
