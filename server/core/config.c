@@ -285,10 +285,13 @@ static const struct sl_param_spec global_specs[] = {
       "diagnostics: sessions keep no statement history"),
     P("session_trace", SL_PARAM_COUNT, "0", IGN,
       "diagnostics: session tracing is not implemented"),
-    P("users_refresh_time", SL_PARAM_DURATION, "30s", IGN | SECS,
-      "tuning: user accounts are reloaded on Sluice's own schedule"),
-    P("users_refresh_interval", SL_PARAM_DURATION, "0s", IGN | SECS,
-      "tuning: user accounts are reloaded on Sluice's own schedule"),
+    P("users_refresh_time", SL_PARAM_DURATION, "1s", SECS,
+      "Least time between user account reloads caused by failed logins; "
+      "a login that would wait longer is refused (MaxScale's default is "
+      "30s)"),
+    P("users_refresh_interval", SL_PARAM_DURATION, "0s", SECS,
+      "Reload user accounts this often even without failed logins "
+      "(0 = only on failed logins)"),
     P("passive", SL_PARAM_BOOL, "false", REF,
       "passive mode is not implemented: a Sluice monitor always performs "
       "failover, switchover and rejoin when configured to"),
@@ -1696,6 +1699,8 @@ sl__config_free(struct sl_config *cfg)
     free(cfg);
 }
 
+static const struct sl_config *loading_cfg;
+
 struct sl_config *
 sl__config_load_text(const char *text, size_t len, bool create_instances_,
                      struct sl_cfg_diag *d)
@@ -1716,7 +1721,9 @@ sl__config_load_text(const char *text, size_t len, bool create_instances_,
         sl__cfg_error(d, 0, "out of memory");
     }
     if (d->errors == 0 && create_instances_) {
+        loading_cfg = L.cfg;
         create_instances(&L);
+        loading_cfg = NULL;
     }
     for (int k = 0; k < K_N; k++) {
         free(L.by_kind[k]);
@@ -1938,8 +1945,15 @@ out:
     return d->errors > 0 ? -EINVAL : 0;
 }
 
+/* The configuration whose instances are being created (main thread, during
+ * sl__config_load_text): modules that read global parameters in their
+ * create_instance or service_data_create see it before sl__config is
+ * published. */
 const struct sl_params *
 sl_global_params(void)
 {
-    return sl__config != NULL ? sl__config->global.params : NULL;
+    if (sl__config != NULL) {
+        return sl__config->global.params;
+    }
+    return loading_cfg != NULL ? loading_cfg->global.params : NULL;
 }

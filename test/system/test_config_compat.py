@@ -20,6 +20,7 @@
 import json
 import re
 import subprocess
+import time
 import urllib.request
 import base64
 
@@ -358,6 +359,62 @@ def test_syslog_only(tmp_path):
     warn = [g for g in got if "authentication failed for" in g][0]
     assert warn.startswith("<12>sluice["), warn    # user.warning
     assert "authentication failed for" not in out, out[-2000:]
+
+
+@pytest.mark.parametrize("interval", ["0", "2s"])
+def test_users_refresh(tmp_path, interval):
+    """users_refresh_time=60s: an account created behind Sluice's back is
+    not loaded by a failed login within the minute (1045 at once, not a
+    held login); with users_refresh_interval=2s the periodic reload brings
+    it in after a few seconds."""
+    user = f"cnf_refresh_{interval.replace('s', '')}"
+    text = add_to_section(base_config(tmp_path), "maxscale",
+                          f"users_refresh_time=60s\n"
+                          f"users_refresh_interval={interval}\n"
+                          "max_auth_errors_until_block=0")
+    for sub in ("log", "data", "persist"):
+        (tmp_path / sub).mkdir(exist_ok=True)
+    cfg = tmp_path / "users.cnf"
+    cfg.write_text(text)
+    primary = st.root(st.PRIMARY_ID)
+    with primary.cursor() as cur:
+        cur.execute(f"DROP USER IF EXISTS '{user}'@'%'")
+    d = px.Daemon(st.sluice_argv("start", cfg), tmp_path / "out.log",
+                  st.sluice_env())
+    try:
+        d.wait_ports([PORT])
+        st.wait_until(lambda: st.server_id(st.connect(port=PORT)) > 0, 20,
+                      what="the first account load")
+        with primary.cursor() as cur:
+            cur.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY 'pw1'")
+            cur.execute(f"GRANT SELECT ON *.* TO '{user}'@'%'")
+        st.wait_replicated()
+        started = time.monotonic()
+        with pytest.raises(Exception) as exc:
+            st.connect(port=PORT, user=user, password="pw1")
+        assert st.error_code(exc.value) == 1045
+        assert time.monotonic() - started < 5, "the login was held"
+        if interval == "0":
+            time.sleep(4)
+            with pytest.raises(Exception) as exc:
+                st.connect(port=PORT, user=user, password="pw1")
+            assert st.error_code(exc.value) == 1045
+        else:
+            def logs_in():
+                try:
+                    conn = st.connect(port=PORT, user=user, password="pw1")
+                except Exception:
+                    return False
+                with conn:
+                    return st.server_id(conn) in st.SERVERS
+            st.wait_until(logs_in, 15, interval=0.5,
+                          what="the periodic reload")
+    finally:
+        problems = d.stop()
+        with primary.cursor() as cur:
+            cur.execute(f"DROP USER IF EXISTS '{user}'@'%'")
+        primary.close()
+    assert not problems, problems
 
 
 # ---- aliases and authenticators ----
