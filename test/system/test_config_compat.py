@@ -533,6 +533,10 @@ secretsdir={keydir}
 persistdir={tmp_path}/persist/deeper
 cachedir={tmp_path}/cache
 threads_max=4
+log_throttling=7, 2s, 30s
+syslog=true
+users_refresh_time=5s
+users_refresh_interval=1h
 substitute_variables=true
 admin_host={st.HOST}
 admin_port={ADMIN}
@@ -564,6 +568,7 @@ servers=db1,db2,db3
         f"address={st.HOST}\nport=$SLUICE_TEST_PORT\n"
         "authenticator=MariaDBAuth\n")
     env = st.sluice_env()
+    env["SLUICE_SYSLOG_SOCKET"] = str(tmp_path / "no-syslog-here")
     env["SLUICE_TEST_SVC_USER"] = st.SERVICE_USER
     env["SLUICE_TEST_PORT"] = str(PORT2)
     status = subprocess.run(st.sluice_argv("check", cfg), env=env,
@@ -589,6 +594,12 @@ servers=db1,db2,db3
         assert g["secretsdir"] == str(keydir), g
         assert g["cachedir"] == f"{tmp_path}/cache", g
         assert str(g["threads_max"]) == "4", g
+        # the other parameters this work implemented, at non-default
+        # values (the values as written, as for every parameter)
+        assert g["log_throttling"] == "7, 2s, 30s", g
+        assert g["syslog"] in (True, "true"), g
+        assert g["users_refresh_time"] in ("5s", 5, "5000ms"), g
+        assert g["users_refresh_interval"] in ("1h", 3600, "3600s"), g
         svc = admin_get("/services/Primary")["data"]["attributes"]
         assert svc["parameters"]["user"] == st.SERVICE_USER, svc
     finally:
