@@ -43,7 +43,15 @@ enum sl_param_flags {
     SL_PARAM_F_SECONDS = 1u << 1,   /* bare durations are seconds */
     SL_PARAM_F_DEPRECATED = 1u << 2,/* accepted with a warning */
     SL_PARAM_F_IGNORED = 1u << 3,   /* accepted for MaxScale compatibility,
-                                     * has no effect (logged at info) */
+                                     * has no effect: a warning at start-up
+                                     * and in --config-check, giving the
+                                     * spec's description as the reason.
+                                     * Only for cosmetic/tuning names. */
+    SL_PARAM_F_REFUSED = 1u << 4,   /* a MaxScale name Sluice does not
+                                     * implement: setting it is a
+                                     * configuration error naming file, line
+                                     * and parameter, with the description
+                                     * as the reason */
 };
 
 struct sl_param_spec {

@@ -29,6 +29,7 @@
 #include <sluice/log.h>
 #include <sluice/server.h>
 
+#include "config_files.h"
 #include "config_int.h"
 #include "ini.h"
 #include "stats.h"
@@ -37,7 +38,6 @@
 struct sl_config *sl__config;
 bool sl__config_errors_to_log;
 
-#define SL_CONFIG_MAX_BYTES (16u << 20)
 
 /* ---- diagnostics ---- */
 
@@ -49,9 +49,18 @@ diag_add(struct sl_cfg_diag *d, bool error, int line, const char *fmt,
     char full[1400];
     size_t n;
 
+    const char *file = d->file ? d->file : "-";
+
     vsnprintf(msg, sizeof(msg), fmt, ap);
+    for (size_t i = d->nsrcs; line > 0 && i-- > 0;) {
+        if (line >= d->srcs[i].first) {
+            file = d->srcs[i].file;
+            line = line - d->srcs[i].first + 1;
+            break;
+        }
+    }
     if (line > 0) {
-        snprintf(full, sizeof(full), "%s:%d: %s%s", d->file ? d->file : "-",
+        snprintf(full, sizeof(full), "%s:%d: %s%s", file,
                  line, error ? "" : "warning: ", msg);
     } else {
         snprintf(full, sizeof(full), "%s: %s%s", d->file ? d->file : "-",
@@ -106,11 +115,49 @@ sl__cfg_warn(struct sl_cfg_diag *d, int line, const char *fmt, ...)
 }
 
 void
+sl__cfg_ignored(struct sl_cfg_diag *d, int line, const char *name,
+                const char *what, const char *reason)
+{
+    size_t before = d->len;
+    size_t n;
+
+    sl__cfg_warn(d, line, "parameter '%s' in %s is accepted for MaxScale "
+                 "compatibility and ignored: %s", name, what, reason);
+    if (d->len <= before) {
+        return;
+    }
+    n = d->len - before;
+    if (d->ignored_len + n + 1 > d->ignored_cap) {
+        size_t cap = (d->ignored_cap + n + 1) * 2;
+        char *t = realloc(d->ignored, cap);
+
+        if (t == NULL) {
+            return;
+        }
+        d->ignored = t;
+        d->ignored_cap = cap;
+    }
+    memcpy(d->ignored + d->ignored_len, d->text + before, n);
+    d->ignored_len += n;
+    d->ignored[d->ignored_len] = '\0';
+    d->nignored++;
+}
+
+void
 sl__cfg_diag_free(struct sl_cfg_diag *d)
 {
     free(d->text);
     d->text = NULL;
     d->len = d->cap = 0;
+    free(d->ignored);
+    d->ignored = NULL;
+    d->ignored_len = d->ignored_cap = 0;
+    for (size_t i = 0; i < d->nsrcs; i++) {
+        free(d->srcs[i].file);
+    }
+    free(d->srcs);
+    d->srcs = NULL;
+    d->nsrcs = 0;
 }
 
 /* ---- the core's parameter tables ---- */
@@ -118,8 +165,18 @@ sl__cfg_diag_free(struct sl_cfg_diag *d)
 #define P(n, t, def, fl, desc) {n, t, def, fl, NULL, desc}
 #define PE(n, t, def, fl, vals, desc) {n, t, def, fl, vals, desc}
 #define IGN SL_PARAM_F_IGNORED
+#define REF SL_PARAM_F_REFUSED
 #define MAND SL_PARAM_F_MANDATORY
 #define SECS SL_PARAM_F_SECONDS
+
+/*
+ * MaxScale names Sluice does not implement. IGN rows (cosmetic or tuning
+ * only) are accepted with a warning giving the description as the reason;
+ * REF rows are refused with the description as the reason, except when the
+ * value equals the row's default (the behaviour Sluice has), so that
+ * "passive=false" loads and "passive=true" does not. docs/configuration.md
+ * lists every row.
+ */
 
 static const char *const event_models[] = {"pinned", "shared", NULL};
 
@@ -141,8 +198,11 @@ static const struct sl_param_spec global_specs[] = {
     P("log_info", SL_PARAM_BOOL, "false", 0, "Log info messages"),
     P("log_notice", SL_PARAM_BOOL, "true", 0, "Log notices"),
     P("log_warning", SL_PARAM_BOOL, "true", 0, "Log warnings"),
-    P("syslog", SL_PARAM_BOOL, "false", IGN, "Accepted, no effect"),
-    P("maxlog", SL_PARAM_BOOL, "true", IGN, "Accepted, no effect"),
+    P("syslog", SL_PARAM_BOOL, "false", 0,
+      "Also send log lines to the local syslog (/dev/log), facility user"),
+    P("maxlog", SL_PARAM_BOOL, "true", 0,
+      "Write Sluice's own log (file or standard output); false with "
+      "syslog=true logs to syslog only"),
     P("admin_host", SL_PARAM_STRING, "127.0.0.1", 0, "REST API address"),
     P("admin_port", SL_PARAM_INT, "8989", 0, "REST API port"),
     P("admin_enabled", SL_PARAM_BOOL, "true", 0, "Enable the REST API"),
@@ -156,11 +216,40 @@ static const struct sl_param_spec global_specs[] = {
     P("admin_ssl_key", SL_PARAM_PATH, NULL, 0, "REST API TLS key"),
     P("admin_ssl_cert", SL_PARAM_PATH, NULL, 0, "REST API TLS certificate"),
     P("admin_ssl_ca_cert", SL_PARAM_PATH, NULL, 0, "REST API TLS CA"),
-    P("admin_log_auth_failures", SL_PARAM_BOOL, "true", IGN, ""),
-    P("admin_gui", SL_PARAM_BOOL, "false", IGN, ""),
-    P("admin_secure_gui", SL_PARAM_BOOL, "false", IGN, ""),
-    P("admin_pam_readwrite_service", SL_PARAM_STRING, NULL, IGN, ""),
-    P("admin_pam_readonly_service", SL_PARAM_STRING, NULL, IGN, ""),
+    P("admin_log_auth_failures", SL_PARAM_BOOL, "true", IGN,
+      "REST API authentication failures are always logged"),
+    P("admin_gui", SL_PARAM_BOOL, "false", IGN, "Sluice has no web GUI"),
+    P("admin_secure_gui", SL_PARAM_BOOL, "false", IGN,
+      "Sluice has no web GUI"),
+    P("admin_pam_readwrite_service", SL_PARAM_STRING, NULL, REF,
+      "PAM authentication of REST API users is not implemented"),
+    P("admin_pam_readonly_service", SL_PARAM_STRING, NULL, REF,
+      "PAM authentication of REST API users is not implemented"),
+    P("admin_audit", SL_PARAM_BOOL, "false", REF,
+      "the REST API audit file is not implemented"),
+    P("admin_audit_file", SL_PARAM_PATH, NULL, REF,
+      "the REST API audit file is not implemented"),
+    P("admin_audit_exclude_methods", SL_PARAM_STRING, NULL, REF,
+      "the REST API audit file is not implemented"),
+    P("admin_jwt_algorithm", SL_PARAM_STRING, "auto", REF,
+      "REST API JWT tokens are not implemented"),
+    P("admin_jwt_key", SL_PARAM_PATH, NULL, REF,
+      "REST API JWT tokens are not implemented"),
+    P("admin_jwt_issuer", SL_PARAM_STRING, "maxscale", IGN,
+      "REST API JWT tokens are not implemented"),
+    P("admin_jwt_max_age", SL_PARAM_DURATION, "24h", IGN | SECS,
+      "REST API JWT tokens are not implemented"),
+    P("admin_ssl_version", SL_PARAM_STRING, "MAX", REF,
+      "the REST API's TLS versions are not configurable"),
+    P("admin_ssl_ca", SL_PARAM_PATH, NULL, REF,
+      "REST API client certificates are not verified; use "
+      "admin_ssl_ca_cert only with admin_ssl_cert/admin_ssl_key"),
+    P("admin_verify_url", SL_PARAM_STRING, NULL, REF,
+      "external REST API authentication is not implemented"),
+    P("admin_readwrite_hosts", SL_PARAM_STRING, "%", REF,
+      "REST API host restrictions are not implemented"),
+    P("admin_readonly_hosts", SL_PARAM_STRING, "%", REF,
+      "REST API host restrictions are not implemented"),
     P("shutdown_timeout", SL_PARAM_DURATION, "10s", SECS,
       "On SIGTERM, how long busy sessions may finish their statements"),
     P("writeq_high_water", SL_PARAM_SIZE, "64Ki", 0,
@@ -177,44 +266,104 @@ static const struct sl_param_spec global_specs[] = {
       "GET /metrics without credentials"),
     P("admin_dashboard_dir", SL_PARAM_PATH, SLUICE_DEFAULT_DASHBOARD_DIR, 0,
       "Directory of the web dashboard's files (served at /)"),
-    P("query_classifier", SL_PARAM_STRING, NULL, IGN, ""),
-    P("query_classifier_args", SL_PARAM_STRING, NULL, IGN, ""),
-    P("query_classifier_cache_size", SL_PARAM_SIZE, NULL, IGN, ""),
+    P("query_classifier", SL_PARAM_STRING, NULL, IGN,
+      "Sluice has one built-in classifier"),
+    P("query_classifier_args", SL_PARAM_STRING, NULL, IGN,
+      "Sluice has one built-in classifier"),
+    P("query_classifier_cache_size", SL_PARAM_SIZE, NULL, IGN,
+      "tuning: Sluice's classifier has no cache"),
     P("local_address", SL_PARAM_STRING, NULL, 0,
       "Source address of connections to backends"),
-    P("ms_timestamp", SL_PARAM_BOOL, "false", IGN, ""),
-    P("skip_permission_checks", SL_PARAM_BOOL, "false", IGN, ""),
-    P("auth_connect_timeout", SL_PARAM_DURATION, "10s", IGN | SECS, ""),
-    P("auth_read_timeout", SL_PARAM_DURATION, "10s", IGN | SECS, ""),
-    P("auth_write_timeout", SL_PARAM_DURATION, "10s", IGN | SECS, ""),
-    P("query_retries", SL_PARAM_COUNT, "1", IGN, ""),
-    P("query_retry_timeout", SL_PARAM_DURATION, "5s", IGN | SECS, ""),
-    P("retain_last_statements", SL_PARAM_COUNT, "0", IGN, ""),
-    P("dump_last_statements", SL_PARAM_STRING, "never", IGN, ""),
-    P("session_trace", SL_PARAM_COUNT, "0", IGN, ""),
-    P("users_refresh_time", SL_PARAM_DURATION, "30s", IGN | SECS, ""),
-    P("users_refresh_interval", SL_PARAM_DURATION, "0s", IGN | SECS, ""),
-    P("passive", SL_PARAM_BOOL, "false", IGN, ""),
-    P("substitute_variables", SL_PARAM_BOOL, "false", IGN, ""),
-    P("sql_mode", SL_PARAM_STRING, "default", IGN, ""),
-    P("log_throttling", SL_PARAM_STRING, NULL, IGN, ""),
-    P("log_augmentation", SL_PARAM_COUNT, "0", IGN, ""),
-    P("log_warn_super_user", SL_PARAM_BOOL, "false", IGN, ""),
+    P("ms_timestamp", SL_PARAM_BOOL, "false", IGN,
+      "cosmetic: log timestamps have Sluice's own format"),
+    P("skip_permission_checks", SL_PARAM_BOOL, "false", IGN,
+      "Sluice does not check the service users' grants at start-up"),
+    P("skip_name_resolve", SL_PARAM_BOOL, "false", REF,
+      "client host names are always resolved for host matching"),
+    P("auth_connect_timeout", SL_PARAM_DURATION, "10s", IGN | SECS,
+      "tuning: user-account loading uses Sluice's own timeouts"),
+    P("auth_read_timeout", SL_PARAM_DURATION, "10s", IGN | SECS,
+      "tuning: user-account loading uses Sluice's own timeouts"),
+    P("auth_write_timeout", SL_PARAM_DURATION, "10s", IGN | SECS,
+      "tuning: user-account loading uses Sluice's own timeouts"),
+    P("query_retries", SL_PARAM_COUNT, "1", IGN,
+      "tuning: Sluice's internal queries are not retried"),
+    P("query_retry_timeout", SL_PARAM_DURATION, "5s", IGN | SECS,
+      "tuning: Sluice's internal queries are not retried"),
+    P("retain_last_statements", SL_PARAM_COUNT, "0", IGN,
+      "diagnostics: sessions keep no statement history"),
+    P("dump_last_statements", SL_PARAM_STRING, "never", IGN,
+      "diagnostics: sessions keep no statement history"),
+    P("session_trace", SL_PARAM_COUNT, "0", IGN,
+      "diagnostics: session tracing is not implemented"),
+    P("users_refresh_time", SL_PARAM_DURATION, "1s", SECS,
+      "Least time between user account reloads caused by failed logins; "
+      "a login that would wait longer is refused (MaxScale's default is "
+      "30s)"),
+    P("users_refresh_interval", SL_PARAM_DURATION, "0s", SECS,
+      "Reload user accounts this often even without failed logins "
+      "(0 = only on failed logins)"),
+    P("passive", SL_PARAM_BOOL, "false", REF,
+      "passive mode is not implemented: a Sluice monitor always performs "
+      "failover, switchover and rejoin when configured to"),
+    P("substitute_variables", SL_PARAM_BOOL, "false", 0,
+      "Values starting with '$' are replaced by that environment "
+      "variable"),
+    P("sql_mode", SL_PARAM_STRING, "default", REF,
+      "only the default SQL mode is parsed (sql_mode=oracle is not)"),
+    P("log_throttling", SL_PARAM_STRING, NULL, 0,
+      "COUNT, WINDOW, SUPPRESS: an error or warning logged COUNT times "
+      "within WINDOW by one call site is suppressed for SUPPRESS (bare "
+      "numbers are ms; default off)"),
+    P("log_augmentation", SL_PARAM_COUNT, "0", IGN,
+      "cosmetic: log lines are not augmented"),
+    P("log_warn_super_user", SL_PARAM_BOOL, "false", IGN,
+      "cosmetic: no warning for SUPER users"),
     P("max_auth_errors_until_block", SL_PARAM_COUNT, "10", 0,
       "Failed logins from one host before it is blocked for 60s (0 = off)"),
-    P("rebalance_period", SL_PARAM_DURATION, "0s", IGN | SECS, ""),
-    P("rebalance_threshold", SL_PARAM_COUNT, "20", IGN, ""),
-    P("rebalance_window", SL_PARAM_COUNT, "10", IGN, ""),
-    P("load_persisted_configs", SL_PARAM_BOOL, "true", IGN, ""),
-    P("persist_runtime_changes", SL_PARAM_BOOL, "true", IGN, ""),
-    P("core_file", SL_PARAM_BOOL, "false", IGN, ""),
-    P("cachedir", SL_PARAM_PATH, NULL, IGN, ""),
-    P("execdir", SL_PARAM_PATH, NULL, IGN, ""),
-    P("libdir", SL_PARAM_PATH, NULL, IGN, ""),
-    P("connector_plugindir", SL_PARAM_PATH, NULL, IGN, ""),
-    P("language", SL_PARAM_PATH, NULL, IGN, ""),
-    P("debug", SL_PARAM_STRING, NULL, IGN, ""),
-    P("writeq_high_water_mark", SL_PARAM_SIZE, NULL, IGN, ""),
+    P("rebalance_period", SL_PARAM_DURATION, "0s", IGN | SECS,
+      "tuning: sessions are not moved between worker threads"),
+    P("rebalance_threshold", SL_PARAM_COUNT, "20", IGN,
+      "tuning: sessions are not moved between worker threads"),
+    P("rebalance_window", SL_PARAM_COUNT, "10", IGN,
+      "tuning: sessions are not moved between worker threads"),
+    P("auto_tune", SL_PARAM_STRING, NULL, IGN,
+      "tuning: nothing is tuned from the servers' variables"),
+    P("threads_max", SL_PARAM_COUNT, "256", 0,
+      "Most worker threads (1-1024): caps threads=auto, and a larger "
+      "threads is an error"),
+    P("load_persisted_configs", SL_PARAM_BOOL, "true", REF,
+      "objects in persistdir are always loaded"),
+    P("persist_runtime_changes", SL_PARAM_BOOL, "true", REF,
+      "runtime changes are always written to persistdir"),
+    P("config_sync_cluster", SL_PARAM_STRING, NULL, REF,
+      "configuration synchronization between proxies is not implemented"),
+    P("config_sync_user", SL_PARAM_STRING, NULL, REF,
+      "configuration synchronization between proxies is not implemented"),
+    P("config_sync_password", SL_PARAM_PASSWORD, NULL, REF,
+      "configuration synchronization between proxies is not implemented"),
+    P("key_manager", SL_PARAM_STRING, "none", REF,
+      "key managers are not implemented"),
+    P("core_file", SL_PARAM_BOOL, "false", IGN,
+      "core dumps follow the system's limits"),
+    P("cachedir", SL_PARAM_PATH, NULL, 0,
+      "Cache directory: created at start-up when set (nothing is stored "
+      "in it yet)"),
+    P("secretsdir", SL_PARAM_PATH, NULL, 0,
+      "Directory of the .secrets key file (default: datadir)"),
+    P("execdir", SL_PARAM_PATH, NULL, IGN,
+      "Sluice runs no helper programs"),
+    P("libdir", SL_PARAM_PATH, NULL, IGN, "modules come from module_dir"),
+    P("sharedir", SL_PARAM_PATH, NULL, IGN, "Sluice has no shared data"),
+    P("connector_plugindir", SL_PARAM_PATH, NULL, IGN,
+      "Sluice's backend connections need no connector plugins"),
+    P("module_configdir", SL_PARAM_PATH, NULL, IGN,
+      "no module reads a separate configuration file"),
+    P("language", SL_PARAM_PATH, NULL, IGN,
+      "error messages are in English"),
+    P("debug", SL_PARAM_STRING, NULL, IGN, "MaxScale debug switches"),
+    P("writeq_high_water_mark", SL_PARAM_SIZE, NULL, IGN,
+      "use writeq_high_water"),
     SL_PARAM_END,
 };
 
@@ -246,17 +395,35 @@ static const struct sl_param_spec server_specs[] = {
     P("protocol", SL_PARAM_STRING, "mariadbbackend", 0,
       "Accepted for compatibility: MariaDBBackend or MySQLBackend"),
     P("weight", SL_PARAM_INT, "1", 0, "Relative weight for routers"),
-    P("authenticator", SL_PARAM_STRING, NULL, IGN, ""),
-    P("persistpoolmax", SL_PARAM_COUNT, "0", IGN, ""),
-    P("persistmaxtime", SL_PARAM_DURATION, "0s", IGN | SECS, ""),
-    P("rank", SL_PARAM_STRING, "primary", IGN, ""),
-    P("priority", SL_PARAM_INT, "0", IGN, ""),
-    P("monitoruser", SL_PARAM_STRING, NULL, IGN, ""),
-    P("monitorpw", SL_PARAM_PASSWORD, NULL, IGN, ""),
-    P("extra_port", SL_PARAM_COUNT, "0", IGN, ""),
-    P("proxy_protocol", SL_PARAM_BOOL, "false", IGN, ""),
-    P("disk_space_threshold", SL_PARAM_STRING, NULL, IGN, ""),
-    P("max_routing_connections", SL_PARAM_COUNT, "0", IGN, ""),
+    P("authenticator", SL_PARAM_STRING, NULL, 0,
+      "MariaDBBackendAuth, MySQLBackendAuth, MariaDBAuth or MySQLAuth: "
+      "the native authentication Sluice has (others are refused)"),
+    P("persistpoolmax", SL_PARAM_COUNT, "0", REF,
+      "backend connection pooling is not implemented"),
+    P("persistmaxtime", SL_PARAM_DURATION, "0s", REF | SECS,
+      "backend connection pooling is not implemented"),
+    P("rank", SL_PARAM_STRING, "primary", REF,
+      "server ranks are not implemented"),
+    P("priority", SL_PARAM_INT, "0", IGN,
+      "used only by galeramon, which Sluice does not have"),
+    P("monitoruser", SL_PARAM_STRING, NULL, REF,
+      "per-server monitor credentials are not implemented; set user and "
+      "password on the monitor"),
+    P("monitorpw", SL_PARAM_PASSWORD, NULL, REF,
+      "per-server monitor credentials are not implemented; set user and "
+      "password on the monitor"),
+    P("extra_port", SL_PARAM_COUNT, "0", REF,
+      "the server's extra port is not used"),
+    P("proxy_protocol", SL_PARAM_BOOL, "false", REF,
+      "the PROXY protocol to servers is not implemented"),
+    P("disk_space_threshold", SL_PARAM_STRING, NULL, REF,
+      "disk space monitoring is not implemented"),
+    P("max_routing_connections", SL_PARAM_COUNT, "0", REF,
+      "connection limits per server are not implemented"),
+    P("replication_custom_options", SL_PARAM_STRING, NULL, REF,
+      "custom CHANGE MASTER options are not implemented"),
+    P("private_address", SL_PARAM_STRING, NULL, REF,
+      "private addresses for replication are not implemented"),
     SL_TLS_PARAM_SPECS("connections to the server"),
     SL_PARAM_END,
 };
@@ -288,29 +455,52 @@ static const struct sl_param_spec service_specs[] = {
       "Server version sent to clients in the handshake"),
     P("log_auth_warnings", SL_PARAM_BOOL, "true", 0,
       "Log failed client authentications"),
-    P("auth_all_servers", SL_PARAM_BOOL, "false", IGN, ""),
-    P("strip_db_esc", SL_PARAM_BOOL, "true", IGN, ""),
-    P("localhost_match_wildcard_host", SL_PARAM_BOOL, "true", IGN, ""),
-    P("max_retry_interval", SL_PARAM_DURATION, "3600s", IGN | SECS, ""),
-    P("retry_on_failure", SL_PARAM_BOOL, "true", IGN, ""),
-    P("session_track_trx_state", SL_PARAM_BOOL, "false", IGN, ""),
+    P("auth_all_servers", SL_PARAM_BOOL, "false", REF,
+      "user accounts are loaded from one server only"),
+    P("strip_db_esc", SL_PARAM_BOOL, "true", REF,
+      "database grants are always matched with escapes stripped"),
+    P("localhost_match_wildcard_host", SL_PARAM_BOOL, "true", REF,
+      "localhost always matches wildcard hosts"),
+    P("max_retry_interval", SL_PARAM_DURATION, "3600s", IGN | SECS,
+      "tuning: Sluice does not retry starting a service"),
+    P("retry_on_failure", SL_PARAM_BOOL, "true", IGN,
+      "tuning: Sluice does not retry starting a service"),
+    P("session_track_trx_state", SL_PARAM_BOOL, "false", REF,
+      "transaction state comes from Sluice's classifier, not from "
+      "session tracking"),
     P("net_write_timeout", SL_PARAM_DURATION, "0s", SECS,
       "Close a client whose writes make no progress this long, 0 = never"),
-    P("idle_session_pool_time", SL_PARAM_DURATION, NULL, IGN | SECS, ""),
-    P("multiplex_timeout", SL_PARAM_DURATION, NULL, IGN | SECS, ""),
-    P("connection_keepalive", SL_PARAM_DURATION, "300s", IGN | SECS, ""),
-    P("max_sescmd_history", SL_PARAM_COUNT, "50", IGN, ""),
-    P("prune_sescmd_history", SL_PARAM_BOOL, "true", IGN, ""),
-    P("disable_sescmd_history", SL_PARAM_BOOL, "false", IGN, ""),
-    P("user_accounts_file", SL_PARAM_PATH, NULL, IGN, ""),
-    P("user_accounts_file_usage", SL_PARAM_STRING, NULL, IGN, ""),
-    P("rank", SL_PARAM_STRING, "primary", IGN, ""),
-    P("cluster", SL_PARAM_STRING, NULL, IGN, ""),
-    P("weightby", SL_PARAM_STRING, NULL, IGN, ""),
-    P("log_debug", SL_PARAM_BOOL, "false", IGN, ""),
-    P("log_info", SL_PARAM_BOOL, "false", IGN, ""),
-    P("log_notice", SL_PARAM_BOOL, "false", IGN, ""),
-    P("log_warning", SL_PARAM_BOOL, "false", IGN, ""),
+    P("idle_session_pool_time", SL_PARAM_DURATION, NULL, REF | SECS,
+      "connection pooling is not implemented"),
+    P("multiplex_timeout", SL_PARAM_DURATION, NULL, REF | SECS,
+      "connection pooling is not implemented"),
+    P("connection_keepalive", SL_PARAM_DURATION, "0s", REF | SECS,
+      "idle backend connections are not pinged (only 0 is accepted)"),
+    P("max_sescmd_history", SL_PARAM_COUNT, "50", IGN,
+      "only readwritesplit keeps a session command history"),
+    P("prune_sescmd_history", SL_PARAM_BOOL, "true", IGN,
+      "only readwritesplit keeps a session command history"),
+    P("disable_sescmd_history", SL_PARAM_BOOL, "false", IGN,
+      "only readwritesplit keeps a session command history"),
+    P("user_accounts_file", SL_PARAM_PATH, NULL, REF,
+      "user account files are not implemented"),
+    P("user_accounts_file_usage", SL_PARAM_STRING, NULL, REF,
+      "user account files are not implemented"),
+    P("rank", SL_PARAM_STRING, "primary", REF,
+      "service ranks are not implemented"),
+    P("cluster", SL_PARAM_STRING, NULL, REF,
+      "servers taken from a monitor are not implemented; list them in "
+      "servers= or targets="),
+    P("weightby", SL_PARAM_STRING, NULL, REF,
+      "removed in MaxScale 6; use the servers' weight"),
+    P("log_debug", SL_PARAM_BOOL, "false", IGN,
+      "log levels are global ([maxscale] log_*)"),
+    P("log_info", SL_PARAM_BOOL, "false", IGN,
+      "log levels are global ([maxscale] log_*)"),
+    P("log_notice", SL_PARAM_BOOL, "false", IGN,
+      "log levels are global ([maxscale] log_*)"),
+    P("log_warning", SL_PARAM_BOOL, "false", IGN,
+      "log levels are global ([maxscale] log_*)"),
     SL_PARAM_END,
 };
 
@@ -323,11 +513,21 @@ static const struct sl_param_spec listener_specs[] = {
     P("port", SL_PARAM_INT, NULL, 0, "TCP port (port or socket is "
       "mandatory)"),
     P("socket", SL_PARAM_PATH, NULL, 0, "Unix socket path"),
-    P("authenticator", SL_PARAM_STRING, NULL, IGN, ""),
-    P("authenticator_options", SL_PARAM_STRING, NULL, IGN, ""),
-    P("sql_mode", SL_PARAM_STRING, NULL, IGN, ""),
-    P("connection_init_sql_file", SL_PARAM_PATH, NULL, IGN, ""),
-    P("user_mapping_file", SL_PARAM_PATH, NULL, IGN, ""),
+    P("authenticator", SL_PARAM_STRING, NULL, 0,
+      "MariaDBAuth or MySQLAuth: the native authentication Sluice has "
+      "(PAMAuth, ed25519auth, GSSAPIAuth are refused)"),
+    P("authenticator_options", SL_PARAM_STRING, NULL, REF,
+      "authenticator options are not implemented"),
+    P("sql_mode", SL_PARAM_STRING, "default", REF,
+      "only the default SQL mode is parsed (sql_mode=oracle is not)"),
+    P("connection_init_sql_file", SL_PARAM_PATH, NULL, REF,
+      "connection initialization SQL is not implemented"),
+    P("user_mapping_file", SL_PARAM_PATH, NULL, REF,
+      "user mapping is not implemented"),
+    P("proxy_protocol_networks", SL_PARAM_STRING, NULL, REF,
+      "the PROXY protocol from clients is not implemented"),
+    P("connection_metadata", SL_PARAM_STRING, NULL, IGN,
+      "cosmetic: no connection metadata is sent to clients"),
     SL_TLS_PARAM_SPECS("client connections (ssl=true requires TLS)"),
     SL_PARAM_END,
 };
@@ -348,12 +548,18 @@ static const struct sl_param_spec monitor_specs[] = {
       "Write timeout; a bare number is seconds"),
     P("backend_connect_attempts", SL_PARAM_COUNT, "1", 0,
       "Connection attempts per tick"),
-    P("journal_max_age", SL_PARAM_DURATION, "28800s", IGN | SECS, ""),
-    P("disk_space_threshold", SL_PARAM_STRING, NULL, IGN, ""),
-    P("disk_space_check_interval", SL_PARAM_DURATION, "0s", IGN, ""),
-    P("script", SL_PARAM_STRING, NULL, IGN, ""),
-    P("script_timeout", SL_PARAM_DURATION, "90s", IGN | SECS, ""),
-    P("events", SL_PARAM_STRING, NULL, IGN, ""),
+    P("journal_max_age", SL_PARAM_DURATION, "28800s", IGN | SECS,
+      "the monitor keeps no journal"),
+    P("disk_space_threshold", SL_PARAM_STRING, NULL, REF,
+      "disk space monitoring is not implemented"),
+    P("disk_space_check_interval", SL_PARAM_DURATION, "0s", IGN,
+      "disk space monitoring is not implemented"),
+    P("script", SL_PARAM_STRING, NULL, REF,
+      "monitor scripts are not implemented"),
+    P("script_timeout", SL_PARAM_DURATION, "90s", IGN | SECS,
+      "monitor scripts are not implemented"),
+    P("events", SL_PARAM_STRING, NULL, IGN,
+      "monitor scripts are not implemented"),
     SL_PARAM_END,
 };
 
@@ -457,10 +663,12 @@ validate(struct loader *L, struct sl_params *p, enum obj_kind kind,
     size_t n = 0;
     int errors;
 
-    tables[n++] = sl__config_core_specs(kind_names[kind]);
+    /* The module's table first: a router that implements a name the core
+     * table lists as ignored (max_sescmd_history) wins. */
     if (mod && mod->info->params) {
         tables[n++] = mod->info->params;
     }
+    tables[n++] = sl__config_core_specs(kind_names[kind]);
     L->d->skip_unknown = mod_failed;
     errors = sl__params_validate(p, tables, n, L->d, what, line);
     L->d->skip_unknown = false;
@@ -513,18 +721,29 @@ resolve_threads(struct loader *L, struct sl_global *g)
 {
     const char *v = sl_params_get(g->params, "threads");
     int line = sl__params_line(g->params, "threads");
+    uint64_t max = sl_params_count(g->params, "threads_max");
     int64_t n;
 
+    if (max < 1 || max > 1024) {
+        sl__cfg_error(L->d, sl__params_line(g->params, "threads_max"),
+                      "invalid value '%s' for parameter 'threads_max' in "
+                      "section 'maxscale' (expected 1 to 1024)",
+                      sl_params_get(g->params, "threads_max"));
+        return;
+    }
     if (strcasecmp(v, "auto") == 0) {
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 
-        g->threads = cpus > 0 ? (int)(cpus > 256 ? 256 : cpus) : 1;
-    } else if (sl__param_parse_int(v, &n) == 0 && n >= 1 && n <= 1024) {
+        g->threads = cpus > 0 ? (int)((uint64_t)cpus > max ? max : (uint64_t)
+                                      cpus) : 1;
+    } else if (sl__param_parse_int(v, &n) == 0 && n >= 1 &&
+               (uint64_t)n <= max) {
         g->threads = (int)n;
     } else {
         sl__cfg_error(L->d, line, "invalid value '%s' for parameter "
                       "'threads' in section 'maxscale' (expected 'auto' or "
-                      "a number from 1 to 1024)", v);
+                      "a number from 1 to threads_max=%llu)", v,
+                      (unsigned long long)max);
     }
 }
 
@@ -549,6 +768,33 @@ copy_path(char *dst, size_t len, const char *src)
     snprintf(dst, len, "%s", src ? src : "");
 }
 
+/* log_throttling = COUNT, WINDOW, SUPPRESS (MaxScale's form; durations
+ * with a unit, or bare milliseconds). */
+static void
+resolve_log_throttling(struct loader *L, struct sl_global *g)
+{
+    const char *v = sl_params_get(g->params, "log_throttling");
+    char a[64], b[64], c[64], extra[8];
+    uint64_t count, window, suppress;
+
+    if (v == NULL) {
+        return;
+    }
+    if (sscanf(v, " %63[^, ] , %63[^, ] , %63[^, ] %7s", a, b, c,
+               extra) != 3 || sl__param_parse_count(a, &count) < 0 ||
+        count > 1000000 || sl_param_parse_duration(b, false, &window) < 0 ||
+        sl_param_parse_duration(c, false, &suppress) < 0) {
+        sl__cfg_error(L->d, sl__params_line(g->params, "log_throttling"),
+                      "invalid value '%s' for parameter 'log_throttling' in "
+                      "section 'maxscale' (expected COUNT, WINDOW, SUPPRESS "
+                      "such as 10, 1000ms, 10000ms)", v);
+        return;
+    }
+    g->log_throttle_count = (unsigned)count;
+    g->log_throttle_window_ms = window;
+    g->log_throttle_suppress_ms = suppress;
+}
+
 static void
 fill_global(struct loader *L, struct sl_global *g)
 {
@@ -557,6 +803,7 @@ fill_global(struct loader *L, struct sl_global *g)
     int64_t port = sl_params_int(p, "admin_port");
 
     resolve_threads(L, g);
+    resolve_log_throttling(L, g);
     g->event_model = sl_params_enum(p, "event_model") == 1
                          ? SL_EVENT_MODEL_SHARED : SL_EVENT_MODEL_PINNED;
     if (L->d->module_dir) {
@@ -685,6 +932,9 @@ classify(struct loader *L)
             sl__cfg_error(L->d, s->line, "missing mandatory parameter 'type' "
                           "in section '%s'", s->name);
             continue;
+        }
+        if (strcmp(kv->value, "include") == 0) {
+            continue;   /* merged into the sections that @include it */
         }
         for (k = 0; k < K_N; k++) {
             if (strcmp(kv->value, kind_names[k]) == 0) {
@@ -821,6 +1071,53 @@ resolve_servers(struct loader *L, const struct sl_params *p,
     return for_each_item(sl_params_get(p, param), ',', add_server_ref, &c);
 }
 
+/* ---- authenticator= (servers and listeners) ---- */
+
+/*
+ * MaxScale's authenticator module names. Sluice has the native
+ * (mysql_native_password) authentication only: a listener or server naming
+ * anything else is refused, since accepting it would silently change who
+ * can log in.
+ */
+static void
+check_authenticator(struct loader *L, const struct sl_params *p,
+                    const char *what)
+{
+    static const char *const native[] = {
+        "mariadbauth", "mysqlauth", "mariadbbackendauth",
+        "mysqlbackendauth", "mariadb", "mysql_native_password",
+    };
+    const char *v = sl_params_get(p, "authenticator");
+    char item[SL_NAME_MAX];
+    int line = sl__params_line(p, "authenticator");
+
+    while (v && *v) {
+        const char *e = strchr(v, ',');
+        size_t n = e ? (size_t)(e - v) : strlen(v);
+        bool ok = false;
+
+        while (n > 0 && isspace((unsigned char)*v)) {
+            v++;
+            n--;
+        }
+        while (n > 0 && isspace((unsigned char)v[n - 1])) {
+            n--;
+        }
+        snprintf(item, sizeof(item), "%.*s", (int)n, v);
+        for (size_t i = 0; i < SL_ARRAY_LEN(native); i++) {
+            ok = ok || strcasecmp(item, native[i]) == 0;
+        }
+        if (!ok && n > 0) {
+            sl__cfg_error(L->d, line, "parameter 'authenticator' in %s: "
+                          "authenticator '%s' is not supported by Sluice "
+                          "(only the native MariaDBAuth/MySQLAuth is); "
+                          "accepting it would change who can log in",
+                          what, item);
+        }
+        v = e ? e + 1 : NULL;
+    }
+}
+
 /* ---- servers ---- */
 
 static void
@@ -870,6 +1167,7 @@ fill_server(struct loader *L, struct sl_server *srv,
                      sl__params_line(p, "socket"));
     }
     sl__tls_configure(L->d, p, false, what, &srv->tls);
+    check_authenticator(L, p, what);
 }
 
 static int
@@ -1104,6 +1402,7 @@ fill_listener(struct loader *L, struct sl_listener *l,
                      sl__params_line(p, "socket"));
     }
     sl__tls_configure(L->d, p, true, what, &l->tls);
+    check_authenticator(L, p, what);
 }
 
 static int
@@ -1423,6 +1722,8 @@ sl__config_free(struct sl_config *cfg)
     free(cfg);
 }
 
+static const struct sl_config *loading_cfg;
+
 struct sl_config *
 sl__config_load_text(const char *text, size_t len, bool create_instances_,
                      struct sl_cfg_diag *d)
@@ -1436,11 +1737,16 @@ sl__config_load_text(const char *text, size_t len, bool create_instances_,
         return NULL;
     }
     rc = sl__ini_parse(text, len, &L.ini, ini_error, d);
+    if (rc >= 0) {
+        sl__config_expand(&L.ini, d);   /* config_files.c */
+    }
     if (rc < 0 || build(&L) < 0) {
         sl__cfg_error(d, 0, "out of memory");
     }
     if (d->errors == 0 && create_instances_) {
+        loading_cfg = L.cfg;
         create_instances(&L);
+        loading_cfg = NULL;
     }
     for (int k = 0; k < K_N; k++) {
         free(L.by_kind[k]);
@@ -1453,35 +1759,15 @@ sl__config_load_text(const char *text, size_t len, bool create_instances_,
     return L.cfg;
 }
 
-static char *
-read_file(struct sl_cfg_diag *d, const char *path, size_t *len)
+static int
+text_lines(const char *t, size_t len)
 {
-    FILE *f = fopen(path, "rb");
-    char *buf;
-    size_t n;
+    int n = 0;
 
-    if (f == NULL) {
-        sl__cfg_error(d, 0, "cannot open configuration file: %s",
-                      strerror(errno));
-        return NULL;
+    for (size_t i = 0; i < len; i++) {
+        n += t[i] == '\n';
     }
-    buf = malloc(SL_CONFIG_MAX_BYTES + 1);
-    if (buf == NULL) {
-        fclose(f);
-        sl__cfg_error(d, 0, "out of memory");
-        return NULL;
-    }
-    n = fread(buf, 1, SL_CONFIG_MAX_BYTES + 1, f);
-    if (ferror(f) || n > SL_CONFIG_MAX_BYTES) {
-        sl__cfg_error(d, 0, "%s", ferror(f) ? "read error"
-                      : "configuration file larger than 16 MiB");
-        fclose(f);
-        free(buf);
-        return NULL;
-    }
-    fclose(f);
-    *len = n;
-    return buf;
+    return n;
 }
 
 struct sl_config *
@@ -1489,15 +1775,25 @@ sl__config_load_diag(const char *path, bool create_instances_,
                      struct sl_cfg_diag *d)
 {
     struct sl_config *cfg;
-    size_t len;
+    size_t len, before;
     char *text;
 
     d->file = path;
-    text = read_file(d, path, &len);
+    text = sl__config_read_all(path, &len, d);   /* config_files.c */
     if (text == NULL) {
         return NULL;
     }
+    before = len;
     text = sl__persist_merge(text, &len);   /* runtime.c */
+    if (len > before) {
+        /* lines past the files come from persistdir */
+        if (d->nsrcs == 0) {
+            sl__cfg_add_src(d, 1, path);
+        }
+        sl__cfg_add_src(d, text_lines(text, before) + 1 +
+                        (before > 0 && text[before - 1] != '\n'),
+                        "persistdir");
+    }
     cfg = sl__config_load_text(text, len, create_instances_, d);
     free(text);
     return cfg;
@@ -1672,10 +1968,17 @@ out:
     return d->errors > 0 ? -EINVAL : 0;
 }
 
+/* The configuration whose instances are being created (main thread, during
+ * sl__config_load_text): modules that read global parameters in their
+ * create_instance or service_data_create see it before sl__config is
+ * published. */
 const struct sl_params *
 sl_global_params(void)
 {
     const struct sl_config *cfg = sl__config_current();
 
-    return cfg != NULL ? cfg->global.params : NULL;
+    if (cfg != NULL) {
+        return cfg->global.params;
+    }
+    return loading_cfg != NULL ? loading_cfg->global.params : NULL;
 }

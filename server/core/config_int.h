@@ -30,6 +30,21 @@ struct sl_cfg_diag {
     char *text;                /* every message, '\n'-terminated */
     size_t len;
     size_t cap;
+    /* Parameters accepted and ignored (SL_PARAM_F_IGNORED): one line
+     * each, "FILE:LINE: NAME in WHAT: REASON", for --config-check's
+     * summary. */
+    char *ignored;
+    size_t ignored_len;
+    size_t ignored_cap;
+    int nignored;
+    /* Where the lines of a merged text came from (the main file, then
+     * <config>.d/ files): line L with srcs[i].first <= L maps to
+     * srcs[i].file, line L - first + 1. Empty: every line is d->file's. */
+    struct sl_cfg_src {
+        int first;
+        char *file;
+    } *srcs;
+    size_t nsrcs;
 };
 
 extern bool sl__config_errors_to_log;
@@ -39,6 +54,10 @@ void sl__cfg_error(struct sl_cfg_diag *d, int line, const char *fmt, ...)
 void sl__cfg_warn(struct sl_cfg_diag *d, int line, const char *fmt, ...)
     SL_PRINTF(3, 4);
 void sl__cfg_diag_free(struct sl_cfg_diag *d);
+/* A parameter accepted for MaxScale compatibility with no effect: a
+ * warning, and a line in d->ignored for the --config-check summary. */
+void sl__cfg_ignored(struct sl_cfg_diag *d, int line, const char *name,
+                     const char *what, const char *reason);
 
 /* As sl__config_load, collecting messages into d (d->file is set here). */
 struct sl_config *sl__config_load_diag(const char *path, bool create_instances,

@@ -51,6 +51,10 @@ struct sl_global {
     char admin_host[256];
     int admin_port;
     bool admin_enabled;
+    /* log_throttling (count 0: off) */
+    unsigned log_throttle_count;
+    uint64_t log_throttle_window_ms;
+    uint64_t log_throttle_suppress_ms;
     struct sl_params *params;         /* the whole validated section */
 };
 
@@ -238,6 +242,14 @@ int sl__log_init(const char *path, int level);
 /* Reopen the log file (SIGHUP, log rotation). Any thread. */
 void sl__log_reopen(void);
 void sl__log_finish(void);
+/* log_throttling: an error or warning logged `count` times within
+ * window_ms by one call site is then suppressed for suppress_ms (count 0:
+ * off). Main thread, before the workers start. */
+void sl__log_set_throttling(unsigned count, uint64_t window_ms,
+                            uint64_t suppress_ms);
+/* syslog=true: lines also go to the local syslog; maxlog=false: not to
+ * Sluice's own log. Main thread, before the workers start. */
+void sl__log_set_destinations(bool use_syslog, bool use_maxlog);
 /* The log file's path, "" for stdout. Any thread. */
 const char *sl__log_path(void);
 

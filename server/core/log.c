@@ -24,7 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -152,13 +154,78 @@ line_prefix(char *line, size_t cap, int level, const char *tag)
     return n;
 }
 
+/* ---- syslog / maxlog ----
+ *
+ * syslog=true also sends every line to the local syslog socket (/dev/log,
+ * or $SLUICE_SYSLOG_SOCKET for tests) as an RFC 3164 datagram, facility
+ * user, without our timestamp (syslog adds its own). Sent with
+ * MSG_DONTWAIT: a full or missing syslog drops the line, it never blocks a
+ * worker. maxlog=false stops the writes to Sluice's own log. */
+
+#define TIMESTAMP_LEN 24   /* "YYYY-mm-dd HH:MM:SS.mmm " (line_prefix) */
+
+static atomic_bool to_syslog;
+static atomic_bool to_maxlog = true;
+static atomic_int syslog_fd = -1;
+static struct sockaddr_un syslog_addr;
+
+void
+sl__log_set_destinations(bool use_syslog, bool use_maxlog)
+{
+    const char *path = getenv("SLUICE_SYSLOG_SOCKET");
+
+    if (use_syslog && atomic_load(&syslog_fd) < 0) {
+        int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+        memset(&syslog_addr, 0, sizeof(syslog_addr));
+        syslog_addr.sun_family = AF_UNIX;
+        snprintf(syslog_addr.sun_path, sizeof(syslog_addr.sun_path), "%s",
+                 path && path[0] ? path : "/dev/log");
+        atomic_store(&syslog_fd, fd);
+    }
+    atomic_store(&to_syslog, use_syslog);
+    atomic_store(&to_maxlog, use_maxlog);
+}
+
 static void
-emit(char *line, size_t n, size_t cap)
+send_syslog(int level, const char *line, size_t n)
+{
+    static const int prio[] = {3, 4, 5, 6, 7};   /* err warning notice info
+                                                  * debug */
+    char msg[LINE_MAX_LEN + 64];
+    int fd = atomic_load_explicit(&syslog_fd, memory_order_relaxed);
+    int h;
+
+    if (fd < 0 || n <= TIMESTAMP_LEN) {
+        return;
+    }
+    if (level < SL_LOG_ERROR || level > SL_LOG_DEBUG) {
+        level = SL_LOG_NOTICE;
+    }
+    h = snprintf(msg, sizeof(msg), "<%d>sluice[%ld]: ",
+                 8 + prio[level - SL_LOG_ERROR], (long)getpid());
+    n -= TIMESTAMP_LEN;
+    if (n > sizeof(msg) - (size_t)h) {
+        n = sizeof(msg) - (size_t)h;
+    }
+    memcpy(msg + h, line + TIMESTAMP_LEN, n);
+    (void)sendto(fd, msg, (size_t)h + n, MSG_DONTWAIT | MSG_NOSIGNAL,
+                 (const struct sockaddr *)&syslog_addr, sizeof(syslog_addr));
+}
+
+static void
+emit_level(int level, char *line, size_t n, size_t cap)
 {
     ssize_t w;
 
     if (n >= cap - 1) {
         n = cap - 2;   /* truncated line */
+    }
+    if (atomic_load_explicit(&to_syslog, memory_order_relaxed)) {
+        send_syslog(level, line, n);
+    }
+    if (!atomic_load_explicit(&to_maxlog, memory_order_relaxed)) {
+        return;
     }
     line[n++] = '\n';
     do {
@@ -230,7 +297,112 @@ vlog(int level, const char *tag, const struct sl_session *ses,
         n += escape(line + n, sizeof(line) - n, raw,
                     (size_t)r < sizeof(raw) ? (size_t)r : sizeof(raw) - 1);
     }
-    emit(line, n, sizeof(line));
+    emit_level(level, line, n, sizeof(line));
+}
+
+/* ---- log_throttling ----
+ *
+ * Per call site, keyed by the format string's address (one per sl_log_*
+ * call). Slots are a small open hash; the counters are relaxed atomics, so
+ * two workers logging the same site at once may let a line more through or
+ * restart a window: the throttle is approximate and never blocks. Only
+ * errors and warnings are throttled (MaxScale's rule). */
+
+#define THROTTLE_SLOTS 512
+
+struct throttle_slot {
+    _Atomic(const char *) site;
+    atomic_ullong window_start_ms;
+    atomic_uint count;
+    atomic_ullong suppressed_until_ms;
+};
+
+static struct throttle_slot throttle[THROTTLE_SLOTS];
+static atomic_uint throttle_count;          /* 0: off */
+static atomic_ullong throttle_window_ms;
+static atomic_ullong throttle_suppress_ms;
+
+void
+sl__log_set_throttling(unsigned count, uint64_t window_ms,
+                       uint64_t suppress_ms)
+{
+    atomic_store(&throttle_window_ms, window_ms);
+    atomic_store(&throttle_suppress_ms, suppress_ms);
+    atomic_store(&throttle_count, count);
+}
+
+static uint64_t
+log_mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* 0: log it; 1: log it and say the site is now suppressed; -1: drop. */
+static int
+throttled(int level, const char *site)
+{
+    unsigned max = atomic_load_explicit(&throttle_count,
+                                        memory_order_relaxed);
+    struct throttle_slot *t;
+    uint64_t now, start;
+    unsigned n;
+
+    if (max == 0 || level > SL_LOG_WARN) {
+        return 0;
+    }
+    t = &throttle[((uintptr_t)site >> 3) % THROTTLE_SLOTS];
+    now = log_mono_ms();
+    if (atomic_load_explicit(&t->site, memory_order_relaxed) != site) {
+        /* a new site takes the slot over (a collision only resets) */
+        atomic_store_explicit(&t->site, site, memory_order_relaxed);
+        atomic_store_explicit(&t->window_start_ms, now,
+                              memory_order_relaxed);
+        atomic_store_explicit(&t->count, 0, memory_order_relaxed);
+        atomic_store_explicit(&t->suppressed_until_ms, 0,
+                              memory_order_relaxed);
+    }
+    if (now < atomic_load_explicit(&t->suppressed_until_ms,
+                                   memory_order_relaxed)) {
+        return -1;
+    }
+    start = atomic_load_explicit(&t->window_start_ms, memory_order_relaxed);
+    if (now - start > atomic_load_explicit(&throttle_window_ms,
+                                           memory_order_relaxed)) {
+        atomic_store_explicit(&t->window_start_ms, now,
+                              memory_order_relaxed);
+        atomic_store_explicit(&t->count, 0, memory_order_relaxed);
+    }
+    n = atomic_fetch_add_explicit(&t->count, 1, memory_order_relaxed) + 1;
+    if (n < max) {
+        return 0;
+    }
+    atomic_store_explicit(&t->suppressed_until_ms, now +
+                          atomic_load_explicit(&throttle_suppress_ms,
+                                               memory_order_relaxed),
+                          memory_order_relaxed);
+    atomic_store_explicit(&t->count, 0, memory_order_relaxed);
+    return 1;
+}
+
+static void
+throttle_note(int level, const char *tag)
+{
+    char line[256];
+    size_t n = line_prefix(line, sizeof(line), level, tag);
+    int r = snprintf(line + n, sizeof(line) - n, "The previous message was "
+                     "logged %u times within %llu ms; suppressing it for "
+                     "%llu ms (log_throttling)",
+                     atomic_load(&throttle_count),
+                     (unsigned long long)atomic_load(&throttle_window_ms),
+                     (unsigned long long)atomic_load(&throttle_suppress_ms));
+
+    if (r > 0) {
+        n += (size_t)r < sizeof(line) - n ? (size_t)r : sizeof(line) - n - 1;
+    }
+    emit_level(level, line, n, sizeof(line));
 }
 
 void
@@ -238,10 +410,19 @@ sl__log(int level, const char *tag, const char *file, int line,
         const char *fmt, ...)
 {
     va_list ap;
+    int th = throttled(level, fmt);
 
+    (void)file;
+    (void)line;
+    if (th < 0) {
+        return;
+    }
     va_start(ap, fmt);
     vlog(level, tag, NULL, fmt, ap);
     va_end(ap);
+    if (th > 0) {
+        throttle_note(level, tag);
+    }
 }
 
 void
@@ -249,10 +430,17 @@ sl__log_ses(int level, const char *tag, const struct sl_session *ses,
             const char *fmt, ...)
 {
     va_list ap;
+    int th = throttled(level, fmt);
 
+    if (th < 0) {
+        return;
+    }
     va_start(ap, fmt);
     vlog(level, tag, ses, fmt, ap);
     va_end(ap);
+    if (th > 0) {
+        throttle_note(level, tag);
+    }
 }
 
 /* ---- masking passwords ---- */

@@ -35,6 +35,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -174,18 +175,99 @@ static int
 config_check(const struct options *o)
 {
     struct sl_config *cfg;
+    struct sl_cfg_diag d = {0};
 
     sl__log_init(NULL, o->log_level >= 0 ? o->log_level : SL_LOG_WARN);
-    cfg = sl__config_load(o->config, false);
+    cfg = sl__config_load_diag(o->config, false, &d);
+    if (d.nignored > 0) {
+        /* The summary the issue asks for: what was accepted but has no
+         * effect, and why (each line also came as a warning above). */
+        printf("%d parameter(s) accepted for MaxScale compatibility and "
+               "ignored:\n%s", d.nignored, d.ignored);
+    }
     if (cfg == NULL) {
         fprintf(stderr, "%s: configuration check failed\n", o->config);
     } else {
         printf("%s: OK\n", o->config);
     }
     sl__config_free(cfg);
+    sl__cfg_diag_free(&d);
     sl__modules_unload();
     sl__log_finish();
     return cfg ? 0 : 1;
+}
+
+/* mkdir -p path (mode 0750 for what it creates): 0 or -errno. */
+static int
+mkdir_p(const char *path)
+{
+    char buf[4096];
+    struct stat st;
+    size_t n = strlen(path);
+
+    if (n == 0 || n >= sizeof(buf)) {
+        return -ENAMETOOLONG;
+    }
+    memcpy(buf, path, n + 1);
+    for (char *p = buf + 1; ; p++) {
+        if (*p == '/' || *p == '\0') {
+            char c = *p;
+
+            *p = '\0';
+            if (mkdir(buf, 0750) < 0 && errno != EEXIST) {
+                return -errno;
+            }
+            *p = c;
+            if (c == '\0') {
+                break;
+            }
+        }
+    }
+    if (stat(path, &st) < 0) {
+        return -errno;
+    }
+    return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+}
+
+/*
+ * The runtime directories exist before anything needs them (MaxScale
+ * creates them too): datadir (REST users, .secrets), persistdir (objects
+ * created at run time), logdir and cachedir when set. A directory that
+ * cannot be created stops the start-up, naming the parameter and path.
+ */
+static int
+ensure_runtime_dirs(const struct sl_config *cfg)
+{
+    const struct sl_global *g = &cfg->global;
+    const struct {
+        const char *param;
+        const char *path;
+    } dirs[] = {
+        {"datadir", g->datadir},
+        {"persistdir", g->persistdir},
+        {"logdir", sl__params_line(g->params, "logdir") > 0 ? g->logdir
+                                                             : NULL},
+        {"cachedir", sl_params_get(g->params, "cachedir")},
+    };
+
+    for (size_t i = 0; i < SL_ARRAY_LEN(dirs); i++) {
+        int rc;
+
+        if (dirs[i].path == NULL || dirs[i].path[0] == '\0') {
+            continue;
+        }
+        rc = mkdir_p(dirs[i].path);
+        if (rc < 0) {
+            sl_log_error("cannot create the %s directory '%s': %s; refusing "
+                         "to start", dirs[i].param, dirs[i].path,
+                         strerror(-rc));
+            fprintf(stderr, "sluice: cannot create the %s directory '%s': "
+                    "%s; refusing to start\n", dirs[i].param, dirs[i].path,
+                    strerror(-rc));
+            return rc;
+        }
+    }
+    return 0;
 }
 
 /* Switch to the log file the configuration names, unless the command line
@@ -628,12 +710,18 @@ run(const struct options *o)
                 o->config);
         goto out_modules;
     }
-    if (apply_log_config(o, cfg, o->log_level >= 0 ? o->log_level
+    if (ensure_runtime_dirs(cfg) < 0 ||
+        apply_log_config(o, cfg, o->log_level >= 0 ? o->log_level
                                                     : cfg->global.log_level)) {
         goto out_config;
     }
     sl__config = cfg;
     sl__stats_configure(&cfg->global);
+    sl__log_set_destinations(sl_params_bool(cfg->global.params, "syslog"),
+                             sl_params_bool(cfg->global.params, "maxlog"));
+    sl__log_set_throttling(cfg->global.log_throttle_count,
+                           cfg->global.log_throttle_window_ms,
+                           cfg->global.log_throttle_suppress_ms);
     if (start_runtime(cfg) < 0) {
         fprintf(stderr, "sluice: startup failed, see the log\n");
         goto out_config;

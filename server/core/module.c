@@ -50,6 +50,7 @@ static const struct {
     {"mariadb", "mariadbprotocol"},
     {"mariadbbackend", "mariadbprotocol"},
     {"mysqlbackend", "mariadbprotocol"},
+    {"mysqlmon", "mariadbmon"},
 };
 
 const char *

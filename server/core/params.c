@@ -677,6 +677,43 @@ unknown_param(const struct sl_param_spec *const *tables, size_t ntables,
     }
 }
 
+/* A refused parameter set to the value that is Sluice's behaviour (the
+ * row's default) is accepted: "passive=false" is what Sluice does. */
+static bool
+same_as_default(const struct sl_param_spec *spec, const char *value)
+{
+    const char *def = spec->default_value;
+    bool a, b;
+    uint64_t x, y;
+    int64_t i, j;
+
+    if (def == NULL) {
+        return false;
+    }
+    switch (spec->type) {
+    case SL_PARAM_BOOL:
+        return sl_param_parse_bool(value, &a) == 0 &&
+               sl_param_parse_bool(def, &b) == 0 && a == b;
+    case SL_PARAM_DURATION:
+        return sl_param_parse_duration(value, spec->flags &
+                                       SL_PARAM_F_SECONDS, &x) == 0 &&
+               sl_param_parse_duration(def, spec->flags &
+                                       SL_PARAM_F_SECONDS, &y) == 0 &&
+               x == y;
+    case SL_PARAM_SIZE:
+        return sl_param_parse_size(value, &x) == 0 &&
+               sl_param_parse_size(def, &y) == 0 && x == y;
+    case SL_PARAM_COUNT:
+        return sl__param_parse_count(value, &x) == 0 &&
+               sl__param_parse_count(def, &y) == 0 && x == y;
+    case SL_PARAM_INT:
+        return sl__param_parse_int(value, &i) == 0 &&
+               sl__param_parse_int(def, &j) == 0 && i == j;
+    default:
+        return strcasecmp(value, def) == 0;
+    }
+}
+
 static void
 check_entry(const struct sl_param_spec *const *tables, size_t ntables,
             struct sl_cfg_diag *d, const char *what, struct param_entry *e)
@@ -697,13 +734,21 @@ check_entry(const struct sl_param_spec *const *tables, size_t ntables,
                       e->name, what, why);
         return;
     }
-    if (e->spec->flags & SL_PARAM_F_DEPRECATED) {
+    if ((e->spec->flags & SL_PARAM_F_REFUSED) &&
+        !same_as_default(e->spec, e->value)) {
+        sl__cfg_error(d, e->line, "parameter '%s' in %s is not supported by "
+                      "Sluice: %s", e->name, what,
+                      e->spec->description && e->spec->description[0]
+                          ? e->spec->description : "not implemented");
+    } else if (e->spec->flags & SL_PARAM_F_REFUSED) {
+        return;
+    } else if (e->spec->flags & SL_PARAM_F_DEPRECATED) {
         sl__cfg_warn(d, e->line, "parameter '%s' in %s is deprecated",
                      e->name, what);
     } else if (e->spec->flags & SL_PARAM_F_IGNORED) {
-        sl_log_info("%s:%d: parameter '%s' in %s is accepted for MaxScale "
-                    "compatibility and has no effect",
-                    d->file ? d->file : "", e->line, e->name, what);
+        sl__cfg_ignored(d, e->line, e->name, what,
+                        e->spec->description && e->spec->description[0]
+                            ? e->spec->description : "no effect in Sluice");
     }
 }
 

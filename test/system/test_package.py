@@ -136,6 +136,9 @@ def test_package_contents(debs):
     links = {line.split()[-3].lstrip(".") for line in listing.splitlines()
              if line.startswith("l")}
     for path in ("/usr/bin/sluice", "/usr/bin/maxctrl", "/etc/sluice.cnf",
+                 "/usr/bin/sluice-keys", "/usr/bin/sluice-passwd",
+                 "/usr/share/man/man1/sluice-keys.1.gz",
+                 "/usr/share/man/man1/sluice-passwd.1.gz",
                  "/usr/lib/systemd/system/sluice.service",
                  "/etc/logrotate.d/sluice",
                  "/usr/share/man/man8/sluice.8.gz",

@@ -288,10 +288,35 @@ test_global(void **state)
     sl__config_free(cfg);
 }
 
+/* threads_max caps threads=auto and bounds an explicit threads. */
+static void
+test_threads_max(void **state)
+{
+    struct sl_config *cfg;
+
+    (void)state;
+    cfg = load("[maxscale]\nthreads=auto\nthreads_max=1\n");
+    assert_non_null(cfg);
+    assert_int_equal(cfg->global.threads, 1);
+    sl__config_free(cfg);
+    cfg = load("[maxscale]\nthreads=2\nthreads_max=2\n");
+    assert_non_null(cfg);
+    assert_int_equal(cfg->global.threads, 2);
+    sl__config_free(cfg);
+    assert_null(load("[maxscale]\nthreads=3\nthreads_max=2\n"));
+    assert_non_null(strstr(diag.text, "test.cnf:2: invalid value '3' for "
+                                      "parameter 'threads' in section "
+                                      "'maxscale' (expected 'auto' or a "
+                                      "number from 1 to threads_max=2)"));
+    assert_null(load("[maxscale]\nthreads_max=0\n"));
+    assert_non_null(strstr(diag.text, "test.cnf:2: invalid value '0' for "
+                                      "parameter 'threads_max'"));
+}
+
 static const char full_config[] =
     "[maxscale]\nthreads=1\n"
     "[db1]\ntype=server\naddress=127.0.0.1\nport=3306\n"
-    "protocol=MariaDBBackend\npersistpoolmax=10\n"
+    "protocol=MariaDBBackend\npersistpoolmax=0\n"
     "[db2]\ntype=server\nsocket=/tmp/db2.sock\nweight=3\n"
     "[f1]\ntype=filter\nmodule=TestFilterAlias\nneeded=yes\nmode=slow\n"
     "[svc]\ntype=service\nrouter=testmod_router\n"
@@ -576,6 +601,7 @@ main(void)
         cmocka_unit_test(test_ssl),
         cmocka_unit_test(test_accumulates),
         cmocka_unit_test(test_global),
+        cmocka_unit_test(test_threads_max),
         cmocka_unit_test(test_valid_objects),
         cmocka_unit_test(test_monitor_runner),
         cmocka_unit_test(test_monitored_twice),

@@ -131,7 +131,10 @@ static const struct sl_param_spec specs[] = {
     {"filters", SL_PARAM_FILTERS, NULL, 0, NULL, ""},
     {"match", SL_PARAM_REGEX, NULL, 0, NULL, ""},
     {"old", SL_PARAM_STRING, NULL, SL_PARAM_F_DEPRECATED, NULL, ""},
-    {"compat", SL_PARAM_STRING, NULL, SL_PARAM_F_IGNORED, NULL, ""},
+    {"compat", SL_PARAM_STRING, NULL, SL_PARAM_F_IGNORED, NULL,
+     "cosmetic here"},
+    {"unsafe", SL_PARAM_BOOL, "false", SL_PARAM_F_REFUSED, NULL,
+     "unsafe mode is not implemented"},
     SL_PARAM_END,
 };
 
@@ -179,7 +182,7 @@ test_getters_and_defaults(void **state)
     while (sl_params_next(p, &it, &n, &v)) {
         count++;
     }
-    assert_int_equal(count, 9);
+    assert_int_equal(count, 10);   /* 9 + the default of "unsafe" */
     sl__params_free(p);
     sl__cfg_diag_free(&d);
 }
@@ -263,9 +266,36 @@ test_deprecated_and_ignored(void **state)
     sl__params_set(p, "name", "x", 1);
     sl__params_set(p, "old", "1", 2);
     sl__params_set(p, "compat", "1", 3);
+    sl__params_set(p, "unsafe", "no", 4);
     assert_int_equal(run_validate(p, &d), 0);
-    assert_int_equal(d.warnings, 1);
+    /* deprecated and ignored both warn; the ignored one gives its reason
+     * and is listed for --config-check's summary; a refused parameter at
+     * the value Sluice implements (its default) is accepted silently */
+    assert_int_equal(d.warnings, 2);
     assert_non_null(strstr(d.text, "t.cnf:2: warning: parameter 'old'"));
+    assert_non_null(strstr(d.text, "t.cnf:3: warning: parameter 'compat' "
+                                   "in thing 'x' is accepted for MaxScale "
+                                   "compatibility and ignored: cosmetic "
+                                   "here"));
+    assert_int_equal(d.nignored, 1);
+    assert_non_null(strstr(d.ignored, "t.cnf:3: "));
+    sl__params_free(p);
+    sl__cfg_diag_free(&d);
+}
+
+static void
+test_refused(void **state)
+{
+    struct sl_params *p = sl__params_new();
+    struct sl_cfg_diag d = {0};
+
+    (void)state;
+    sl__params_set(p, "name", "x", 1);
+    sl__params_set(p, "unsafe", "true", 7);
+    assert_int_equal(run_validate(p, &d), 1);
+    assert_non_null(strstr(d.text, "t.cnf:7: parameter 'unsafe' in thing "
+                                   "'x' is not supported by Sluice: unsafe "
+                                   "mode is not implemented"));
     sl__params_free(p);
     sl__cfg_diag_free(&d);
 }
@@ -283,6 +313,7 @@ main(void)
         cmocka_unit_test(test_bad_values),
         cmocka_unit_test(test_unknown_and_missing),
         cmocka_unit_test(test_deprecated_and_ignored),
+        cmocka_unit_test(test_refused),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

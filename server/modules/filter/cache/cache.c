@@ -88,7 +88,8 @@ static const struct sl_param_spec cache_params[] = {
     {"selects", SL_PARAM_ENUM, "assume_cacheable", 0, cache_selects,
      "Accepted; the classifier decides"},
     {"enabled", SL_PARAM_BOOL, "true", 0, NULL, "Cache at all"},
-    {"debug", SL_PARAM_COUNT, "0", SL_PARAM_F_IGNORED, NULL, "Ignored"},
+    {"debug", SL_PARAM_COUNT, "0", SL_PARAM_F_IGNORED, NULL,
+     "debug output is not implemented"},
     SL_PARAM_END,
 };
 

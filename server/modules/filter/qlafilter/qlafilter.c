@@ -88,8 +88,9 @@ static const struct sl_param_spec qla_params[] = {
      "Replaces newlines in logged statements"},
     {"duration_unit", SL_PARAM_ENUM, "ms", 0,
      (const char *const[]){"ms", "us", NULL}, "Unit of reply times"},
-    {"use_canonical_form", SL_PARAM_BOOL, "false", SL_PARAM_F_IGNORED, NULL,
-     "Not supported (ignored)"},
+    {"use_canonical_form", SL_PARAM_BOOL, "false", SL_PARAM_F_REFUSED, NULL,
+     "canonical statements are not implemented: the log would hold the "
+     "literal values"},
     SL_PARAM_END,
 };
 

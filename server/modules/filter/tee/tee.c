@@ -56,8 +56,9 @@ static const struct sl_param_spec tee_params[] = {
      "Pattern options"},
     {"user", SL_PARAM_STRING, NULL, 0, NULL, "Only this user's sessions"},
     {"source", SL_PARAM_STRING, NULL, 0, NULL, "Only this client host"},
-    {"sync", SL_PARAM_BOOL, "false", SL_PARAM_F_IGNORED, NULL,
-     "Not supported: answers of the target are always discarded"},
+    {"sync", SL_PARAM_BOOL, "false", SL_PARAM_F_REFUSED, NULL,
+     "synchronous mode is not implemented: the target's answers are "
+     "always discarded without waiting"},
     {"max_pending_bytes", SL_PARAM_SIZE, "8Mi", 0, NULL,
      "Copies of a session not yet answered by the target may hold this "
      "much; more are dropped (0 = no limit)"},

@@ -45,6 +45,7 @@
 #include <sluice/dcb.h>
 #include <sluice/log.h>
 #include <sluice/mariadb.h>
+#include <sluice/params.h>
 #include <sluice/server.h>
 #include <sluice/service.h>
 #include <sluice/worker.h>
@@ -97,6 +98,9 @@ struct mdb_service {
     char last_error[256];
     char source[128];         /* server the last good load came from */
     struct mdb_usage *usage;  /* accounts with connection limits */
+    uint64_t refresh_ms;      /* users_refresh_time: least time between
+                               * reloads a failed login may cause */
+    uint64_t interval_ms;     /* users_refresh_interval: periodic, 0 off */
 };
 
 static uint64_t
@@ -397,11 +401,30 @@ wait_for_request(struct mdb_service *s)
     struct timespec ts;
 
     while (!s->stop && !s->want_load) {
-        pthread_cond_wait(&s->cond, &s->lock);
+        if (s->interval_ms == 0 || s->loads == 0) {
+            pthread_cond_wait(&s->cond, &s->lock);
+            continue;
+        }
+        /* users_refresh_interval: reload when it has passed */
+        now = mono_ms();
+        if (now >= s->last_load_ms + s->interval_ms) {
+            s->want_load = true;
+            return true;   /* periodic: users_refresh_time does not apply */
+        }
+        uint64_t ms = s->last_load_ms + s->interval_ms - now;
+
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += (time_t)(ms / 1000);
+        ts.tv_nsec += (long)(ms % 1000) * 1000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&s->cond, &s->lock, &ts);
     }
     while (!s->stop && s->loads > 0 &&
-           (now = mono_ms()) < s->last_load_ms + MIN_RELOAD_INTERVAL_MS) {
-        uint64_t ms = s->last_load_ms + MIN_RELOAD_INTERVAL_MS - now;
+           (now = mono_ms()) < s->last_load_ms + s->refresh_ms) {
+        uint64_t ms = s->last_load_ms + s->refresh_ms - now;
 
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_sec += (time_t)(ms / 1000);
@@ -470,6 +493,13 @@ mdb_service_create(struct sl_service *svc)
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->cond, NULL);
     s->want_load = true;   /* the initial load, asynchronous */
+    s->refresh_ms = MIN_RELOAD_INTERVAL_MS;
+    if (sl_global_params() != NULL) {
+        s->refresh_ms = sl_params_duration_ms(sl_global_params(),
+                                              "users_refresh_time");
+        s->interval_ms = sl_params_duration_ms(sl_global_params(),
+                                               "users_refresh_interval");
+    }
     if (pthread_create(&s->thread, NULL, loader_main, s) != 0) {
         sl_log_error("service %s: cannot start the account loader",
                      sl_service_name(svc));
@@ -562,12 +592,19 @@ host_may_reload(struct mdb_service *s, const char *host, uint64_t now)
     return true;
 }
 
-/* Park dcb until the next load completes. Called with the lock held. */
+/* Park dcb until the next load completes. Called with the lock held.
+ * When users_refresh_time keeps the next reload more than a second away,
+ * the login is not held that long: it is refused now (as in MaxScale). */
 static enum mdb_auth_rc
 park(struct mdb_service *s, struct sl_dcb *dcb)
 {
-    struct waiter *w = malloc(sizeof(*w));
+    struct waiter *w;
 
+    if (s->loaded && s->loads > 0 &&
+        mono_ms() + 1000 < s->last_load_ms + s->refresh_ms) {
+        return MDB_AUTH_DENIED;
+    }
+    w = malloc(sizeof(*w));
     if (w == NULL) {
         return MDB_AUTH_DENIED;
     }
@@ -728,8 +765,9 @@ mdb_service_authenticate(struct mdb_service *s, struct sl_dcb *dcb,
          * or altered: reload once, as for a wrong password. */
         if (rc == MDB_AUTH_REFUSED && why->code != 1226 && req->may_reload &&
             host_may_reload(s, req->is_unix ? "localhost" : req->client,
-                            mono_ms())) {
-            rc = park(s, dcb);
+                            mono_ms()) &&
+            park(s, dcb) == MDB_AUTH_WAIT) {
+            rc = MDB_AUTH_WAIT;   /* else the refusal stands */
         }
     } else if (req->may_reload &&
                host_may_reload(s, req->is_unix ? "localhost" : req->client,

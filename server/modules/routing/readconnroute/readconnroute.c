@@ -331,6 +331,13 @@ static const struct sl_param_spec rcr_params[] = {
     {"router_options", SL_PARAM_ENUM_MASK, "running", 0, rcr_option_names,
      "Roles a server must have to be chosen: master, slave, running, "
      "synced (any of the listed)"},
+    /* MaxScale names not implemented (docs/configuration.md) */
+    {"master_accept_reads", SL_PARAM_BOOL, "true", SL_PARAM_F_REFUSED,
+     NULL, "only true is implemented: a service without router_options="
+     "master still uses the primary when no other server is usable"},
+    {"max_replication_lag", SL_PARAM_DURATION, "0s",
+     SL_PARAM_F_SECONDS | SL_PARAM_F_REFUSED, NULL,
+     "replication lag is not considered by readconnroute"},
     SL_PARAM_END,
 };
 
