@@ -277,6 +277,8 @@ static const struct sl_param_spec service_specs[] = {
       "Server version sent to clients in the handshake"),
     P("log_auth_warnings", SL_PARAM_BOOL, "true", 0,
       "Log failed client authentications"),
+    P("kill_on_client_close", SL_PARAM_BOOL, "true", 0,
+      "KILL QUERY a statement still running when its client goes away"),
     P("auth_all_servers", SL_PARAM_BOOL, "false", IGN, ""),
     P("strip_db_esc", SL_PARAM_BOOL, "true", IGN, ""),
     P("localhost_match_wildcard_host", SL_PARAM_BOOL, "true", IGN, ""),

@@ -46,6 +46,7 @@
 
 #include "mdb.h"
 #include "mdb_dbtrack.h"
+#include "mdb_kill.h"
 
 /* Longest login packet accepted before the client is called malformed. */
 #define MAX_LOGIN_PACKET 65536
@@ -58,6 +59,7 @@ enum client_state {
     CS_READY,
     CS_CU_SWITCH,
     CS_CU_PARKED,
+    CS_KILLING,      /* a translated KILL runs; commands wait behind it */
 };
 
 struct mdb_client {
@@ -66,6 +68,7 @@ struct mdb_client {
     uint8_t seq;                 /* login: sequence of our next packet */
     bool reloaded;               /* a reload was already waited for */
     bool load_data;              /* client is sending a LOCAL INFILE */
+    bool kill_wait;              /* a KILL waits for earlier answers */
     int8_t cu_seq;               /* seq for the COM_CHANGE_USER answer */
     struct mdb_hello *hello;     /* during login and COM_CHANGE_USER */
     struct sl_buf *cu_cmd;       /* the COM_CHANGE_USER being checked */
@@ -328,6 +331,7 @@ start_session(struct sl_dcb *dcb, struct mdb_client *cl)
     }
     sl_session_set_user(ses, h->user);
     sl_session_set_db(ses, h->db);
+    mdb_kill_register(dcb, h->user);
     sl_session_set_protocol_data(ses, cl->sd);
     sl_session_set_client_caps(ses, cl->sd->caps);
     free(h);
@@ -505,6 +509,7 @@ change_user_ok(struct sl_dcb *dcb, struct mdb_client *cl)
 
     cl->cu_cmd = NULL;
     sl_session_set_user(ses, cl->hello->user);
+    mdb_kill_set_user(dcb, cl->hello->user);
     sl_session_set_db(ses, cl->hello->db);
     apply_db(dcb, mdb_dbtrack_change_user(&cl->dbt, cl->hello->db));
     if (cl->hello->charset != 0) {
@@ -594,6 +599,110 @@ routable(int cmd)
            cmd == SL_COM_STMT_BULK_EXECUTE;
 }
 
+/* ---- KILL ---- */
+
+static int process_commands(struct sl_dcb *dcb, struct mdb_client *cl);
+
+/* A translated KILL ended: answer it, go on with the commands queued
+ * behind it. */
+static void
+kill_done(struct sl_dcb *dcb, uint16_t err, const char *sqlstate,
+          const char *msg)
+{
+    struct mdb_client *cl;
+    struct sl_buf *ok;
+
+    if (!sl_dcb_is_open(dcb) || (cl = client_of(dcb)) == NULL ||
+        cl->state != CS_KILLING) {
+        return;
+    }
+    cl->state = CS_READY;
+    if (err != 0) {
+        send_err(dcb, 1, err, sqlstate, msg);
+    } else if ((ok = sl_mdb_make_ok(1, 0, 0, SL_SERVER_STATUS_AUTOCOMMIT,
+                                    0)) == NULL ||
+               sl_dcb_write(dcb, ok) != 0) {
+        sl_dcb_close(dcb);
+        return;
+    }
+    if (process_commands(dcb, cl) == SL_ERROR) {
+        sl_dcb_close(dcb);
+    }
+}
+
+/*
+ * Is the command at the head of rq (n bytes) a KILL naming a Sluice
+ * session (COM_QUERY "KILL ..." or COM_PROCESS_KILL)? Then it is
+ * answered here once its KILLs have run on the servers; *handled says
+ * so. KILL USER always is; a number no Sluice session has goes to the
+ * server as it is (an administrator killing a backend thread).
+ */
+static int
+try_kill(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *rq,
+         size_t n, int cmd, bool *handled)
+{
+    struct sl_session *ses = sl_dcb_session(dcb);
+    struct mdb_kill_stmt k;
+    unsigned char *p;
+    char c;
+
+    *handled = false;
+    if (cmd == SL_COM_PROCESS_KILL) {
+        if (n < SL_MDB_HDR_LEN + 5 ||
+            (p = sl_buf_pullup(rq, SL_MDB_HDR_LEN + 5)) == NULL) {
+            return SL_OK;   /* malformed: the server's answer */
+        }
+        memset(&k, 0, sizeof(k));
+        p += SL_MDB_HDR_LEN + 1;
+        k.id = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+               (uint32_t)p[3] << 24;
+    } else {
+        /* Cheap test first: most statements do not start with K. */
+        if (n > 1024 ||
+            sl_buf_copy_out(rq, SL_MDB_HDR_LEN + 1, 1, &c) != 1) {
+            return SL_OK;
+        }
+        if (c == ' ' || c == '\n' || c == '\t' || c == '\r') {
+            c = 'k';   /* leading blanks: let the parser decide */
+        }
+        if ((c | 0x20) != 'k' || (p = sl_buf_pullup(rq, n)) == NULL ||
+            !mdb_kill_parse((const char *)p + SL_MDB_HDR_LEN + 1,
+                            n - SL_MDB_HDR_LEN - 1, &k)) {
+            return SL_OK;
+        }
+    }
+    if (sl_session_answers_pending(ses) > 0) {
+        /* Its answer must not overtake earlier ones: wait for them. */
+        cl->kill_wait = true;
+        *handled = true;
+        return SL_DONE;
+    }
+    cl->kill_wait = false;
+    switch (mdb_kill_start(dcb, &k, sl_session_user(ses), cl->sd,
+                           kill_done)) {
+    case MDB_KILL_NOT_OURS:
+        if (cmd == SL_COM_PROCESS_KILL) {
+            char msg[64];
+
+            snprintf(msg, sizeof(msg), "Unknown thread id: %u", k.id);
+            sl_buf_consume(rq, n);
+            send_err(dcb, 1, 1094, "HY000", msg);
+            *handled = true;
+        }
+        return SL_OK;
+    case MDB_KILL_STARTED:
+        sl_buf_consume(rq, n);
+        cl->state = CS_KILLING;
+        *handled = true;
+        return SL_OK;
+    default:
+        sl_buf_consume(rq, n);
+        send_err(dcb, 1, 1105, "HY000", "Sluice cannot run KILL now");
+        *handled = true;
+        return SL_OK;
+    }
+}
+
 /* One complete command of n bytes at the head of rq. */
 static int
 one_command(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *rq,
@@ -607,6 +716,14 @@ one_command(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *rq,
         sl_buf_consume(rq, n);
         sl_session_close(ses, "client sent COM_QUIT");
         return SL_DONE;
+    }
+    if (cmd == SL_COM_QUERY || cmd == SL_COM_PROCESS_KILL) {
+        bool handled;
+        int rc = try_kill(dcb, cl, rq, n, cmd, &handled);
+
+        if (handled) {
+            return rc;
+        }
     }
     if (!routable(cmd) && cmd != SL_COM_CHANGE_USER) {
         sl_buf_consume(rq, n);
@@ -827,8 +944,8 @@ mdb_client_reply(struct sl_dcb *client, struct sl_buf *buf,
     if (sl_dcb_write(client, buf) != 0) {
         return SL_ERROR;
     }
-    if (cl->load_data && cl->state == CS_READY &&
-        !sl_buf_empty(sl_dcb_readq(client))) {
+    if ((cl->load_data || (cl->kill_wait && reply->complete)) &&
+        cl->state == CS_READY && !sl_buf_empty(sl_dcb_readq(client))) {
         return process_commands(client, cl);
     }
     return SL_OK;
@@ -862,6 +979,7 @@ mdb_client_free(struct sl_dcb *client)
     if (cl == NULL) {
         return;
     }
+    mdb_kill_unregister(client);
     sl_buf_free(cl->cu_cmd);
     mdb_dbtrack_free(&cl->dbt);
     free(cl->hello);
