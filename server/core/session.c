@@ -767,7 +767,7 @@ send_backend_error(struct sl_session *ses, struct sl_buf *errpkt,
     }
     snprintf(text, sizeof(text), "Lost connection to backend server: %s",
              reason != NULL ? reason : "connection closed");
-    sl_session_send_error(ses, 2013, "HY000", text);
+    sl_session_send_error(ses, 1927, "70100", text);
 }
 
 static bool

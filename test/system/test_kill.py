@@ -352,6 +352,75 @@ def test_kill_inside_lock_table_alter_table(port, how, blocked):
         victim.close()
 
 
+@pytest.mark.parametrize("how", ["sluice", "direct"])
+@pytest.mark.parametrize("blocked", ["lock_table", "alter_table"])
+def test_cli_killed_in_lock_table_gets_an_error(port, how, blocked):
+    """The mariadb CLI (libmariadb) blocked in LOCK TABLE or ALTER TABLE
+    behind another session's LOCK TABLE ... WRITE, killed: the server
+    closes that connection without an error packet, and the client gets
+    1927 "Lost connection to backend server" — Sluice's made-up error
+    used to be 2013, a client-side code libmariadb reports as 2027
+    "Received malformed packet" when a server sends it."""
+    marker = "lc" + uuid.uuid4().hex[:8]
+    sql = (f"LOCK /*{marker}*/ TABLE kill_t WRITE" if blocked == "lock_table"
+           else f"ALTER /*{marker}*/ TABLE kill_t ADD COLUMN "
+                f"c{uuid.uuid4().hex[:6]} INT")
+    holder = st.connect(port, database="test")
+    proc = None
+    try:
+        with holder.cursor() as cur:
+            cur.execute("LOCK TABLE kill_t WRITE")
+        proc, cid, pty = _cli_with_id(port, sql)
+        (sid, tid, _c, _i), = wait_running(marker)
+        if how == "sluice":
+            with st.connect(port) as killer:
+                with killer.cursor() as cur:
+                    cur.execute(f"KILL {cid}")
+        else:
+            with st.root(sid) as admin:
+                with admin.cursor() as cur:
+                    cur.execute(f"KILL {tid}")
+        _out, err = proc.communicate(timeout=10)
+        os.close(pty)
+        assert proc.returncode == 1, err
+        assert "ERROR 1927 (70100)" in err, err
+        assert "2027" not in err, err
+        with holder.cursor() as cur:
+            cur.execute("UNLOCK TABLES")
+        assert st.scalar(holder, "SELECT COUNT(*) FROM kill_t") == 2
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        holder.close()
+
+
+def _cli_with_id(port, sql):
+    """Start the mariadb CLI running `status; sql` with its stdout on a
+    pty (so that `status` is flushed at once); returns (process, the
+    thread id its handshake gave it, the pty's fd)."""
+    master, slave = os.openpty()
+    proc = subprocess.Popen(
+        ["mariadb", "--no-defaults", f"-u{st.APP_USER}",
+         f"-p{st.APP_PASSWORD}", f"-h{st.HOST}", f"-P{port}",
+         "--protocol=tcp", "--comments", "--batch", "-Dtest", "-e",
+         "status; " + sql],
+        stdout=slave, stderr=subprocess.PIPE, text=True)
+    os.close(slave)
+    buf = b""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        tail = buf.partition(b"Connection id:")[2]
+        if b"\n" in tail:
+            return proc, int(tail.split()[0]), master
+        chunk = os.read(master, 4096)
+        if not chunk:
+            break
+        buf += chunk
+    proc.kill()
+    raise AssertionError(f"the CLI printed no connection id: {buf!r}")
+
+
 def _kill(port, how, victim, sid, tid):
     if how == "sluice":
         with st.connect(port) as killer:
