@@ -525,7 +525,8 @@ def test_local_infile_from_script_file(port, tmp_path):
     """`mariadb --local-infile=1 < script.sql` where the script runs LOAD
     DATA LOCAL INFILE: the rows arrive (not 4166)."""
     data = tmp_path / "rows.csv"
-    data.write_text("".join(f"{i},row{i}\n" for i in range(1, 101)))
+    # ~60 KiB: the CLI sends it in several packets.
+    data.write_text("".join(f"{i},row{i}\n" for i in range(1, 5001)))
     script = tmp_path / "load.sql"
     script.write_text("DELETE FROM test.kill_load;\n"
                       f"LOAD DATA LOCAL INFILE '{data}' INTO TABLE "
@@ -539,4 +540,8 @@ def test_local_infile_from_script_file(port, tmp_path):
              "--skip-column-names"],
             stdin=f, capture_output=True, text=True, timeout=30)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == ["100", "5050"], proc.stdout
+    assert proc.stdout.split() == ["5000", "12502500"], proc.stdout
+    # and the session goes on: a second script on a fresh connection
+    # reads what the first one loaded
+    assert st.scalar(st.connect(port), "SELECT COUNT(*) FROM "
+                     "test.kill_load") == 5000

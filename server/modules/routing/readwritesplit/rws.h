@@ -213,6 +213,8 @@ struct rws_session {
     /* the command being answered */
     struct sl_buf *cur;           /* a copy, to retry or replay */
     int cur_target;
+    int load_target;              /* LOCAL INFILE: the server the client's
+                                   * file packets go to, or -1 */
     bool cur_is_read;
     bool cur_started;             /* bytes already went to the client */
     unsigned cur_retries;         /* retry_read()s of this command: at

@@ -637,6 +637,11 @@ client_answer(struct rws_session *rs, struct rws_be *be, struct rws_expect *e,
         }
     }
     rs->cur_started = true;
+    if (reply->state == SL_REPLY_LOAD_DATA && !reply->complete) {
+        /* The server asked for the client's file: its packets are data
+         * for this connection until the empty one, not commands. */
+        rs->load_target = (int)be->idx;
+    }
     if (reply->complete) {
         bool wrote = (int)be->idx == rs->master && rs->cur_is_write;
 

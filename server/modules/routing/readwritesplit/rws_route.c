@@ -1471,6 +1471,20 @@ rws_route_query(void *rsession, struct sl_buf *buf)
     struct sl_hint hint = {.type = SL_HINT_NONE};
 
     sl_session_take_hint(rs->ses, &hint);
+    if (rs->load_target >= 0) {
+        /* A LOCAL INFILE's data packet (an empty one ends the file):
+         * written as is, no answer expected of it. */
+        struct sl_backend *b = rs->be[rs->load_target].b;
+
+        if (sl_buf_len(buf) == SL_MDB_HDR_LEN) {
+            rs->load_target = -1;
+        }
+        if (b == NULL) {
+            sl_buf_free(buf);
+            return SL_ERROR;
+        }
+        return sl_backend_write(b, buf) == SL_OK ? SL_OK : SL_ERROR;
+    }
     if (rs->waiting != NULL || rs->replaying) {
         /* A command arrived while one is held: keep order by holding it
          * too is not possible with one slot; the client protocol is
