@@ -541,7 +541,5 @@ def test_local_infile_from_script_file(port, tmp_path):
             stdin=f, capture_output=True, text=True, timeout=30)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["5000", "12502500"], proc.stdout
-    # and the session goes on: a second script on a fresh connection
-    # reads what the first one loaded
-    assert st.scalar(st.connect(port), "SELECT COUNT(*) FROM "
-                     "test.kill_load") == 5000
+    with st.root(st.PRIMARY_ID) as conn:
+        assert st.scalar(conn, "SELECT COUNT(*) FROM test.kill_load") == 5000
