@@ -99,6 +99,10 @@ enum mdb_auth_rc mdb_service_authenticate(struct mdb_service *s,
 /* Give back a connection slot from mdb_service_authenticate (NULL: no-op).
  * Any thread; takes the cache's mutex. */
 void mdb_service_release(struct mdb_service *s, struct mdb_usage *u);
+/* Take back a slot given back by mdb_service_release (a COM_CHANGE_USER
+ * that failed keeps its old account), without checking the limits: the
+ * session held it before. NULL: no-op. Any thread; the cache's mutex. */
+void mdb_service_retake(struct mdb_service *s, struct mdb_usage *u);
 
 /* ---- client side (mdb_client.c) ---- */
 

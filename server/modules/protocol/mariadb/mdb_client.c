@@ -72,6 +72,8 @@ struct mdb_client {
     int8_t cu_seq;               /* seq for the COM_CHANGE_USER answer */
     struct mdb_hello *hello;     /* during login and COM_CHANGE_USER */
     struct sl_buf *cu_cmd;       /* the COM_CHANGE_USER being checked */
+    struct mdb_usage *cu_old_usage;  /* the old account's slot, given
+                                      * back while the change is checked */
     struct mdb_session *sd;      /* handed to the session */
     struct mdb_dbtrack dbt;      /* default-database changes in flight */
     bool tls_started;            /* SSLRequest seen, TLS running */
@@ -521,36 +523,47 @@ change_user_ok(struct sl_dcb *dcb, struct mdb_client *cl)
     return sl_session_route_query(ses, cmd) == SL_OK ? SL_OK : SL_ERROR;
 }
 
+/*
+ * A refused COM_CHANGE_USER: the server's error, and the session goes on
+ * as the old user (as the server keeps the connection): its connection
+ * slot is taken back, the command was never routed.
+ */
+static int
+change_user_failed(struct sl_dcb *dcb, struct mdb_client *cl)
+{
+    mdb_service_retake(service_cache(dcb), cl->cu_old_usage);
+    cl->sd->usage = cl->cu_old_usage;
+    cl->cu_old_usage = NULL;
+    drop_change_user(cl);
+    cl->cu_seq = -1;
+    cl->state = CS_READY;
+    return SL_OK;
+}
+
 static int
 change_user_check(struct sl_dcb *dcb, struct mdb_client *cl)
 {
     struct mdb_session fresh = {0};
     struct mdb_refusal why;
 
-    /* The old account's connection slot goes first, as in the server:
-     * changing to the same user at its max_user_connections works (and a
-     * refused change closes the connection anyway). */
-    mdb_service_release(service_cache(dcb), cl->sd->usage);
-    cl->sd->usage = NULL;
     switch (check_token(dcb, cl, &fresh, &why)) {
     case MDB_AUTH_OK:
         memcpy(cl->sd->sha1pw, fresh.sha1pw, MDB_SHA1_LEN);
         cl->sd->has_pw = fresh.has_pw;
         cl->sd->usage = fresh.usage;
+        cl->cu_old_usage = NULL;
         return change_user_ok(dcb, cl);
     case MDB_AUTH_WAIT:
         cl->state = CS_CU_PARKED;
         return SL_OK;
     case MDB_AUTH_REFUSED:
         send_refusal(dcb, (uint8_t)cl->cu_seq, cl->hello, &why);
-        drop_change_user(cl);
-        return SL_ERROR;
+        return change_user_failed(dcb, cl);
     default:
         log_denied(dcb, cl->hello);
         mdb_host_auth_failed(sl_dcb_service(dcb), sl_dcb_remote(dcb));
         send_access_denied(dcb, (uint8_t)cl->cu_seq, cl->hello);
-        drop_change_user(cl);
-        return SL_ERROR;
+        return change_user_failed(dcb, cl);
     }
 }
 
@@ -576,6 +589,12 @@ change_user(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *cmd)
     }
     cl->hello->attrs = NULL;
     cl->reloaded = false;
+    /* The old account's connection slot goes first, as in the server:
+     * changing to the same user at its max_user_connections works; a
+     * refused change takes it back (change_user_failed). */
+    mdb_service_release(service_cache(dcb), cl->sd->usage);
+    cl->cu_old_usage = cl->sd->usage;
+    cl->sd->usage = NULL;
     if (needs_switch(cl->hello)) {
         cl->state = CS_CU_SWITCH;
         cl->seq = 3;
@@ -861,7 +880,13 @@ mdb_client_read(struct sl_dcb *client)
         return rc == SL_OK && ready ? login(client, cl) : rc;
     case CS_CU_SWITCH:
         rc = read_switch_response(client, cl, rq, &ready);
-        return rc == SL_OK && ready ? change_user_check(client, cl) : rc;
+        if (rc == SL_OK && ready) {
+            rc = change_user_check(client, cl);
+        }
+        if (rc == SL_OK && cl->state == CS_READY) {
+            rc = process_commands(client, cl);
+        }
+        return rc;
     case CS_READY:
         return process_commands(client, cl);
     default:
