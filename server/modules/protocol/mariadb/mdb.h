@@ -34,6 +34,8 @@ struct mdb_session {
     uint8_t sha1pw[MDB_SHA1_LEN];   /* SHA1(password), when has_pw */
     bool has_pw;
     uint32_t caps;                  /* client caps & MDB_SERVER_CAPS */
+    uint32_t ext_caps;              /* MariaDB extended caps, client's &
+                                     * the ones offered (MDB_EXT_CAPS) */
     uint8_t charset;
     char program_name[64];          /* client's connect attr, or "" */
     struct mdb_usage *usage;        /* the account's connection slot */

@@ -57,6 +57,7 @@ struct mdb_backend {
     struct sl_backend *b;
     uint8_t scramble[MDB_SCRAMBLE_LEN];
     uint32_t caps;                /* negotiated with the server */
+    uint32_t ext_caps;            /* MariaDB extended caps, likewise */
     struct mdb_tracker trk;
     struct queued *qhead;
     struct queued *qtail;
@@ -143,6 +144,7 @@ make_login(struct sl_dcb *dcb, struct mdb_backend *be, struct mdb_login *l,
 
     memset(l, 0, sizeof(*l));
     l->caps = be->caps;
+    l->ext_caps = be->ext_caps;
     l->charset = sd->charset != 0 ? sd->charset : MDB_DEFAULT_CHARSET;
     l->user = ses != NULL ? str_or_empty(sl_session_user(ses)) : "";
     l->db = ses != NULL ? str_or_empty(sl_session_db(ses)) : "";
@@ -228,6 +230,16 @@ on_handshake(struct sl_dcb *dcb, struct mdb_backend *be,
     memcpy(be->scramble, h->scramble, MDB_SCRAMBLE_LEN);
     be->tid = h->thread_id;
     be->caps = negotiate(dcb, h->caps);
+    be->ext_caps = session_data(dcb)->ext_caps & h->ext_caps;
+    if (be->ext_caps != session_data(dcb)->ext_caps) {
+        /* Offered because the monitor said 10.5+, and this server is
+         * not: its column definitions lack what the client expects. */
+        sl_log_warn("server '%s' (%s) does not support the MariaDB "
+                    "extended capabilities 0x%x the client negotiated; its "
+                    "result sets will not match them",
+                    sl_server_name(sl_backend_server(be->b)), h->version,
+                    (unsigned)(session_data(dcb)->ext_caps & ~h->ext_caps));
+    }
     mdb_tracker_init(&be->trk, be->caps);
     make_login(dcb, be, &l, token, attrs, sizeof(attrs));
     if (sl_dcb_tls_configured(dcb)) {

@@ -41,6 +41,7 @@
 #include <sluice/log.h>
 #include <sluice/mariadb.h>
 #include <sluice/params.h>
+#include <sluice/server.h>
 #include <sluice/service.h>
 #include <sluice/session.h>
 
@@ -78,6 +79,7 @@ struct mdb_client {
     struct mdb_dbtrack dbt;      /* default-database changes in flight */
     bool tls_started;            /* SSLRequest seen, TLS running */
     uint64_t max_packet;         /* service's max_allowed_packet */
+    uint32_t ext_offered;        /* MariaDB extended caps offered */
 };
 
 static struct mdb_client *
@@ -135,6 +137,35 @@ refuse_if_blocked(struct sl_dcb *dcb, uint8_t seq)
     return true;
 }
 
+/*
+ * The MariaDB extended capabilities to offer: MDB_EXT_CAPS when every
+ * server of the service whose version the monitor knows (at least one) is
+ * MariaDB 10.5 or later, which answer with extended metadata; none
+ * otherwise (a MySQL server or an older MariaDB could not honour it, and
+ * the client would misread every column definition).
+ */
+static uint32_t
+ext_caps_to_offer(const struct sl_service *svc)
+{
+    size_t n = 0;
+    struct sl_server *const *srv = svc != NULL ? sl_service_servers(svc, &n)
+                                               : NULL;
+    bool known = false;
+
+    for (size_t i = 0; srv != NULL && i < n; i++) {
+        uint64_t v = sl_server_version(srv[i]);
+
+        if (v == 0) {
+            continue;
+        }
+        if (v < 100500 || v >= 1000000) {
+            return 0;
+        }
+        known = true;
+    }
+    return known ? MDB_EXT_CAPS : 0;
+}
+
 int
 mdb_client_accept(struct sl_dcb *client)
 {
@@ -168,12 +199,14 @@ mdb_client_accept(struct sl_dcb *client)
     if (version == NULL || version[0] == '\0' || strlen(version) > 128) {
         version = MDB_DEFAULT_VERSION;
     }
-    n = mdb_build_handshake(p, sizeof(p), version,
-                            (uint32_t)sl_dcb_id(client), cl->scramble,
-                            MDB_SERVER_CAPS |
-                                (sl_dcb_tls_configured(client) ? SL_CAP_SSL
-                                                               : 0),
-                            MDB_DEFAULT_CHARSET);
+    cl->ext_offered = ext_caps_to_offer(sl_dcb_service(client));
+    n = mdb_build_handshake_ext(p, sizeof(p), version,
+                                mdb_kill_id(client), cl->scramble,
+                                MDB_SERVER_CAPS |
+                                    (sl_dcb_tls_configured(client)
+                                         ? SL_CAP_SSL
+                                         : 0),
+                                cl->ext_offered, MDB_DEFAULT_CHARSET);
     cl->state = CS_HELLO;
     cl->seq = 2;
     return send_payload(client, 0, p, n);
@@ -307,6 +340,7 @@ note_client(struct mdb_client *cl, const struct mdb_hello *h)
     size_t vlen;
 
     cl->sd->caps = h->caps & MDB_SERVER_CAPS;
+    cl->sd->ext_caps = h->ext_caps & cl->ext_offered;
     cl->sd->charset = h->charset;
     if (h->attrs != NULL &&
         mdb_attrs_find(h->attrs, h->attrs_len, "program_name", &v, &vlen)) {
@@ -335,7 +369,8 @@ start_session(struct sl_dcb *dcb, struct mdb_client *cl)
     sl_session_set_db(ses, h->db);
     mdb_kill_register(dcb, h->user);
     sl_session_set_protocol_data(ses, cl->sd);
-    sl_session_set_client_caps(ses, cl->sd->caps);
+    sl_session_set_client_caps(ses, cl->sd->caps |
+                                        (uint64_t)cl->sd->ext_caps << 32);
     free(h);
     return SL_OK;
 }
