@@ -37,6 +37,7 @@
 #include <sluice/dcb.h>
 #include <sluice/log.h>
 #include <sluice/mariadb.h>
+#include <sluice/params.h>
 #include <sluice/server.h>
 #include <sluice/service.h>
 #include <sluice/session.h>
@@ -301,6 +302,7 @@ struct kill_target {
     char host[256];
     char sock[108];
     int port;
+    bool tls;              /* the server has ssl=true: not supported */
     uint32_t tid;          /* 0: send sql as is (KILL USER) */
 };
 
@@ -562,7 +564,13 @@ kill_one(struct kill_job *j, const struct kill_target *t)
                      j->user_spec);
     }
     sql[0] = SL_COM_QUERY;
-    if ((fd = connect_to(t)) < 0) {
+    if (t->tls) {
+        /* The kill connection speaks plain text only: never send a login
+         * in the clear to a server configured for TLS. */
+        local_err(j, "cannot send KILL to server '%s': kill connections to "
+                     "servers with ssl=true are not supported", t->name);
+        sl_log_warn("%s", j->msg);
+    } else if ((fd = connect_to(t)) < 0) {
         local_err(j, "cannot connect to server '%s' to send KILL", t->name);
     } else if (login(j, t, fd, buf) != 0) {
         local_err(j, "cannot log in to server '%s' to send KILL", t->name);
@@ -671,6 +679,8 @@ add_target(struct kill_job *j, size_t *cap, struct sl_server *srv,
              sl_server_address(srv) ? sl_server_address(srv) : "");
     snprintf(t->sock, sizeof(t->sock), "%s", sock != NULL ? sock : "");
     t->port = sl_server_port(srv);
+    t->tls = sl_server_params(srv) != NULL &&
+             sl_params_bool(sl_server_params(srv), "ssl");
     t->tid = tid;
     return true;
 }
