@@ -593,6 +593,22 @@ mdb_backend_write(struct sl_dcb *dcb, struct sl_buf *buf)
 }
 
 /*
+ * Does the server still execute a statement for this connection, one that
+ * closing the socket would not stop? Not when the only answer pending is
+ * already streaming (the server's next write fails once the socket is
+ * closed, as with a client that vanishes directly), nor during LOCAL
+ * INFILE (the server reads the file from us and sees the close).
+ */
+static bool
+still_running(const struct mdb_backend *be)
+{
+    size_t pending = mdb_tracker_pending(&be->trk);
+
+    return pending > 0 && !be->load_data &&
+           !(pending == 1 && be->trk.active);
+}
+
+/*
  * The backend is closed (client gone, COM_QUIT, session killed, router
  * done with it) while the server still runs a statement for it. Closing
  * the socket does not stop a server busy in SLEEP() or a lock wait, so
@@ -628,8 +644,8 @@ mdb_backend_close(struct sl_dcb *dcb)
     if (be == NULL || be->state != BS_READY) {
         return;
     }
-    if (be->tid != 0 && mdb_tracker_pending(&be->trk) > 0 &&
-        sl_backend_state(be->b) != SL_BACKEND_FAILED && !be->load_data) {
+    if (be->tid != 0 && still_running(be) &&
+        sl_backend_state(be->b) != SL_BACKEND_FAILED) {
         kill_running(dcb, be);
     }
     if (!be->load_data && (buf = sl_buf_from(quit, sizeof(quit))) != NULL) {
