@@ -178,10 +178,11 @@ def wait_running(marker, timeout=10):
 
 # ---- KILL ----
 
-def test_kill_query_from_second_connection(port):
+def test_kill_query_from_second_connection(any_port):
     """Ctrl-C in the mariadb CLI: KILL QUERY <the id Sluice gave the
     client> from a second connection ends SELECT SLEEP(30) with 1317 at
-    once; the killed session stays usable."""
+    once; the killed session stays usable (both event models)."""
+    port = any_port
     marker = "kq" + uuid.uuid4().hex[:8]
     victim = st.connect(port, database="test")
     killer = st.connect(port)
@@ -234,11 +235,12 @@ def test_kill_other_users_session_refused(port):
         killer.close()
 
 
-def test_kill_connection(port):
+def test_kill_connection(any_port):
     """KILL CONNECTION of one's own other session: OK for the killer;
     the victim's running statement ends with the server's error (1927)
     or a clean close, never a malformed packet, and the victim's
-    backend threads are gone."""
+    backend threads are gone (both event models)."""
+    port = any_port
     marker = "kc" + uuid.uuid4().hex[:8]
     victim = st.connect(port, database="test")
     killer = st.connect(port)
@@ -254,6 +256,29 @@ def test_kill_connection(port):
         with pytest.raises(pymysql.MySQLError):
             st.scalar(victim, "SELECT 1")
         assert st.scalar(killer, "SELECT 1") == 1
+    finally:
+        victim.close()
+        killer.close()
+
+
+def test_kill_backend_thread_id_passes_through(pinned):
+    """A number that is no Sluice session goes to the server as it is: a
+    thread id read from the server's processlist (readconnroute: the
+    session's statement runs where the KILL goes) ends that statement."""
+    port = PRIMARY_PORT
+    wait_routes(port)
+    marker = "kb" + uuid.uuid4().hex[:8]
+    victim = st.connect(port)
+    killer = st.connect(port)
+    try:
+        th, out = run_async(victim, f"SELECT /*{marker}*/ SLEEP(30)")
+        (_sid, tid, _c, _i), = wait_running(marker)
+        assert victim.thread_id() >= 1 << 30 > tid
+        with killer.cursor() as cur:
+            cur.execute(f"KILL QUERY {tid}")
+        th.join(5)
+        assert out.get("error") == 1317, out
+        assert st.scalar(victim, "SELECT 6") == 6
     finally:
         victim.close()
         killer.close()

@@ -83,7 +83,11 @@ slot_of(uint32_t id)
 uint32_t
 mdb_kill_id(const struct sl_dcb *client)
 {
-    return (uint32_t)sl_dcb_id(client);
+    /* Bit 30 set: never a server's own thread id in practice, so a KILL
+     * naming a backend thread (read from a server's processlist) is
+     * never mistaken for a Sluice session. */
+    return MDB_KILL_ID_BASE | ((uint32_t)sl_dcb_id(client) &
+                               (MDB_KILL_ID_BASE - 1));
 }
 
 void

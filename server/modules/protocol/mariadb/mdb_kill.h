@@ -25,6 +25,10 @@
 struct sl_dcb;
 struct sl_server;
 
+/* Sluice thread ids are MDB_KILL_ID_BASE + the client DCB's id (modulo
+ * 2^30): above any thread id a server hands out in practice. */
+#define MDB_KILL_ID_BASE 0x40000000u
+
 /* The Sluice thread id of a client (what its handshake said). */
 uint32_t mdb_kill_id(const struct sl_dcb *client);
 
