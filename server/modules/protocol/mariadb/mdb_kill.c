@@ -498,9 +498,14 @@ kill_one(struct kill_job *j, const struct kill_target *t)
         (void)write_packet(fd, 0, &quit, 1);
         close(fd);
     }
-    sl_log_info("%s %s on server '%s': %s", j->verb,
-                t->tid != 0 ? "" : j->user_spec, t->name,
-                j->err != 0 ? j->msg : "sent");
+    if (t->tid != 0) {
+        sl_log_info("%s %u on server '%s' for '%s': %s", j->verb, t->tid,
+                    t->name, j->user, j->err != 0 ? j->msg : "done");
+    } else {
+        sl_log_info("%s USER %s on server '%s' for '%s': %s", j->verb,
+                    j->user_spec, t->name, j->user,
+                    j->err != 0 ? j->msg : "done");
+    }
     free(buf);
 }
 
