@@ -44,8 +44,47 @@
 #include <string.h>
 
 #include "../server/modules/protocol/mariadb/mdb_backend.c"
+#include "fake_kill.h"
 
 #include "internal.h"
+
+/* What kill_on_client_close and the KILL registry ask about the session
+ * (no client: an internal session; no service parameters: off). */
+struct sl_dcb *
+sl_session_client(const struct sl_session *s)
+{
+    return NULL;
+}
+
+struct sl_service *
+sl_session_service(const struct sl_session *s)
+{
+    return NULL;
+}
+
+const struct sl_params *
+sl_service_params(const struct sl_service *s)
+{
+    return NULL;
+}
+
+struct sl_server *
+sl_backend_server(const struct sl_backend *b)
+{
+    return NULL;
+}
+
+const char *
+sl_server_name(const struct sl_server *s)
+{
+    return "fuzz-server";
+}
+
+enum sl_backend_state
+sl_backend_state(const struct sl_backend *b)
+{
+    return SL_BACKEND_READY;
+}
 
 /* A flooding data event repeats its bytes this often: 255 * 300 bytes
  * pass the 64 KiB bounds on what a peer may queue. */

@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "../server/modules/protocol/mariadb/mdb_client.c"
+#include "fake_kill.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -117,6 +118,20 @@ mdb_service_authenticate(struct mdb_service *s, struct sl_dcb *d,
 void
 mdb_service_release(struct mdb_service *s, struct mdb_usage *u)
 {
+}
+
+void
+mdb_service_retake(struct mdb_service *s, struct mdb_usage *u)
+{
+}
+
+struct sl_server *const *
+sl_service_servers(const struct sl_service *s, size_t *count)
+{
+    if (count != NULL) {
+        *count = 0;
+    }
+    return NULL;
 }
 
 struct sl_session *

@@ -117,14 +117,15 @@ answer(struct example_session *es, struct sl_buf *buf)
 {
     const char *names[] = {"greeting"};
     const char *values[] = {es->inst->greeting};
-    bool deprecate_eof =
-        (sl_session_client_caps(es->ses) & SL_CAP_DEPRECATE_EOF) != 0;
     struct sl_reply reply = {0};
     struct sl_buf *rs;
 
     sl_buf_free(buf);   /* we own it: nobody else will */
-    rs = sl_mdb_make_resultset(1, deprecate_eof, SL_SERVER_STATUS_AUTOCOMMIT,
-                               1, names, 1, values);
+    /* The client's capabilities decide the answer's format (EOF packets,
+     * MariaDB extended metadata). */
+    rs = sl_mdb_make_resultset_for(1, sl_session_client_caps(es->ses),
+                                   SL_SERVER_STATUS_AUTOCOMMIT, 1, names, 1,
+                                   values);
     if (rs == NULL) {
         return SL_ERROR;
     }

@@ -54,6 +54,16 @@ SL_EXPORT bool sl_dcb_is_open(const struct sl_dcb *dcb);
 /* References keep the memory (not the connection) alive. Any thread. */
 SL_EXPORT void sl_dcb_ref(struct sl_dcb *dcb);
 SL_EXPORT void sl_dcb_unref(struct sl_dcb *dcb);
+/*
+ * Run fn(dcb, arg) on the DCB's worker, soon, as if it were an event of
+ * the DCB: in the shared event model its session's lock is held, so fn
+ * may touch the session, its router and the DCB's protocol state. The
+ * DCB is referenced until fn has run; fn is called even if the DCB has
+ * closed meanwhile (check sl_dcb_is_open) so it can free arg. Any
+ * thread. 0, or -ENOMEM (fn is then never called).
+ */
+typedef void (*sl_dcb_fn)(struct sl_dcb *dcb, void *arg);
+SL_EXPORT int sl_dcb_post(struct sl_dcb *dcb, sl_dcb_fn fn, void *arg);
 
 /* The read queue: bytes received and not yet consumed by the protocol. The
  * protocol consumes (sl_buf_consume/split) what it has handled. */

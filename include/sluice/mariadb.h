@@ -85,6 +85,10 @@ enum {
     SL_CAP_SESSION_TRACK = 1u << 23,
     SL_CAP_DEPRECATE_EOF = 1u << 24,
 };
+/* MariaDB's extended capabilities live in the upper 32 bits of
+ * sl_session_client_caps(): MARIADB_CLIENT_EXTENDED_METADATA (column
+ * definitions carry a format, e.g. json). */
+#define SL_CAP_MARIADB_EXTENDED_METADATA (1ull << 35)
 
 /* Server status flags (OK / EOF packets). */
 enum {
@@ -171,6 +175,17 @@ SL_EXPORT struct sl_buf *sl_mdb_make_resultset(uint8_t seq,
                                                const char *const *names,
                                                size_t nrows,
                                                const char *const *values);
+
+/*
+ * The same for a client with capabilities client_caps (what
+ * sl_session_client_caps() returns): the EOF follows SL_CAP_DEPRECATE_EOF
+ * and the column definitions carry an empty extended-metadata field when
+ * the client negotiated SL_CAP_MARIADB_EXTENDED_METADATA. Use this one:
+ * sl_mdb_make_resultset() cannot answer an extended-metadata client.
+ */
+SL_EXPORT struct sl_buf *sl_mdb_make_resultset_for(
+    uint8_t seq, uint64_t client_caps, uint16_t status, size_t ncols,
+    const char *const *names, size_t nrows, const char *const *values);
 
 /* Parse an ERR payload (starting at the 0xFF byte). true if well formed. */
 SL_EXPORT bool sl_mdb_parse_err(const unsigned char *payload, size_t len,

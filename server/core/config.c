@@ -455,6 +455,8 @@ static const struct sl_param_spec service_specs[] = {
       "Server version sent to clients in the handshake"),
     P("log_auth_warnings", SL_PARAM_BOOL, "true", 0,
       "Log failed client authentications"),
+    P("kill_on_client_close", SL_PARAM_BOOL, "true", 0,
+      "KILL QUERY a statement still running when its client goes away"),
     P("auth_all_servers", SL_PARAM_BOOL, "false", REF,
       "user accounts are loaded from one server only"),
     P("strip_db_esc", SL_PARAM_BOOL, "true", REF,

@@ -687,6 +687,14 @@ conn_events(struct sl_dcb *dcb, uint32_t ev)
         return 0;
     }
     if (dcb->reading_paused) {
+        if (dcb->role == SL_DCB_CLIENT &&
+            (ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))) {
+            /* A client paused because a backend is congested still
+             * hangs up at once: its session's statements must not run
+             * on (kill_on_client_close) while nobody waits for them. */
+            hangup(dcb, "connection closed by peer");
+            return 0;
+        }
         dcb->read_deferred = true;
         return 0;
     }
@@ -1265,6 +1273,50 @@ sl_dcb_unref(struct sl_dcb *dcb)
 {
     /* the reaper frees it once it is a zombie and this reached 0 */
     atomic_fetch_sub(&dcb->refs, 1);
+}
+
+struct dcb_post {
+    struct sl_dcb *dcb;
+    sl_dcb_fn fn;
+    void *arg;
+};
+
+static void
+run_dcb_post(void *arg)
+{
+    struct dcb_post *p = arg;
+    struct sl_dcb *dcb = p->dcb;
+    bool locked = dcb->state != DCB_CLOSED && dcb->session != NULL;
+
+    if (locked) {
+        sl__session_lock_for_event(dcb->session);
+    }
+    p->fn(dcb, p->arg);
+    if (locked) {
+        sl__session_unlock_event();
+    }
+    sl_dcb_unref(dcb);
+    free(p);
+}
+
+int
+sl_dcb_post(struct sl_dcb *dcb, sl_dcb_fn fn, void *arg)
+{
+    struct dcb_post *p = malloc(sizeof(*p));
+
+    if (p == NULL) {
+        return -ENOMEM;
+    }
+    p->dcb = dcb;
+    p->fn = fn;
+    p->arg = arg;
+    sl_dcb_ref(dcb);
+    if (sl_worker_post(dcb->worker, run_dcb_post, p) != 0) {
+        sl_dcb_unref(dcb);
+        free(p);
+        return -ENOMEM;
+    }
+    return 0;
 }
 
 bool

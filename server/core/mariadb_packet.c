@@ -279,7 +279,7 @@ put_lenenc_str(unsigned char *p, const char *s, size_t len)
 
 /* A column definition (protocol 4.1) of a VARCHAR utf8 column. */
 static int
-rs_coldef(struct sl_buf *out, uint8_t *seq, const char *name)
+rs_coldef(struct sl_buf *out, uint8_t *seq, const char *name, bool ext_meta)
 {
     size_t len = strlen(name) > 250 ? 250 : strlen(name);
     unsigned char p[600];
@@ -291,6 +291,9 @@ rs_coldef(struct sl_buf *out, uint8_t *seq, const char *name)
     n += put_lenenc_str(p + n, "", 0);              /* org_table */
     n += put_lenenc_str(p + n, name, len);
     n += put_lenenc_str(p + n, name, len);          /* org_name */
+    if (ext_meta) {
+        p[n++] = 0;   /* MariaDB extended metadata: none */
+    }
     p[n++] = 0x0c;
     p[n++] = 33;                                    /* utf8_general_ci */
     p[n++] = 0;
@@ -350,6 +353,19 @@ sl_mdb_make_resultset(uint8_t seq, bool deprecate_eof, uint16_t status,
                       size_t ncols, const char *const *names, size_t nrows,
                       const char *const *values)
 {
+    return sl_mdb_make_resultset_for(seq,
+                                     deprecate_eof ? SL_CAP_DEPRECATE_EOF
+                                                   : 0,
+                                     status, ncols, names, nrows, values);
+}
+
+struct sl_buf *
+sl_mdb_make_resultset_for(uint8_t seq, uint64_t client_caps, uint16_t status,
+                          size_t ncols, const char *const *names,
+                          size_t nrows, const char *const *values)
+{
+    bool deprecate_eof = (client_caps & SL_CAP_DEPRECATE_EOF) != 0;
+    bool ext_meta = (client_caps & SL_CAP_MARIADB_EXTENDED_METADATA) != 0;
     struct sl_buf *out = sl_buf_new();
     unsigned char p[9];
     int rc;
@@ -360,7 +376,7 @@ sl_mdb_make_resultset(uint8_t seq, bool deprecate_eof, uint16_t status,
     }
     rc = rs_packet(out, &seq, p, sl_mdb_put_lenenc(p, ncols));
     for (size_t c = 0; rc == 0 && c < ncols; c++) {
-        rc = rs_coldef(out, &seq, names[c]);
+        rc = rs_coldef(out, &seq, names[c], ext_meta);
     }
     if (rc == 0 && !deprecate_eof) {
         rc = rs_eof(out, &seq, false, status);

@@ -787,7 +787,14 @@ send_backend_error(struct sl_session *ses, struct sl_buf *errpkt,
     }
     snprintf(text, sizeof(text), "Lost connection to backend server: %s",
              reason != NULL ? reason : "connection closed");
-    sl_session_send_error(ses, 2013, "HY000", text);
+    if (ses->state == SL_SESSION_STARTING) {
+        sl_session_send_error(ses, 2013, "HY000", text);
+    } else {
+        /* A statement was running: ER_CONNECTION_KILLED, what the server
+         * itself sends a killed connection. A client-side code here (2013)
+         * is read by libmariadb as 2027 "Received malformed packet". */
+        sl_session_send_error(ses, 1927, "70100", text);
+    }
 }
 
 static bool

@@ -77,9 +77,9 @@ route_query(void *rses, struct sl_buf *buf)
     snprintf(type, sizeof(type), "%d", (int)hint.type);
     values[1] = hint.type == SL_HINT_ROUTE_TO_NAMED_SERVER ? hint.server : "";
     if (sel) {
-        out = sl_mdb_make_resultset(
-            1, (sl_session_client_caps(ses) & SL_CAP_DEPRECATE_EOF) != 0,
-            SL_SERVER_STATUS_AUTOCOMMIT, 2, names, 1, values);
+        out = sl_mdb_make_resultset_for(
+            1, sl_session_client_caps(ses), SL_SERVER_STATUS_AUTOCOMMIT, 2,
+            names, 1, values);
         reply.results = 1;
         reply.rows = 1;
     } else {

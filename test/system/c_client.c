@@ -18,6 +18,8 @@
  *   change_user U P [DB]      set a user variable, mysql_change_user(U, P,
  *                             DB), check the variable is gone, print
  *                             "CURRENT_USER() DATABASE()"
+ *   change_user_bad U P       mysql_change_user(U, P) must fail: print
+ *                             its error number, then "SELECT 42"
  *   ping                      mysql_ping twice, print "OK"
  *   ps_route N                (readwritesplit) a prepared "SELECT
  *                             @@server_id, ?" executed N times, printing
@@ -349,6 +351,23 @@ mode_change_user(MYSQL *conn, int argc, char **argv)
     }
     mysql_free_result(res);
     return run_query(conn, "SELECT CURRENT_USER(), DATABASE()");
+}
+
+/* mysql_change_user to an account that does not exist must fail; print
+ * its error number, then the connection must still answer a query. */
+static int
+mode_change_user_bad(MYSQL *conn, int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "change_user_bad needs USER PASS\n");
+        return 2;
+    }
+    if (mysql_change_user(conn, argv[0], argv[1], NULL) == 0) {
+        fprintf(stderr, "change_user to %s succeeded\n", argv[0]);
+        return 1;
+    }
+    printf("%u\n", mysql_errno(conn));
+    return run_query(conn, "SELECT 42");
 }
 
 static int
@@ -833,6 +852,9 @@ run_mode(MYSQL *conn, const char *mode, int argc, char **argv)
     }
     if (strcmp(mode, "change_user") == 0) {
         return mode_change_user(conn, argc, argv);
+    }
+    if (strcmp(mode, "change_user_bad") == 0) {
+        return mode_change_user_bad(conn, argc, argv);
     }
     if (strcmp(mode, "ping") == 0) {
         return mode_ping(conn);

@@ -49,7 +49,9 @@ RWS_PORT = st.port(4554)
 CHECKS = ["connect", "charset", "default_db", "session_set", "create_table",
           "insert_params", "read_back", "rollback", "blob_4mib",
           "big_result", "procedure", "syntax_error", "session_kept"]
-EXTRA_CHECKS = {"c": ["set_names", "change_user", "reset_connection"]}
+EXTRA_CHECKS = {"c": ["set_names", "change_user", "reset_connection"],
+                "pymysql": ["query_timeout"], "mysqldb": ["query_timeout"],
+                "connector": ["query_timeout"]}
 
 PROCEDURE = """\
 CREATE PROCEDURE test.drv_two_results()

@@ -16,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "mdb_kill.h"
 #include "mdb_parse.h"
 
 /* Decode hex into a fresh buffer; *len gets its size. */
@@ -257,6 +258,30 @@ test_build_round_trips(void **state)
     assert_string_equal(sh.plugin, MDB_NATIVE_PLUGIN);
     assert_int_equal(mdb_build_handshake(out, 20, "v", 1, scr, 0, 8), 0);
 
+    /* MariaDB extended capabilities: CLIENT_MYSQL cleared, ext caps
+     * readable on the other side; a login carries them back. */
+    n = mdb_build_handshake_ext(out, sizeof(out), "v", 5, scr,
+                                MDB_SERVER_CAPS, MDB_EXT_CAPS, 45);
+    assert_int_equal(mdb_parse_server_hello(out, n, &sh), 0);
+    assert_int_equal(sh.caps, MDB_SERVER_CAPS & ~SL_CAP_LONG_PASSWORD);
+    assert_int_equal(sh.ext_caps, MDB_EXT_EXTENDED_METADATA);
+    {
+        struct mdb_login el = {.caps = SL_CAP_PROTOCOL_41 |
+                                       SL_CAP_SECURE_CONNECTION |
+                                       SL_CAP_LONG_PASSWORD,
+                               .ext_caps = MDB_EXT_EXTENDED_METADATA,
+                               .charset = 45, .user = "u", .db = ""};
+
+        n = mdb_build_login(out, sizeof(out), &el);
+        assert_int_equal(mdb_parse_hello(out, n, &h), 0);
+        assert_false(h.caps & SL_CAP_LONG_PASSWORD);
+        assert_int_equal(h.ext_caps, MDB_EXT_EXTENDED_METADATA);
+        el.ext_caps = 0;
+        n = mdb_build_login(out, sizeof(out), &el);
+        assert_int_equal(mdb_parse_hello(out, n, &h), 0);
+        assert_int_equal(h.ext_caps, 0);   /* CLIENT_MYSQL: filler */
+    }
+
     assert_true(mdb_attrs_put(attrs, sizeof(attrs), &an, "_client_name",
                               "sluice", 6));
     memset(tok, 0x5a, 20);
@@ -460,6 +485,43 @@ test_account_requirements(void **state)
     assert_true(mdb_account_pw_expired(&a, 0, 1000000 + 2 * 86400));
 }
 
+static bool
+kp(const char *sql, struct mdb_kill_stmt *k)
+{
+    return mdb_kill_parse(sql, strlen(sql), k);
+}
+
+static void
+test_kill_parse(void **state)
+{
+    struct mdb_kill_stmt k;
+
+    (void)state;
+    assert_true(kp("KILL 12", &k));
+    assert_false(k.query);
+    assert_int_equal(k.id, 12);
+    assert_true(kp("  kill query 4294967295 ;\n", &k));
+    assert_true(k.query);
+    assert_int_equal(k.id, 4294967295u);
+    assert_true(kp("KILL HARD CONNECTION 7", &k));
+    assert_true(k.hard);
+    assert_false(k.query);
+    assert_true(kp("KILL SOFT QUERY 7", &k));
+    assert_false(k.hard);
+    assert_true(kp("KILL QUERY USER 'bob'@'%';", &k));
+    assert_true(k.by_user && k.query);
+    assert_string_equal(k.user_spec, "'bob'@'%'");
+    /* the server's own: query ids, expressions, junk, overflow */
+    assert_false(kp("KILL QUERY ID 5", &k));
+    assert_false(kp("KILL (SELECT 1)", &k));
+    assert_false(kp("KILL 5 6", &k));
+    assert_false(kp("KILL 4294967296", &k));
+    assert_false(kp("KILLER 5", &k));
+    assert_false(kp("KILL QUERYX 5", &k));
+    assert_false(kp("KILL USER ", &k));
+    assert_false(kp("SELECT 1", &k));
+}
+
 int
 main(void)
 {
@@ -476,6 +538,7 @@ main(void)
         cmocka_unit_test(test_account_order),
         cmocka_unit_test(test_scramble),
         cmocka_unit_test(test_account_requirements),
+        cmocka_unit_test(test_kill_parse),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -12,6 +12,8 @@ check.
 
 import json
 import sys
+import threading
+import time
 
 TEXT1 = "4-byte: \U0001F600\U0001F42C CJK: \u6f22\u5b57 \U0002070E \u00f1"
 TEXT2 = "second \U0001F389 \u4e2d\u6587 \ud55c\uad6d\uc5b4"
@@ -35,6 +37,7 @@ class Driver:
 
     def __init__(self, name, args):
         self.name = name
+        self.args = args
         host, port, user, password, db = args
         self.db = db
         if name == "pymysql":
@@ -57,6 +60,12 @@ class Driver:
                 autocommit=True, connection_timeout=10)
         else:
             raise SystemExit(f"unknown driver {name}")
+
+    def thread_id(self):
+        """The thread id of the handshake (what the CLI's Ctrl-C kills)."""
+        if self.name == "connector":
+            return self.conn.connection_id
+        return self.conn.thread_id()
 
     def error_code(self, exc):
         if self.name == "connector":
@@ -193,6 +202,36 @@ def check_session_kept(d):
     expect(rows(cur, "SELECT 1")[0][0] == 1, "SELECT 1")
 
 
+def check_query_timeout(d):
+    """A query timeout the way clients implement it without server help:
+    KILL QUERY <thread id> from a second connection ends SELECT SLEEP(30)
+    with 1317 at once, and the connection goes on."""
+    other = Driver(d.name, d.args)
+    out = {}
+
+    def sleeper():
+        t0 = time.monotonic()
+        try:
+            cur = d.cursor()
+            cur.execute("SELECT SLEEP(30)")
+            out["rows"] = cur.fetchall()
+            cur.close()
+        except Exception as exc:  # noqa: BLE001 - the error is the result
+            out["error"] = d.error_code(exc)
+        out["elapsed"] = time.monotonic() - t0
+    th = threading.Thread(target=sleeper, daemon=True)
+    th.start()
+    time.sleep(1.0)
+    cur = other.cursor()
+    cur.execute(f"KILL QUERY {d.thread_id()}")
+    cur.close()
+    other.conn.close()
+    th.join(10)
+    expect(out.get("error") == 1317, f"SLEEP ended with {out!r}")
+    expect(out["elapsed"] < 3, f"the KILL took {out['elapsed']:.1f} s")
+    expect(rows(d.cursor(), "SELECT 1")[0][0] == 1, "SELECT 1 after KILL")
+
+
 def scenario(d, table):
     cur = d.cursor()
     yield "charset", None
@@ -218,7 +257,8 @@ def scenario(d, table):
              ("big_result", check_big_result, False),
              ("procedure", check_procedure, False),
              ("syntax_error", check_syntax_error, False),
-             ("session_kept", check_session_kept, False))
+             ("session_kept", check_session_kept, False),
+             ("query_timeout", check_query_timeout, False))
     for name, fn, wants_table in steps:
         yield name, None
         fn(d, table) if wants_table else fn(d)

@@ -402,7 +402,8 @@ put_field(char *k, const char *f, size_t n)
 }
 
 /* Client capabilities that change an answer's bytes: the EOF after the
- * column definitions, session-state data in the final OK. */
+ * column definitions, session-state data in the final OK (and MariaDB's
+ * extended metadata in the column definitions, folded in by make_key). */
 #define FORMAT_CAPS (SL_CAP_DEPRECATE_EOF | SL_CAP_SESSION_TRACK)
 
 /*
@@ -418,7 +419,10 @@ make_key(struct cache_session *cs, const char *sql, size_t len, size_t *n)
     const char *db = sl_session_db(cs->ses);
     const char *user = cs->inst->isolated ? sl_session_user(cs->ses) : "";
     const char *host = cs->inst->isolated ? sl_session_remote(cs->ses) : "";
-    uint32_t fmt = (uint32_t)(sl_session_client_caps(cs->ses) & FORMAT_CAPS);
+    uint64_t caps = sl_session_client_caps(cs->ses);
+    /* bit 0 (CLIENT_MYSQL, never a format bit): extended metadata */
+    uint32_t fmt = (uint32_t)(caps & FORMAT_CAPS) |
+                   ((caps & SL_CAP_MARIADB_EXTENDED_METADATA) ? 1u : 0);
     size_t dl = strlen(db), ul = strlen(user), hl = strlen(host);
     char *k = malloc(4 + 12 + ul + hl + dl + len);
     char *p;

@@ -34,6 +34,8 @@ struct mdb_session {
     uint8_t sha1pw[MDB_SHA1_LEN];   /* SHA1(password), when has_pw */
     bool has_pw;
     uint32_t caps;                  /* client caps & MDB_SERVER_CAPS */
+    uint32_t ext_caps;              /* MariaDB extended caps, client's &
+                                     * the ones offered (MDB_EXT_CAPS) */
     uint8_t charset;
     char program_name[64];          /* client's connect attr, or "" */
     struct mdb_usage *usage;        /* the account's connection slot */
@@ -99,6 +101,10 @@ enum mdb_auth_rc mdb_service_authenticate(struct mdb_service *s,
 /* Give back a connection slot from mdb_service_authenticate (NULL: no-op).
  * Any thread; takes the cache's mutex. */
 void mdb_service_release(struct mdb_service *s, struct mdb_usage *u);
+/* Take back a slot given back by mdb_service_release (a COM_CHANGE_USER
+ * that failed keeps its old account), without checking the limits: the
+ * session held it before. NULL: no-op. Any thread; the cache's mutex. */
+void mdb_service_retake(struct mdb_service *s, struct mdb_usage *u);
 
 /* ---- client side (mdb_client.c) ---- */
 

@@ -30,9 +30,13 @@
 #include <sluice/dcb.h>
 #include <sluice/log.h>
 #include <sluice/mariadb.h>
+#include <sluice/params.h>
+#include <sluice/server.h>
+#include <sluice/service.h>
 #include <sluice/session.h>
 
 #include "mdb.h"
+#include "mdb_kill.h"
 #include "mdb_reply.h"
 
 enum backend_state {
@@ -53,11 +57,15 @@ struct mdb_backend {
     struct sl_backend *b;
     uint8_t scramble[MDB_SCRAMBLE_LEN];
     uint32_t caps;                /* negotiated with the server */
+    uint32_t ext_caps;            /* MariaDB extended caps, likewise */
     struct mdb_tracker trk;
     struct queued *qhead;
     struct queued *qtail;
     int queued_replies;           /* queued commands expecting answers */
     bool load_data;               /* writing a LOCAL INFILE's packets */
+    uint32_t tid;                 /* the server's thread id (greeting) */
+    uint32_t reg_id;              /* Sluice id registered under, or 0 */
+    struct sl_server *reg_srv;    /* and the server */
 };
 
 /* The session's login data, or a static empty one. */
@@ -136,6 +144,7 @@ make_login(struct sl_dcb *dcb, struct mdb_backend *be, struct mdb_login *l,
 
     memset(l, 0, sizeof(*l));
     l->caps = be->caps;
+    l->ext_caps = be->ext_caps;
     l->charset = sd->charset != 0 ? sd->charset : MDB_DEFAULT_CHARSET;
     l->user = ses != NULL ? str_or_empty(sl_session_user(ses)) : "";
     l->db = ses != NULL ? str_or_empty(sl_session_db(ses)) : "";
@@ -219,7 +228,18 @@ on_handshake(struct sl_dcb *dcb, struct mdb_backend *be,
     struct sl_buf *pkt;
 
     memcpy(be->scramble, h->scramble, MDB_SCRAMBLE_LEN);
+    be->tid = h->thread_id;
     be->caps = negotiate(dcb, h->caps);
+    be->ext_caps = session_data(dcb)->ext_caps & h->ext_caps;
+    if (be->ext_caps != session_data(dcb)->ext_caps) {
+        /* Offered because the monitor said 10.5+, and this server is
+         * not: its column definitions lack what the client expects. */
+        sl_log_warn("server '%s' (%s) does not support the MariaDB "
+                    "extended capabilities 0x%x the client negotiated; its "
+                    "result sets will not match them",
+                    sl_server_name(sl_backend_server(be->b)), h->version,
+                    (unsigned)(session_data(dcb)->ext_caps & ~h->ext_caps));
+    }
     mdb_tracker_init(&be->trk, be->caps);
     make_login(dcb, be, &l, token, attrs, sizeof(attrs));
     if (sl_dcb_tls_configured(dcb)) {
@@ -267,12 +287,28 @@ auth_switch(struct sl_dcb *dcb, struct mdb_backend *be,
 static int write_command(struct sl_dcb *dcb, struct mdb_backend *be,
                          struct sl_buf *buf);
 
+/* Make this backend thread known to KILL under the client's Sluice id
+ * (internal sessions have no client and cannot be named). */
+static void
+register_thread(struct sl_dcb *dcb, struct mdb_backend *be)
+{
+    struct sl_session *ses = sl_dcb_session(dcb);
+    struct sl_dcb *client = ses != NULL ? sl_session_client(ses) : NULL;
+
+    if (client != NULL && be->tid != 0) {
+        be->reg_id = mdb_kill_id(client);
+        be->reg_srv = sl_backend_server(be->b);
+        mdb_kill_add_backend(be->reg_id, be->reg_srv, be->tid);
+    }
+}
+
 static int
 on_login_ok(struct sl_dcb *dcb, struct mdb_backend *be)
 {
     struct queued *q;
 
     be->state = BS_READY;
+    register_thread(dcb, be);
     sl_backend_ready(be->b);
     while (sl_dcb_is_open(dcb) && (q = be->qhead) != NULL) {
         be->qhead = q->next;
@@ -571,6 +607,48 @@ mdb_backend_write(struct sl_dcb *dcb, struct sl_buf *buf)
     return SL_OK;
 }
 
+/*
+ * Does the server still execute a statement for this connection, one that
+ * closing the socket would not stop? Not when the only answer pending is
+ * already streaming (the server's next write fails once the socket is
+ * closed, as with a client that vanishes directly), nor during LOCAL
+ * INFILE (the server reads the file from us and sees the close).
+ */
+static bool
+still_running(const struct mdb_backend *be)
+{
+    size_t pending = mdb_tracker_pending(&be->trk);
+
+    return pending > 0 && !be->load_data &&
+           !(pending == 1 && be->trk.active);
+}
+
+/*
+ * The backend is closed (client gone, COM_QUIT, session killed, router
+ * done with it) while the server still runs a statement for it. Closing
+ * the socket does not stop a server busy in SLEEP() or a lock wait, so
+ * with kill_on_client_close (default on) a KILL QUERY goes to the server
+ * on a separate connection as the session's user.
+ */
+static void
+kill_running(struct sl_dcb *dcb, struct mdb_backend *be)
+{
+    struct sl_session *ses = sl_dcb_session(dcb);
+    const struct sl_params *params =
+        ses != NULL ? sl_service_params(sl_session_service(ses)) : NULL;
+    const struct mdb_session *sd = session_data(dcb);
+    const char *user = ses != NULL ? sl_session_user(ses) : NULL;
+
+    if (params == NULL || !sl_params_bool(params, "kill_on_client_close") ||
+        user == NULL || user[0] == '\0') {
+        return;
+    }
+    sl_log_info("server '%s' thread %u still runs a statement of a closing "
+                "backend: KILL QUERY", sl_server_name(sl_backend_server(be->b)),
+                be->tid);
+    mdb_kill_backend_query(sl_backend_server(be->b), be->tid, user, sd);
+}
+
 void
 mdb_backend_close(struct sl_dcb *dcb)
 {
@@ -578,8 +656,14 @@ mdb_backend_close(struct sl_dcb *dcb)
     static const unsigned char quit[] = {1, 0, 0, 0, SL_COM_QUIT};
     struct sl_buf *buf;
 
-    if (be != NULL && be->state == BS_READY && !be->load_data &&
-        (buf = sl_buf_from(quit, sizeof(quit))) != NULL) {
+    if (be == NULL || be->state != BS_READY) {
+        return;
+    }
+    if (be->tid != 0 && still_running(be) &&
+        sl_backend_state(be->b) != SL_BACKEND_FAILED) {
+        kill_running(dcb, be);
+    }
+    if (!be->load_data && (buf = sl_buf_from(quit, sizeof(quit))) != NULL) {
         sl_dcb_write(dcb, buf);
     }
 }
@@ -597,6 +681,9 @@ mdb_backend_free(struct sl_dcb *dcb)
         be->qhead = q->next;
         sl_buf_free(q->buf);
         free(q);
+    }
+    if (be->reg_id != 0) {
+        mdb_kill_remove_backend(be->reg_id, be->reg_srv, be->tid);
     }
     mdb_tracker_free(&be->trk);
     free(be);

@@ -41,11 +41,13 @@
 #include <sluice/log.h>
 #include <sluice/mariadb.h>
 #include <sluice/params.h>
+#include <sluice/server.h>
 #include <sluice/service.h>
 #include <sluice/session.h>
 
 #include "mdb.h"
 #include "mdb_dbtrack.h"
+#include "mdb_kill.h"
 
 /* Longest login packet accepted before the client is called malformed. */
 #define MAX_LOGIN_PACKET 65536
@@ -58,6 +60,7 @@ enum client_state {
     CS_READY,
     CS_CU_SWITCH,
     CS_CU_PARKED,
+    CS_KILLING,      /* a translated KILL runs; commands wait behind it */
 };
 
 struct mdb_client {
@@ -69,13 +72,17 @@ struct mdb_client {
     bool in_answer;              /* part of an answer was sent: an error
                                   * made up now continues it */
     uint8_t answer_seq;          /* then: the sequence number it takes */
+    bool kill_wait;              /* a KILL waits for earlier answers */
     int8_t cu_seq;               /* seq for the COM_CHANGE_USER answer */
     struct mdb_hello *hello;     /* during login and COM_CHANGE_USER */
     struct sl_buf *cu_cmd;       /* the COM_CHANGE_USER being checked */
+    struct mdb_usage *cu_old_usage;  /* the old account's slot, given
+                                      * back while the change is checked */
     struct mdb_session *sd;      /* handed to the session */
     struct mdb_dbtrack dbt;      /* default-database changes in flight */
     bool tls_started;            /* SSLRequest seen, TLS running */
     uint64_t max_packet;         /* service's max_allowed_packet */
+    uint32_t ext_offered;        /* MariaDB extended caps offered */
 };
 
 static struct mdb_client *
@@ -133,6 +140,35 @@ refuse_if_blocked(struct sl_dcb *dcb, uint8_t seq)
     return true;
 }
 
+/*
+ * The MariaDB extended capabilities to offer: MDB_EXT_CAPS when every
+ * server of the service whose version the monitor knows (at least one) is
+ * MariaDB 10.5 or later, which answer with extended metadata; none
+ * otherwise (a MySQL server or an older MariaDB could not honour it, and
+ * the client would misread every column definition).
+ */
+static uint32_t
+ext_caps_to_offer(const struct sl_service *svc)
+{
+    size_t n = 0;
+    struct sl_server *const *srv = svc != NULL ? sl_service_servers(svc, &n)
+                                               : NULL;
+    bool known = false;
+
+    for (size_t i = 0; srv != NULL && i < n; i++) {
+        uint64_t v = sl_server_version(srv[i]);
+
+        if (v == 0) {
+            continue;
+        }
+        if (v < 100500 || v >= 1000000) {
+            return 0;
+        }
+        known = true;
+    }
+    return known ? MDB_EXT_CAPS : 0;
+}
+
 int
 mdb_client_accept(struct sl_dcb *client)
 {
@@ -166,12 +202,14 @@ mdb_client_accept(struct sl_dcb *client)
     if (version == NULL || version[0] == '\0' || strlen(version) > 128) {
         version = MDB_DEFAULT_VERSION;
     }
-    n = mdb_build_handshake(p, sizeof(p), version,
-                            (uint32_t)sl_dcb_id(client), cl->scramble,
-                            MDB_SERVER_CAPS |
-                                (sl_dcb_tls_configured(client) ? SL_CAP_SSL
-                                                               : 0),
-                            MDB_DEFAULT_CHARSET);
+    cl->ext_offered = ext_caps_to_offer(sl_dcb_service(client));
+    n = mdb_build_handshake_ext(p, sizeof(p), version,
+                                mdb_kill_id(client), cl->scramble,
+                                MDB_SERVER_CAPS |
+                                    (sl_dcb_tls_configured(client)
+                                         ? SL_CAP_SSL
+                                         : 0),
+                                cl->ext_offered, MDB_DEFAULT_CHARSET);
     cl->state = CS_HELLO;
     cl->seq = 2;
     return send_payload(client, 0, p, n);
@@ -305,6 +343,7 @@ note_client(struct mdb_client *cl, const struct mdb_hello *h)
     size_t vlen;
 
     cl->sd->caps = h->caps & MDB_SERVER_CAPS;
+    cl->sd->ext_caps = h->ext_caps & cl->ext_offered;
     cl->sd->charset = h->charset;
     if (h->attrs != NULL &&
         mdb_attrs_find(h->attrs, h->attrs_len, "program_name", &v, &vlen)) {
@@ -331,8 +370,10 @@ start_session(struct sl_dcb *dcb, struct mdb_client *cl)
     }
     sl_session_set_user(ses, h->user);
     sl_session_set_db(ses, h->db);
+    mdb_kill_register(dcb, h->user);
     sl_session_set_protocol_data(ses, cl->sd);
-    sl_session_set_client_caps(ses, cl->sd->caps);
+    sl_session_set_client_caps(ses, cl->sd->caps |
+                                        (uint64_t)cl->sd->ext_caps << 32);
     free(h);
     return SL_OK;
 }
@@ -508,6 +549,7 @@ change_user_ok(struct sl_dcb *dcb, struct mdb_client *cl)
 
     cl->cu_cmd = NULL;
     sl_session_set_user(ses, cl->hello->user);
+    mdb_kill_set_user(dcb, cl->hello->user);
     sl_session_set_db(ses, cl->hello->db);
     apply_db(dcb, mdb_dbtrack_change_user(&cl->dbt, cl->hello->db));
     if (cl->hello->charset != 0) {
@@ -519,36 +561,47 @@ change_user_ok(struct sl_dcb *dcb, struct mdb_client *cl)
     return sl_session_route_query(ses, cmd) == SL_OK ? SL_OK : SL_ERROR;
 }
 
+/*
+ * A refused COM_CHANGE_USER: the server's error, and the session goes on
+ * as the old user (as the server keeps the connection): its connection
+ * slot is taken back, the command was never routed.
+ */
+static int
+change_user_failed(struct sl_dcb *dcb, struct mdb_client *cl)
+{
+    mdb_service_retake(service_cache(dcb), cl->cu_old_usage);
+    cl->sd->usage = cl->cu_old_usage;
+    cl->cu_old_usage = NULL;
+    drop_change_user(cl);
+    cl->cu_seq = -1;
+    cl->state = CS_READY;
+    return SL_OK;
+}
+
 static int
 change_user_check(struct sl_dcb *dcb, struct mdb_client *cl)
 {
     struct mdb_session fresh = {0};
     struct mdb_refusal why;
 
-    /* The old account's connection slot goes first, as in the server:
-     * changing to the same user at its max_user_connections works (and a
-     * refused change closes the connection anyway). */
-    mdb_service_release(service_cache(dcb), cl->sd->usage);
-    cl->sd->usage = NULL;
     switch (check_token(dcb, cl, &fresh, &why)) {
     case MDB_AUTH_OK:
         memcpy(cl->sd->sha1pw, fresh.sha1pw, MDB_SHA1_LEN);
         cl->sd->has_pw = fresh.has_pw;
         cl->sd->usage = fresh.usage;
+        cl->cu_old_usage = NULL;
         return change_user_ok(dcb, cl);
     case MDB_AUTH_WAIT:
         cl->state = CS_CU_PARKED;
         return SL_OK;
     case MDB_AUTH_REFUSED:
         send_refusal(dcb, (uint8_t)cl->cu_seq, cl->hello, &why);
-        drop_change_user(cl);
-        return SL_ERROR;
+        return change_user_failed(dcb, cl);
     default:
         log_denied(dcb, cl->hello);
         mdb_host_auth_failed(sl_dcb_service(dcb), sl_dcb_remote(dcb));
         send_access_denied(dcb, (uint8_t)cl->cu_seq, cl->hello);
-        drop_change_user(cl);
-        return SL_ERROR;
+        return change_user_failed(dcb, cl);
     }
 }
 
@@ -574,6 +627,12 @@ change_user(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *cmd)
     }
     cl->hello->attrs = NULL;
     cl->reloaded = false;
+    /* The old account's connection slot goes first, as in the server:
+     * changing to the same user at its max_user_connections works; a
+     * refused change takes it back (change_user_failed). */
+    mdb_service_release(service_cache(dcb), cl->sd->usage);
+    cl->cu_old_usage = cl->sd->usage;
+    cl->sd->usage = NULL;
     if (needs_switch(cl->hello)) {
         cl->state = CS_CU_SWITCH;
         cl->seq = 3;
@@ -597,6 +656,110 @@ routable(int cmd)
            cmd == SL_COM_STMT_BULK_EXECUTE;
 }
 
+/* ---- KILL ---- */
+
+static int process_commands(struct sl_dcb *dcb, struct mdb_client *cl);
+
+/* A translated KILL ended: answer it, go on with the commands queued
+ * behind it. */
+static void
+kill_done(struct sl_dcb *dcb, uint16_t err, const char *sqlstate,
+          const char *msg)
+{
+    struct mdb_client *cl;
+    struct sl_buf *ok;
+
+    if (!sl_dcb_is_open(dcb) || (cl = client_of(dcb)) == NULL ||
+        cl->state != CS_KILLING) {
+        return;
+    }
+    cl->state = CS_READY;
+    if (err != 0) {
+        send_err(dcb, 1, err, sqlstate, msg);
+    } else if ((ok = sl_mdb_make_ok(1, 0, 0, SL_SERVER_STATUS_AUTOCOMMIT,
+                                    0)) == NULL ||
+               sl_dcb_write(dcb, ok) != 0) {
+        sl_dcb_close(dcb);
+        return;
+    }
+    if (process_commands(dcb, cl) == SL_ERROR) {
+        sl_dcb_close(dcb);
+    }
+}
+
+/*
+ * Is the command at the head of rq (n bytes) a KILL naming a Sluice
+ * session (COM_QUERY "KILL ..." or COM_PROCESS_KILL)? Then it is
+ * answered here once its KILLs have run on the servers; *handled says
+ * so. KILL USER always is; a number no Sluice session has goes to the
+ * server as it is (an administrator killing a backend thread).
+ */
+static int
+try_kill(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *rq,
+         size_t n, int cmd, bool *handled)
+{
+    struct sl_session *ses = sl_dcb_session(dcb);
+    struct mdb_kill_stmt k;
+    unsigned char *p;
+    char c;
+
+    *handled = false;
+    if (cmd == SL_COM_PROCESS_KILL) {
+        if (n < SL_MDB_HDR_LEN + 5 ||
+            (p = sl_buf_pullup(rq, SL_MDB_HDR_LEN + 5)) == NULL) {
+            return SL_OK;   /* malformed: the server's answer */
+        }
+        memset(&k, 0, sizeof(k));
+        p += SL_MDB_HDR_LEN + 1;
+        k.id = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+               (uint32_t)p[3] << 24;
+    } else {
+        /* Cheap test first: most statements do not start with K. */
+        if (n > 1024 ||
+            sl_buf_copy_out(rq, SL_MDB_HDR_LEN + 1, 1, &c) != 1) {
+            return SL_OK;
+        }
+        if (c == ' ' || c == '\n' || c == '\t' || c == '\r') {
+            c = 'k';   /* leading blanks: let the parser decide */
+        }
+        if ((c | 0x20) != 'k' || (p = sl_buf_pullup(rq, n)) == NULL ||
+            !mdb_kill_parse((const char *)p + SL_MDB_HDR_LEN + 1,
+                            n - SL_MDB_HDR_LEN - 1, &k)) {
+            return SL_OK;
+        }
+    }
+    if (sl_session_answers_pending(ses) > 0) {
+        /* Its answer must not overtake earlier ones: wait for them. */
+        cl->kill_wait = true;
+        *handled = true;
+        return SL_DONE;
+    }
+    cl->kill_wait = false;
+    switch (mdb_kill_start(dcb, &k, sl_session_user(ses), cl->sd,
+                           kill_done)) {
+    case MDB_KILL_NOT_OURS:
+        if (cmd == SL_COM_PROCESS_KILL) {
+            char msg[64];
+
+            snprintf(msg, sizeof(msg), "Unknown thread id: %u", k.id);
+            sl_buf_consume(rq, n);
+            send_err(dcb, 1, 1094, "HY000", msg);
+            *handled = true;
+        }
+        return SL_OK;
+    case MDB_KILL_STARTED:
+        sl_buf_consume(rq, n);
+        cl->state = CS_KILLING;
+        *handled = true;
+        return SL_OK;
+    default:
+        sl_buf_consume(rq, n);
+        send_err(dcb, 1, 1105, "HY000", "Sluice cannot run KILL now");
+        *handled = true;
+        return SL_OK;
+    }
+}
+
 /* One complete command of n bytes at the head of rq. */
 static int
 one_command(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *rq,
@@ -610,6 +773,14 @@ one_command(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *rq,
         sl_buf_consume(rq, n);
         sl_session_close(ses, "client sent COM_QUIT");
         return SL_DONE;
+    }
+    if (cmd == SL_COM_QUERY || cmd == SL_COM_PROCESS_KILL) {
+        bool handled;
+        int rc = try_kill(dcb, cl, rq, n, cmd, &handled);
+
+        if (handled) {
+            return rc;
+        }
     }
     if (!routable(cmd) && cmd != SL_COM_CHANGE_USER) {
         sl_buf_consume(rq, n);
@@ -747,7 +918,13 @@ mdb_client_read(struct sl_dcb *client)
         return rc == SL_OK && ready ? login(client, cl) : rc;
     case CS_CU_SWITCH:
         rc = read_switch_response(client, cl, rq, &ready);
-        return rc == SL_OK && ready ? change_user_check(client, cl) : rc;
+        if (rc == SL_OK && ready) {
+            rc = change_user_check(client, cl);
+        }
+        if (rc == SL_OK && cl->state == CS_READY) {
+            rc = process_commands(client, cl);
+        }
+        return rc;
     case CS_READY:
         return process_commands(client, cl);
     default:
@@ -832,8 +1009,8 @@ mdb_client_reply(struct sl_dcb *client, struct sl_buf *buf,
     if (sl_dcb_write(client, buf) != 0) {
         return SL_ERROR;
     }
-    if (cl->load_data && cl->state == CS_READY &&
-        !sl_buf_empty(sl_dcb_readq(client))) {
+    if ((cl->load_data || (cl->kill_wait && reply->complete)) &&
+        cl->state == CS_READY && !sl_buf_empty(sl_dcb_readq(client))) {
         return process_commands(client, cl);
     }
     return SL_OK;
@@ -872,6 +1049,7 @@ mdb_client_free(struct sl_dcb *client)
     if (cl == NULL) {
         return;
     }
+    mdb_kill_unregister(client);
     sl_buf_free(cl->cu_cmd);
     mdb_dbtrack_free(&cl->dbt);
     free(cl->hello);

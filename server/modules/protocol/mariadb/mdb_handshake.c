@@ -151,8 +151,11 @@ mdb_parse_hello(const unsigned char *p, size_t len, struct mdb_hello *h)
     memset(h, 0, sizeof(*h));
     if (!rd_u32(&r, &h->caps) || !(h->caps & SL_CAP_PROTOCOL_41) ||
         !rd_u32(&r, &h->max_packet) || !rd_bytes(&r, &h->charset, 1) ||
-        !rd_skip(&r, 23)) {
+        !rd_skip(&r, 19) || !rd_u32(&r, &h->ext_caps)) {
         return -1;
+    }
+    if (h->caps & SL_CAP_LONG_PASSWORD) {
+        h->ext_caps = 0;   /* CLIENT_MYSQL: the bytes are filler */
     }
     if (r.left == 0 && (h->caps & SL_CAP_SSL)) {
         h->ssl_request = true;
@@ -320,9 +323,22 @@ mdb_build_handshake(unsigned char *out, size_t cap, const char *version,
                     const uint8_t scramble[MDB_SCRAMBLE_LEN], uint32_t caps,
                     uint8_t charset)
 {
-    static const unsigned char zero[10];
+    return mdb_build_handshake_ext(out, cap, version, thread_id, scramble,
+                                   caps, 0, charset);
+}
+
+size_t
+mdb_build_handshake_ext(unsigned char *out, size_t cap, const char *version,
+                        uint32_t thread_id,
+                        const uint8_t scramble[MDB_SCRAMBLE_LEN],
+                        uint32_t caps, uint32_t ext_caps, uint8_t charset)
+{
+    static const unsigned char zero[6];
     struct wr w = {out, cap, 0, true};
 
+    if (ext_caps != 0) {
+        caps &= ~(uint32_t)SL_CAP_LONG_PASSWORD;   /* CLIENT_MYSQL */
+    }
     wr_u8(&w, 10);
     wr_str(&w, version);
     wr_u32(&w, thread_id);
@@ -333,9 +349,10 @@ mdb_build_handshake(unsigned char *out, size_t cap, const char *version,
     wr_u16(&w, SL_SERVER_STATUS_AUTOCOMMIT);
     wr_u16(&w, caps >> 16);
     wr_u8(&w, MDB_SCRAMBLE_LEN + 1);
-    /* 6 reserved bytes + 4 bytes of MariaDB extended capabilities (none;
-     * in particular never MARIADB_CLIENT_CACHE_METADATA). */
-    wr_bytes(&w, zero, 10);
+    /* 6 reserved bytes + 4 bytes of MariaDB extended capabilities (never
+     * MARIADB_CLIENT_CACHE_METADATA: see MDB_EXT_CAPS). */
+    wr_bytes(&w, zero, 6);
+    wr_u32(&w, ext_caps);
     wr_bytes(&w, scramble + 8, MDB_SCRAMBLE_LEN - 8);
     wr_u8(&w, 0);
     wr_str(&w, MDB_NATIVE_PLUGIN);
@@ -363,10 +380,13 @@ mdb_parse_server_hello(const unsigned char *p, size_t len,
     }
     if (!rd_bytes(&r, &h->charset, 1) || !rd_u16(&r, &h->status) ||
         !rd_u16(&r, &hi) || !rd_bytes(&r, &auth_len, 1) ||
-        !rd_skip(&r, 10)) {
+        !rd_skip(&r, 6) || !rd_u32(&r, &h->ext_caps)) {
         return -1;
     }
     h->caps |= (uint32_t)hi << 16;
+    if (h->caps & SL_CAP_LONG_PASSWORD) {
+        h->ext_caps = 0;   /* CLIENT_MYSQL: the bytes are filler */
+    }
     if (!(h->caps & SL_CAP_SECURE_CONNECTION) ||
         !rd_bytes(&r, h->scramble + 8, MDB_SCRAMBLE_LEN - 8)) {
         return -1;
@@ -434,13 +454,15 @@ wr_auth_and_tail(struct wr *w, const struct mdb_login *l, bool change_user)
 size_t
 mdb_build_login(unsigned char *out, size_t cap, const struct mdb_login *l)
 {
-    static const unsigned char zero[23];
+    static const unsigned char zero[19];
     struct wr w = {out, cap, 0, true};
 
-    wr_u32(&w, l->caps);
+    wr_u32(&w, l->ext_caps != 0 ? l->caps & ~(uint32_t)SL_CAP_LONG_PASSWORD
+                                : l->caps);
     wr_u32(&w, 16 * 1024 * 1024);
     wr_u8(&w, l->charset);
     wr_bytes(&w, zero, sizeof(zero));
+    wr_u32(&w, l->ext_caps);
     wr_str(&w, l->user);
     wr_auth_and_tail(&w, l, false);
     return w.ok ? w.n : 0;

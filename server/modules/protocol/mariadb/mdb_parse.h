@@ -44,6 +44,18 @@
      SL_CAP_CAN_HANDLE_EXPIRED_PASSWORDS | SL_CAP_SESSION_TRACK |              \
      SL_CAP_DEPRECATE_EOF)
 
+/* MariaDB extended capabilities (the upper 32 bits of MariaDB's 64-bit
+ * capability word, sent in the handshakes' reserved bytes when
+ * CLIENT_MYSQL, bit 0, is clear). */
+#define MDB_EXT_PROGRESS (1u << 0)
+#define MDB_EXT_COM_MULTI (1u << 1)
+#define MDB_EXT_STMT_BULK_OPERATIONS (1u << 2)
+#define MDB_EXT_EXTENDED_METADATA (1u << 3)
+#define MDB_EXT_CACHE_METADATA (1u << 4)
+/* The ones Sluice passes through (see docs/design.md for why not the
+ * others). */
+#define MDB_EXT_CAPS MDB_EXT_EXTENDED_METADATA
+
 /* ---- handshake ---- */
 
 /* Build a Handshake v10 payload into out[cap]; returns its length or 0 if
@@ -53,11 +65,20 @@ size_t mdb_build_handshake(unsigned char *out, size_t cap,
                            const char *version, uint32_t thread_id,
                            const uint8_t scramble[MDB_SCRAMBLE_LEN],
                            uint32_t caps, uint8_t charset);
+/* The same with MariaDB extended capabilities ext_caps: when non-zero,
+ * CLIENT_MYSQL (SL_CAP_LONG_PASSWORD) is cleared, as a MariaDB server
+ * does, so that clients read them. */
+size_t mdb_build_handshake_ext(unsigned char *out, size_t cap,
+                               const char *version, uint32_t thread_id,
+                               const uint8_t scramble[MDB_SCRAMBLE_LEN],
+                               uint32_t caps, uint32_t ext_caps,
+                               uint8_t charset);
 
 /* A client's HandshakeResponse41 (or SSLRequest), decoded. Strings are
  * NUL-terminated copies; attrs points into the parsed payload. */
 struct mdb_hello {
     uint32_t caps;
+    uint32_t ext_caps;                /* MariaDB's, 0 unless !CLIENT_MYSQL */
     uint32_t max_packet;
     uint8_t charset;
     bool ssl_request;                 /* 32-byte SSLRequest with CLIENT_SSL */
@@ -85,6 +106,7 @@ struct mdb_server_hello {
     uint32_t thread_id;
     uint8_t scramble[MDB_SCRAMBLE_LEN];
     uint32_t caps;
+    uint32_t ext_caps;                /* MariaDB's, 0 unless !CLIENT_MYSQL */
     uint8_t charset;
     uint16_t status;
     char plugin[MDB_PLUGIN_MAX];
@@ -103,6 +125,7 @@ int mdb_parse_auth_switch(const unsigned char *p, size_t len,
 /* Parameters of the HandshakeResponse41 the backend side sends. */
 struct mdb_login {
     uint32_t caps;
+    uint32_t ext_caps;      /* non-zero: sent, and CLIENT_MYSQL cleared */
     uint8_t charset;
     const char *user;
     const uint8_t *token;   /* 20 bytes, or NULL for an empty password */

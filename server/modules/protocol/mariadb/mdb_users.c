@@ -780,6 +780,17 @@ out:
 }
 
 void
+mdb_service_retake(struct mdb_service *s, struct mdb_usage *u)
+{
+    if (s == NULL || u == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&s->lock);
+    u->active++;
+    pthread_mutex_unlock(&s->lock);
+}
+
+void
 mdb_service_release(struct mdb_service *s, struct mdb_usage *u)
 {
     if (s == NULL || u == NULL) {

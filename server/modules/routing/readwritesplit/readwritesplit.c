@@ -364,8 +364,8 @@ rws_new_session(void *instance, struct sl_session *ses)
     rs->master = -1;
     rs->waited_on = -1;
     rs->ro_target = -1;
-    rs->load_target = -1;
     rs->cur_target = -1;
+    rs->load_target = -1;
     rs->last_used = -1;
     rs->autocommit = true;
     rs->next_ps = 1;
