@@ -30,6 +30,7 @@
 #include "admin_int.h"
 #include "config_int.h"
 #include "dcb_int.h"
+#include "splice_int.h"
 #include "worker_int.h"
 
 #define COLLECT_TIMEOUT_MS 2000
@@ -372,12 +373,13 @@ session_attrs(struct sl_session *ses)
     snprintf(state, sizeof(state), "%s",
              ses->state == SL_SESSION_STARTING ? "Starting"
              : ses->state == SL_SESSION_STARTED ? "Started" : "Closing");
-    return json_pack("{s:I, s:s, s:s, s:s, s:s, s:s, s:o, s:I, s:I}",
+    return json_pack("{s:I, s:s, s:s, s:s, s:s, s:s, s:o, s:I, s:I, s:o}",
                      "id", (json_int_t)ses->id, "service", ses->service->name,
                      "state", state, "user", ses->user, "remote",
                      ses->remote, "database", ses->db, "backends", backends,
                      "bytes_read", (json_int_t)ses->client->bytes_read,
-                     "bytes_written", (json_int_t)ses->client->bytes_written);
+                     "bytes_written", (json_int_t)ses->client->bytes_written,
+                     "kernel_forwarding", sl__splice_json(ses));
 }
 
 /* Runs on a worker: describe its own sessions or DCB counts. */

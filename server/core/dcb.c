@@ -58,6 +58,7 @@
 
 #include "buf_int.h"
 #include "dcb_int.h"
+#include "splice_int.h"
 #include "tls.h"
 #include "worker_int.h"
 
@@ -565,6 +566,44 @@ deliver(struct sl_dcb *dcb)
     return dcb->state != DCB_CLOSED;
 }
 
+/* A spliced DCB (splice.c) had an event: a close, or bytes the BPF
+ * program left to Sluice. Those go to the peer as they are (never parsed:
+ * the protocol state stands still while the kernel forwards). */
+static uint32_t
+spliced_events(struct sl_dcb *dcb)
+{
+    enum read_result r = read_some(dcb);
+    struct sl_dcb *peer;
+    struct sl_buf *out;
+
+    if (dcb->role == SL_DCB_CLIENT && dcb->readq.len > 0 &&
+        sl__splice_user_command(dcb)) {
+        /* Back to user space for good: the protocol takes it from here. */
+        sl__splice_stop(dcb->session);
+        if (!deliver(dcb)) {
+            return 0;
+        }
+    } else if (dcb->readq.len > 0) {
+        peer = sl__splice_peer(dcb);
+        out = peer != NULL ? sl_buf_new() : NULL;
+        if (out == NULL) {
+            sl_buf_reset(&dcb->readq);
+            hangup(dcb, "kernel forwarding: bytes with no peer");
+            return 0;
+        }
+        sl_buf_append(out, &dcb->readq);
+        if (sl_dcb_write(peer, out) != 0) {
+            hangup(dcb, "kernel forwarding: the peer is gone");
+            return 0;
+        }
+    }
+    if (r == READ_EOF) {
+        hangup(dcb, "connection closed by peer");
+        return 0;
+    }
+    return r == READ_MORE ? EPOLLIN : 0;
+}
+
 /* Backend: the non-blocking connect finished. false if it failed. */
 static bool
 connect_done(struct sl_dcb *dcb)
@@ -678,6 +717,9 @@ conn_events(struct sl_dcb *dcb, uint32_t ev)
     if (!(ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))) {
         return 0;
     }
+    if (dcb->spliced) {
+        return spliced_events(dcb);
+    }
     if (dcb->reading_paused) {
         dcb->read_deferred = true;
         return 0;
@@ -761,7 +803,8 @@ sweep(void *arg)
              * ends (zombie epochs), and its handler ignores the event. */
             sl__worker_notify(d->worker, &d->ev, EPOLLIN);
         } else if (n < 64 && d->role == SL_DCB_CLIENT &&
-                   timed_out(d, now, why, sizeof(why))[0] != '\0') {
+                   ((d->spliced && sl__splice_sweep(d, now)) ||
+                    timed_out(d, now, why, sizeof(why))[0] != '\0')) {
             sl_dcb_ref(d);
             late[n++] = d;
         }
@@ -777,6 +820,8 @@ sweep(void *arg)
                           d->remote, d->service->name,
                           (unsigned long long)sl_session_id(d->session), why);
             sl_dcb_close(d);
+        } else if (d->spliced) {
+            sl__splice_role_lost(d);   /* if it still is lost */
         }
         sl__session_unlock_event();
         sl_dcb_unref(d);

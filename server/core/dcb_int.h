@@ -63,6 +63,9 @@ struct sl_dcb {
     bool backend_inited;            /* backend_init ran */
     bool pending_login;             /* client: counted in pending.c until
                                      * its session is created */
+    bool spliced;                   /* in the kernel-forwarding sockhash
+                                     * (splice.c): reads bypass the
+                                     * protocol */
 
     uint64_t bytes_read;
     uint64_t bytes_written;
@@ -128,6 +131,7 @@ struct sl_session {
     struct sl_session *parent;      /* closes them when it closes */
     struct sl_session *children;    /* internal sessions of this one */
     struct sl_session *sibling;     /* next in parent->children */
+    struct sl_splice *splice;       /* kernel forwarding (splice.c) */
 };
 
 /* ---- dcb.c ---- */
