@@ -1543,6 +1543,9 @@ client_busy(const struct sl_dcb *c)
     if (c->writeq.len > 0) {
         return true;
     }
+    if (c->spliced) {
+        return sl__splice_drain_busy(c);
+    }
     for (b = c->session->backends; b != NULL; b = b->next) {
         if (b->in_flight && b->state != SL_BACKEND_FAILED &&
             b->state != SL_BACKEND_CLOSED) {

@@ -70,6 +70,8 @@ struct sl_splice {
     uint64_t bcookie;            /* backend socket's cookie */
     struct sl_splice_stats last; /* counters when it was unspliced */
     uint64_t seen_bytes;         /* sweep: counters at the last look */
+    uint64_t drain_bytes;        /* drain: counters at the last pass */
+    bool drain_seen;             /* drain: a pass looked already */
 };
 
 static int socks_fd = -1;    /* kf_socks */
@@ -503,4 +505,23 @@ sl__splice_user_command(struct sl_dcb *client)
     return h[4] == SL_COM_CHANGE_USER && h[3] == 0 &&
            ((size_t)h[0] | (size_t)h[1] << 8 | (size_t)h[2] << 16) + 4 ==
                client->readq.len;
+}
+
+bool
+sl__splice_drain_busy(const struct sl_dcb *client)
+{
+    struct sl_splice *sp = client->session->splice;
+    struct sl_splice_stats st;
+    uint64_t total;
+    bool busy;
+
+    if (sp == NULL || !sp->active) {
+        return false;
+    }
+    read_stats(sp, &st);
+    total = st.client_bytes + st.server_bytes;
+    busy = !sp->drain_seen || total != sp->drain_bytes;
+    sp->drain_seen = true;
+    sp->drain_bytes = total;
+    return busy;
 }

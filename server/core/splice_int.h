@@ -34,6 +34,10 @@ bool sl__splice_sweep(struct sl_dcb *client, uint64_t now);
 /* Close the session of client whose server lost its role (error 1105 as
  * the answer to the client's next command). Under the session's lock. */
 void sl__splice_role_lost(struct sl_dcb *client);
+/* Graceful shutdown, once per drain pass: is the spliced session of
+ * client busy? Sluice cannot see a statement in flight, so: the first
+ * pass says yes, later ones whether bytes moved since the previous one. */
+bool sl__splice_drain_busy(const struct sl_dcb *client);
 /* The session's kernel_forwarding object for the REST API (null if it
  * was never spliced). */
 json_t *sl__splice_json(const struct sl_session *ses);
