@@ -74,12 +74,12 @@ struct sl_splice {
     bool drain_seen;             /* drain: a pass looked already */
 };
 
-static int socks_fd = -1;    /* kf_socks */
-static int peers_fd = -1;    /* kf_peers */
+static int socks_fd = -1;    /* kf_socks; -1: no kernel forwarding */
 static bool load_tried;
 static char unavailable[1024] = "not loaded";
 
 #ifdef SLUICE_HAVE_BPF
+static int peers_fd = -1;    /* kf_peers */
 static struct bpf_object *kf_obj;
 /* libbpf's messages while loading (the verifier log among them). */
 static char load_log[8192];
@@ -432,7 +432,9 @@ sl__splice_sweep(struct sl_dcb *client, uint64_t now)
     struct sl_splice *sp = ses != NULL ? ses->splice : NULL;
     struct sl_splice_stats st;
 
-    if (sp == NULL || !sp->active) {
+    /* A hint only (in the shared model another worker may be running
+     * the session): sl__splice_role_lost decides under its lock. */
+    if (client->state != DCB_POLLING || sp == NULL || !sp->active) {
         return false;
     }
     if (sp->status_mask != 0 && sp->b != NULL &&
