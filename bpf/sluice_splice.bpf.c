@@ -22,6 +22,7 @@ struct kf_peer {
     __u64 bytes;     /* bytes this socket received and forwarded */
     __u64 packets;   /* skbs (approximately packets) */
     __u64 is_client; /* this socket is the client's */
+    __u64 last_ns;   /* when it last received (bpf_ktime_get_ns) */
 };
 
 struct {
@@ -62,6 +63,7 @@ int kf_verdict(struct __sk_buff *skb)
         return SK_PASS;
     }
     peer = p->peer;
+    p->last_ns = bpf_ktime_get_ns();
     __sync_fetch_and_add(&p->bytes, skb->len);
     __sync_fetch_and_add(&p->packets, 1);
     return bpf_sk_redirect_hash(skb, &kf_socks, &peer, 0);

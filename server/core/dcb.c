@@ -179,6 +179,34 @@ sl__dcb_add(struct sl_dcb *dcb)
     return 0;
 }
 
+/* Kernel forwarding (splice.c): a spliced DCB waits only for what Sluice
+ * must see. EPOLLOUT would wake the worker for every ACK of what the
+ * kernel sends on it; a write that blocks asks for it again (flush). The
+ * client keeps EPOLLIN for the COM_CHANGE_USER the BPF program leaves to
+ * Sluice (the kernel's sockmap code signals readability after each
+ * redirected skb too: that wakes the epoll waiter in the kernel, which
+ * finds nothing readable and sleeps on, without returning to Sluice).
+ * The backend has nothing Sluice must read: a close (EPOLLRDHUP, EPOLLHUP,
+ * EPOLLERR) is all it waits for. */
+#define SPLICED_CLIENT_EVENTS (EPOLLIN | EPOLLRDHUP | EPOLLET)
+#define SPLICED_BACKEND_EVENTS (EPOLLRDHUP | EPOLLET)
+
+void
+sl__dcb_set_spliced(struct sl_dcb *dcb, bool spliced)
+{
+    struct epoll_event ev = {
+        .events = !spliced || dcb->write_blocked ? CONN_EVENTS
+                  : dcb->role == SL_DCB_CLIENT   ? SPLICED_CLIENT_EVENTS
+                                                 : SPLICED_BACKEND_EVENTS,
+        .data.ptr = &dcb->ev};
+
+    dcb->spliced = spliced;
+    if (dcb->state == DCB_POLLING && dcb->fd >= 0) {
+        (void)epoll_ctl(sl__worker_epfd(dcb->worker), EPOLL_CTL_MOD,
+                        dcb->fd, &ev);
+    }
+}
+
 bool
 sl__dcb_reclaimable(const struct sl_dcb *dcb, uint64_t min_epoch)
 {
@@ -318,6 +346,9 @@ flush(struct sl_dcb *dcb)
             }
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
                 dcb->write_blocked = true;
+                if (dcb->spliced) {
+                    sl__dcb_set_spliced(dcb, true);   /* with EPOLLOUT */
+                }
                 return 0;
             }
             return -errno;
@@ -327,6 +358,9 @@ flush(struct sl_dcb *dcb)
         dcb->write_progress_ms = sl_worker_now_ms();
         if ((size_t)n < want) {
             dcb->write_blocked = true;   /* EPOLLOUT will say when */
+            if (dcb->spliced) {
+                sl__dcb_set_spliced(dcb, true);   /* with EPOLLOUT */
+            }
         }
     }
     return 0;
@@ -803,7 +837,9 @@ sweep(void *arg)
              * ends (zombie epochs), and its handler ignores the event. */
             sl__worker_notify(d->worker, &d->ev, EPOLLIN);
         } else if (n < 64 && d->role == SL_DCB_CLIENT &&
-                   ((d->spliced && sl__splice_sweep(d, now)) ||
+                   ((d->spliced && sl__splice_sweep(d, now, why,
+                                                    sizeof(why)) !=
+                                       SL__SPLICE_KEEP) ||
                     timed_out(d, now, why, sizeof(why))[0] != '\0')) {
             sl_dcb_ref(d);
             late[n++] = d;
@@ -813,15 +849,22 @@ sweep(void *arg)
     for (size_t i = 0; i < n; i++) {
         struct sl_dcb *d = late[i];
 
+        int sp = SL__SPLICE_KEEP;
+
         sl__session_lock_for_event(d->session);
-        if (timed_out(d, sl_worker_now_ms(), why, sizeof(why))[0] != '\0') {
+        if (d->spliced) {
+            sp = sl__splice_sweep(d, sl_worker_now_ms(), why, sizeof(why));
+        }
+        if (sp == SL__SPLICE_TIMED_OUT ||
+            (sp == SL__SPLICE_KEEP &&
+             timed_out(d, sl_worker_now_ms(), why, sizeof(why))[0] != '\0')) {
             sl_log_notice("closing client %s@%s of service '%s' (session "
                           "%llu): %s", sl_session_user(d->session),
                           d->remote, d->service->name,
                           (unsigned long long)sl_session_id(d->session), why);
             sl_dcb_close(d);
-        } else if (d->spliced) {
-            sl__splice_role_lost(d);   /* if it still is lost */
+        } else if (sp == SL__SPLICE_ROLE_LOST) {
+            sl__splice_role_lost(d);
         }
         sl__session_unlock_event();
         sl_dcb_unref(d);

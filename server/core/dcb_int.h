@@ -160,6 +160,9 @@ int64_t sl__dcb_drain_clients(struct sl_worker *w);
 /* The client logged in (its session is being created): it no longer
  * counts as pending. Idempotent. */
 void sl__dcb_login_done(struct sl_dcb *dcb);
+/* Kernel forwarding: mark dcb spliced or not and wait for the events
+ * that need (reads only while spliced). Owner's thread. */
+void sl__dcb_set_spliced(struct sl_dcb *dcb, bool spliced);
 /* The negotiated TLS cipher, "" for a plain DCB. */
 const char *sl__dcb_tls_cipher(const struct sl_dcb *dcb);
 

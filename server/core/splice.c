@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <linux/sockios.h>
@@ -58,7 +59,16 @@ struct kf_peer {
     uint64_t bytes;
     uint64_t packets;
     uint64_t is_client;
+    uint64_t last_ns;
 };
+
+/* A service max_allowed_packet below this (the default, and MariaDB's)
+ * keeps sessions in user space, where Sluice enforces it; at or above it
+ * a kernel-forwarded session is bound by the server's own limit. */
+#define SPLICE_MIN_PACKET_LIMIT (16u * 1024 * 1024)
+/* Graceful shutdown: a session whose server sent this recently counts as
+ * busy (its answer may still be streaming). */
+#define SPLICE_STREAMING_NS (200u * 1000 * 1000)
 
 struct sl_splice {
     struct sl_backend *b;
@@ -71,6 +81,9 @@ struct sl_splice {
     struct sl_splice_stats last; /* counters when it was unspliced */
     uint64_t seen_bytes;         /* sweep: counters at the last look */
     uint64_t drain_bytes;        /* drain: counters at the last pass */
+    uint64_t stall_bytes;        /* net_write_timeout: server bytes and */
+    int stall_outq;              /* the client's unsent bytes when the */
+    uint64_t stall_ms;           /* stall began (0: not stalled) */
     bool drain_seen;             /* drain: a pass looked already */
 };
 
@@ -351,6 +364,9 @@ sl__splice_started(struct sl_session *ses)
     bd = sp->b != NULL ? sp->b->dcb : NULL;
     if (ses->nfilters > 0) {
         why = "the service has filters";
+    } else if (sl_params_size(ses->service->params, "max_allowed_packet") <
+               SPLICE_MIN_PACKET_LIMIT) {
+        why = "max_allowed_packet below 16Mi is enforced in user space";
     } else if (sp->b == NULL || sp->b->state != SL_BACKEND_READY) {
         why = "the backend is not ready";
     } else if (ses->protocol->backend_pending != NULL && bd != NULL &&
@@ -370,7 +386,8 @@ sl__splice_started(struct sl_session *ses)
             return;
         }
         sp->active = sp->ever = true;
-        c->spliced = bd->spliced = true;
+        sl__dcb_set_spliced(c, true);
+        sl__dcb_set_spliced(bd, true);
         sl_log_ses_info(ses, "kernel forwarding to server '%s'",
                         sp->b->server->name);
         return;
@@ -392,10 +409,10 @@ sl__splice_stop(struct sl_session *ses)
     unmap(sp);
     sp->active = false;
     if (ses->client != NULL) {
-        ses->client->spliced = false;
+        sl__dcb_set_spliced(ses->client, false);
     }
     if (sp->b != NULL && sp->b->dcb != NULL) {
-        sp->b->dcb->spliced = false;
+        sl__dcb_set_spliced(sp->b->dcb, false);
     }
     sl_log_ses_info(ses, "kernel forwarding ended: %llu bytes (%llu skbs) "
                     "from the client, %llu bytes (%llu skbs) from the server",
@@ -425,32 +442,58 @@ sl__splice_peer(const struct sl_dcb *dcb)
     return dcb->role == SL_DCB_CLIENT ? sp->b->dcb : ses->client;
 }
 
-bool
-sl__splice_sweep(struct sl_dcb *client, uint64_t now)
+int
+sl__splice_sweep(struct sl_dcb *client, uint64_t now, char *why, size_t len)
 {
     struct sl_session *ses = client->session;
     struct sl_splice *sp = ses != NULL ? ses->splice : NULL;
+    const struct sl_service *svc = client->service;
     struct sl_splice_stats st;
+    bool have_stats = false;
+    int outq = 0;
 
+    why[0] = '\0';
     /* A hint only (in the shared model another worker may be running
-     * the session): sl__splice_role_lost decides under its lock. */
+     * the session): the caller checks again under the session's lock. */
     if (client->state != DCB_POLLING || sp == NULL || !sp->active) {
-        return false;
+        return SL__SPLICE_KEEP;
     }
     if (sp->status_mask != 0 && sp->b != NULL &&
         (sl_server_status(sp->b->server) & sp->status_mask) !=
             sp->status_ok) {
-        return true;
+        return SL__SPLICE_ROLE_LOST;
     }
     /* connection_timeout: forwarded bytes are activity too. */
-    if (client->service != NULL && client->service->connection_timeout_ms) {
+    if (svc != NULL && svc->connection_timeout_ms) {
         read_stats(sp, &st);
+        have_stats = true;
         if (st.client_bytes + st.server_bytes != sp->seen_bytes) {
             sp->seen_bytes = st.client_bytes + st.server_bytes;
             client->last_read_ms = now;
         }
     }
-    return false;
+    /* net_write_timeout: the kernel queues what the client does not
+     * read in the client socket's send queue (SIOCOUTQ); no progress is
+     * a send queue that neither shrinks nor lets more server bytes in. */
+    if (svc != NULL && svc->net_write_timeout_ms) {
+        if (!have_stats) {
+            read_stats(sp, &st);
+        }
+        if (ioctl(client->fd, SIOCOUTQ, &outq) != 0 || outq <= 0) {
+            sp->stall_ms = 0;
+        } else if (sp->stall_ms == 0 || outq != sp->stall_outq ||
+                   st.server_bytes != sp->stall_bytes) {
+            sp->stall_ms = now;
+            sp->stall_outq = outq;
+            sp->stall_bytes = st.server_bytes;
+        } else if (now - sp->stall_ms > svc->net_write_timeout_ms) {
+            snprintf(why, len, "no write progress for %llu s "
+                     "(net_write_timeout)",
+                     (unsigned long long)(now - sp->stall_ms) / 1000);
+            return SL__SPLICE_TIMED_OUT;
+        }
+    }
+    return SL__SPLICE_KEEP;
 }
 
 void
@@ -513,17 +556,19 @@ bool
 sl__splice_drain_busy(const struct sl_dcb *client)
 {
     struct sl_splice *sp = client->session->splice;
-    struct sl_splice_stats st;
-    uint64_t total;
-    bool busy;
+    struct kf_peer c, b;
+    struct timespec ts;
+    uint64_t now_ns;
 
-    if (sp == NULL || !sp->active) {
+    if (sp == NULL || !sp->active || !read_peer(sp->ccookie, &c) ||
+        !read_peer(sp->bcookie, &b)) {
         return false;
     }
-    read_stats(sp, &st);
-    total = st.client_bytes + st.server_bytes;
-    busy = !sp->drain_seen || total != sp->drain_bytes;
-    sp->drain_seen = true;
-    sp->drain_bytes = total;
-    return busy;
+    clock_gettime(CLOCK_MONOTONIC, &ts);   /* bpf_ktime_get_ns's clock */
+    now_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    /* The client sent something after the server last did (a statement
+     * waits for its answer), or the server sent within the last
+     * SPLICE_STREAMING_NS (an answer may still be streaming). */
+    return c.last_ns > b.last_ns ||
+           (b.last_ns != 0 && now_ns - b.last_ns < SPLICE_STREAMING_NS);
 }

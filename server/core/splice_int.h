@@ -7,6 +7,7 @@
 #define SLUICE_SPLICE_INT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <jansson.h>
 
@@ -26,17 +27,23 @@ struct sl_dcb *sl__splice_peer(const struct sl_dcb *dcb);
  * which the BPF program leaves to Sluice: the session must go back to
  * user space (sl__splice_stop) and the protocol handle it. */
 bool sl__splice_user_command(struct sl_dcb *client);
-/* One-second sweep of a spliced client DCB (under the worker's DCB list
- * lock: no closing here): true if its server lost the role the router
- * asked for (then call sl__splice_role_lost out of the lock); also marks
- * forwarded bytes as activity for connection_timeout. */
-bool sl__splice_sweep(struct sl_dcb *client, uint64_t now);
+/* One-second sweep of a spliced client DCB: KEEP, ROLE_LOST (its server
+ * lost the role the router asked for: sl__splice_role_lost) or TIMED_OUT
+ * (net_write_timeout: the client reads nothing; why says so). Also marks
+ * forwarded bytes as activity for connection_timeout. Called first under
+ * the worker's DCB list lock (no closing there), then again under the
+ * session's lock before acting. */
+enum { SL__SPLICE_KEEP, SL__SPLICE_ROLE_LOST, SL__SPLICE_TIMED_OUT };
+int sl__splice_sweep(struct sl_dcb *client, uint64_t now, char *why,
+                     size_t len);
 /* Close the session of client whose server lost its role (error 1105 as
  * the answer to the client's next command). Under the session's lock. */
 void sl__splice_role_lost(struct sl_dcb *client);
 /* Graceful shutdown, once per drain pass: is the spliced session of
- * client busy? Sluice cannot see a statement in flight, so: the first
- * pass says yes, later ones whether bytes moved since the previous one. */
+ * client busy? Sluice cannot see a statement in flight, so: yes if the
+ * client sent bytes after the server last did (a statement waits for its
+ * answer) or the server sent within the last 200 ms (an answer may still
+ * be streaming). */
 bool sl__splice_drain_busy(const struct sl_dcb *client);
 /* The session's kernel_forwarding object for the REST API (null if it
  * was never spliced). */
