@@ -35,8 +35,9 @@ BUILD_PACKAGES=(build-essential cmake pkg-config libmariadb-dev libpcre2-dev
     libjansson-dev libmicrohttpd-dev libcmocka-dev libssl-dev
     libcurl4-openssl-dev libsystemd-dev help2man mariadb-server
     mariadb-client clang libbpf-dev)
+# (libcap2-bin: capsh, for SLUICE_DROP_CAPS in scripts/sluice-exec.)
 TEST_PACKAGES=(sysbench haproxy python3-pymysql python3-pytest
-    python3-pytest-timeout)
+    python3-pytest-timeout libcap2-bin)
 # The fuzz step: clang only recommends its sanitizer and libFuzzer
 # runtimes (libclang_rt.*.a), so they are named here.
 FUZZ_PACKAGES=(clang libclang-rt-14-dev)
