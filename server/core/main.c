@@ -51,6 +51,7 @@
 #include "dcb_int.h"
 #include "internal.h"
 #include "modcmd_int.h"
+#include "splice_int.h"
 
 #define DEFAULT_CONFIG "/etc/sluice.cnf"
 
@@ -182,6 +183,7 @@ config_check(const struct options *o)
         printf("%s: OK\n", o->config);
     }
     sl__config_free(cfg);
+    sl__splice_finish();
     sl__modules_unload();
     sl__log_finish();
     return cfg ? 0 : 1;
@@ -669,6 +671,7 @@ run(const struct options *o)
     sl_log_notice("Sluice stopped");
     sl__config = NULL;
     sl__config_free(cfg);
+    sl__splice_finish();
     sl__modules_unload();
     sl__log_finish();
     return 0;
@@ -679,6 +682,7 @@ out_config:
 out_modules:
     /* systemd sees the exit status; this is what `systemctl status` shows */
     sd_notify(0, "STATUS=Startup failed, see the log");
+    sl__splice_finish();
     sl__modules_unload();
     sl__log_finish();
     return 1;

@@ -572,3 +572,16 @@ sl__splice_drain_busy(const struct sl_dcb *client)
     return c.last_ns > b.last_ns ||
            (b.last_ns != 0 && now_ns - b.last_ns < SPLICE_STREAMING_NS);
 }
+
+void
+sl__splice_finish(void)
+{
+#ifdef SLUICE_HAVE_BPF
+    if (kf_obj != NULL) {
+        bpf_object__close(kf_obj);   /* detaches the program, frees maps */
+        kf_obj = NULL;
+    }
+    peers_fd = -1;
+#endif
+    socks_fd = -1;
+}

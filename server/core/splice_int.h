@@ -45,6 +45,9 @@ void sl__splice_role_lost(struct sl_dcb *client);
  * answer) or the server sent within the last 200 ms (an answer may still
  * be streaming). */
 bool sl__splice_drain_busy(const struct sl_dcb *client);
+/* Unload the BPF program and its maps (exit; every session is gone).
+ * Main thread. */
+void sl__splice_finish(void);
 /* The session's kernel_forwarding object for the REST API (null if it
  * was never spliced). */
 json_t *sl__splice_json(const struct sl_session *ses);
