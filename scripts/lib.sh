@@ -27,15 +27,18 @@ RUN_PRIMARY_PORT=4006
 RUN_REPLICA_PORT=4008
 
 # What a fresh Debian 12 machine needs to build, run and test Sluice.
+# (clang and libbpf-dev build the kernel-forwarding BPF program; without
+# them the build still works and Sluice forwards in user space only.)
 # Every name is installed with --no-install-recommends, so whatever a
 # step needs is listed here even where Debian only recommends it.
 BUILD_PACKAGES=(build-essential cmake pkg-config libmariadb-dev libpcre2-dev
     libjansson-dev libmicrohttpd-dev libcmocka-dev libssl-dev
     libcurl4-openssl-dev libsystemd-dev help2man mariadb-server
-    mariadb-client)
+    mariadb-client clang libbpf-dev)
+# (libcap2-bin: capsh, for SLUICE_DROP_CAPS in scripts/sluice-exec.)
 TEST_PACKAGES=(sysbench haproxy python3-pymysql python3-pytest prometheus
     chromium chromium-driver python3-venv
-    python3-pytest-timeout)
+    python3-pytest-timeout libcap2-bin)
 # The fuzz step: clang only recommends its sanitizer and libFuzzer
 # runtimes (libclang_rt.*.a), so they are named here.
 FUZZ_PACKAGES=(clang libclang-rt-14-dev)

@@ -345,6 +345,22 @@ collect_unref(struct collect *c)
     }
 }
 
+/* A session's kernel forwarding (splice.c), or null when it never was. */
+static json_t *
+kfwd_json(const struct sl_session_info *ses)
+{
+    const struct sl_splice_stats *st = &ses->kfwd;
+
+    if (!ses->has_kfwd) {
+        return json_null();
+    }
+    return json_pack("{s:b, s:I, s:I, s:I, s:I}", "active", st->active,
+                     "client_bytes", (json_int_t)st->client_bytes,
+                     "client_packets", (json_int_t)st->client_packets,
+                     "server_bytes", (json_int_t)st->server_bytes,
+                     "server_packets", (json_int_t)st->server_packets);
+}
+
 static void
 session_attrs(const struct sl_session_info *ses, void *arg)
 {
@@ -354,12 +370,13 @@ session_attrs(const struct sl_session_info *ses, void *arg)
         json_array_append_new(backends, json_string(ses->backends[i]));
     }
     json_array_append_new(arg, json_pack(
-        "{s:I, s:s, s:s, s:s, s:s, s:s, s:o, s:I, s:I}",
+        "{s:I, s:s, s:s, s:s, s:s, s:s, s:o, s:I, s:I, s:o}",
         "id", (json_int_t)ses->id, "service", ses->service,
         "state", ses->state, "user", ses->user, "remote", ses->remote,
         "database", ses->db, "backends", backends,
         "bytes_read", (json_int_t)ses->bytes_read,
-        "bytes_written", (json_int_t)ses->bytes_written));
+        "bytes_written", (json_int_t)ses->bytes_written,
+        "kernel_forwarding", kfwd_json(ses)));
 }
 
 /* Runs on a worker: describe its own sessions or DCB counts (through the

@@ -58,6 +58,7 @@
 
 #include "buf_int.h"
 #include "dcb_int.h"
+#include "splice_int.h"
 #include "tls.h"
 #include "worker_int.h"
 
@@ -179,6 +180,34 @@ sl__dcb_add(struct sl_dcb *dcb)
         return -errno;
     }
     return 0;
+}
+
+/* Kernel forwarding (splice.c): a spliced DCB waits only for what Sluice
+ * must see. EPOLLOUT would wake the worker for every ACK of what the
+ * kernel sends on it; a write that blocks asks for it again (flush). The
+ * client keeps EPOLLIN for the COM_CHANGE_USER the BPF program leaves to
+ * Sluice (the kernel's sockmap code signals readability after each
+ * redirected skb too: that wakes the epoll waiter in the kernel, which
+ * finds nothing readable and sleeps on, without returning to Sluice).
+ * The backend has nothing Sluice must read: a close (EPOLLRDHUP, EPOLLHUP,
+ * EPOLLERR) is all it waits for. */
+#define SPLICED_CLIENT_EVENTS (EPOLLIN | EPOLLRDHUP | EPOLLET)
+#define SPLICED_BACKEND_EVENTS (EPOLLRDHUP | EPOLLET)
+
+void
+sl__dcb_set_spliced(struct sl_dcb *dcb, bool spliced)
+{
+    struct epoll_event ev = {
+        .events = !spliced || dcb->write_blocked ? CONN_EVENTS
+                  : dcb->role == SL_DCB_CLIENT   ? SPLICED_CLIENT_EVENTS
+                                                 : SPLICED_BACKEND_EVENTS,
+        .data.ptr = &dcb->ev};
+
+    dcb->spliced = spliced;
+    if (dcb->state == DCB_POLLING && dcb->fd >= 0) {
+        (void)epoll_ctl(sl__worker_epfd(dcb->worker), EPOLL_CTL_MOD,
+                        dcb->fd, &ev);
+    }
 }
 
 bool
@@ -320,6 +349,9 @@ flush(struct sl_dcb *dcb)
             }
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
                 dcb->write_blocked = true;
+                if (dcb->spliced) {
+                    sl__dcb_set_spliced(dcb, true);   /* with EPOLLOUT */
+                }
                 return 0;
             }
             return -errno;
@@ -329,6 +361,9 @@ flush(struct sl_dcb *dcb)
         dcb->write_progress_ms = sl_worker_now_ms();
         if ((size_t)n < want) {
             dcb->write_blocked = true;   /* EPOLLOUT will say when */
+            if (dcb->spliced) {
+                sl__dcb_set_spliced(dcb, true);   /* with EPOLLOUT */
+            }
         }
     }
     return 0;
@@ -568,6 +603,44 @@ deliver(struct sl_dcb *dcb)
     return dcb->state != DCB_CLOSED;
 }
 
+/* A spliced DCB (splice.c) had an event: a close, or bytes the BPF
+ * program left to Sluice. Those go to the peer as they are (never parsed:
+ * the protocol state stands still while the kernel forwards). */
+static uint32_t
+spliced_events(struct sl_dcb *dcb)
+{
+    enum read_result r = read_some(dcb);
+    struct sl_dcb *peer;
+    struct sl_buf *out;
+
+    if (dcb->role == SL_DCB_CLIENT && dcb->readq.len > 0 &&
+        sl__splice_user_command(dcb)) {
+        /* Back to user space for good: the protocol takes it from here. */
+        sl__splice_stop(dcb->session);
+        if (!deliver(dcb)) {
+            return 0;
+        }
+    } else if (dcb->readq.len > 0) {
+        peer = sl__splice_peer(dcb);
+        out = peer != NULL ? sl_buf_new() : NULL;
+        if (out == NULL) {
+            sl_buf_reset(&dcb->readq);
+            hangup(dcb, "kernel forwarding: bytes with no peer");
+            return 0;
+        }
+        sl_buf_append(out, &dcb->readq);
+        if (sl_dcb_write(peer, out) != 0) {
+            hangup(dcb, "kernel forwarding: the peer is gone");
+            return 0;
+        }
+    }
+    if (r == READ_EOF) {
+        hangup(dcb, "connection closed by peer");
+        return 0;
+    }
+    return r == READ_MORE ? EPOLLIN : 0;
+}
+
 /* Backend: the non-blocking connect finished. false if it failed. */
 static bool
 connect_done(struct sl_dcb *dcb)
@@ -686,6 +759,9 @@ conn_events(struct sl_dcb *dcb, uint32_t ev)
     if (!(ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))) {
         return 0;
     }
+    if (dcb->spliced) {
+        return spliced_events(dcb);
+    }
     if (dcb->reading_paused) {
         if (dcb->role == SL_DCB_CLIENT &&
             (ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))) {
@@ -778,7 +854,10 @@ sweep(void *arg)
              * ends (zombie epochs), and its handler ignores the event. */
             sl__worker_notify(d->worker, &d->ev, EPOLLIN);
         } else if (n < 64 && d->role == SL_DCB_CLIENT &&
-                   timed_out(d, now, why, sizeof(why))[0] != '\0') {
+                   ((d->spliced && sl__splice_sweep(d, now, why,
+                                                    sizeof(why)) !=
+                                       SL__SPLICE_KEEP) ||
+                    timed_out(d, now, why, sizeof(why))[0] != '\0')) {
             sl_dcb_ref(d);
             late[n++] = d;
         }
@@ -787,13 +866,22 @@ sweep(void *arg)
     for (size_t i = 0; i < n; i++) {
         struct sl_dcb *d = late[i];
 
+        int sp = SL__SPLICE_KEEP;
+
         sl__session_lock_for_event(d->session);
-        if (timed_out(d, sl_worker_now_ms(), why, sizeof(why))[0] != '\0') {
+        if (d->spliced) {
+            sp = sl__splice_sweep(d, sl_worker_now_ms(), why, sizeof(why));
+        }
+        if (sp == SL__SPLICE_TIMED_OUT ||
+            (sp == SL__SPLICE_KEEP &&
+             timed_out(d, sl_worker_now_ms(), why, sizeof(why))[0] != '\0')) {
             sl_log_notice("closing client %s@%s of service '%s' (session "
                           "%llu): %s", sl_session_user(d->session),
                           d->remote, d->service->name,
                           (unsigned long long)sl_session_id(d->session), why);
             sl_dcb_close(d);
+        } else if (sp == SL__SPLICE_ROLE_LOST) {
+            sl__splice_role_lost(d);
         }
         sl__session_unlock_event();
         sl_dcb_unref(d);
@@ -1560,6 +1648,9 @@ client_busy(const struct sl_dcb *c)
     if (c->writeq.len > 0) {
         return true;
     }
+    if (c->spliced) {
+        return sl__splice_drain_busy(c);
+    }
     for (b = c->session->backends; b != NULL; b = b->next) {
         if (b->in_flight && b->state != SL_BACKEND_FAILED &&
             b->state != SL_BACKEND_CLOSED) {
@@ -1640,6 +1731,7 @@ session_info(struct sl_session *ses, sl_session_info_fn fn, void *arg)
          b != NULL && info.nbackends < SL_ARRAY_LEN(names); b = b->next) {
         names[info.nbackends++] = b->server->name;
     }
+    info.has_kfwd = sl_session_splice_stats(ses, &info.kfwd);
     fn(&info, arg);
 }
 

@@ -64,6 +64,9 @@ struct sl_dcb {
     bool backend_inited;            /* backend_init ran */
     bool pending_login;             /* client: counted in pending.c until
                                      * its session is created */
+    bool spliced;                   /* in the kernel-forwarding sockhash
+                                     * (splice.c): reads bypass the
+                                     * protocol */
 
     uint64_t bytes_read;
     uint64_t bytes_written;
@@ -133,6 +136,7 @@ struct sl_session {
     struct sl_session *children;    /* internal sessions of this one */
     struct sl_session *sibling;     /* next in parent->children */
     struct sl_ses_stats stats;      /* stats.c: commands being timed */
+    struct sl_splice *splice;       /* kernel forwarding (splice.c) */
 };
 
 /* ---- dcb.c ---- */
@@ -161,6 +165,9 @@ int64_t sl__dcb_drain_clients(struct sl_worker *w);
 /* The client logged in (its session is being created): it no longer
  * counts as pending. Idempotent. */
 void sl__dcb_login_done(struct sl_dcb *dcb);
+/* Kernel forwarding: mark dcb spliced or not and wait for the events
+ * that need (reads only while spliced). Owner's thread. */
+void sl__dcb_set_spliced(struct sl_dcb *dcb, bool spliced);
 /* The negotiated TLS cipher, "" for a plain DCB. */
 const char *sl__dcb_tls_cipher(const struct sl_dcb *dcb);
 

@@ -27,6 +27,7 @@
 #include <sluice/params.h>
 #include <sluice/protocol.h>
 #include <sluice/router.h>
+#include <sluice/splice.h>
 
 #define SL_NAME_MAX 128
 
@@ -287,6 +288,8 @@ struct sl_session_info {
     size_t nbackends;
     uint64_t bytes_read;
     uint64_t bytes_written;
+    bool has_kfwd;                    /* kernel forwarded at some point */
+    struct sl_splice_stats kfwd;      /* then its counters (splice.c) */
 };
 
 typedef void (*sl_session_info_fn)(const struct sl_session_info *info,

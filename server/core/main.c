@@ -52,6 +52,7 @@
 #include "dcb_int.h"
 #include "internal.h"
 #include "modcmd_int.h"
+#include "splice_int.h"
 #include "worker_int.h"
 
 #define DEFAULT_CONFIG "/etc/sluice.cnf"
@@ -192,6 +193,7 @@ config_check(const struct options *o)
     }
     sl__config_free(cfg);
     sl__cfg_diag_free(&d);
+    sl__splice_finish();
     sl__modules_unload();
     sl__log_finish();
     return cfg ? 0 : 1;
@@ -764,6 +766,7 @@ run(const struct options *o)
     sl_log_notice("Sluice stopped");
     sl__config = NULL;
     sl__config_free(cfg);
+    sl__splice_finish();
     sl__modules_unload();
     sl__log_finish();
     return 0;
@@ -774,6 +777,7 @@ out_config:
 out_modules:
     /* systemd sees the exit status; this is what `systemctl status` shows */
     sd_notify(0, "STATUS=Startup failed, see the log");
+    sl__splice_finish();
     sl__modules_unload();
     sl__log_finish();
     return 1;

@@ -40,6 +40,7 @@
 #include <sluice/mariadb.h>
 
 #include "dcb_int.h"
+#include "splice_int.h"
 #include "worker_int.h"
 
 static atomic_ullong next_session_id = 1;
@@ -91,6 +92,7 @@ session_free(struct sl_session *ses)
         sl__inst_ref_put(fs->ref);
     }
     free(ses->filters);
+    sl__splice_free(ses);
     while ((b = ses->backends) != NULL) {
         ses->backends = b->next;
         free(b);
@@ -113,6 +115,7 @@ session_started(struct sl_session *ses)
 {
     ses->state = SL_SESSION_STARTED;
     sl_log_ses_info(ses, "session started");
+    sl__splice_started(ses);   /* quiet point: before the client's OK */
     if (ses->client != NULL && ses->protocol->session_ready != NULL) {
         ses->protocol->session_ready(ses->client);
     }
@@ -465,6 +468,7 @@ sl_session_close(struct sl_session *ses, const char *reason)
     }
     ses->state = SL_SESSION_CLOSING;
     sl_log_ses_info(ses, "session closed: %s", reason ? reason : "");
+    sl__splice_stop(ses);
     while (ses->children != NULL) {   /* each unlinks itself */
         sl_session_close(ses->children, "parent session closed");
     }

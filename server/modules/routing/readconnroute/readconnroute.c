@@ -40,6 +40,7 @@
 #include <sluice/session.h>
 
 #include "rcr_select.h"
+#include "rcr_splice.h"
 
 /* Snapshot size kept on the stack in new_session; larger services
  * allocate. */
@@ -65,6 +66,8 @@ struct rcr_instance {
     char options_str[64];               /* "master,slave" for diagnostics */
     atomic_llong *sessions;             /* [nservers]: current sessions */
     atomic_ullong total_sessions;       /* sessions ever started */
+    int kfwd_mode;                      /* kernel_forwarding: 0 auto */
+    bool kfwd;                          /* kernel forwarding (rcr_splice.c) */
 };
 
 struct rcr_session {
@@ -107,6 +110,8 @@ rcr_create_instance(struct sl_service *svc, const struct sl_params *params)
         return NULL;
     }
     inst->svc = svc;
+    inst->kfwd_mode = sl_params_enum(params, "kernel_forwarding");
+    inst->kfwd = rcr_kfwd_enabled(params);
     inst->servers = sl_service_servers(svc, &inst->nservers);
     inst->options =
         (uint32_t)sl_params_enum_mask(params, "router_options") & 0xfu;
@@ -219,6 +224,7 @@ rcr_new_session(void *instance, struct sl_session *ses)
         return NULL;
     }
     atomic_fetch_add_explicit(&inst->total_sessions, 1, memory_order_relaxed);
+    rcr_kfwd_session(inst->kfwd, ses, rs->backend, rs->check_master);
     sl_log_ses_info(ses, "Routing to server '%s'", sl_server_name(rs->server));
     return rs;
 }
@@ -312,10 +318,11 @@ rcr_diagnostics(void *instance)
             sl_server_weight(inst->servers[i]));
         json_array_append_new(servers, s);
     }
-    return json_pack("{s:s, s:I, s:o}", "router_options", inst->options_str,
-                     "total_sessions",
+    return json_pack("{s:s, s:I, s:o, s:o}", "router_options",
+                     inst->options_str, "total_sessions",
                      (json_int_t)atomic_load(&inst->total_sessions),
-                     "servers", servers);
+                     "servers", servers, "kernel_forwarding",
+                     rcr_kfwd_json(inst->kfwd_mode, inst->kfwd));
 }
 
 static void *
@@ -331,6 +338,10 @@ static const struct sl_param_spec rcr_params[] = {
     {"router_options", SL_PARAM_ENUM_MASK, "running", 0, rcr_option_names,
      "Roles a server must have to be chosen: master, slave, running, "
      "synced (any of the listed)"},
+    {"kernel_forwarding", SL_PARAM_ENUM, "auto", 0, rcr_kfwd_names,
+     "auto: once a session has started, forward its bytes in the kernel "
+     "(BPF sockhash) when nothing needs to see them; off: always in user "
+     "space"},
     /* MaxScale names not implemented (docs/configuration.md) */
     {"master_accept_reads", SL_PARAM_BOOL, "true", SL_PARAM_F_REFUSED,
      NULL, "only true is implemented: a service without router_options="

@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Kernel forwarding, the core's side (splice.c): hooks called by
+ * session.c, dcb.c and admin_json.c. Worker-owned unless said.
+ */
+#ifndef SLUICE_SPLICE_INT_H
+#define SLUICE_SPLICE_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <jansson.h>
+
+struct sl_session;
+struct sl_dcb;
+
+/* The session started (before the client's OK): splice it if the router
+ * asked and nothing stands in the way. */
+void sl__splice_started(struct sl_session *ses);
+/* Take the session's sockets out of the maps (session closing). */
+void sl__splice_stop(struct sl_session *ses);
+/* Free the session's splice state (session freed). */
+void sl__splice_free(struct sl_session *ses);
+/* The other DCB of a spliced dcb, NULL if not spliced (any more). */
+struct sl_dcb *sl__splice_peer(const struct sl_dcb *dcb);
+/* The bytes a spliced client DCB read are one whole COM_CHANGE_USER,
+ * which the BPF program leaves to Sluice: the session must go back to
+ * user space (sl__splice_stop) and the protocol handle it. */
+bool sl__splice_user_command(struct sl_dcb *client);
+/* One-second sweep of a spliced client DCB: KEEP, ROLE_LOST (its server
+ * lost the role the router asked for: sl__splice_role_lost) or TIMED_OUT
+ * (net_write_timeout: the client reads nothing; why says so). Also marks
+ * forwarded bytes as activity for connection_timeout. Called first under
+ * the worker's DCB list lock (no closing there), then again under the
+ * session's lock before acting. */
+enum { SL__SPLICE_KEEP, SL__SPLICE_ROLE_LOST, SL__SPLICE_TIMED_OUT };
+int sl__splice_sweep(struct sl_dcb *client, uint64_t now, char *why,
+                     size_t len);
+/* Close the session of client whose server lost its role (error 1105 as
+ * the answer to the client's next command). Under the session's lock. */
+void sl__splice_role_lost(struct sl_dcb *client);
+/* Graceful shutdown, once per drain pass: is the spliced session of
+ * client busy? Sluice cannot see a statement in flight, so: yes if the
+ * client sent bytes after the server last did (a statement waits for its
+ * answer) or the server sent within the last 200 ms (an answer may still
+ * be streaming). */
+bool sl__splice_drain_busy(const struct sl_dcb *client);
+/* Unload the BPF program and its maps (exit; every session is gone).
+ * Main thread. */
+void sl__splice_finish(void);
+
+#endif
