@@ -732,7 +732,7 @@ logs_get(struct admin_req *r)
     return document(r, json_pack(
         "{s:s, s:s, s:{s:s, s:i, s:o}}", "id", "logs", "type", "logs",
         "attributes", "log_file", path, "log_level",
-        (int)atomic_load(&sl__log_level), "log", log_tail(path)));
+        (int)atomic_load(&sl_log_max_level), "log", log_tail(path)));
 }
 
 static struct admin_resp

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The sluice daemon.
+ * The sluice daemon: sl_daemon_main(), the one exported function that is
+ * not module SDK (server/daemon/sluice.c's main() calls it).
  *
  *   parse options -> block signals -> log init -> load configuration
  *   -> workers init -> listeners start -> monitors start -> workers start
@@ -204,7 +205,7 @@ apply_log_config(const struct options *o, const struct sl_config *cfg,
             return rc;
         }
     }
-    atomic_store(&sl__log_level, level);
+    atomic_store(&sl_log_max_level, level);
     return 0;
 }
 
@@ -684,8 +685,18 @@ out_modules:
     return 1;
 }
 
+/*
+ * The daemon's entry point, called by main() in server/daemon/sluice.c.
+ * It lives in libsluice, not in the executable, because it drives the
+ * core's internals (configuration, workers, listeners, REST API), which
+ * libsluice does not export: the daemon links the same shared library as
+ * the modules (one copy of the core's globals) and, like a module, sees
+ * only exported symbols. Not for modules (docs/design.md, "ABI rules").
+ */
+SL_EXPORT int sl_daemon_main(int argc, char **argv);
+
 int
-main(int argc, char **argv)
+sl_daemon_main(int argc, char **argv)
 {
     struct options o = {.config = DEFAULT_CONFIG, .log_level = -1};
     sigset_t set;
