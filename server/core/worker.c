@@ -80,15 +80,6 @@ static atomic_long zombies_total;   /* on every worker's list together */
 static char shared_marker;   /* epoll tag of the shared set in a private one */
 static __thread struct sl_worker *tls_worker;
 
-static uint64_t
-mono_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 bool
 sl__workers_shared(void)
 {
@@ -144,7 +135,7 @@ sl_worker_index(const struct sl_worker *w)
 uint64_t
 sl_worker_now_ms(void)
 {
-    return tls_worker != NULL ? tls_worker->now_ms : mono_ms();
+    return tls_worker != NULL ? tls_worker->now_ms : sl_monotonic_ms();
 }
 
 static void
@@ -307,7 +298,7 @@ sl_worker_add_timer(uint64_t ms, sl_timer_fn fn, void *arg)
     if (w == NULL || fn == NULL) {
         return 0;
     }
-    t.deadline = mono_ms() + ms;
+    t.deadline = sl_monotonic_ms() + ms;
     t.interval = ms;
     t.id = atomic_fetch_add(&next_timer_id, 1);
     t.fn = fn;
@@ -514,7 +505,7 @@ poll_events(struct sl_worker *w, int timeout)
     }
     n = epoll_wait(w->epfd, evs, MAX_EVENTS, timeout);
     atomic_store(&w->sleeping, false);
-    w->now_ms = mono_ms();
+    w->now_ms = sl_monotonic_ms();
     for (i = 0; i < n; i++) {
         void *p = evs[i].data.ptr;
 
@@ -546,7 +537,7 @@ loop_done(struct sl_worker *w)
 static void
 loop_turn(struct sl_worker *w)
 {
-    w->now_ms = mono_ms();
+    w->now_ms = sl_monotonic_ms();
     atomic_store(&w->observed_epoch, atomic_load(&global_epoch));
     if (w->nzombies > 0) {
         reap(w, min_observed_epoch());
@@ -627,7 +618,7 @@ worker_main(void *arg)
     size_t ninit;
 
     tls_worker = w;
-    w->now_ms = mono_ms();
+    w->now_ms = sl_monotonic_ms();
     init_done(modules_init(w, &ninit));
     while (!loop_done(w)) {
         loop_turn(w);

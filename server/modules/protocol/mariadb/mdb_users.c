@@ -99,15 +99,6 @@ struct mdb_service {
     struct mdb_usage *usage;  /* accounts with connection limits */
 };
 
-static uint64_t
-mono_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* ---- loading (loader thread) ---- */
 
 /* The auth string of a row: whichever column holds a `*HEX` hash. */
@@ -400,7 +391,7 @@ wait_for_request(struct mdb_service *s)
         pthread_cond_wait(&s->cond, &s->lock);
     }
     while (!s->stop && s->loads > 0 &&
-           (now = mono_ms()) < s->last_load_ms + MIN_RELOAD_INTERVAL_MS) {
+           (now = sl_monotonic_ms()) < s->last_load_ms + MIN_RELOAD_INTERVAL_MS) {
         uint64_t ms = s->last_load_ms + MIN_RELOAD_INTERVAL_MS - now;
 
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -427,7 +418,7 @@ loader_main(void *arg)
     pthread_mutex_lock(&s->lock);
     while (wait_for_request(s)) {
         s->want_load = false;
-        s->last_load_ms = mono_ms();
+        s->last_load_ms = sl_monotonic_ms();
         pthread_mutex_unlock(&s->lock);
 
         memset(&fresh, 0, sizeof(fresh));
@@ -629,7 +620,7 @@ usage_of(struct mdb_service *s, const struct mdb_account *a)
     memcpy(u->name, a->user, ulen);
     u->host = u->name + ulen;
     memcpy(u->host, a->host, hlen);
-    u->hour_start_ms = mono_ms();
+    u->hour_start_ms = sl_monotonic_ms();
     u->next = s->usage;
     s->usage = u;
     return u;
@@ -641,7 +632,7 @@ static enum mdb_auth_rc
 take_slot(struct mdb_service *s, const struct mdb_account *a,
           struct mdb_session *sd, struct mdb_refusal *why)
 {
-    uint64_t now = mono_ms();
+    uint64_t now = sl_monotonic_ms();
     const char *what = NULL;
     uint32_t limit = 0;
     struct mdb_usage *u;
@@ -728,12 +719,12 @@ mdb_service_authenticate(struct mdb_service *s, struct sl_dcb *dcb,
          * or altered: reload once, as for a wrong password. */
         if (rc == MDB_AUTH_REFUSED && why->code != 1226 && req->may_reload &&
             host_may_reload(s, req->is_unix ? "localhost" : req->client,
-                            mono_ms())) {
+                            sl_monotonic_ms())) {
             rc = park(s, dcb);
         }
     } else if (req->may_reload &&
                host_may_reload(s, req->is_unix ? "localhost" : req->client,
-                               mono_ms())) {
+                               sl_monotonic_ms())) {
         rc = park(s, dcb);
     }
 out:
