@@ -648,18 +648,18 @@ static bool
 tls_events(struct sl_dcb *dcb, uint32_t *ev)
 {
     char who[300];
-    int rc;
+    enum sl_rc rc;
 
     if (sl__tls_handshaking(dcb->tls)) {
         snprintf(who, sizeof(who), "%s %s",
                  dcb->role == SL_DCB_CLIENT ? "client" : "server",
                  dcb->server != NULL ? dcb->server->name : dcb->remote);
         rc = sl__tls_handshake(dcb->tls, who);
-        if (rc < 0) {
+        if (rc == SL_ERROR) {
             hangup(dcb, "TLS handshake failed");
             return false;
         }
-        if (rc == 0) {
+        if (rc == SL_AGAIN) {
             return false;
         }
         /* done: send what queued up, read what may have come along */
@@ -1520,7 +1520,7 @@ sl_dcb_tls_start(struct sl_dcb *dcb)
     }
     snprintf(who, sizeof(who), "%s %s", accept ? "client" : "server",
              dcb->server != NULL ? dcb->server->name : dcb->remote);
-    return sl__tls_handshake(dcb->tls, who) < 0 ? -EPROTO : 0;
+    return sl__tls_handshake(dcb->tls, who) == SL_ERROR ? -EPROTO : 0;
 }
 
 /* The cipher of a TLS DCB, "" when plain (diagnostics, tests). */
