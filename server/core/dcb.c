@@ -1187,10 +1187,12 @@ lrec_dcb_closed(struct sl_dcb *dcb)
     }
     if (r != NULL && --r->open == 0 && r->l->fd >= 0) {
         close(r->l->fd);
-        r->l->fd = -1;
         if (r->l->socket[0] != '\0') {
             unlink(r->l->socket);
         }
+        /* the REST thread waits for this (runtime.c, listener_closed) to
+         * bind the address again: a release store, after close/unlink */
+        __atomic_store_n(&r->l->fd, -1, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&lrec_lock);
 }
