@@ -64,6 +64,18 @@ SL_EXPORT enum sl_dcb_role sl_dcb_role(const struct sl_dcb *dcb);
 SL_EXPORT int sl_dcb_fd(const struct sl_dcb *dcb);
 SL_EXPORT uint64_t sl_dcb_id(const struct sl_dcb *dcb);
 SL_EXPORT struct sl_worker *sl_dcb_worker(const struct sl_dcb *dcb);
+
+/*
+ * Run fn(arg) later on dcb's worker in dcb's context: in
+ * event_model=shared with the lock of dcb's session held, as for its
+ * events, so fn may touch the DCB and its protocol data safely (a plain
+ * sl_worker_post() to sl_dcb_worker() would race with another worker
+ * handling the DCB). The caller keeps dcb alive (sl_dcb_ref) until fn has
+ * run; fn checks sl_dcb_is_open. 0 or -ENOMEM (fn will not run). Any
+ * thread. (ABI 2.1.)
+ */
+SL_EXPORT int sl_dcb_post(struct sl_dcb *dcb, void (*fn)(void *arg),
+                          void *arg);
 /* The protocol's per-connection state. */
 SL_EXPORT void *sl_dcb_protocol_data(const struct sl_dcb *dcb);
 SL_EXPORT void sl_dcb_set_protocol_data(struct sl_dcb *dcb, void *data);

@@ -52,9 +52,12 @@
  *        are no longer exported; sl__log, sl__log_ses and sl__log_level renamed
  *        sl_log_message, sl_log_session_message and sl_log_max_level;
  *        sl_daemon_main added (the daemon's entry point, not for modules).
+ *   2.1  sl_dcb_post added (run work in a DCB's context; TSan showed the
+ *        protocol's sl_worker_post of its login resume racing in the
+ *        shared event model).
  */
 #define SL_MODULE_ABI_MAJOR 2
-#define SL_MODULE_ABI_MINOR 0
+#define SL_MODULE_ABI_MINOR 1
 
 enum sl_module_type {
     SL_MODULE_PROTOCOL = 1,

@@ -417,6 +417,49 @@ sl_dcb_write(struct sl_dcb *dcb, struct sl_buf *buf)
     return 0;
 }
 
+/* ---- work posted to a DCB (sl_dcb_post) ---- */
+
+struct dcb_call {
+    struct sl_dcb *dcb;
+    void (*fn)(void *arg);
+    void *arg;
+};
+
+static void
+dcb_call_run(void *p)
+{
+    struct dcb_call *c = p;
+    struct sl_session *ses = c->dcb->session;
+
+    /* the DCB holds a reference on its session while the caller holds
+     * one on the DCB, so ses stays valid here */
+    if (ses != NULL) {
+        sl__session_lock_for_event(ses);
+    }
+    c->fn(c->arg);
+    sl__session_unlock_event();
+    free(c);
+}
+
+int
+sl_dcb_post(struct sl_dcb *dcb, void (*fn)(void *arg), void *arg)
+{
+    struct dcb_call *c = malloc(sizeof(*c));
+    int rc;
+
+    if (c == NULL) {
+        return -ENOMEM;
+    }
+    c->dcb = dcb;
+    c->fn = fn;
+    c->arg = arg;
+    rc = sl_worker_post(dcb->worker, dcb_call_run, c);
+    if (rc != 0) {
+        free(c);
+    }
+    return rc;
+}
+
 /* ---- closing ---- */
 
 /*

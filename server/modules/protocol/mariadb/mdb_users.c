@@ -370,8 +370,7 @@ wake_waiters(struct waiter *w)
     while (w != NULL) {
         struct waiter *next = w->next;
 
-        if (sl_worker_post(sl_dcb_worker(w->dcb), mdb_client_resume,
-                           w->dcb) != 0) {
+        if (sl_dcb_post(w->dcb, mdb_client_resume, w->dcb) != 0) {
             /* Cannot resume it: drop it (the client times out). */
             sl_dcb_unref(w->dcb);
         }
