@@ -70,7 +70,9 @@ SL_EXPORT struct sl_worker *sl_dcb_worker(const struct sl_dcb *dcb);
  * event_model=shared with the lock of dcb's session held, as for its
  * events, so fn may touch the DCB and its protocol data safely (a plain
  * sl_worker_post() to sl_dcb_worker() would race with another worker
- * handling the DCB). The caller keeps dcb alive (sl_dcb_ref) until fn has
+ * handling the DCB). A DCB without a session yet (a login in progress)
+ * has no lock to take: that case still races in the shared model
+ * (docs/design.md). The caller keeps dcb alive (sl_dcb_ref) until fn has
  * run; fn checks sl_dcb_is_open. 0 or -ENOMEM (fn will not run). Any
  * thread. (ABI 2.1.)
  */
