@@ -26,7 +26,7 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    atomic_store(&sl__log_level, -1);   /* silence ignored-parameter info */
+    atomic_store(&sl_log_max_level, -1);   /* silence ignored-parameter info */
     return 0;
 }
 

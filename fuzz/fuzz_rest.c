@@ -89,7 +89,7 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    atomic_store(&sl__log_level, -1);
+    atomic_store(&sl_log_max_level, -1);
     if (mkdtemp(tmpdir) == NULL || sl__admin_users_load(tmpdir) != 0 ||
         atexit(remove_tmpdir) != 0) {
         abort();

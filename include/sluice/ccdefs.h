@@ -17,18 +17,20 @@
 #define SL_PRINTF(f, a) __attribute__((format(printf, f, a)))
 
 /*
- * Data-path callback results (nginx's vocabulary).
+ * Data-path results (nginx's vocabulary). Setup and syscall-like functions
+ * return 0 or a negative errno instead (docs/design.md, "Return codes").
  *   SL_OK        done, carry on
- *   SL_AGAIN     not enough input yet / would block; call again later
+ *   SL_AGAIN     not finished, waiting for I/O; call again on the next
+ *                event (the core's TLS handshake step)
  *   SL_DONE      finished and the object may be closed normally
- *   SL_DECLINED  not handled here, let the next party try
  *   SL_ERROR     failed; the caller closes the connection or session
+ * (ABI 2.0 removed SL_DECLINED, which nothing returned or tested; 3 stays
+ * unused.)
  */
 enum sl_rc {
     SL_OK = 0,
     SL_AGAIN = 1,
     SL_DONE = 2,
-    SL_DECLINED = 3,
     SL_ERROR = -1,
 };
 

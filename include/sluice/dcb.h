@@ -74,6 +74,7 @@ SL_EXPORT enum sl_dcb_role sl_dcb_role(const struct sl_dcb *dcb);
 SL_EXPORT int sl_dcb_fd(const struct sl_dcb *dcb);
 SL_EXPORT uint64_t sl_dcb_id(const struct sl_dcb *dcb);
 SL_EXPORT struct sl_worker *sl_dcb_worker(const struct sl_dcb *dcb);
+
 /* The protocol's per-connection state. */
 SL_EXPORT void *sl_dcb_protocol_data(const struct sl_dcb *dcb);
 SL_EXPORT void sl_dcb_set_protocol_data(struct sl_dcb *dcb, void *data);

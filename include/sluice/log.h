@@ -27,14 +27,24 @@ enum sl_log_level {
 
 struct sl_session;
 
-extern SL_EXPORT atomic_int sl__log_level;
+/*
+ * The most verbose level written (SL_LOG_ERROR..SL_LOG_DEBUG; -1: none).
+ * Read by sl_log_enabled() inline; set by the core only (configuration,
+ * REST). Modules read it, never store to it.
+ */
+extern SL_EXPORT atomic_int sl_log_max_level;
 
-SL_EXPORT void sl__log(int level, const char *tag, const char *file, int line,
-                       const char *fmt, ...) SL_PRINTF(5, 6);
-/* As sl__log, prefixed with the session id, user and client address. */
-SL_EXPORT void sl__log_ses(int level, const char *tag,
-                           const struct sl_session *ses, const char *fmt, ...)
-    SL_PRINTF(4, 5);
+/*
+ * Write one log line at level from file:line under tag (SL_LOG_TAG). Use
+ * the sl_log_* macros, which test sl_log_enabled() first so the arguments
+ * of a disabled level are not evaluated. Any thread.
+ */
+SL_EXPORT void sl_log_message(int level, const char *tag, const char *file,
+                              int line, const char *fmt, ...) SL_PRINTF(5, 6);
+/* As sl_log_message, prefixed with the session id, user and client address. */
+SL_EXPORT void sl_log_session_message(int level, const char *tag,
+                                      const struct sl_session *ses,
+                                      const char *fmt, ...) SL_PRINTF(4, 5);
 
 /*
  * Log rotation (SIGHUP, `maxctrl rotate logs`) bumps this counter after the
@@ -59,20 +69,21 @@ SL_EXPORT const char *sl_log_escape(char *out, size_t cap, const char *s);
 static inline bool
 sl_log_enabled(int level)
 {
-    return level <= atomic_load_explicit(&sl__log_level, memory_order_relaxed);
+    return level <=
+           atomic_load_explicit(&sl_log_max_level, memory_order_relaxed);
 }
 
 #define SL_LOG_(lvl, ...)                                                      \
     do {                                                                       \
         if (sl_log_enabled(lvl)) {                                             \
-            sl__log(lvl, SL_LOG_TAG, __FILE__, __LINE__, __VA_ARGS__);         \
+            sl_log_message(lvl, SL_LOG_TAG, __FILE__, __LINE__, __VA_ARGS__);  \
         }                                                                      \
     } while (0)
 
 #define SL_LOG_SES_(lvl, ses, ...)                                             \
     do {                                                                       \
         if (sl_log_enabled(lvl)) {                                             \
-            sl__log_ses(lvl, SL_LOG_TAG, ses, __VA_ARGS__);                    \
+            sl_log_session_message(lvl, SL_LOG_TAG, ses, __VA_ARGS__);         \
         }                                                                      \
     } while (0)
 

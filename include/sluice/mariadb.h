@@ -109,6 +109,23 @@ sl_mdb_get_len(const unsigned char *hdr)
            ((uint32_t)hdr[2] << 16);
 }
 
+/* Little-endian stores of protocol integers (int<2>, int<4>). */
+static inline void
+sl_mdb_put_le16(unsigned char *p, uint16_t v)
+{
+    p[0] = (unsigned char)v;
+    p[1] = (unsigned char)(v >> 8);
+}
+
+static inline void
+sl_mdb_put_le32(unsigned char *p, uint32_t v)
+{
+    p[0] = (unsigned char)v;
+    p[1] = (unsigned char)(v >> 8);
+    p[2] = (unsigned char)(v >> 16);
+    p[3] = (unsigned char)(v >> 24);
+}
+
 static inline void
 sl_mdb_set_hdr(unsigned char *hdr, uint32_t len, uint8_t seq)
 {

@@ -32,7 +32,36 @@
 #include <sluice/params.h>
 
 #define SL_MODULE_MAGIC 0x534c4d44u /* "SLMD" */
-#define SL_MODULE_ABI_MAJOR 1
+
+/*
+ * The module ABI version. What it covers: the functions and variables
+ * libsluice exports (exactly include/sluice/abi-symbols.txt, the output of
+ * `nm -D --defined-only libsluice.so`; scripts/abi-check fails the test
+ * command when the two differ), the layouts of the ABI structs (the build
+ * signature below) and the meaning of both. libsluice is built with hidden
+ * visibility: only what a header marks SL_EXPORT is exported.
+ *
+ * The rule, applied in the same commit as the change to abi-symbols.txt:
+ *   - a symbol added, or a callback appended to an ops table: minor + 1;
+ *   - a symbol removed or renamed, a signature or a meaning changed, a
+ *     struct's layout changed: major + 1, minor back to 0.
+ * Record each decision in the history below (newest last).
+ *
+ *   1.0  the first descriptor; every non-static core function exported.
+ *   2.0  (the first release with an ABI boundary; everything below came in
+ *        together, so one major version)
+ *        hidden visibility: the 135 internal symbols (107 sl__, 28 admin_)
+ *        are no longer exported; sl__log, sl__log_ses and sl__log_level
+ *        renamed sl_log_message, sl_log_session_message and
+ *        sl_log_max_level; sl_daemon_main added (the daemon's entry point,
+ *        not for modules); sl_dcb_post (run work in a DCB's context, under
+ *        its session's lock in the shared model); sl_mdb_make_resultset_for
+ *        (answers for clients with extended metadata);
+ *        sl_kernel_forwarding_available, sl_session_request_splice and
+ *        sl_session_splice_stats (kernel forwarding); struct sl_reply gained
+ *        last_seq (a layout change).
+ */
+#define SL_MODULE_ABI_MAJOR 2
 #define SL_MODULE_ABI_MINOR 0
 
 enum sl_module_type {

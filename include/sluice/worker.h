@@ -18,6 +18,8 @@
 #ifndef SLUICE_WORKER_H
 #define SLUICE_WORKER_H
 
+#include <time.h>
+
 #include <sluice/ccdefs.h>
 
 struct sl_worker;
@@ -52,5 +54,24 @@ SL_EXPORT void sl_worker_cancel_timer(uint64_t id);
 
 /* Monotonic clock in milliseconds, cached once per loop turn. */
 SL_EXPORT uint64_t sl_worker_now_ms(void);
+
+/*
+ * The monotonic clock (CLOCK_MONOTONIC) now, not cached: microseconds and
+ * milliseconds. Any thread; for the data path prefer sl_worker_now_ms().
+ */
+static inline uint64_t
+sl_monotonic_us(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static inline uint64_t
+sl_monotonic_ms(void)
+{
+    return sl_monotonic_us() / 1000u;
+}
 
 #endif

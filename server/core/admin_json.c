@@ -721,7 +721,7 @@ sl__rest_logs_get(struct admin_req *r)
     return document(r, json_pack(
         "{s:s, s:s, s:{s:s, s:i, s:o}}", "id", "logs", "type", "logs",
         "attributes", "log_file", path, "log_level",
-        (int)atomic_load(&sl__log_level), "log", log_tail(path)));
+        (int)atomic_load(&sl_log_max_level), "log", log_tail(path)));
 }
 
 /* GET servers, services, listeners, monitors, filters (and one by name) */

@@ -270,12 +270,27 @@ sl__dcb_free(struct sl_dcb *dcb)
 
 /* ---- writing ---- */
 
+/* The sweep's view of a client's activity (see struct sl_dcb). */
+static inline void
+stamp(_Atomic uint64_t *when)
+{
+    atomic_store_explicit(when, sl_worker_now_ms(), memory_order_relaxed);
+}
+
+static inline void
+note_writeq(struct sl_dcb *dcb)
+{
+    atomic_store_explicit(&dcb->write_pending, dcb->writeq.len > 0,
+                          memory_order_relaxed);
+}
+
 static void
 write_failed(struct sl_dcb *dcb, int err)
 {
     sl_log_debug("DCB %llu (%s): write failed: %s",
                  (unsigned long long)dcb->id, dcb->remote, strerror(err));
     sl_buf_reset(&dcb->writeq);
+    note_writeq(dcb);
     /* handle it as a hangup in the DCB's own turn, not on this stack */
     sl__worker_notify(dcb->worker, &dcb->ev, EPOLLHUP);
 }
@@ -311,8 +326,9 @@ flush_tls(struct sl_dcb *dcb)
         }
         dcb->tls_write_len = 0;
         sl_buf_consume(&dcb->writeq, (size_t)n);
+        note_writeq(dcb);
         dcb->bytes_written += (uint64_t)n;
-        dcb->write_progress_ms = sl_worker_now_ms();
+        stamp(&dcb->write_progress_ms);
     }
     return 0;
 }
@@ -357,8 +373,9 @@ flush(struct sl_dcb *dcb)
             return -errno;
         }
         sl_buf_consume(&dcb->writeq, (size_t)n);
+        note_writeq(dcb);
         dcb->bytes_written += (uint64_t)n;
-        dcb->write_progress_ms = sl_worker_now_ms();
+        stamp(&dcb->write_progress_ms);
         if ((size_t)n < want) {
             dcb->write_blocked = true;   /* EPOLLOUT will say when */
             if (dcb->spliced) {
@@ -417,9 +434,10 @@ sl_dcb_write(struct sl_dcb *dcb, struct sl_buf *buf)
         return -EPIPE;
     }
     if (dcb->writeq.len == 0) {
-        dcb->write_progress_ms = sl_worker_now_ms();
+        stamp(&dcb->write_progress_ms);
     }
     sl_buf_append(&dcb->writeq, buf);
+    note_writeq(dcb);
     sl_buf_free(buf);
     if (dcb->connecting || dcb->write_blocked) {
         check_backpressure(dcb);
@@ -436,8 +454,39 @@ sl_dcb_write(struct sl_dcb *dcb, struct sl_buf *buf)
 
 /* ---- closing ---- */
 
+/*
+ * Shared model: a listener DCB is handled by any worker but closed by its
+ * owner (listener stop, worker stop), and it has no session lock to
+ * serialise the two; this lock does, so no worker calls accept() on a
+ * descriptor being closed (or already reused). Pinned: not taken.
+ */
+static pthread_mutex_t listener_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool
+lock_listener(const struct sl_dcb *dcb)
+{
+    if (dcb->role != SL_DCB_LISTENER || !sl__workers_shared()) {
+        return false;
+    }
+    pthread_mutex_lock(&listener_lock);
+    return true;
+}
+
+static void close_now(struct sl_dcb *dcb);
+
 void
 sl__dcb_close_quiet(struct sl_dcb *dcb)
+{
+    bool locked = lock_listener(dcb);
+
+    close_now(dcb);
+    if (locked) {
+        pthread_mutex_unlock(&listener_lock);
+    }
+}
+
+static void
+close_now(struct sl_dcb *dcb)
 {
     if (dcb->state == DCB_CLOSED) {
         return;
@@ -558,7 +607,7 @@ read_some(struct sl_dcb *dcb)
         if (n > 0) {
             sl_buf_commit(&dcb->readq, (size_t)n);
             dcb->bytes_read += (uint64_t)n;
-            dcb->last_read_ms = sl_worker_now_ms();
+            stamp(&dcb->last_read_ms);
             total += (size_t)n;
             if ((size_t)n < avail && dcb->tls == NULL) {
                 return READ_DRAINED;
@@ -672,18 +721,18 @@ static bool
 tls_events(struct sl_dcb *dcb, uint32_t *ev)
 {
     char who[300];
-    int rc;
+    enum sl_rc rc;
 
     if (sl__tls_handshaking(dcb->tls)) {
         snprintf(who, sizeof(who), "%s %s",
                  dcb->role == SL_DCB_CLIENT ? "client" : "server",
                  dcb->server != NULL ? dcb->server->name : dcb->remote);
         rc = sl__tls_handshake(dcb->tls, who);
-        if (rc < 0) {
+        if (rc == SL_ERROR) {
             hangup(dcb, "TLS handshake failed");
             return false;
         }
-        if (rc == 0) {
+        if (rc == SL_AGAIN) {
             return false;
         }
         /* done: send what queued up, read what may have come along */
@@ -809,25 +858,29 @@ static const char *
 timed_out(const struct sl_dcb *c, uint64_t now, char *why, size_t len)
 {
     const struct sl_service *svc = c->service;
-    uint64_t idle_since, stalled, idle, nwt, ct;
+    uint64_t read_ms, wrote_ms, idle_since, stalled, idle, nwt, ct;
+    bool pending;
 
     why[0] = '\0';
     if (svc == NULL || c->state != DCB_POLLING || c->session == NULL) {
         return why;
     }
-    idle_since = c->last_read_ms > c->write_progress_ms ? c->last_read_ms
-                                                        : c->write_progress_ms;
+    read_ms = atomic_load_explicit(&c->last_read_ms, memory_order_relaxed);
+    wrote_ms = atomic_load_explicit(&c->write_progress_ms,
+                                    memory_order_relaxed);
+    pending = atomic_load_explicit(&c->write_pending, memory_order_relaxed);
+    idle_since = read_ms > wrote_ms ? read_ms : wrote_ms;
     /* Stamps may come from another worker's clock, a little ahead of
      * ours (shared model): that is no time at all, not 2^64 ms. */
-    stalled = now > c->write_progress_ms ? now - c->write_progress_ms : 0;
+    stalled = now > wrote_ms ? now - wrote_ms : 0;
     idle = now > idle_since ? now - idle_since : 0;
     /* both may be changed by a PATCH (runtime.c, relaxed stores) */
     nwt = __atomic_load_n(&svc->net_write_timeout_ms, __ATOMIC_RELAXED);
     ct = __atomic_load_n(&svc->connection_timeout_ms, __ATOMIC_RELAXED);
-    if (nwt > 0 && c->writeq.len > 0 && stalled > nwt) {
+    if (nwt > 0 && pending && stalled > nwt) {
         snprintf(why, len, "no write progress for %llu s "
                  "(net_write_timeout)", (unsigned long long)stalled / 1000);
-    } else if (ct > 0 && c->writeq.len == 0 && idle > ct) {
+    } else if (ct > 0 && !pending && idle > ct) {
         snprintf(why, len, "idle for %llu s (connection_timeout)",
                  (unsigned long long)idle / 1000);
     }
@@ -929,7 +982,10 @@ new_client(struct sl_dcb *ldcb, int fd, const struct sockaddr_storage *ss)
     atomic_fetch_add(&c->listener->connections, 1);
     atomic_fetch_add(&c->listener->connections_total, 1);
     c->accept_ms = sl_worker_now_ms();
-    c->last_read_ms = c->write_progress_ms = c->accept_ms;
+    atomic_store_explicit(&c->last_read_ms, c->accept_ms,
+                          memory_order_relaxed);
+    atomic_store_explicit(&c->write_progress_ms, c->accept_ms,
+                          memory_order_relaxed);
     arm_sweep();
     return c;
 }
@@ -1045,7 +1101,12 @@ dcb_handler(struct sl_evq_item *it, uint32_t events)
     if (dcb->state != DCB_CLOSED) {
         switch (dcb->role) {
         case SL_DCB_LISTENER:
-            left = listener_events(dcb);
+            if (lock_listener(dcb)) {
+                left = dcb->state != DCB_CLOSED ? listener_events(dcb) : 0;
+                pthread_mutex_unlock(&listener_lock);
+            } else {
+                left = listener_events(dcb);
+            }
             break;
         case SL_DCB_CLIENT:
         case SL_DCB_BACKEND:
@@ -1228,11 +1289,12 @@ lrec_dcb_closed(struct sl_dcb *dcb)
     }
     if (r != NULL && --r->open == 0 && r->l->fd >= 0) {
         close(r->l->fd);
-        /* runtime.c waits for it with an acquire load */
-        __atomic_store_n(&r->l->fd, -1, __ATOMIC_RELEASE);
         if (r->l->socket[0] != '\0') {
             unlink(r->l->socket);
         }
+        /* the REST thread waits for this (runtime.c, listener_closed) to
+         * bind the address again: a release store, after close/unlink */
+        __atomic_store_n(&r->l->fd, -1, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&lrec_lock);
 }
@@ -1606,7 +1668,7 @@ sl_dcb_tls_start(struct sl_dcb *dcb)
     }
     snprintf(who, sizeof(who), "%s %s", accept ? "client" : "server",
              dcb->server != NULL ? dcb->server->name : dcb->remote);
-    return sl__tls_handshake(dcb->tls, who) < 0 ? -EPROTO : 0;
+    return sl__tls_handshake(dcb->tls, who) == SL_ERROR ? -EPROTO : 0;
 }
 
 /* The cipher of a TLS DCB, "" when plain (diagnostics, tests). */

@@ -30,7 +30,9 @@ typedef uint32_t (*sl_dcb_internal_fn)(struct sl_dcb *dcb, uint32_t events,
 struct sl_dcb {
     struct sl_evq_item ev;          /* first: epoll data points here */
     enum sl_dcb_role role;
-    enum dcb_state state;
+    /* Atomic: in the shared model another worker's handler and the
+     * owner's timeout sweep look at it before taking the session lock. */
+    _Atomic(enum dcb_state) state;
     int fd;
     bool owns_fd;                   /* listener DCBs share the socket */
     uint64_t id;
@@ -42,7 +44,8 @@ struct sl_dcb {
     void *protocol_data;
     const struct sl_protocol_ops *protocol;
 
-    struct sl_session *session;
+    _Atomic(struct sl_session *) session; /* atomic: the shared model's
+                                    * sweep tests it unlocked */
     struct sl_listener *listener;   /* listener and client DCBs */
     struct sl_service *service;
     struct sl_backend *backend;     /* backend DCBs */
@@ -78,9 +81,13 @@ struct sl_dcb {
     struct sl_tls_conn *tls;        /* NULL = plain socket (tls.c) */
     size_t tls_write_len;           /* length of an SSL_write to retry */
     uint64_t accept_ms;             /* client: when accepted */
-    uint64_t last_read_ms;          /* client: last bytes read */
-    uint64_t write_progress_ms;     /* client: last write progress, or when
-                                     * the write queue became non-empty */
+    /* The timeout sweep (dcb.c) reads these three without the session
+     * lock first (shared model: another worker writes them), so they are
+     * atomic; stores are relaxed (plain moves on x86). */
+    _Atomic uint64_t last_read_ms;  /* client: last bytes read */
+    _Atomic uint64_t write_progress_ms; /* client: last write progress, or
+                                     * when the write queue became non-empty */
+    atomic_bool write_pending;      /* writeq.len > 0 (note_writeq) */
 };
 
 struct sl_filter_session {

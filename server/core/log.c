@@ -36,7 +36,7 @@
 
 #define LINE_MAX_LEN 8192
 
-atomic_int sl__log_level = SL_LOG_NOTICE;
+atomic_int sl_log_max_level = SL_LOG_NOTICE;
 
 static atomic_int log_fd = STDOUT_FILENO;
 static char log_path[4096];
@@ -77,7 +77,7 @@ sl__log_init(const char *path, int level)
     } else if (level > SL_LOG_DEBUG) {
         level = SL_LOG_DEBUG;
     }
-    atomic_store(&sl__log_level, level);
+    atomic_store(&sl_log_max_level, level);
     old = atomic_exchange(&log_fd, fd);
     if (old != STDOUT_FILENO && old != fd) {
         close(old);
@@ -406,8 +406,8 @@ throttle_note(int level, const char *tag)
 }
 
 void
-sl__log(int level, const char *tag, const char *file, int line,
-        const char *fmt, ...)
+sl_log_message(int level, const char *tag, const char *file, int line,
+               const char *fmt, ...)
 {
     va_list ap;
     int th = throttled(level, fmt);
@@ -426,8 +426,8 @@ sl__log(int level, const char *tag, const char *file, int line,
 }
 
 void
-sl__log_ses(int level, const char *tag, const struct sl_session *ses,
-            const char *fmt, ...)
+sl_log_session_message(int level, const char *tag,
+                       const struct sl_session *ses, const char *fmt, ...)
 {
     va_list ap;
     int th = throttled(level, fmt);

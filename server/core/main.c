@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The sluice daemon.
+ * The sluice daemon: sl_daemon_main(), the one exported function that is
+ * not module SDK (server/daemon/sluice.c's main() calls it).
  *
  *   parse options -> block signals -> log init -> load configuration
  *   -> workers init -> listeners start -> monitors start -> workers start
@@ -289,7 +290,7 @@ apply_log_config(const struct options *o, const struct sl_config *cfg,
             return rc;
         }
     }
-    atomic_store(&sl__log_level, level);
+    atomic_store(&sl_log_max_level, level);
     return 0;
 }
 
@@ -390,15 +391,6 @@ struct watchdog {
  * read by the main thread; freed only after the workers stopped. */
 static atomic_uint_fast64_t *watchdog_answered;
 
-static uint64_t
-monotonic_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* Posted to every worker with the ping's generation; runs on it. */
 static void
 watchdog_pong(void *arg)
@@ -450,7 +442,7 @@ watchdog_init(struct watchdog *wd)
         return -ENOMEM;
     }
     wd->interval_ms = usec / 2000;
-    wd->next_ms = monotonic_ms() + wd->interval_ms;
+    wd->next_ms = sl_monotonic_ms() + wd->interval_ms;
     sl_log_notice("systemd watchdog: checking the %d workers every %llu ms",
                   wd->nworkers, (unsigned long long)wd->interval_ms);
     watchdog_ping(wd);
@@ -470,7 +462,7 @@ watchdog_finish(void)
 static void
 watchdog_check(struct watchdog *wd)
 {
-    uint64_t now = monotonic_ms();
+    uint64_t now = sl_monotonic_ms();
     int silent = watchdog_silent_worker(wd);
 
     wd->next_ms = now + wd->interval_ms;
@@ -506,7 +498,7 @@ watchdog_timeout(const struct watchdog *wd, struct timespec *ts)
     if (wd->interval_ms == 0) {
         return NULL;
     }
-    now = monotonic_ms();
+    now = sl_monotonic_ms();
     left = wd->next_ms > now ? wd->next_ms - now : 0;
     ts->tv_sec = (time_t)(left / 1000);
     ts->tv_nsec = (long)(left % 1000) * 1000000;
@@ -520,7 +512,7 @@ static void
 on_sighup(void)
 {
     sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu",
-               (unsigned long long)monotonic_ms() * 1000);
+               (unsigned long long)sl_monotonic_ms() * 1000);
     sl_log_notice("SIGHUP: reopening the log");
     sl__log_reopen();
     sl_log_notice("log reopened");
@@ -553,7 +545,7 @@ wait_for_signals(struct watchdog *wd)
     sigaddset(&set, SIGUSR1);
     for (;;) {
         sig = sigtimedwait(&set, NULL, watchdog_timeout(wd, &ts));
-        if (wd->interval_ms != 0 && monotonic_ms() >= wd->next_ms) {
+        if (wd->interval_ms != 0 && sl_monotonic_ms() >= wd->next_ms) {
             watchdog_check(wd);
         }
         if (sig == SIGHUP) {
@@ -783,8 +775,18 @@ out_modules:
     return 1;
 }
 
+/*
+ * The daemon's entry point, called by main() in server/daemon/sluice.c.
+ * It lives in libsluice, not in the executable, because it drives the
+ * core's internals (configuration, workers, listeners, REST API), which
+ * libsluice does not export: the daemon links the same shared library as
+ * the modules (one copy of the core's globals) and, like a module, sees
+ * only exported symbols. Not for modules (docs/design.md, "ABI rules").
+ */
+SL_EXPORT int sl_daemon_main(int argc, char **argv);
+
 int
-main(int argc, char **argv)
+sl_daemon_main(int argc, char **argv)
 {
     struct options o = {.config = DEFAULT_CONFIG, .log_level = -1};
     sigset_t set;

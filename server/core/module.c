@@ -18,6 +18,7 @@
 #define SL_LOG_TAG "modules"
 
 #include <ctype.h>
+#include <stdatomic.h>
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -38,7 +39,9 @@
 #define MAX_MODULES 64
 
 static struct sl_loaded_module *modules[MAX_MODULES];
-static size_t nmodules;
+/* Appended to by the loading thread (start-up, REST); read by workers
+ * (their module hooks): the count is stored with release after the slot. */
+static _Atomic size_t nmodules;
 
 /* MaxScale's module names that map to a differently named Sluice module. */
 static const struct {
@@ -74,13 +77,13 @@ sl__module_type_name(enum sl_module_type type)
 size_t
 sl__module_count(void)
 {
-    return nmodules;
+    return atomic_load_explicit(&nmodules, memory_order_acquire);
 }
 
 const struct sl_loaded_module *
 sl__module_at(size_t i)
 {
-    return i < nmodules ? modules[i] : NULL;
+    return i < sl__module_count() ? modules[i] : NULL;
 }
 
 /* Smallest ops size of ABI 1.0 for the type. */
@@ -251,7 +254,8 @@ register_module(const struct sl_module *m, void *handle, const char *path,
     lm->info = m;
     lm->handle = handle;
     snprintf(lm->path, sizeof(lm->path), "%s", path);
-    modules[nmodules++] = lm;
+    modules[nmodules] = lm;
+    atomic_store_explicit(&nmodules, nmodules + 1, memory_order_release);
     sl_log_info("loaded %s module '%s' %s from %s",
                 sl__module_type_name(m->type), m->name,
                 m->version ? m->version : "", path);

@@ -757,9 +757,9 @@ alter_maxscale(json_t *params)
                                "(expected true or false)", k);
         }
         if (json_is_true(v)) {
-            atomic_store(&sl__log_level, (int)i + SL_LOG_WARN);
-        } else if (atomic_load(&sl__log_level) >= (int)i + SL_LOG_WARN) {
-            atomic_store(&sl__log_level, (int)i + SL_LOG_WARN - 1);
+            atomic_store(&sl_log_max_level, (int)i + SL_LOG_WARN);
+        } else if (atomic_load(&sl_log_max_level) >= (int)i + SL_LOG_WARN) {
+            atomic_store(&sl_log_max_level, (int)i + SL_LOG_WARN - 1);
         }
     }
     return sl__admin_no_content();

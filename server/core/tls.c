@@ -427,7 +427,7 @@ sl__tls_conn_free(struct sl_tls_conn *c)
     }
 }
 
-int
+enum sl_rc
 sl__tls_handshake(struct sl_tls_conn *c, const char *who)
 {
     char err[512];
@@ -435,7 +435,7 @@ sl__tls_handshake(struct sl_tls_conn *c, const char *who)
     int rc;
 
     if (!c->handshaking) {
-        return 1;
+        return SL_OK;
     }
     ERR_clear_error();
     rc = SSL_do_handshake(c->ssl);
@@ -443,12 +443,12 @@ sl__tls_handshake(struct sl_tls_conn *c, const char *who)
         c->handshaking = false;
         sl_log_info("%s: TLS established (%s, %s)", who,
                     SSL_get_version(c->ssl), SSL_get_cipher_name(c->ssl));
-        return 1;
+        return SL_OK;
     }
     switch (SSL_get_error(c->ssl, rc)) {
     case SSL_ERROR_WANT_READ:
     case SSL_ERROR_WANT_WRITE:
-        return 0;
+        return SL_AGAIN;
     default:
         vr = SSL_get_verify_result(c->ssl);
         log_ssl_errors(err, sizeof(err));
@@ -456,7 +456,7 @@ sl__tls_handshake(struct sl_tls_conn *c, const char *who)
                     err[0] != '\0' ? err : "connection closed",
                     vr != X509_V_OK ? "; certificate: " : "",
                     vr != X509_V_OK ? X509_verify_cert_error_string(vr) : "");
-        return -1;
+        return SL_ERROR;
     }
 }
 

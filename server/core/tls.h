@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include <sluice/ccdefs.h>
+
 struct sl_cfg_diag;
 struct sl_params;
 struct sl_tls;        /* a configured SSL_CTX, shared, immutable */
@@ -39,9 +41,9 @@ struct sl_tls_conn *sl__tls_conn_new(struct sl_tls *t, int fd, bool accept,
                                      struct sl_buf *pre, const char *host);
 void sl__tls_conn_free(struct sl_tls_conn *c);
 
-/* Handshake step: 1 done, 0 in progress (wait for I/O), -1 failed (the
- * reason is logged, prefixed with who). */
-int sl__tls_handshake(struct sl_tls_conn *c, const char *who);
+/* Handshake step: SL_OK done, SL_AGAIN in progress (wait for I/O),
+ * SL_ERROR failed (the reason is logged, prefixed with who). */
+enum sl_rc sl__tls_handshake(struct sl_tls_conn *c, const char *who);
 bool sl__tls_handshaking(const struct sl_tls_conn *c);
 
 /*

@@ -30,6 +30,8 @@
 #define SL_LOG_TAG "worker"
 
 #include <errno.h>
+#include <semaphore.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -40,6 +42,7 @@
 #include <sluice/log.h>
 
 #include "buf_int.h"
+#include "config_int.h"
 #include "dcb_int.h"
 #include "worker_int.h"
 
@@ -76,15 +79,6 @@ static atomic_bool running;
 static atomic_long zombies_total;   /* on every worker's list together */
 static char shared_marker;   /* epoll tag of the shared set in a private one */
 static __thread struct sl_worker *tls_worker;
-
-static uint64_t
-mono_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 bool
 sl__workers_shared(void)
@@ -141,7 +135,7 @@ sl_worker_index(const struct sl_worker *w)
 uint64_t
 sl_worker_now_ms(void)
 {
-    return tls_worker != NULL ? tls_worker->now_ms : mono_ms();
+    return tls_worker != NULL ? tls_worker->now_ms : sl_monotonic_ms();
 }
 
 static void
@@ -172,7 +166,7 @@ sl_worker_post(struct sl_worker *w, sl_worker_fn fn, void *arg)
     if (w->msg_tail != NULL) {
         w->msg_tail->next = m;
     } else {
-        w->msg_head = m;
+        atomic_store_explicit(&w->msg_head, m, memory_order_relaxed);
     }
     w->msg_tail = m;
     pthread_mutex_unlock(&w->msg_lock);
@@ -196,6 +190,28 @@ sl_worker_broadcast(sl_worker_fn fn, void *arg)
     return rc;
 }
 
+/*
+ * Owner thread, without msg_lock: a hint only (see worker_int.h), for the
+ * loop's "run the queue?" after each epoll_wait.
+ */
+static bool
+messages_waiting(struct sl_worker *w)
+{
+    return atomic_load_explicit(&w->msg_head, memory_order_relaxed) != NULL;
+}
+
+/* As messages_waiting, exact (under msg_lock): for the drain at stop. */
+static bool
+messages_queued(struct sl_worker *w)
+{
+    bool queued;
+
+    pthread_mutex_lock(&w->msg_lock);
+    queued = atomic_load_explicit(&w->msg_head, memory_order_relaxed) != NULL;
+    pthread_mutex_unlock(&w->msg_lock);
+    return queued;
+}
+
 static void
 run_messages(struct sl_worker *w)
 {
@@ -203,8 +219,9 @@ run_messages(struct sl_worker *w)
     struct wmsg *next;
 
     pthread_mutex_lock(&w->msg_lock);
-    m = w->msg_head;
-    w->msg_head = w->msg_tail = NULL;
+    m = atomic_load_explicit(&w->msg_head, memory_order_relaxed);
+    atomic_store_explicit(&w->msg_head, NULL, memory_order_relaxed);
+    w->msg_tail = NULL;
     pthread_mutex_unlock(&w->msg_lock);
     for (; m != NULL; m = next) {
         next = m->next;
@@ -281,7 +298,7 @@ sl_worker_add_timer(uint64_t ms, sl_timer_fn fn, void *arg)
     if (w == NULL || fn == NULL) {
         return 0;
     }
-    t.deadline = mono_ms() + ms;
+    t.deadline = sl_monotonic_ms() + ms;
     t.interval = ms;
     t.id = atomic_fetch_add(&next_timer_id, 1);
     t.fn = fn;
@@ -586,7 +603,7 @@ poll_events(struct sl_worker *w, int timeout)
     }
     n = epoll_wait(w->epfd, evs, MAX_EVENTS, timeout);
     atomic_store(&w->sleeping, false);
-    w->now_ms = mono_ms();
+    w->now_ms = sl_monotonic_ms();
     for (i = 0; i < n; i++) {
         void *p = evs[i].data.ptr;
 
@@ -599,7 +616,7 @@ poll_events(struct sl_worker *w, int timeout)
             sl__evq_notify(w->evq, p, evs[i].events);
         }
     }
-    return msgs || w->msg_head != NULL;
+    return msgs || messages_waiting(w);
 }
 
 static bool
@@ -611,14 +628,14 @@ loop_done(struct sl_worker *w)
     if (w->now_ms > w->stop_deadline) {
         return true;
     }
-    return w->nzombies == 0 && w->msg_head == NULL &&
+    return w->nzombies == 0 && !messages_queued(w) &&
            (sl__workers_shared() || sl__evq_count(w->evq) == 0);
 }
 
 static void
 loop_turn(struct sl_worker *w)
 {
-    w->now_ms = mono_ms();
+    w->now_ms = sl_monotonic_ms();
     atomic_store(&w->observed_epoch, atomic_load(&global_epoch));
     if (w->nzombies > 0) {
         reap(w, min_observed_epoch());
@@ -630,57 +647,77 @@ loop_turn(struct sl_worker *w)
     run_timers(w);
 }
 
-static void
-modules_hook(bool init)
+/*
+ * The modules' worker hooks, in this worker's thread: worker_init of every
+ * loaded module (the registry: protocols, routers, filters, monitors) in
+ * load order. Stops at the first failure, which is fatal at start-up
+ * (sl__workers_start). Returns 0 or that module's negative errno, with
+ * *ninit the number of modules initialised; modules_finish undoes exactly
+ * those, in reverse (a module loaded later through the REST API gets
+ * neither hook).
+ */
+static int
+modules_init(struct sl_worker *w, size_t *ninit)
 {
-    const struct sl_module *seen[64];
-    size_t nseen = 0;
+    size_t n = sl__module_count();
     size_t i;
-    size_t j;
-    const struct sl_module *m;
 
-    const struct sl_config *cfg = sl__config_current();
+    for (i = 0; i < n; i++) {
+        const struct sl_module *m = sl__module_at(i)->info;
+        int rc = m->worker_init != NULL ? m->worker_init() : 0;
 
-    if (cfg == NULL) {
-        return;
+        if (rc != 0) {
+            rc = rc < 0 ? rc : -EINVAL;
+            sl_log_error("worker %d: module %s: worker_init failed: %s",
+                         w->index, m->name, strerror(-rc));
+            *ninit = i;
+            return rc;
+        }
     }
-    for (i = 0; i < cfg->nlisteners + cfg->nservices + cfg->nfilters; i++) {
-        const struct sl_loaded_module *lm;
-        size_t k = i;
+    *ninit = n;
+    return 0;
+}
 
-        if (k < cfg->nlisteners) {
-            lm = cfg->listeners[k]->protocol_module;
-        } else if ((k -= cfg->nlisteners) < cfg->nservices) {
-            lm = cfg->services[k]->router_module;
-        } else {
-            lm = cfg->filters[k - cfg->nservices]->module;
-        }
-        m = lm != NULL ? lm->info : NULL;
-        for (j = 0; m != NULL && j < nseen; j++) {
-            if (seen[j] == m) {
-                m = NULL;
-            }
-        }
-        if (m == NULL || nseen == SL_ARRAY_LEN(seen)) {
-            continue;
-        }
-        seen[nseen++] = m;
-        if (init && m->worker_init != NULL && m->worker_init() != 0) {
-            sl_log_error("module %s: worker_init failed", m->name);
-        } else if (!init && m->worker_finish != NULL) {
+static void
+modules_finish(size_t ninit)
+{
+    while (ninit > 0) {
+        const struct sl_module *m = sl__module_at(--ninit)->info;
+
+        if (m->worker_finish != NULL) {
             m->worker_finish();
         }
     }
+}
+
+/*
+ * Start-up handshake: each worker reports the result of its modules'
+ * worker_init once; sl__workers_start waits for all of them and fails
+ * (stopping the workers) if any failed.
+ */
+static sem_t init_sem;
+static atomic_int init_rc;
+
+static void
+init_done(int rc)
+{
+    int none = 0;
+
+    if (rc != 0) {
+        atomic_compare_exchange_strong(&init_rc, &none, rc);
+    }
+    sem_post(&init_sem);
 }
 
 static void *
 worker_main(void *arg)
 {
     struct sl_worker *w = arg;
+    size_t ninit;
 
     tls_worker = w;
-    w->now_ms = mono_ms();
-    modules_hook(true);
+    w->now_ms = sl_monotonic_ms();
+    init_done(modules_init(w, &ninit));
     while (!loop_done(w)) {
         loop_turn(w);
     }
@@ -688,7 +725,7 @@ worker_main(void *arg)
         sl_log_warn("worker %d: %zu DCBs still referenced at exit", w->index,
                     w->nzombies);
     }
-    modules_hook(false);
+    modules_finish(ninit);
     /* an exited worker must not hold back the others' reclamation */
     atomic_store(&w->observed_epoch, UINT64_MAX);
     sl__buf_thread_cleanup();
@@ -744,9 +781,12 @@ worker_delete(struct sl_worker *w)
     struct wmsg *m;
 
     sl__worker_reap_all(w);
-    while ((m = w->msg_head) != NULL) {
-        w->msg_head = m->next;
+    m = atomic_load_explicit(&w->msg_head, memory_order_relaxed);
+    while (m != NULL) {
+        struct wmsg *next = m->next;
+
         free(m);
+        m = next;
     }
     if (w->epfd >= 0) {
         close(w->epfd);
@@ -798,6 +838,10 @@ sl__workers_start(void)
     int i;
     int rc;
 
+    if (sem_init(&init_sem, 0, 0) != 0) {
+        return -errno;
+    }
+    atomic_store(&init_rc, 0);
     atomic_store(&running, true);
     for (i = 0; i < nworkers; i++) {
         rc = pthread_create(&workers[i]->thread, NULL, worker_main,
@@ -805,9 +849,21 @@ sl__workers_start(void)
         if (rc != 0) {
             sl_log_error("cannot start worker %d: %s", i, strerror(rc));
             sl__workers_stop();
+            sem_destroy(&init_sem);
             return -rc;
         }
         workers[i]->started = true;
+    }
+    for (i = 0; i < nworkers; i++) {
+        while (sem_wait(&init_sem) != 0 && errno == EINTR) {
+        }
+    }
+    sem_destroy(&init_sem);
+    rc = atomic_load(&init_rc);
+    if (rc != 0) {
+        sl_log_error("a module's worker_init failed: not starting");
+        sl__workers_stop();
+        return rc;
     }
     return 0;
 }

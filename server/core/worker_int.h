@@ -31,8 +31,11 @@ struct sl_worker {
     uint64_t stop_deadline;
 
     pthread_mutex_t msg_lock;      /* the only cross-thread queue */
-    struct wmsg *msg_head;
-    struct wmsg *msg_tail;
+    /* Changed under msg_lock; atomic because the owner also peeks at it
+     * without the lock (is there work? -- a hint: a post always writes
+     * the eventfd too, so a stale NULL costs one epoll_wait wake-up). */
+    _Atomic(struct wmsg *) msg_head;
+    struct wmsg *msg_tail;         /* under msg_lock */
 
     struct wtimer *timers;         /* binary min-heap on deadline */
     size_t ntimers;

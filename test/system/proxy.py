@@ -36,7 +36,11 @@ PIDDIR = os.environ.get("SLUICE_TEST_PIDDIR")
 START_TIMEOUT = 30
 STOP_TIMEOUT = 20
 SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
-                     "runtime error:", "WARNING: ThreadSanitizer")
+                     "runtime error:", "WARNING: ThreadSanitizer",
+                     "ERROR: ThreadSanitizer")
+# The event model of every Sluice a test starts without asking for one
+# (scripts/test --tsan runs the suite once with each).
+EVENT_MODEL = os.environ.get("SLUICE_TEST_EVENT_MODEL", "pinned")
 # The exit status of `sluice` for a configuration it refuses, in both
 # modes (server/core/main.c: config_check() and run(); docs/configuration.md).
 CONFIG_REFUSED = 1
@@ -197,8 +201,9 @@ def start_with_admin(run_dir, text, primary_port, replica_port, admin_port):
 
 
 def sluice_config(run_dir, primary_port, replica_port, sock=None,
-                  event_model="pinned", threads="auto", extra=""):
+                  event_model=None, threads="auto", extra=""):
     """The text of a Sluice config for the sandbox (like etc/sluice.cnf)."""
+    event_model = event_model or EVENT_MODEL
     text = f"""\
 [maxscale]
 threads={threads}
@@ -282,7 +287,7 @@ def _wait_ready(proxy):
 
 
 def start_proxy(run_dir, primary_port, replica_port, with_socket=False,
-                event_model="pinned", threads="auto", extra=""):
+                event_model=None, threads="auto", extra=""):
     """Start Sluice (or the HAProxy stand-in) and wait until it routes."""
     run_dir = Path(run_dir)
     for sub in ("log", "data", "persist"):

@@ -19,9 +19,9 @@ the master-only session with error 1105 on its next command and keeps a
 replica session: the same outcomes on both paths.
 
 The switchover changes the sandbox primary; the module puts db1 back
-(as test_mariadbmon.py does). The driver suite and test_data.py also run
-through kernel-forwarded readconnroute services (kernel_forwarding=auto
-is the default); run them with SLUICE_DROP_CAPS=1 for the fallback path.
+(as test_mariadbmon.py does). kernel_forwarding is off by default
+(docs/modules.md: KILL translation and per-statement statistics need the
+bytes), so the services here set kernel_forwarding=auto.
 """
 
 import base64
@@ -102,7 +102,10 @@ protocol=MariaDBClient
 address={st.HOST}
 port={OFF_PORT}
 """
-    text += readconnroute_services(servers, PRIMARY_PORT, REPLICA_PORT)
+    # kernel_forwarding is off by default (docs/modules.md): on here
+    text += readconnroute_services(servers, PRIMARY_PORT, REPLICA_PORT) \
+        .replace("router=readconnroute\n",
+                 "router=readconnroute\nkernel_forwarding=auto\n")
     return text
 
 

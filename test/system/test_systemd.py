@@ -30,7 +30,7 @@ import pytest
 
 import filterconf as fc
 import sluicetest as st
-from proxy import Daemon, stop_proxy, Proxy
+from proxy import EVENT_MODEL, Daemon, stop_proxy, Proxy
 
 pytestmark = pytest.mark.sluice_only
 
@@ -110,7 +110,7 @@ def sluice(request, tmp_path_factory):
     text = fc.config_text(run_dir, primary, replica,
                           stall_sections(stall, run_dir / "stall"), modules)
     text = text.replace("threads=auto", "threads=2")
-    cfg.write_text(text.replace("event_model=pinned",
+    cfg.write_text(text.replace(f"event_model={EVENT_MODEL}",
                                 f"event_model={request.param}"))
     notify = NotifySocket()
     env = dict(st.sluice_env(), NOTIFY_SOCKET=str(notify.path),

@@ -10,7 +10,9 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -18,6 +20,7 @@
 #include <sluice/filter.h>
 
 #include "config_int.h"
+#include "internal.h"
 
 #ifndef SLUICE_TEST_MODULE_DIR
 #error "SLUICE_TEST_MODULE_DIR must name the test module directory"
@@ -139,6 +142,44 @@ test_check_descriptor(void **state)
     assert_non_null(sl__module_check(&m, SL_MODULE_FILTER));
 }
 
+/*
+ * Every loaded module's worker_init runs in each worker before
+ * sl__workers_start returns, and worker_finish in each at stop; a failed
+ * worker_init makes sl__workers_start fail with its error (fatal at
+ * start-up) and the failed module gets no worker_finish.
+ */
+static void
+test_worker_hooks(void **state)
+{
+    char err[1024] = "";
+    const struct sl_loaded_module *lm;
+    const struct sl_filter_ops *ops;
+    atomic_int *n;
+
+    (void)state;
+    lm = sl__module_load_err(DIR, "testmod_workerhooks", SL_MODULE_FILTER,
+                             err, sizeof(err));
+    assert_non_null(lm);
+    ops = lm->info->ops;
+    n = ops->create_instance("hooks", NULL);
+
+    assert_int_equal(sl__workers_init(3, SL_EVENT_MODEL_PINNED), 0);
+    assert_int_equal(sl__workers_start(), 0);
+    assert_int_equal(atomic_load(&n[0]), 3);
+    assert_int_equal(atomic_load(&n[1]), 0);
+    sl__workers_stop();
+    sl__workers_finish();
+    assert_int_equal(atomic_load(&n[1]), 3);
+
+    setenv("TESTMOD_WORKER_INIT_FAIL", "1", 1);
+    assert_int_equal(sl__workers_init(2, SL_EVENT_MODEL_SHARED), 0);
+    assert_int_equal(sl__workers_start(), -EIO);
+    sl__workers_finish();
+    unsetenv("TESTMOD_WORKER_INIT_FAIL");
+    assert_int_equal(atomic_load(&n[0]), 3);
+    assert_int_equal(atomic_load(&n[1]), 3);
+}
+
 static int
 teardown(void **state)
 {
@@ -157,6 +198,7 @@ main(void)
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_bad_names),
         cmocka_unit_test(test_check_descriptor),
+        cmocka_unit_test(test_worker_hooks),
     };
 
     return cmocka_run_group_tests(tests, NULL, teardown);

@@ -13,6 +13,7 @@
 #include <sluice/mariadb.h>
 #include <sluice/params.h>
 #include <sluice/session.h>
+#include <sluice/worker.h>
 
 #include "fltutil.h"
 
@@ -154,8 +155,5 @@ flt_query_sql(struct sl_buf *buf, size_t *len)
 int64_t
 flt_now_us(void)
 {
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    return (int64_t)sl_monotonic_us();
 }

@@ -32,17 +32,9 @@
 #include <time.h>
 
 #include <sluice/log.h>
+#include <sluice/worker.h>
 
 #include "mmon_int.h"
-
-static uint64_t
-now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 /* Copy s into out with ' and \ escaped for a single-quoted SQL literal. */
 static void
@@ -127,7 +119,7 @@ wait_applied(struct mmon_instance *inst, int i,
         if (query_int(inst, i, sql, &r, err, errlen) < 0) {
             return -1;
         }
-    } while (r != 0 && now_ms() < deadline);
+    } while (r != 0 && sl_monotonic_ms() < deadline);
     if (r != 0) {
         snprintf(err, errlen, "server '%s' did not reach GTID %s in time",
                  SRVNAME(inst, i), gtid);
@@ -217,7 +209,7 @@ int
 mmon_failover(struct mmon_instance *inst, int old, const char *reason,
               char *err, size_t errlen)
 {
-    uint64_t deadline = now_ms() + inst->failover_timeout_ms;
+    uint64_t deadline = sl_monotonic_ms() + inst->failover_timeout_ms;
     char why[256], gtid[1024];
     int cand = mmon_pick_promotion(inst->views, inst->n, old, why,
                                    sizeof(why));
@@ -288,7 +280,7 @@ int
 mmon_switchover(struct mmon_instance *inst, int new_primary, int old,
                 char *err, size_t errlen)
 {
-    uint64_t deadline = now_ms() + inst->switchover_timeout_ms;
+    uint64_t deadline = sl_monotonic_ms() + inst->switchover_timeout_ms;
     struct mmon_gtid_pos pos;
     char gtid[1024], ignored[256];
 

@@ -89,7 +89,7 @@ void *mdb_service_diagnostics(struct mdb_service *s);
  * On MDB_AUTH_OK, sd->sha1pw, sd->has_pw and sd->usage (the connection
  * slot taken, or NULL; give it back with mdb_service_release) are set. On
  * MDB_AUTH_REFUSED, *why says what to send. On MDB_AUTH_WAIT, the cache
- * holds a reference on dcb and posts mdb_client_resume(dcb) to its worker
+ * holds a reference on dcb and posts mdb_client_resume(dcb) (sl_dcb_post)
  * after the next load. Worker-owned caller; takes the cache's mutex
  * briefly.
  */

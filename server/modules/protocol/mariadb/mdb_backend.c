@@ -192,10 +192,7 @@ start_tls(struct sl_dcb *dcb, struct mdb_backend *be, uint32_t server_caps,
         fail(be, NULL, "server does not support TLS but ssl=true is set");
         return -1;
     }
-    req[0] = (unsigned char)caps;
-    req[1] = (unsigned char)(caps >> 8);
-    req[2] = (unsigned char)(caps >> 16);
-    req[3] = (unsigned char)(caps >> 24);
+    sl_mdb_put_le32(req, caps);
     req[6] = 0;
     req[7] = 1;   /* max packet 16 MiB */
     req[8] = charset;

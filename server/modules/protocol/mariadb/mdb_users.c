@@ -103,15 +103,6 @@ struct mdb_service {
     uint64_t interval_ms;     /* users_refresh_interval: periodic, 0 off */
 };
 
-static uint64_t
-mono_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* ---- loading (loader thread) ---- */
 
 /* The auth string of a row: whichever column holds a `*HEX` hash. */
@@ -377,14 +368,21 @@ load_users(struct mdb_service *s, struct mdb_users *u, char *src,
     return -1;
 }
 
+/* sl_dcb_post's callback: the parked login goes on (mdb_client.c). */
+static void
+resume_parked(struct sl_dcb *dcb, void *arg)
+{
+    (void)arg;
+    mdb_client_resume(dcb);
+}
+
 static void
 wake_waiters(struct waiter *w)
 {
     while (w != NULL) {
         struct waiter *next = w->next;
 
-        if (sl_worker_post(sl_dcb_worker(w->dcb), mdb_client_resume,
-                           w->dcb) != 0) {
+        if (sl_dcb_post(w->dcb, resume_parked, NULL) != 0) {
             /* Cannot resume it: drop it (the client times out). */
             sl_dcb_unref(w->dcb);
         }
@@ -406,7 +404,7 @@ wait_for_request(struct mdb_service *s)
             continue;
         }
         /* users_refresh_interval: reload when it has passed */
-        now = mono_ms();
+        now = sl_monotonic_ms();
         if (now >= s->last_load_ms + s->interval_ms) {
             s->want_load = true;
             return true;   /* periodic: users_refresh_time does not apply */
@@ -423,7 +421,7 @@ wait_for_request(struct mdb_service *s)
         pthread_cond_timedwait(&s->cond, &s->lock, &ts);
     }
     while (!s->stop && s->loads > 0 &&
-           (now = mono_ms()) < s->last_load_ms + s->refresh_ms) {
+           (now = sl_monotonic_ms()) < s->last_load_ms + s->refresh_ms) {
         uint64_t ms = s->last_load_ms + s->refresh_ms - now;
 
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -450,7 +448,7 @@ loader_main(void *arg)
     pthread_mutex_lock(&s->lock);
     while (wait_for_request(s)) {
         s->want_load = false;
-        s->last_load_ms = mono_ms();
+        s->last_load_ms = sl_monotonic_ms();
         pthread_mutex_unlock(&s->lock);
 
         memset(&fresh, 0, sizeof(fresh));
@@ -601,7 +599,7 @@ park(struct mdb_service *s, struct sl_dcb *dcb)
     struct waiter *w;
 
     if (s->loaded && s->loads > 0 &&
-        mono_ms() + 1000 < s->last_load_ms + s->refresh_ms) {
+        sl_monotonic_ms() + 1000 < s->last_load_ms + s->refresh_ms) {
         return MDB_AUTH_DENIED;
     }
     w = malloc(sizeof(*w));
@@ -666,7 +664,7 @@ usage_of(struct mdb_service *s, const struct mdb_account *a)
     memcpy(u->name, a->user, ulen);
     u->host = u->name + ulen;
     memcpy(u->host, a->host, hlen);
-    u->hour_start_ms = mono_ms();
+    u->hour_start_ms = sl_monotonic_ms();
     u->next = s->usage;
     s->usage = u;
     return u;
@@ -678,7 +676,7 @@ static enum mdb_auth_rc
 take_slot(struct mdb_service *s, const struct mdb_account *a,
           struct mdb_session *sd, struct mdb_refusal *why)
 {
-    uint64_t now = mono_ms();
+    uint64_t now = sl_monotonic_ms();
     const char *what = NULL;
     uint32_t limit = 0;
     struct mdb_usage *u;
@@ -765,13 +763,13 @@ mdb_service_authenticate(struct mdb_service *s, struct sl_dcb *dcb,
          * or altered: reload once, as for a wrong password. */
         if (rc == MDB_AUTH_REFUSED && why->code != 1226 && req->may_reload &&
             host_may_reload(s, req->is_unix ? "localhost" : req->client,
-                            mono_ms()) &&
+                            sl_monotonic_ms()) &&
             park(s, dcb) == MDB_AUTH_WAIT) {
             rc = MDB_AUTH_WAIT;   /* else the refusal stands */
         }
     } else if (req->may_reload &&
                host_may_reload(s, req->is_unix ? "localhost" : req->client,
-                               mono_ms())) {
+                               sl_monotonic_ms())) {
         rc = park(s, dcb);
     }
 out:

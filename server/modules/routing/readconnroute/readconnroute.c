@@ -338,10 +338,10 @@ static const struct sl_param_spec rcr_params[] = {
     {"router_options", SL_PARAM_ENUM_MASK, "running", 0, rcr_option_names,
      "Roles a server must have to be chosen: master, slave, running, "
      "synced (any of the listed)"},
-    {"kernel_forwarding", SL_PARAM_ENUM, "auto", 0, rcr_kfwd_names,
+    {"kernel_forwarding", SL_PARAM_ENUM, "off", 0, rcr_kfwd_names,
      "auto: once a session has started, forward its bytes in the kernel "
-     "(BPF sockhash) when nothing needs to see them; off: always in user "
-     "space"},
+     "(BPF sockhash) when nothing needs to see them (no KILL translation, "
+     "no per-statement statistics); off: always in user space"},
     /* MaxScale names not implemented (docs/configuration.md) */
     {"master_accept_reads", SL_PARAM_BOOL, "true", SL_PARAM_F_REFUSED,
      NULL, "only true is implemented: a service without router_options="

@@ -65,10 +65,7 @@ static const enum rws_causal causal_modes[] = {
 uint64_t
 rws_now_us(void)
 {
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+    return sl_monotonic_us();
 }
 
 /* "255", "50%": the number of replica connections for n servers. */

@@ -36,10 +36,7 @@ rws_exec_with_id(const struct sl_buf *buf, uint32_t bid)
     if (sl_buf_copy_out(buf, 0, sizeof(head), head) != sizeof(head)) {
         return NULL;
     }
-    head[5] = (unsigned char)bid;
-    head[6] = (unsigned char)(bid >> 8);
-    head[7] = (unsigned char)(bid >> 16);
-    head[8] = (unsigned char)(bid >> 24);
+    sl_mdb_put_le32(head + 5, bid);
     out = sl_buf_from(head, sizeof(head));
     if (out == NULL || sl_buf_clone(buf, &rest) != 0) {
         sl_buf_reset(&rest);

@@ -502,10 +502,7 @@ prepare_answer(struct rws_session *rs, struct rws_be *be,
     }
     if (to_client && ps != NULL && buf != NULL && sl_buf_len(buf) >= 9 &&
         (p = sl_buf_pullup(buf, 9)) != NULL && p[4] == 0x00) {
-        p[5] = (unsigned char)ps->id;
-        p[6] = (unsigned char)(ps->id >> 8);
-        p[7] = (unsigned char)(ps->id >> 16);
-        p[8] = (unsigned char)(ps->id >> 24);
+        sl_mdb_put_le32(p + 5, ps->id);
     }
 }
 

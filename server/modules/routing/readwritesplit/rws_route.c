@@ -551,12 +551,11 @@ exec_for(struct rws_session *rs, struct rws_ps *ps, const struct sl_buf *buf,
     }
     if (out == NULL) {
         out = rws_exec_with_id(buf, bid);
+    } else if ((p = sl_buf_pullup(out, 9)) != NULL) {
+        sl_mdb_put_le32(p + 5, bid);
     } else {
-        p = sl_buf_pullup(out, 9);
-        p[5] = (unsigned char)bid;
-        p[6] = (unsigned char)(bid >> 8);
-        p[7] = (unsigned char)(bid >> 16);
-        p[8] = (unsigned char)(bid >> 24);
+        sl_buf_free(out);   /* no memory to make the header contiguous */
+        return NULL;
     }
     if (out != NULL && idx < 64 && sl_mdb_command(buf) == SL_COM_STMT_EXECUTE) {
         ps->types_sent |= 1ull << idx;   /* now it has seen them */
@@ -682,7 +681,10 @@ exec_for_history(struct rws_ps *ps, const struct sl_buf *buf)
         if (out == NULL) {
             return NULL;
         }
-        p = sl_buf_pullup(out, 9);
+        if ((p = sl_buf_pullup(out, 9)) == NULL) {
+            sl_buf_free(out);
+            return NULL;
+        }
         memset(p + 5, 0xff, 4);
         return out;
     }
