@@ -58,8 +58,9 @@
  *        its session's lock in the shared model); sl_mdb_make_resultset_for
  *        (answers for clients with extended metadata);
  *        sl_kernel_forwarding_available, sl_session_request_splice and
- *        sl_session_splice_stats (kernel forwarding); struct sl_reply gained
- *        last_seq (a layout change).
+ *        sl_session_splice_stats (kernel forwarding);
+ *        sl_worker_shared_model; struct sl_reply gained last_seq (a layout
+ *        change).
  */
 #define SL_MODULE_ABI_MAJOR 2
 #define SL_MODULE_ABI_MINOR 0

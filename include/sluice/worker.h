@@ -52,6 +52,14 @@ SL_EXPORT uint64_t sl_worker_add_timer(uint64_t ms, sl_timer_fn fn,
 /* Cancel a timer of the current worker; no-op if it already ended. */
 SL_EXPORT void sl_worker_cancel_timer(uint64_t id);
 
+/*
+ * True in event_model=shared. A timer there runs on the worker that added
+ * it, without the lock of any session, while another worker may handle
+ * (and free) the session: session state must not be touched from a timer
+ * in that model. Any thread.
+ */
+SL_EXPORT bool sl_worker_shared_model(void);
+
 /* Monotonic clock in milliseconds, cached once per loop turn. */
 SL_EXPORT uint64_t sl_worker_now_ms(void);
 

@@ -87,6 +87,12 @@ sl__workers_shared(void)
 }
 
 bool
+sl_worker_shared_model(void)
+{
+    return sl__workers_shared();
+}
+
+bool
 sl__workers_running(void)
 {
     return atomic_load(&running);

@@ -918,7 +918,10 @@ rws_watch_start(struct rws_session *rs)
 {
     uint64_t ms = rs->inst->cfg.reply_timeout_ms;
 
-    if (rs->watch != 0 || ms == 0 || rs->closing) {
+    /* Not in the shared event model: the timer would read the session
+     * unlocked from another worker, and after it was freed (found by
+     * test_kill's shared-model sessions: a crash). docs/modules.md. */
+    if (rs->watch != 0 || ms == 0 || rs->closing || sl_worker_shared_model()) {
         return;
     }
     /* Checked four times per period, at most every 5 s, at least every
