@@ -216,6 +216,7 @@ render_config()
 {
     local template="$1" out="$2"
     sed -e "s|@MODULE_DIR@|${MODULE_DIR}|g" \
+        -e "s|@DASHBOARD_DIR@|${SLUICE_ROOT}/dashboard|g" \
         -e "s|@RUN_DIR@|${RUN_DIR}|g" \
         -e "s|@SANDBOX@|${SANDBOX}|g" \
         -e "s|@PRIMARY_PORT@|${PRIMARY_PORT:-$RUN_PRIMARY_PORT}|g" \

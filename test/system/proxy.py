@@ -154,6 +154,29 @@ class Proxy:
         return self.daemon.pid
 
 
+def rw_service(name, port, params="", servers=None):
+    """A readwritesplit service NAME over `servers` (default: the three
+    sandbox servers) with extra `params` lines, and its TCP listener
+    NAME-Listener on `port`."""
+    servers = servers or ",".join(f"db{sid}" for sid in st.SERVERS)
+    return f"""
+[{name}]
+type=service
+router=readwritesplit
+servers={servers}
+user={st.SERVICE_USER}
+password={st.SERVICE_PASSWORD}
+{params}
+
+[{name}-Listener]
+type=listener
+service={name}
+protocol=MariaDBClient
+address={st.HOST}
+port={port}
+"""
+
+
 def readconnroute_services(servers, primary_port, replica_port):
     """Primary-Service (router_options=master) and Replica-Service (slave)
     over `servers`, each with a TCP listener."""

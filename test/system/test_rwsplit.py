@@ -24,7 +24,7 @@ import pymysql
 import pytest
 
 import sluicetest as st
-from proxy import running_proxy
+from proxy import running_proxy, rw_service
 
 pytestmark = pytest.mark.sluice_only
 
@@ -37,26 +37,6 @@ LAZY_PORT = st.port(4306)
 HIST_PORT = st.port(4307)
 ERRW_PORT = st.port(4308)
 NONE_PORT = st.port(4600)
-SERVERS = ",".join(f"db{sid}" for sid in st.SERVERS)
-
-
-def rw_service(name, port, params=""):
-    return f"""
-[{name}]
-type=service
-router=readwritesplit
-servers={SERVERS}
-user={st.SERVICE_USER}
-password={st.SERVICE_PASSWORD}
-{params}
-
-[{name}-Listener]
-type=listener
-service={name}
-protocol=MariaDBClient
-address={st.HOST}
-port={port}
-"""
 
 
 EXTRA = (rw_service("RW-Service", RW_PORT)

@@ -27,7 +27,7 @@ import time
 import pytest
 
 import sluicetest as st
-from proxy import running_proxy
+from proxy import running_proxy, rw_service
 
 pytestmark = pytest.mark.sluice_only
 
@@ -42,32 +42,12 @@ PORTS = {
     "universal": st.port(5038),
     "fast_universal": st.port(5039),
 }
-SERVERS = ",".join(f"db{sid}" for sid in st.SERVERS)
 LOOPS = 1000
 # For measurements only (docs/design.md): the default service's
 # causal_reads_wait, and the modes test_mixed_load_read_share compares.
 CONSISTENT_WAIT = os.environ.get("SLUICE_RWS_CONSISTENT_WAIT", "")
 MIXED_MODES = os.environ.get("SLUICE_RWS_MIXED_MODES",
                              "consistent,read_your_writes").split(",")
-
-
-def rw_service(name, port, params=""):
-    return f"""
-[{name}]
-type=service
-router=readwritesplit
-servers={SERVERS}
-user={st.SERVICE_USER}
-password={st.SERVICE_PASSWORD}
-{params}
-
-[{name}-Listener]
-type=listener
-service={name}
-protocol=MariaDBClient
-address={st.HOST}
-port={port}
-"""
 
 
 @pytest.fixture(scope="module")

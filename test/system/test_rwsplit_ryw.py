@@ -22,7 +22,7 @@ import pymysql
 import pytest
 
 import sluicetest as st
-from proxy import running_proxy
+from proxy import running_proxy, rw_service
 
 pytestmark = pytest.mark.sluice_only
 
@@ -30,31 +30,11 @@ PRIMARY_PORT, REPLICA_PORT = st.port(4610), st.port(4611)
 RYW_PORT = st.port(4612)
 NONE_PORT = st.port(4613)
 HIST_PORT = st.port(4614)
-SERVERS = ",".join(f"db{sid}" for sid in st.SERVERS)
 LOOPS = 1000
 
 COM_STMT_PREPARE, COM_STMT_EXECUTE, COM_STMT_CLOSE = 0x16, 0x17, 0x19
 MYSQL_TYPE_LONGLONG = 0x08
 CLIENT_DEPRECATE_EOF = 1 << 24
-
-
-def rw_service(name, port, params=""):
-    return f"""
-[{name}]
-type=service
-router=readwritesplit
-servers={SERVERS}
-user={st.SERVICE_USER}
-password={st.SERVICE_PASSWORD}
-{params}
-
-[{name}-Listener]
-type=listener
-service={name}
-protocol=MariaDBClient
-address={st.HOST}
-port={port}
-"""
 
 
 @pytest.fixture(scope="module")

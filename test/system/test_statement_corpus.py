@@ -41,7 +41,7 @@ import pymysql
 import pytest
 
 import sluicetest as st
-from proxy import running_proxy
+from proxy import running_proxy, rw_service
 
 pytestmark = pytest.mark.sluice_only
 
@@ -57,22 +57,7 @@ CSV_ROWS = 50
 
 
 def service(name, port, servers, params=""):
-    return f"""
-[{name}]
-type=service
-router=readwritesplit
-servers={servers}
-user={st.SERVICE_USER}
-password={st.SERVICE_PASSWORD}
-{params}
-
-[{name}-Listener]
-type=listener
-service={name}
-protocol=MariaDBClient
-address={st.HOST}
-port={port}
-"""
+    return rw_service(name, port, params, servers=servers)
 
 
 # ---- a man in the middle that adds a packet nobody asked for ----

@@ -581,10 +581,19 @@ parse_single_value(struct sl_buf *all, char *out, size_t outlen)
     }
 }
 
-static void
-gtid_answer(struct rws_session *rs, struct sl_buf *buf,
-            const struct sl_reply *reply)
+/*
+ * One packet of the answer to a one-value query of the router's own
+ * (@@last_gtid, @@gtid_binlog_pos, MASTER_GTID_WAIT), gathered in
+ * rs->gtid_buf; buf is consumed. -1 while the answer is incomplete; once
+ * complete, 1 with the value in out, or 0 (an error, or no memory) with
+ * out untouched.
+ */
+static int
+take_single_value(struct rws_session *rs, struct sl_buf *buf,
+                  const struct sl_reply *reply, char *out, size_t outlen)
 {
+    int got = 0;
+
     if (rs->gtid_buf == NULL) {
         rs->gtid_buf = sl_buf_new();
     }
@@ -593,12 +602,29 @@ gtid_answer(struct rws_session *rs, struct sl_buf *buf,
     }
     sl_buf_free(buf);
     if (!reply->complete) {
+        return -1;
+    }
+    if (rs->gtid_buf != NULL && !reply->is_err) {
+        parse_single_value(rs->gtid_buf, out, outlen);
+        got = 1;
+    }
+    sl_buf_free(rs->gtid_buf);
+    rs->gtid_buf = NULL;
+    return got;
+}
+
+static void
+gtid_answer(struct rws_session *rs, struct sl_buf *buf,
+            const struct sl_reply *reply)
+{
+    char g[64] = "";
+    int got = take_single_value(rs, buf, reply, g, sizeof(g));
+
+    if (got < 0) {
         return;
     }
     rs->gtid_unknown = true;   /* read_your_writes: primary only */
-    if (rs->gtid_buf != NULL && !reply->is_err) {
-        char g[64];
-        parse_single_value(rs->gtid_buf, g, sizeof(g));
+    if (got > 0) {
         if (strspn(g, "0123456789-,") == strlen(g)) {
             rs->gtid_unknown = false;   /* "": the session has none */
         }
@@ -609,8 +635,6 @@ gtid_answer(struct rws_session *rs, struct sl_buf *buf,
             }
         }
     }
-    sl_buf_free(rs->gtid_buf);
-    rs->gtid_buf = NULL;
     rs->gtid_pending = false;
     if (held_release(rs, !rs->gtid_unknown) != SL_OK) {
         return;
@@ -627,21 +651,9 @@ primary_pos_answer(struct rws_session *rs, struct sl_buf *buf,
 {
     char g[RWS_DOMAINS * 44 + 64] = "";
 
-    if (rs->gtid_buf == NULL) {
-        rs->gtid_buf = sl_buf_new();
-    }
-    if (rs->gtid_buf != NULL) {
-        sl_buf_append(rs->gtid_buf, buf);
-    }
-    sl_buf_free(buf);
-    if (!reply->complete) {
+    if (take_single_value(rs, buf, reply, g, sizeof(g)) < 0) {
         return;
     }
-    if (rs->gtid_buf != NULL && !reply->is_err) {
-        parse_single_value(rs->gtid_buf, g, sizeof(g));
-    }
-    sl_buf_free(rs->gtid_buf);
-    rs->gtid_buf = NULL;
     /* a malformed answer or a domain without a slot: the primary reads */
     rs->req_primary = reply->is_err ||
                       !rws_pos_parse(rs->inst, g, &rs->req, true);
@@ -657,21 +669,9 @@ wait_answer(struct rws_session *rs, struct rws_be *be, struct sl_buf *buf,
 {
     char v[32] = "";
 
-    if (rs->gtid_buf == NULL) {
-        rs->gtid_buf = sl_buf_new();
-    }
-    if (rs->gtid_buf != NULL) {
-        sl_buf_append(rs->gtid_buf, buf);
-    }
-    sl_buf_free(buf);
-    if (!reply->complete) {
+    if (take_single_value(rs, buf, reply, v, sizeof(v)) < 0) {
         return;
     }
-    if (rs->gtid_buf != NULL && !reply->is_err) {
-        parse_single_value(rs->gtid_buf, v, sizeof(v));
-    }
-    sl_buf_free(rs->gtid_buf);
-    rs->gtid_buf = NULL;
     if (strcmp(v, "0") != 0) {
         rs->causal_failed = true;   /* the read's answer is stale */
         atomic_fetch_add(&rs->inst->causal_fallbacks, 1);
