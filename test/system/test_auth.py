@@ -374,5 +374,8 @@ def test_change_user_keeps_within_max_user_connections(proxy, account):
                            password=pw)
         assert proc.returncode == 0, (port, proc.stdout, proc.stderr)
         assert f"{user}@%" in proc.stdout, proc.stdout
-    # and the slot is free again afterwards
-    assert attempt(proxy.primary_port, user, pw)[0] == "ok"
+    # and the slot is free again afterwards: once the server has seen the
+    # old backend connection go (asynchronous there, as for a direct
+    # client that disconnects and comes straight back)
+    st.wait_until(lambda: attempt(proxy.primary_port, user, pw)[0] == "ok",
+                  10, what="the one-connection account's slot to be free")

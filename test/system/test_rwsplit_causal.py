@@ -275,7 +275,7 @@ def test_consistent_reads_scale_without_lag(proxy):
 
 # ---- mixed load: read scaling under a steady write load (slow) ----
 
-MIXED_TIME = int(os.environ.get("SLUICE_RWS_MIXED_TIME", "30"))
+MIXED_TIME = int(os.environ.get("SLUICE_RWS_MIXED_TIME", "20"))
 SB_TABLES, SB_SIZE = 4, 10000
 
 
