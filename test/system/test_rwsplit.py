@@ -630,7 +630,7 @@ def test_replica_killed_mid_read_retried(proxy):
 def test_causal_reads_see_own_write(proxy):
     wait_routes(CAUSAL_PORT)
     for sid in st.REPLICA_IDS:
-        set_delay(sid, 1)
+        set_delay(sid, 2)   # applied 1-2 s later: whole-second event times
     try:
         wait_routes(NONE_PORT)
         with st.connect(NONE_PORT) as conn, conn.cursor() as cur:
