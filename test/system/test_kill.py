@@ -251,7 +251,7 @@ def test_kill_connection(any_port):
             cur.execute(f"KILL CONNECTION {victim.thread_id()}")
         th.join(5)
         assert out.get("error") in (1927, 2013), out
-        st.wait_until(lambda: not thread_alive(sid, tid), 2,
+        st.wait_until(lambda: not thread_alive(sid, tid), 5,
                       what="the victim's backend thread to end")
         with pytest.raises(pymysql.MySQLError):
             st.scalar(victim, "SELECT 1")
@@ -259,6 +259,47 @@ def test_kill_connection(any_port):
     finally:
         victim.close()
         killer.close()
+
+
+def test_kill_query_of_a_stale_read(pinned):
+    """causal_reads=consistent (the default) with replicas that lag: a
+    read runs on a replica whose GTID wait failed, and its answer would be
+    replaced by the primary's. KILL QUERY of that read ends it with 1317
+    at once; the killed statement is never run again on the primary
+    (before the fix it was, and when the KILL had reached the primary
+    first, SLEEP ran 30 s more there). The KILL goes to the session's
+    servers in the order their logins completed, so the scenario runs
+    6 times."""
+    wait_routes(RW_PORT)
+    for sid in st.REPLICA_IDS:
+        with st.root(sid) as conn, conn.cursor() as cur:
+            cur.execute("STOP SLAVE SQL_THREAD")
+    try:
+        for i in range(6):
+            marker = "ks" + uuid.uuid4().hex[:8]
+            with st.connect(RW_PORT) as writer, writer.cursor() as cur:
+                cur.execute("UPDATE test.kill_t SET v = v + 1 WHERE id = 1")
+            victim = st.connect(RW_PORT)
+            killer = st.connect(RW_PORT)
+            try:
+                th, out = run_async(victim, f"SELECT /*{marker}*/ SLEEP(30)")
+                (sid, _tid, _c, _i), = wait_running(marker)
+                assert sid in st.REPLICA_IDS, "the read went to the primary"
+                with killer.cursor() as cur:
+                    cur.execute(f"KILL QUERY {victim.thread_id()}")
+                th.join(5)
+                assert out.get("error") == 1317, (i, out)
+                time.sleep(0.2)
+                assert processlist(marker) == [], (i, "the read runs again")
+                assert st.scalar(victim, "SELECT 7") == 7
+            finally:
+                victim.close()
+                killer.close()
+    finally:
+        for sid in st.REPLICA_IDS:
+            with st.root(sid) as conn, conn.cursor() as cur:
+                cur.execute("START SLAVE SQL_THREAD")
+        st.wait_replicated()
 
 
 def test_kill_backend_thread_id_passes_through(pinned):

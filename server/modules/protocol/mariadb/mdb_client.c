@@ -363,6 +363,10 @@ start_session(struct sl_dcb *dcb, struct mdb_client *cl)
 
     cl->hello = NULL;
     cl->state = CS_STARTING;
+    /* Known to KILL before the session connects its backends: in the
+     * shared event model another worker can finish a backend's login
+     * (mdb_kill_add_backend) before sl_session_create() returns. */
+    mdb_kill_register(dcb, h->user);
     ses = sl_session_create(dcb);
     if (ses == NULL) {
         free(h);
@@ -370,7 +374,6 @@ start_session(struct sl_dcb *dcb, struct mdb_client *cl)
     }
     sl_session_set_user(ses, h->user);
     sl_session_set_db(ses, h->db);
-    mdb_kill_register(dcb, h->user);
     sl_session_set_protocol_data(ses, cl->sd);
     sl_session_set_client_caps(ses, cl->sd->caps |
                                         (uint64_t)cl->sd->ext_caps << 32);

@@ -299,6 +299,8 @@ struct rws_session {
     bool gtid_pending;
     struct sl_buf *gtid_buf;
     bool causal_failed;           /* next read answer dropped, re-sent */
+    bool causal_killed;           /* ... and answered 1317 instead: a
+                                   * KILL QUERY interrupted its wait */
     bool gtid_unknown;            /* last write's GTID unknown: primary */
     bool routing_read;            /* route_to: this command is a read */
     struct sl_buf *held;          /* a write's last answer packet(s), held

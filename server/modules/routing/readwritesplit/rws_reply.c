@@ -663,12 +663,25 @@ primary_pos_answer(struct rws_session *rs, struct sl_buf *buf,
     }
 }
 
+/* Errors that end a statement because someone stopped it, whatever the
+ * data: KILL QUERY (1317), KILL CONNECTION (1927), max_statement_time
+ * (1969), MySQL's max_execution_time (3024). */
+static bool
+interrupted(uint16_t code)
+{
+    return code == 1317 || code == 1927 || code == 1969 || code == 3024;
+}
+
 static void
 wait_answer(struct rws_session *rs, struct rws_be *be, struct sl_buf *buf,
             const struct sl_reply *reply)
 {
     char v[32] = "";
 
+    if (reply->complete && reply->is_err && interrupted(reply->error_code)) {
+        /* a KILL QUERY for the client's read met its wait first */
+        rs->causal_killed = true;
+    }
     if (take_single_value(rs, buf, reply, v, sizeof(v)) < 0) {
         return;
     }
@@ -738,6 +751,16 @@ client_answer(struct rws_session *rs, struct rws_be *be, struct rws_expect *e,
                    rs->trx_log_ok && rs->ntrx > 0 && rs->cur_is_write;
     int rc;
 
+    if (rs->causal_failed && (int)be->idx != rs->master &&
+        !e->started && reply->complete && reply->is_err &&
+        interrupted(reply->error_code)) {
+        /* The read was stale, but it did not run to the end: the client
+         * (or max_statement_time) interrupted it. Its answer is the
+         * client's, not a reason to run the statement again on the
+         * primary, where the KILL QUERY already passed. */
+        rs->causal_failed = false;
+        rs->causal_killed = false;
+    }
     if (rs->causal_failed && (int)be->idx != rs->master) {
         sl_buf_free(buf);
         if (reply->complete) {
@@ -746,6 +769,16 @@ client_answer(struct rws_session *rs, struct rws_be *be, struct rws_expect *e,
 
             rs->causal_failed = false;
             rs->cur = NULL;
+            if (rs->causal_killed) {
+                /* killed while it waited: interrupted, as the server
+                 * would have answered, never run again on the primary */
+                rs->causal_killed = false;
+                sl_buf_free(again);
+                rs->cur_target = -1;
+                sl_session_send_error(rs->ses, 1317, "70100",
+                                      "Query execution was interrupted");
+                return SL_OK;
+            }
             m = rws_master_index(rs, true);
             if (again == NULL || m < 0 ||
                 rws_resend(rs, m, again) != SL_OK) {
