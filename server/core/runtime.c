@@ -44,6 +44,7 @@
 
 #include <sluice/log.h>
 #include <sluice/modcmd.h>
+#include <sluice/monitor.h>
 #include <sluice/server.h>
 
 #include "admin_int.h"
@@ -727,6 +728,29 @@ sl__admin_check_params(const char *kind, const struct sl_param_spec *modspecs,
     return 0;
 }
 
+/* A JSON boolean, or a string maxctrl sends ("true", "false", "1",
+ * "0", "on", "off", "yes", "no"): 1, 0, or -1 for anything else. */
+static int
+bool_value(json_t *v)
+{
+    static const char *const yes[] = {"true", "1", "on", "yes"};
+    static const char *const no[] = {"false", "0", "off", "no"};
+    const char *s = json_string_value(v);
+
+    if (json_is_boolean(v)) {
+        return json_is_true(v) ? 1 : 0;
+    }
+    for (size_t i = 0; s != NULL && i < SL_ARRAY_LEN(yes); i++) {
+        if (strcasecmp(s, yes[i]) == 0) {
+            return 1;
+        }
+        if (strcasecmp(s, no[i]) == 0) {
+            return 0;
+        }
+    }
+    return -1;
+}
+
 static struct admin_resp
 alter_maxscale(json_t *params)
 {
@@ -738,9 +762,20 @@ alter_maxscale(json_t *params)
     if (!json_is_object(params)) {
         return sl__admin_error(400, "the body needs data.attributes.parameters");
     }
+    /* Validate everything first: a refused body changes nothing. */
+    json_object_foreach(params, k, v) {
+        if (strcmp(k, "passive") == 0 && bool_value(v) < 0) {
+            return sl__admin_error(400, "invalid value for parameter "
+                                   "'passive' (expected true or false)");
+        }
+    }
     json_object_foreach(params, k, v) {
         size_t i;
 
+        if (strcmp(k, "passive") == 0) {
+            sl__monitor_set_passive(bool_value(v) == 1);
+            continue;
+        }
         for (i = 0; i < SL_ARRAY_LEN(levels); i++) {
             if (strcmp(k, levels[i]) == 0) {
                 break;
