@@ -49,6 +49,7 @@ ROUNDS = int(os.environ.get("SLUICE_COOP_ROUNDS", "10"))
 ADMIN_AUTH = "Basic " + base64.b64encode(b"admin:mariadb").decode()
 SANDBOX_CMD = st.ROOT / "scripts" / "sandbox"
 MONITOR = "Cluster-Monitor"
+MAXCTRL = st.BUILD_DIR / "bin" / "maxctrl"
 
 
 def sandbox(*args, timeout=180):
@@ -151,6 +152,14 @@ class Instance:
         query = "&".join(urllib.parse.quote(a, safe="") for a in args)
         return self.rest("POST", f"maxscale/modules/mariadbmon/{cmd}"
                          + (f"?{query}" if query else ""))
+
+    def maxctrl(self, *args):
+        proc = subprocess.run([str(MAXCTRL), "-u", "admin", "-p", "mariadb",
+                               "--hosts", f"{st.HOST}:{self.admin_port}",
+                               *args], capture_output=True, text=True,
+                              timeout=60)
+        assert proc.returncode == 0, (args, proc.stdout, proc.stderr)
+        return proc.stdout
 
     def diag(self):
         status, doc = self.rest("GET", f"monitors/{MONITOR}", timeout=5)
@@ -269,6 +278,9 @@ def restore_db1(instances):
 
 @pytest.fixture(scope="module", autouse=True)
 def table():
+    if not healthy_primary(1):
+        sandbox("stop")
+        sandbox("start", "--fresh")
     with st.root(1) as c:
         c.cursor().execute("CREATE TABLE IF NOT EXISTS test.coop "
                            "(id INT PRIMARY KEY, tag VARCHAR(32))")
@@ -305,10 +317,7 @@ def test_passive_instance_does_not_fail_over(tmp_path):
         assert replica_source(2)[0] == st.SERVERS[1]
         assert "failover: promoting" not in inst.log()
 
-        # maxctrl alter maxscale passive false: a string "false"
-        status, doc = inst.rest("PATCH", "maxscale", {"data": {
-            "attributes": {"parameters": {"passive": "false"}}}})
-        assert status == 204, (status, doc)
+        inst.maxctrl("alter", "maxscale", "passive", "false")
         status, doc = inst.rest("GET", "maxscale")
         assert doc["data"]["attributes"]["parameters"]["passive"] is False
         st.wait_until(lambda: not read_only(2) or not read_only(3), 10,
@@ -401,8 +410,10 @@ def test_exactly_one_primary_monitor(trio):
 def test_release_locks_hands_over(trio):
     p = one_primary(trio)
     assert p is not None
-    status, doc = p.command("release-locks", MONITOR)
-    assert status == 200, (status, doc)
+    out = p.maxctrl("show", "monitor", MONITOR)
+    assert re.search(r"monitor_diagnostics\.primary\s+│\s*true\s", out), out
+    assert re.search(r"monitor_diagnostics\.master\s+│\s*db1\s", out), out
+    p.maxctrl("call", "command", "mariadbmon", "release-locks", MONITOR)
     st.wait_until(lambda: one_primary(trio) not in (None, p), 2 *
                   INTERVAL_MS / 1000 + 1, what="another primary monitor")
     d = p.diag()
@@ -448,13 +459,15 @@ def repair_diverged(old, new):
     """What an operator does with an old primary that binlogged a
     transaction the new primary never received (kill -9 under load,
     asynchronous replication; the client never got its OK): drop the
-    extra rows without binlogging, forget the binlog and start from the
-    new primary's position. The monitor then rejoins it."""
+    extra rows without binlogging, forget the binlog and start from where
+    the new primary's replication stopped. The monitor then rejoins it."""
     keep = set()
     with st.root(new) as c, c.cursor() as cur:
         cur.execute("SELECT id FROM test.coop")
         keep = {r[0] for r in cur.fetchall()}
-        pos = st.scalar(c, "SELECT @@gtid_binlog_pos")
+        # where its replication stopped when it was promoted: the last
+        # transaction of the old primary it has; it has everything after
+        pos = st.scalar(c, "SELECT @@gtid_slave_pos")
     with st.root(old) as c, c.cursor() as cur:
         cur.execute("SET SESSION sql_log_bin=0")
         cur.execute("SET GLOBAL read_only=1")
@@ -542,3 +555,11 @@ def test_failover_rounds_under_load(trio):
           "transaction in their binlog) and repaired by the test")
     assert doubles == 0
     assert len(rounds) == ROUNDS
+    # one history: the three servers hold the same rows
+    st.wait_replicated()
+    sums = set()
+    for sid in (1, 2, 3):
+        with st.root(sid) as c, c.cursor() as cur:
+            cur.execute("CHECKSUM TABLE test.coop")
+            sums.add(cur.fetchone()[1])
+    assert len(sums) == 1, sums
