@@ -44,6 +44,10 @@ from proxy import Daemon, readconnroute_services
 pytestmark = pytest.mark.sluice_only
 
 INTERVAL_MS = 500
+OP_TIMEOUT_S = 10
+# the wait_timeout mariadbmon sets on its connections with locks: the
+# longest operation + two intervals, rounded up, + 5 s
+IDLE_LIMIT_S = OP_TIMEOUT_S + 1 + 5
 FAILCOUNT = 2
 ROUNDS = int(os.environ.get("SLUICE_COOP_ROUNDS", "10"))
 ADMIN_AUTH = "Basic " + base64.b64encode(b"admin:mariadb").decode()
@@ -97,8 +101,8 @@ failcount={FAILCOUNT}
 enforce_read_only_slaves=true
 replication_user=repl
 replication_password=repl_pw
-switchover_timeout=20s
-failover_timeout=20s
+switchover_timeout={OP_TIMEOUT_S}s
+failover_timeout={OP_TIMEOUT_S}s
 cooperative_monitoring_locks={coop}
 """
     text += readconnroute_services("db1,db2,db3", primary_port, replica_port)
@@ -439,6 +443,37 @@ def test_takeover_after_sigkill(trio):
     time.sleep(2 * INTERVAL_MS / 1000)
     assert len(primaries(trio)) == 1
     assert p.diag()["primary"] is False
+
+
+def test_frozen_primary_monitor_loses_locks(trio):
+    """SIGSTOP (a hung instance, or one whose packets vanish): no TCP
+    reset reaches the servers, so only the wait_timeout the monitor set on
+    its connections frees its locks; then another instance takes over.
+    On SIGCONT the old one finds its connections gone and stays
+    secondary; the healthy primary is never failed over."""
+    p = one_primary(trio)
+    assert p is not None
+    others = [i for i in trio if i is not p]
+    prom0 = promotions(trio)
+    t0 = time.monotonic()
+    p.daemon.proc.send_signal(signal.SIGSTOP)
+    try:
+        st.wait_until(lambda: one_primary(others) is not None,
+                      IDLE_LIMIT_S + 10, interval=0.1,
+                      what="a new primary monitor")
+        took = time.monotonic() - t0
+        print(f"takeover from a frozen primary monitor: {took:.1f} s "
+              f"(wait_timeout {IDLE_LIMIT_S} s)")
+        assert IDLE_LIMIT_S - 1 <= took <= IDLE_LIMIT_S + 3, took
+    finally:
+        p.daemon.proc.send_signal(signal.SIGCONT)
+    st.wait_until(lambda: p.diag()["lock_overview"]["held_locks"] == 0
+                  and p.diag()["primary"] is False, 10,
+                  what="the thawed instance secondary")
+    time.sleep(2 * INTERVAL_MS / 1000)
+    assert len(primaries(trio)) == 1
+    assert promotions(trio) == prom0
+    assert healthy_primary(1)
 
 
 def promotions(insts):

@@ -81,6 +81,9 @@ close_conn(struct mmon_server *ms)
 }
 
 
+static void bound_idle_time(struct mmon_instance *inst,
+                            struct mmon_server *ms);
+
 static bool
 open_conn(struct mmon_instance *inst, struct mmon_server *ms)
 {
@@ -95,6 +98,7 @@ open_conn(struct mmon_instance *inst, struct mmon_server *ms)
                                       sizeof(msg));
         if (ms->conn != NULL) {
             ms->logged_errno = 0;
+            bound_idle_time(inst, ms);
             return true;
         }
         if (err == MMON_ER_ACCESS_DENIED ||
@@ -430,6 +434,33 @@ query_int(struct mmon_instance *inst, int i, const char *sql)
     }
     mysql_free_result(res);
     return v;
+}
+
+/*
+ * With cooperative locks, the server drops a monitor connection idle for
+ * longer than the longest thing a healthy monitor does without using it
+ * (a failover or switchover, plus two ticks and a margin), and its lock
+ * with it: a primary monitor that is frozen or silently cut off from the
+ * servers loses its locks after that time even though no TCP reset ever
+ * reaches the server.
+ */
+static void
+bound_idle_time(struct mmon_instance *inst, struct mmon_server *ms)
+{
+    uint64_t op = inst->failover_timeout_ms > inst->switchover_timeout_ms
+                      ? inst->failover_timeout_ms
+                      : inst->switchover_timeout_ms;
+    char sql[96];
+
+    if (inst->coop == MMON_COOP_NONE) {
+        return;
+    }
+    snprintf(sql, sizeof(sql), "SET SESSION wait_timeout=%llu",
+             (unsigned long long)mmon_idle_limit_s(
+                 op, sl_monitor_interval_ms(inst->mon)));
+    if (mysql_query(ms->conn, sql) != 0) {
+        sl_log_warn_once("Monitor '%s': '%s' failed on server '%s': %s", MONNAME(inst), sql, sl_server_name(ms->srv), mysql_error(ms->conn));
+    }
 }
 
 /* Release the lock on every server where this monitor holds it. */

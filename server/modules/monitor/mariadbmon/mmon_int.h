@@ -99,6 +99,14 @@ int mmon_rejoin(struct mmon_instance *inst, int i, char *err,
 bool mmon_rejoin_allowed(struct mmon_instance *inst, int i, char *why,
                          size_t whylen);
 
+/* cooperative_monitoring_locks: the session wait_timeout (seconds) of a
+ * monitor connection: the longest operation, two ticks and 5 s. */
+static inline uint64_t
+mmon_idle_limit_s(uint64_t longest_op_ms, uint64_t interval_ms)
+{
+    return (longest_op_ms + 2 * interval_ms + 999) / 1000 + 5;
+}
+
 #define SRVNAME(inst, i) sl_server_name((inst)->servers[i].srv)
 #define MONNAME(inst) sl_monitor_name((inst)->mon)
 
