@@ -535,8 +535,8 @@ update_locks(struct mmon_instance *inst)
         inst->lock_backoff--;
     }
     inst->locks_running = running;
-    inst->locks_needed = (inst->coop == MMON_COOP_MAJORITY_OF_ALL
-                              ? inst->n : running) / 2 + 1;
+    inst->locks_needed = mmon_locks_needed(
+        inst->coop == MMON_COOP_MAJORITY_OF_ALL, inst->n, running);
     inst->locks_held = held;
     inst->primary_monitor = !passive && held >= inst->locks_needed;
     if (!inst->primary_monitor && held > 0) {
