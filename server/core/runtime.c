@@ -758,22 +758,22 @@ alter_maxscale(json_t *params)
                                          "log_info", "log_debug"};
     const char *k;
     json_t *v;
+    int passive = -1;
 
     if (!json_is_object(params)) {
         return sl__admin_error(400, "the body needs data.attributes.parameters");
     }
-    /* Validate everything first: a refused body changes nothing. */
-    json_object_foreach(params, k, v) {
-        if (strcmp(k, "passive") == 0 && bool_value(v) < 0) {
-            return sl__admin_error(400, "invalid value for parameter "
-                                   "'passive' (expected true or false)");
-        }
-    }
     json_object_foreach(params, k, v) {
         size_t i;
 
+        /* passive: applied once the whole body has been accepted */
         if (strcmp(k, "passive") == 0) {
-            sl__monitor_set_passive(bool_value(v) == 1);
+            passive = bool_value(v);
+            if (passive < 0) {
+                return sl__admin_error(400, "invalid value for parameter "
+                                       "'passive' (expected true or "
+                                       "false)");
+            }
             continue;
         }
         for (i = 0; i < SL_ARRAY_LEN(levels); i++) {
@@ -796,6 +796,9 @@ alter_maxscale(json_t *params)
         } else if (atomic_load(&sl_log_max_level) >= (int)i + SL_LOG_WARN) {
             atomic_store(&sl_log_max_level, (int)i + SL_LOG_WARN - 1);
         }
+    }
+    if (passive >= 0) {
+        sl__monitor_set_passive(passive == 1);
     }
     return sl__admin_no_content();
 }
