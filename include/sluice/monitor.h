@@ -54,4 +54,12 @@ SL_EXPORT void *sl_monitor_connect(const struct sl_monitor *mon,
 /* Ticks completed so far (tests wait on it). */
 SL_EXPORT uint64_t sl_monitor_ticks(const struct sl_monitor *mon);
 
+/*
+ * The global `passive` parameter ([maxscale] section, changed at run time
+ * by PATCH /v1/maxscale): while true, monitors keep monitoring and
+ * publishing server states but never change the cluster (no failover,
+ * switchover, rejoin or read_only enforcement). Any thread.
+ */
+SL_EXPORT bool sl_monitor_passive(void);
+
 #endif

@@ -26,6 +26,7 @@
 
 #include <sluice/log.h>
 #include <sluice/modcmd.h>
+#include <sluice/monitor.h>
 #include <sluice/server.h>
 #include <sluice/worker.h>
 
@@ -564,6 +565,9 @@ sl__rest_maxscale_get(struct admin_req *r)
         "process_id", (int)getpid(),
         "default_admin_credentials", sl__admin_users_default_active(),
         "parameters", sl__admin_params_json(g->params));
+    /* passive changes at run time (PATCH): the live value. */
+    json_object_set_new(json_object_get(attrs, "parameters"), "passive",
+                        json_boolean(sl_monitor_passive()));
     json_object_set_new(attrs, "event_model", json_string(
         g->event_model == SL_EVENT_MODEL_SHARED ? "shared" : "pinned"));
     return document(r, json_pack("{s:s, s:s, s:o, s:{s:o}}", "id",

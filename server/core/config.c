@@ -303,9 +303,9 @@ static const struct sl_param_spec global_specs[] = {
     P("users_refresh_interval", SL_PARAM_DURATION, "0s", SECS,
       "Reload user accounts this often even without failed logins "
       "(0 = only on failed logins)"),
-    P("passive", SL_PARAM_BOOL, "false", REF,
-      "passive mode is not implemented: a Sluice monitor always performs "
-      "failover, switchover and rejoin when configured to"),
+    P("passive", SL_PARAM_BOOL, "false", 0,
+      "Monitors never change the cluster (no failover, switchover, rejoin "
+      "or read_only enforcement); changeable at run time"),
     P("substitute_variables", SL_PARAM_BOOL, "false", 0,
       "Values starting with '$' are replaced by that environment "
       "variable"),

@@ -344,5 +344,7 @@ void sl__monitors_stop(struct sl_config *cfg);
  * monitors and stops it before them). */
 int sl__monitor_start(struct sl_monitor *mon);
 void sl__monitor_stop(struct sl_monitor *mon);
+/* The global passive flag (monitor.c): config load and PATCH /v1/maxscale. */
+void sl__monitor_set_passive(bool on);
 
 #endif

@@ -710,6 +710,7 @@ run(const struct options *o)
         goto out_config;
     }
     sl__config = cfg;
+    sl__monitor_set_passive(sl_params_bool(cfg->global.params, "passive"));
     sl__stats_configure(&cfg->global);
     sl__log_set_destinations(sl_params_bool(cfg->global.params, "syslog"),
                              sl_params_bool(cfg->global.params, "maxlog"));

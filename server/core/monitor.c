@@ -23,6 +23,7 @@
 #define SL_LOG_TAG "monitor"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -87,6 +88,28 @@ uint64_t
 sl_monitor_read_timeout_ms(const struct sl_monitor *mon)
 {
     return mon->read_timeout_ms;
+}
+
+/* passive: read by every monitor thread, written by config load and the
+ * admin thread. */
+static atomic_bool passive;
+
+bool
+sl_monitor_passive(void)
+{
+    return atomic_load(&passive);
+}
+
+void
+sl__monitor_set_passive(bool on)
+{
+    if (atomic_exchange(&passive, on) != on) {
+        sl_log_notice("passive mode %s: monitors %s", on ? "on" : "off",
+                      on ? "keep monitoring but do not change the cluster "
+                           "(no failover, switchover, rejoin or read_only "
+                           "enforcement)"
+                         : "may change the cluster again");
+    }
 }
 
 uint64_t

@@ -678,7 +678,7 @@ unknown_param(const struct sl_param_spec *const *tables, size_t ntables,
 }
 
 /* A refused parameter set to the value that is Sluice's behaviour (the
- * row's default) is accepted: "passive=false" is what Sluice does. */
+ * row's default) is accepted: "sql_mode=default" is what Sluice does. */
 static bool
 same_as_default(const struct sl_param_spec *spec, const char *value)
 {

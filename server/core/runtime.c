@@ -44,6 +44,7 @@
 
 #include <sluice/log.h>
 #include <sluice/modcmd.h>
+#include <sluice/monitor.h>
 #include <sluice/server.h>
 
 #include "admin_int.h"
@@ -727,6 +728,29 @@ sl__admin_check_params(const char *kind, const struct sl_param_spec *modspecs,
     return 0;
 }
 
+/* A JSON boolean, or a string maxctrl sends ("true", "false", "1",
+ * "0", "on", "off", "yes", "no"): 1, 0, or -1 for anything else. */
+static int
+bool_value(json_t *v)
+{
+    static const char *const yes[] = {"true", "1", "on", "yes"};
+    static const char *const no[] = {"false", "0", "off", "no"};
+    const char *s = json_string_value(v);
+
+    if (json_is_boolean(v)) {
+        return json_is_true(v) ? 1 : 0;
+    }
+    for (size_t i = 0; s != NULL && i < SL_ARRAY_LEN(yes); i++) {
+        if (strcasecmp(s, yes[i]) == 0) {
+            return 1;
+        }
+        if (strcasecmp(s, no[i]) == 0) {
+            return 0;
+        }
+    }
+    return -1;
+}
+
 static struct admin_resp
 alter_maxscale(json_t *params)
 {
@@ -734,6 +758,7 @@ alter_maxscale(json_t *params)
                                          "log_info", "log_debug"};
     const char *k;
     json_t *v;
+    int passive = -1;
 
     if (!json_is_object(params)) {
         return sl__admin_error(400, "the body needs data.attributes.parameters");
@@ -741,6 +766,16 @@ alter_maxscale(json_t *params)
     json_object_foreach(params, k, v) {
         size_t i;
 
+        /* passive: applied once the whole body has been accepted */
+        if (strcmp(k, "passive") == 0) {
+            passive = bool_value(v);
+            if (passive < 0) {
+                return sl__admin_error(400, "invalid value for parameter "
+                                       "'passive' (expected true or "
+                                       "false)");
+            }
+            continue;
+        }
         for (i = 0; i < SL_ARRAY_LEN(levels); i++) {
             if (strcmp(k, levels[i]) == 0) {
                 break;
@@ -761,6 +796,9 @@ alter_maxscale(json_t *params)
         } else if (atomic_load(&sl_log_max_level) >= (int)i + SL_LOG_WARN) {
             atomic_store(&sl_log_max_level, (int)i + SL_LOG_WARN - 1);
         }
+    }
+    if (passive >= 0) {
+        sl__monitor_set_passive(passive == 1);
     }
     return sl__admin_no_content();
 }

@@ -121,7 +121,6 @@ def add_to_section(text, section, line):
 # (section, parameter=value) refused for safety; each section is one of
 # base_config's (maxscale, db1, Mon, RW, RW-Listener).
 REFUSED = [
-    ("maxscale", "passive=true"),
     ("maxscale", "sql_mode=oracle"),
     ("maxscale", "load_persisted_configs=false"),
     ("maxscale", "config_sync_cluster=Mon"),
@@ -134,7 +133,6 @@ REFUSED = [
     ("db1", "rank=secondary"),
     ("db1", "monitoruser=other"),
     ("db1", "disk_space_threshold=/data:80"),
-    ("Mon", "cooperative_monitoring_locks=majority_of_all"),
     ("Mon", "script=/bin/true"),
     ("Mon", "enforce_simple_topology=true"),
     ("Mon", "handle_events=true"),
@@ -169,18 +167,19 @@ def test_safety_parameter_refused(tmp_path, section, setting):
 
 
 def test_refused_at_startup_too(tmp_path):
-    text = add_to_section(base_config(tmp_path), "maxscale", "passive=true")
+    text = add_to_section(base_config(tmp_path), "maxscale",
+                          "sql_mode=oracle")
     cfg = tmp_path / "start.cnf"
     cfg.write_text(text)
     status, out = px.run_sluice("start", cfg)
     assert status == px.CONFIG_REFUSED, out
-    assert f"{cfg}:{line_of(text, 'passive=true')}: parameter 'passive'" \
-        in out, out
+    assert f"{cfg}:{line_of(text, 'sql_mode=oracle')}: parameter " \
+        "'sql_mode'" in out, out
 
 
 @pytest.mark.parametrize("section,setting", [
-    ("maxscale", "passive=false"), ("db1", "persistpoolmax=0"),
-    ("db1", "proxy_protocol=no"), ("Mon", "cooperative_monitoring_locks=none"),
+    ("maxscale", "sql_mode=default"), ("db1", "persistpoolmax=0"),
+    ("db1", "proxy_protocol=no"),
     ("RW", "connection_keepalive=0"), ("RW", "optimistic_trx=false"),
     ("Mon", "handle_events=false")])
 def test_refused_parameter_at_sluices_value_loads(tmp_path, section,

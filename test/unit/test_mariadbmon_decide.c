@@ -214,6 +214,26 @@ test_rejoin(void **state)
     assert_false(mmon_can_rejoin(&same_seq, &pb, &ps, 3, why, sizeof(why)));
 }
 
+static void
+test_locks_needed(void **state)
+{
+    (void)state;
+    /* three servers, all up: two locks, either way */
+    assert_int_equal(mmon_locks_needed(true, 3, 3), 2);
+    assert_int_equal(mmon_locks_needed(false, 3, 3), 2);
+    /* the primary died: majority_of_running needs both survivors,
+     * majority_of_all still two of three */
+    assert_int_equal(mmon_locks_needed(false, 3, 2), 2);
+    assert_int_equal(mmon_locks_needed(true, 3, 2), 2);
+    /* one server left: of_running can act on it, of_all cannot */
+    assert_int_equal(mmon_locks_needed(false, 3, 1), 1);
+    assert_int_equal(mmon_locks_needed(true, 3, 1), 2);
+    /* an even split is no majority */
+    assert_int_equal(mmon_locks_needed(false, 4, 4), 3);
+    /* nothing reachable: holding no lock never makes a primary */
+    assert_int_equal(mmon_locks_needed(false, 3, 0), 1);
+}
+
 int
 main(void)
 {
@@ -226,6 +246,7 @@ main(void)
         cmocka_unit_test(test_verify_master_failure),
         cmocka_unit_test(test_promotion_choice),
         cmocka_unit_test(test_rejoin),
+        cmocka_unit_test(test_locks_needed),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

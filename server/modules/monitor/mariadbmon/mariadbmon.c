@@ -45,11 +45,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include <sluice/log.h>
 #include <sluice/modcmd.h>
 #include <sluice/module.h>
 #include <sluice/params.h>
+#include <sluice/worker.h>
 
 #include "mmon_int.h"
 
@@ -57,6 +59,12 @@
 #define MMON_ER_ACCESS_DENIED_NO_PASSWORD 1698
 #define MMON_CR_MIN 2000
 #define MMON_ADMIN_BITS (SL_SRV_MAINT | SL_SRV_DRAINING)
+/* MaxScale's lock name, so Sluice and MaxScale instances on one cluster
+ * also exclude each other. */
+#define MMON_LOCK_NAME "maxscale_mariadbmon"
+/* release-locks: no GET_LOCK for this long, so another instance takes the
+ * primary monitor role. */
+#define MMON_RELEASE_HOLD_MS 60000u
 
 /* Every live instance, so a command naming a monitor finds its state. */
 static pthread_mutex_t instances_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -73,6 +81,9 @@ close_conn(struct mmon_server *ms)
 }
 
 
+static void bound_idle_time(struct mmon_instance *inst,
+                            struct mmon_server *ms);
+
 static bool
 open_conn(struct mmon_instance *inst, struct mmon_server *ms)
 {
@@ -87,6 +98,7 @@ open_conn(struct mmon_instance *inst, struct mmon_server *ms)
                                       sizeof(msg));
         if (ms->conn != NULL) {
             ms->logged_errno = 0;
+            bound_idle_time(inst, ms);
             return true;
         }
         if (err == MMON_ER_ACCESS_DENIED ||
@@ -374,6 +386,174 @@ publish(struct mmon_instance *inst)
     }
 }
 
+/* ---- cooperative_monitoring_locks ---- */
+
+static const char *const coop_names[] = {"none", "majority_of_all",
+                                         "majority_of_running", NULL};
+
+static const char *
+lock_name(enum mmon_lock l)
+{
+    switch (l) {
+    case MMON_LOCK_HELD:
+        return "held";
+    case MMON_LOCK_TAKEN:
+        return "taken";
+    case MMON_LOCK_FREE:
+        return "free";
+    case MMON_LOCK_DOWN:
+        break;
+    }
+    return "down";
+}
+
+/* One row, one column, as an integer; -1 when NULL, -2 on error (a client
+ * error closes the connection: the lock went with it). */
+static long long
+query_int(struct mmon_instance *inst, int i, const char *sql)
+{
+    struct mmon_server *ms = &inst->servers[i];
+    MYSQL_RES *res;
+    MYSQL_ROW row;
+    long long v = -2;
+
+    if (ms->conn == NULL) {
+        return -2;
+    }
+    if (mysql_query(ms->conn, sql) != 0 ||
+        (res = mysql_store_result(ms->conn)) == NULL) {
+        sl_log_warn_once("Monitor '%s': '%s' failed on server '%s': %s", MONNAME(inst), sql, SRVNAME(inst, i), mysql_error(ms->conn));
+        if (mysql_errno(ms->conn) >= MMON_CR_MIN) {
+            close_conn(ms);
+        }
+        return -2;
+    }
+    row = mysql_fetch_row(res);
+    if (row != NULL && mysql_num_fields(res) == 1) {
+        v = row[0] != NULL ? strtoll(row[0], NULL, 10) : -1;
+    }
+    mysql_free_result(res);
+    return v;
+}
+
+/*
+ * With cooperative locks, the server drops a monitor connection idle for
+ * longer than the longest thing a healthy monitor does without using it
+ * (a failover or switchover, plus two ticks and a margin), and its lock
+ * with it: a primary monitor that is frozen or silently cut off from the
+ * servers loses its locks after that time even though no TCP reset ever
+ * reaches the server.
+ */
+static void
+bound_idle_time(struct mmon_instance *inst, struct mmon_server *ms)
+{
+    uint64_t op = inst->failover_timeout_ms > inst->switchover_timeout_ms
+                      ? inst->failover_timeout_ms
+                      : inst->switchover_timeout_ms;
+    char sql[96];
+
+    if (inst->coop == MMON_COOP_NONE) {
+        return;
+    }
+    snprintf(sql, sizeof(sql), "SET SESSION wait_timeout=%llu",
+             (unsigned long long)mmon_idle_limit_s(
+                 op, sl_monitor_interval_ms(inst->mon)));
+    if (mysql_query(ms->conn, sql) != 0) {
+        sl_log_warn_once("Monitor '%s': '%s' failed on server '%s': %s", MONNAME(inst), sql, sl_server_name(ms->srv), mysql_error(ms->conn));
+    }
+}
+
+/* Release the lock on every server where this monitor holds it. */
+static void
+release_locks(struct mmon_instance *inst)
+{
+    for (int i = 0; i < inst->n; i++) {
+        if (inst->servers[i].lock == MMON_LOCK_HELD) {
+            query_int(inst, i, "SELECT RELEASE_LOCK('" MMON_LOCK_NAME "')");
+            inst->servers[i].lock = MMON_LOCK_FREE;
+        }
+    }
+    inst->locks_held = 0;
+}
+
+/*
+ * After the probe: take (or confirm) the lock on every reachable server,
+ * on the monitor connection itself, so the lock ends with the connection
+ * (the instance dies, the network goes: the server frees it). The monitor
+ * is the primary monitor while it holds a majority: of all monitored
+ * servers (majority_of_all) or of the reachable ones (majority_of_running).
+ * A monitor that holds some locks but no majority releases them and waits
+ * one or two ticks at random, so monitors that split the locks between
+ * them do not stay split. Passive mode takes no locks: a passive instance
+ * never blocks an active one.
+ */
+static void
+update_locks(struct mmon_instance *inst)
+{
+    bool was = inst->primary_monitor;
+    bool passive = sl_monitor_passive();
+    bool hold = inst->locks_released_at != 0 &&
+                sl_monotonic_ms() - inst->locks_released_at <
+                    MMON_RELEASE_HOLD_MS;
+    int running = 0;
+    int held = 0;
+
+    if (inst->coop == MMON_COOP_NONE) {
+        inst->primary_monitor = !passive;
+        return;
+    }
+    if (!hold) {
+        inst->locks_released_at = 0;
+    }
+    for (int i = 0; i < inst->n; i++) {
+        struct mmon_server *ms = &inst->servers[i];
+        long long r;
+
+        if (!inst->views[i].running || ms->conn == NULL) {
+            ms->lock = MMON_LOCK_DOWN;
+            continue;
+        }
+        running++;
+        if (passive || hold || inst->lock_backoff > 0) {
+            /* Only look: ours (a release that failed), someone's, free. */
+            r = query_int(inst, i, "SELECT IF(IS_USED_LOCK('" MMON_LOCK_NAME
+                          "') = CONNECTION_ID(), 1, IF(IS_FREE_LOCK('"
+                          MMON_LOCK_NAME "'), 2, 0))");
+        } else {
+            r = query_int(inst, i, "SELECT IF(IS_USED_LOCK('" MMON_LOCK_NAME
+                          "') = CONNECTION_ID(), 1, GET_LOCK('"
+                          MMON_LOCK_NAME "', 0))");
+        }
+        ms->lock = r == 1 ? MMON_LOCK_HELD : r == 2 ? MMON_LOCK_FREE
+                 : r == -2 ? MMON_LOCK_DOWN : MMON_LOCK_TAKEN;
+        if (ms->lock == MMON_LOCK_DOWN) {
+            running--;
+        }
+        held += ms->lock == MMON_LOCK_HELD;
+    }
+    if (inst->lock_backoff > 0) {
+        inst->lock_backoff--;
+    }
+    inst->locks_running = running;
+    inst->locks_needed = mmon_locks_needed(
+        inst->coop == MMON_COOP_MAJORITY_OF_ALL, inst->n, running);
+    inst->locks_held = held;
+    inst->primary_monitor = !passive && held >= inst->locks_needed;
+    if (!inst->primary_monitor && held > 0) {
+        release_locks(inst);
+        if (!passive && !hold) {
+            inst->lock_backoff = 1 + (uint64_t)(rand_r(&inst->rand_state) % 2);
+        }
+    }
+    if (inst->primary_monitor != was) {
+        if (inst->primary_monitor) {
+            sl_log_notice("Monitor '%s' is now the primary monitor: it holds the lock '" MMON_LOCK_NAME "' on %d of %d servers (%s)", MONNAME(inst), held, inst->n, coop_names[inst->coop]);
+        } else {
+            sl_log_notice("Monitor '%s' is no longer the primary monitor: %d of the %d needed locks (%s); it keeps monitoring but does not change the cluster", MONNAME(inst), held, inst->locks_needed, coop_names[inst->coop]);
+        }
+    }
+}
+
 /* Primary bookkeeping: who is it now, and how long has the last one been
  * gone. */
 static void
@@ -413,8 +593,8 @@ maybe_failover(struct mmon_instance *inst)
     char err[512];
     int alive;
 
-    if (!inst->auto_failover || inst->lost < 0 || inst->primary >= 0 ||
-        inst->lost_ticks < inst->failcount) {
+    if (!inst->auto_failover || !inst->primary_monitor || inst->lost < 0 ||
+        inst->primary >= 0 || inst->lost_ticks < inst->failcount) {
         return;
     }
     alive = mmon_primary_still_replicating(inst->views, inst->n, inst->lost);
@@ -447,7 +627,7 @@ maybe_rejoin(struct mmon_instance *inst)
 {
     char why[512];
 
-    if (!inst->auto_rejoin || inst->primary < 0) {
+    if (!inst->auto_rejoin || !inst->primary_monitor || inst->primary < 0) {
         return;
     }
     for (int i = 0; i < inst->n; i++) {
@@ -483,7 +663,7 @@ enforce_read_only(struct mmon_instance *inst)
 {
     char err[512];
 
-    if (!inst->enforce_read_only_slaves) {
+    if (!inst->enforce_read_only_slaves || !inst->primary_monitor) {
         return;
     }
     for (int i = 0; i < inst->n; i++) {
@@ -505,6 +685,7 @@ static void
 update_snapshot(struct mmon_instance *inst)
 {
     json_t *arr = json_array();
+    json_t *locks = json_object();
     json_t *doc;
     char a[512], b[512];
 
@@ -524,10 +705,28 @@ update_snapshot(struct mmon_instance *inst)
                 v->slave.io_running ? "Yes" :
                 v->slave.io_connecting ? "Connecting" : "No",
             "last_error", inst->servers[i].last_error));
+        if (inst->coop != MMON_COOP_NONE) {
+            json_object_set_new(locks, SRVNAME(inst, i), json_string(
+                lock_name(inst->servers[i].lock)));
+        }
     }
-    doc = json_pack("{s:s?, s:o}", "primary",
+    /* MaxScale's shape: "master" is the primary server, "primary" whether
+     * this monitor is the primary monitor (may change the cluster). */
+    doc = json_pack("{s:s?, s:b, s:b, s:s, s:o}", "master",
                     inst->primary >= 0 ? SRVNAME(inst, inst->primary) : NULL,
+                    "primary", inst->primary_monitor,
+                    "passive", sl_monitor_passive(),
+                    "cooperative_monitoring_locks", coop_names[inst->coop],
                     "servers", arr);
+    if (inst->coop != MMON_COOP_NONE) {
+        json_object_set_new(doc, "lock_overview", json_pack(
+            "{s:i, s:i, s:i, s:b, s:o}", "held_locks", inst->locks_held,
+            "required_locks", inst->locks_needed,
+            "running_servers", inst->locks_running,
+            "released", inst->locks_released_at != 0, "servers", locks));
+    } else {
+        json_decref(locks);
+    }
     pthread_mutex_lock(&inst->snap_lock);
     json_decref(inst->snapshot);
     inst->snapshot = doc;
@@ -541,6 +740,7 @@ mmon_tick(void *instance)
 
     pthread_mutex_lock(&inst->lock);
     mmon_probe_all(inst);
+    update_locks(inst);
     update_primary(inst);
     maybe_failover(inst);
     maybe_rejoin(inst);
@@ -584,6 +784,8 @@ read_params(struct mmon_instance *inst, const struct sl_params *p)
     inst->switchover_timeout_ms = sl_params_duration_ms(p,
                                                         "switchover_timeout");
     inst->failover_timeout_ms = sl_params_duration_ms(p, "failover_timeout");
+    inst->coop = (enum mmon_coop)sl_params_enum(p,
+                                                "cooperative_monitoring_locks");
     /* MaxScale: without replication_user the monitor's own account is
      * used in CHANGE MASTER TO. */
     snprintf(inst->repl_user, sizeof(inst->repl_user), "%s",
@@ -619,6 +821,7 @@ mmon_create_instance(struct sl_monitor *mon, const struct sl_params *p)
     }
     inst->primary = -1;
     inst->lost = -1;
+    inst->rand_state = (unsigned)sl_monotonic_us() ^ (unsigned)getpid();
     read_params(inst, p);
     pthread_mutex_init(&inst->lock, NULL);
     pthread_mutex_init(&inst->snap_lock, NULL);
@@ -717,14 +920,58 @@ server_index(struct mmon_instance *inst, struct sl_server *srv)
     return -1;
 }
 
-enum cmd_kind { CMD_SWITCHOVER, CMD_FAILOVER, CMD_REJOIN };
+enum cmd_kind { CMD_SWITCHOVER, CMD_FAILOVER, CMD_REJOIN, CMD_RELEASE };
+
+/* May this instance change the cluster now? err[] says why not. */
+static bool
+may_change_cluster(struct mmon_instance *inst, char *err, size_t errlen)
+{
+    if (sl_monitor_passive()) {
+        snprintf(err, errlen, "Sluice is in passive mode (passive=true): "
+                 "it does not change the cluster; run the command on the "
+                 "active instance or 'maxctrl alter maxscale passive false'");
+        return false;
+    }
+    if (!inst->primary_monitor) {
+        snprintf(err, errlen, "monitor '%s' is not the primary monitor: it "
+                 "holds the lock '" MMON_LOCK_NAME "' on %d server(s), %d "
+                 "needed (cooperative_monitoring_locks=%s%s); run the "
+                 "command on the instance whose monitor is primary, or "
+                 "'release-locks' there first", MONNAME(inst),
+                 inst->locks_held, inst->locks_needed, coop_names[inst->coop],
+                 inst->locks_released_at ? ", locks released by release-locks"
+                                         : "");
+        return false;
+    }
+    return true;
+}
 
 /* Body of a command with the instance locked and the views fresh. */
 static int
 run_locked(struct mmon_instance *inst, enum cmd_kind kind, int a, int b,
            char *err, size_t errlen)
 {
+    if (kind == CMD_RELEASE) {
+        int held = inst->locks_held;
+
+        if (inst->coop == MMON_COOP_NONE) {
+            snprintf(err, errlen, "monitor '%s' has "
+                     "cooperative_monitoring_locks=none: it holds no locks",
+                     MONNAME(inst));
+            return -1;
+        }
+        release_locks(inst);
+        inst->locks_released_at = sl_monotonic_ms();
+        inst->primary_monitor = false;
+        sl_log_notice("Monitor '%s': released its locks on %d server(s) (release-locks); it takes none for %u s", MONNAME(inst), held, MMON_RELEASE_HOLD_MS / 1000);
+        return 0;
+    }
+    if (!may_change_cluster(inst, err, errlen)) {
+        return -1;
+    }
     switch (kind) {
+    case CMD_RELEASE:
+        break;
     case CMD_SWITCHOVER:
         return mmon_switchover(inst, a, b, err, errlen);
     case CMD_FAILOVER:
@@ -777,9 +1024,13 @@ run_command(enum cmd_kind kind, const struct sl_modcmd_arg *args, int nargs,
     }
     pthread_mutex_lock(&inst->lock);
     mmon_probe_all(inst);
+    update_locks(inst);
     update_primary(inst);
     rc = run_locked(inst, kind, idx[0], idx[1], err, sizeof(err));
     mmon_probe_all(inst);
+    if (kind != CMD_RELEASE) {
+        update_locks(inst);
+    }
     update_primary(inst);
     publish(inst);
     update_snapshot(inst);
@@ -814,12 +1065,22 @@ cmd_rejoin(const struct sl_modcmd_arg *args, int nargs, void **output,
     return run_command(CMD_REJOIN, args, nargs, output, error);
 }
 
+static int
+cmd_release_locks(const struct sl_modcmd_arg *args, int nargs,
+                  void **output, char **error)
+{
+    return run_command(CMD_RELEASE, args, nargs, output, error);
+}
+
 static const struct sl_modcmd_arg_spec switchover_args[] = {
     {SL_MODCMD_ARG_MONITOR, false, "Monitor name"},
     {SL_MODCMD_ARG_SERVER, true, "New primary (default: best replica)"},
     {SL_MODCMD_ARG_SERVER, true, "Current primary (default: detected)"},
 };
 static const struct sl_modcmd_arg_spec failover_args[] = {
+    {SL_MODCMD_ARG_MONITOR, false, "Monitor name"},
+};
+static const struct sl_modcmd_arg_spec release_args[] = {
     {SL_MODCMD_ARG_MONITOR, false, "Monitor name"},
 };
 static const struct sl_modcmd_arg_spec rejoin_args[] = {
@@ -848,6 +1109,13 @@ mmon_process_init(void)
         rc = sl_modcmd_register("mariadbmon", "rejoin", SL_MODCMD_ACTIVE,
                                 cmd_rejoin, rejoin_args, 2,
                                 "Make a server replicate from the primary");
+    }
+    if (rc == 0 || rc == -EEXIST) {
+        rc = sl_modcmd_register("mariadbmon", "release-locks",
+                                SL_MODCMD_ACTIVE, cmd_release_locks,
+                                release_args, 1,
+                                "Release the cooperative monitoring locks "
+                                "(another instance becomes primary monitor)");
     }
     return rc == -EEXIST ? 0 : rc;
 }
@@ -889,10 +1157,10 @@ static const struct sl_param_spec mmon_params[] = {
      SL_PARAM_F_REFUSED, NULL, "disk space monitoring is not implemented"},
     {"maintenance_on_low_disk_space", SL_PARAM_BOOL, "true",
      SL_PARAM_F_IGNORED, NULL, "disk space monitoring is not implemented"},
-    {"cooperative_monitoring_locks", SL_PARAM_STRING, "none",
-     SL_PARAM_F_REFUSED, NULL,
-     "cooperative monitoring between proxies is not implemented: two "
-     "proxies would both act on the cluster"},
+    {"cooperative_monitoring_locks", SL_PARAM_ENUM, "none", 0, coop_names,
+     "Several Sluice (or MaxScale) instances on one cluster: only the one "
+     "holding GET_LOCK('maxscale_mariadbmon') on a majority of all, or of "
+     "the running, servers changes the cluster"},
     {"promotion_sql_file", SL_PARAM_PATH, NULL, SL_PARAM_F_REFUSED, NULL,
      "promotion SQL files are not implemented"},
     {"demotion_sql_file", SL_PARAM_PATH, NULL, SL_PARAM_F_REFUSED, NULL,

@@ -113,4 +113,11 @@ bool mmon_can_rejoin(const struct mmon_gtid_pos *server_binlog,
                      const struct mmon_gtid_pos *primary_slave,
                      int64_t primary_id, char *why, size_t whylen);
 
+/*
+ * cooperative_monitoring_locks: how many locks make the primary monitor —
+ * more than half of all n monitored servers (of_all), or of the `running`
+ * ones reachable this tick. Never 0: holding no lock is never a majority.
+ */
+int mmon_locks_needed(bool of_all, int n, int running);
+
 #endif

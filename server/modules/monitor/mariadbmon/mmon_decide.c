@@ -157,6 +157,12 @@ primary_candidate(const struct mmon_view *v, int n, int i)
 }
 
 int
+mmon_locks_needed(bool of_all, int n, int running)
+{
+    return (of_all ? n : running) / 2 + 1;
+}
+
+int
 mmon_pick_primary(const struct mmon_view *v, int n, int prev)
 {
     int best = -1;

@@ -20,6 +20,20 @@
 
 #include "mmon.h"
 
+/* cooperative_monitoring_locks: the lock on one server, seen this tick. */
+enum mmon_lock {
+    MMON_LOCK_DOWN,              /* not reachable: no lock either way */
+    MMON_LOCK_FREE,              /* not held by us, not tried (back-off) */
+    MMON_LOCK_HELD,              /* held by this monitor's connection */
+    MMON_LOCK_TAKEN,             /* held by another connection */
+};
+
+enum mmon_coop {
+    MMON_COOP_NONE,
+    MMON_COOP_MAJORITY_OF_ALL,
+    MMON_COOP_MAJORITY_OF_RUNNING,
+};
+
 struct mmon_server {
     struct sl_server *srv;
     MYSQL *conn;
@@ -27,6 +41,7 @@ struct mmon_server {
     bool auth_error;
     bool diverged_logged;        /* "cannot rejoin" said once */
     bool ro_enforced_logged;
+    enum mmon_lock lock;         /* cooperative lock, this tick */
     char last_error[256];
 };
 
@@ -41,6 +56,16 @@ struct mmon_instance {
     uint64_t lost_ticks;         /* consecutive ticks it stayed down */
     bool verify_logged;
     bool no_candidate_logged;
+
+    /* cooperative_monitoring_locks (mariadbmon.c, update_locks) */
+    enum mmon_coop coop;
+    bool primary_monitor;        /* may change the cluster this tick */
+    int locks_held;
+    int locks_needed;
+    int locks_running;
+    uint64_t lock_backoff;       /* ticks left without GET_LOCK */
+    uint64_t locks_released_at;  /* release-locks: monotonic ms, 0 none */
+    unsigned rand_state;
 
     /* parameters */
     bool auto_failover;
@@ -73,6 +98,14 @@ int mmon_rejoin(struct mmon_instance *inst, int i, char *err,
 /* Can server i rejoin the current primary? why[] when not. */
 bool mmon_rejoin_allowed(struct mmon_instance *inst, int i, char *why,
                          size_t whylen);
+
+/* cooperative_monitoring_locks: the session wait_timeout (seconds) of a
+ * monitor connection: the longest operation, two ticks and 5 s. */
+static inline uint64_t
+mmon_idle_limit_s(uint64_t longest_op_ms, uint64_t interval_ms)
+{
+    return (longest_op_ms + 2 * interval_ms + 999) / 1000 + 5;
+}
 
 #define SRVNAME(inst, i) sl_server_name((inst)->servers[i].srv)
 #define MONNAME(inst) sl_monitor_name((inst)->mon)
