@@ -61,9 +61,12 @@
  *        sl_session_splice_stats (kernel forwarding);
  *        sl_worker_shared_model; struct sl_reply gained last_seq (a layout
  *        change).
+ *   2.1  sl_service_auth_failed and sl_auth_failure_name (logins refused,
+ *        by reason, for /metrics); sl_monitor_count_op and
+ *        sl_monitor_count_error (monitor operations and loop errors).
  */
 #define SL_MODULE_ABI_MAJOR 2
-#define SL_MODULE_ABI_MINOR 0
+#define SL_MODULE_ABI_MINOR 1
 
 enum sl_module_type {
     SL_MODULE_PROTOCOL = 1,

@@ -218,6 +218,26 @@ server_metrics(FILE *f, const struct sl_config *c)
         fprintf(f, "\",kind=\"write\"} %llu\n", (unsigned long long)
                 atomic_load(&s->routed_writes));
     }
+    family(f, "sluice_server_received_bytes_total", "counter",
+           "Bytes read from the server's connections (not those kernel "
+           "forwarding moved)");
+    for (size_t i = 0; i < c->nservers; i++) {
+        uint64_t in, out;
+
+        sl__stats_obj_bytes(&c->servers[i]->stats, &in, &out);
+        sample(f, "sluice_server_received_bytes_total", "server",
+               c->servers[i]->name, "%llu", (unsigned long long)in);
+    }
+    family(f, "sluice_server_sent_bytes_total", "counter",
+           "Bytes written to the server's connections (not those kernel "
+           "forwarding moved)");
+    for (size_t i = 0; i < c->nservers; i++) {
+        uint64_t in, out;
+
+        sl__stats_obj_bytes(&c->servers[i]->stats, &in, &out);
+        sample(f, "sluice_server_sent_bytes_total", "server",
+               c->servers[i]->name, "%llu", (unsigned long long)out);
+    }
     family(f, "sluice_server_replication_lag_seconds", "gauge",
            "Replication lag the monitor measured (absent when unknown)");
     for (size_t i = 0; i < c->nservers; i++) {
@@ -294,6 +314,19 @@ service_metrics(FILE *f, const struct sl_config *c)
         sample(f, "sluice_service_response_errors_total", "service",
                c->services[i]->name, "%llu", (unsigned long long)err);
     }
+    family(f, "sluice_service_auth_failures_total", "counter",
+           "Client logins refused, by reason");
+    for (size_t i = 0; i < c->nservices; i++) {
+        for (int r = 0; r < SL_AUTH_FAIL_COUNT; r++) {
+            fprintf(f, "sluice_service_auth_failures_total{service=\"");
+            label_value(f, c->services[i]->name);
+            fprintf(f, "\",reason=\"%s\"} %llu\n",
+                    sl_auth_failure_name((enum sl_auth_failure)r),
+                    (unsigned long long)atomic_load_explicit(
+                        &c->services[i]->auth_failures[r],
+                        memory_order_relaxed));
+        }
+    }
     family(f, "sluice_listener_connections", "gauge",
            "Current client connections");
     for (size_t i = 0; i < c->nlisteners; i++) {
@@ -315,6 +348,32 @@ service_metrics(FILE *f, const struct sl_config *c)
                c->monitors[i]->name, "%llu",
                (unsigned long long)atomic_load(&c->monitors[i]->ticks));
     }
+    family(f, "sluice_monitor_operations_total", "counter",
+           "Cluster operations the monitor ran (automatic or commanded), "
+           "by operation and result");
+    for (size_t i = 0; i < c->nmonitors; i++) {
+        static const char *const ops[SL_MONITOR_OP_COUNT] = {
+            "switchover", "failover", "rejoin"};
+
+        for (int o = 0; o < SL_MONITOR_OP_COUNT; o++) {
+            for (int ok = 1; ok >= 0; ok--) {
+                fprintf(f, "sluice_monitor_operations_total{monitor=\"");
+                label_value(f, c->monitors[i]->name);
+                fprintf(f, "\",operation=\"%s\",result=\"%s\"} %llu\n",
+                        ops[o], ok ? "ok" : "error",
+                        (unsigned long long)atomic_load(
+                            ok ? &c->monitors[i]->ops_ok[o]
+                               : &c->monitors[i]->ops_failed[o]));
+            }
+        }
+    }
+    family(f, "sluice_monitor_errors_total", "counter",
+           "Servers the monitor could not reach or query in a tick");
+    for (size_t i = 0; i < c->nmonitors; i++) {
+        sample(f, "sluice_monitor_errors_total", "monitor",
+               c->monitors[i]->name, "%llu",
+               (unsigned long long)atomic_load(&c->monitors[i]->errors));
+    }
 }
 
 /* ---- workers ---- */
@@ -325,6 +384,10 @@ struct wjob {
         uint64_t queue;
         uint64_t zombies;
         uint64_t dcbs;
+        uint64_t busy_us;
+        uint64_t idle_us;
+        uint64_t timers_run;
+        uint64_t timer_lag_us;
     } w[256];
 };
 
@@ -347,6 +410,47 @@ wjob_on_worker(void *arg, int i)
     j->w[i].queue = w->evq->count;
     j->w[i].zombies = w->nzombies;
     j->w[i].dcbs = n;
+    j->w[i].busy_us = w->busy_us;
+    j->w[i].idle_us = w->idle_us;
+    j->w[i].timers_run = w->timers_run;
+    j->w[i].timer_lag_us = w->timer_lag_us;
+}
+
+/* Counters in microseconds, printed in seconds. */
+static void
+worker_loop_metrics(FILE *f, const struct wjob *j, int n)
+{
+    static const char *const names[4][3] = {
+        {"sluice_worker_busy_seconds_total", "counter",
+         "Time the worker's event loop spent working (not in epoll_wait)"},
+        {"sluice_worker_idle_seconds_total", "counter",
+         "Time the worker's event loop spent waiting in epoll_wait"},
+        {"sluice_worker_timers_total", "counter",
+         "Timer callbacks the worker ran"},
+        {"sluice_worker_timer_lag_seconds_total", "counter",
+         "Loop lag: how late the worker ran its timers past their "
+         "deadlines, summed (divide by sluice_worker_timers_total)"},
+    };
+
+    for (int k = 0; k < 4; k++) {
+        family(f, names[k][0], names[k][1], names[k][2]);
+        for (int i = 0; i < n && i < 256; i++) {
+            if (!j->w[i].answered) {
+                continue;
+            }
+            if (k == 2) {
+                fprintf(f, "%s{worker=\"%d\"} %llu\n", names[k][0], i,
+                        (unsigned long long)j->w[i].timers_run);
+            } else {
+                uint64_t us = k == 0 ? j->w[i].busy_us
+                              : k == 1 ? j->w[i].idle_us
+                                       : j->w[i].timer_lag_us;
+
+                fprintf(f, "%s{worker=\"%d\"} %.6f\n", names[k][0], i,
+                        (double)us / 1e6);
+            }
+        }
+    }
 }
 
 static void
@@ -383,6 +487,7 @@ worker_metrics(FILE *f)
             }
         }
     }
+    worker_loop_metrics(f, j, n);
     free(j);
 }
 

@@ -163,6 +163,37 @@ sl__stats_obj_read(struct sl_obj_slots *const *slotsp, struct sl_hist *out,
 }
 
 void
+sl__stats_server_bytes(struct sl_server *srv, uint64_t in, uint64_t out)
+{
+    struct sl_worker *w = sl_worker_current();
+    struct sl_obj_stats *o;
+
+    if (w == NULL || (o = obj_slot(&srv->stats, sl_worker_index(w))) == NULL) {
+        return;
+    }
+    if (in != 0) {
+        BUMP(o->bytes_in, in);
+    }
+    if (out != 0) {
+        BUMP(o->bytes_out, out);
+    }
+}
+
+void
+sl__stats_obj_bytes(struct sl_obj_slots *const *slotsp, uint64_t *in,
+                    uint64_t *out)
+{
+    const struct sl_obj_slots *s = __atomic_load_n(slotsp, __ATOMIC_ACQUIRE);
+
+    *in = 0;
+    *out = 0;
+    for (int i = 0; s != NULL && i < s->n; i++) {
+        *in += __atomic_load_n(&s->slot[i].bytes_in, __ATOMIC_RELAXED);
+        *out += __atomic_load_n(&s->slot[i].bytes_out, __ATOMIC_RELAXED);
+    }
+}
+
+void
 sl__stats_obj_free(struct sl_obj_slots *slots)
 {
     free(slots);

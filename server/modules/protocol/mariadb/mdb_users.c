@@ -745,7 +745,7 @@ mdb_service_authenticate(struct mdb_service *s, struct sl_dcb *dcb,
                          const struct mdb_auth_req *req,
                          struct mdb_session *sd, struct mdb_refusal *why)
 {
-    const struct mdb_account *a;
+    const struct mdb_account *a = NULL;
     enum mdb_auth_rc rc = MDB_AUTH_DENIED;
 
     pthread_mutex_lock(&s->lock);
@@ -774,6 +774,9 @@ mdb_service_authenticate(struct mdb_service *s, struct sl_dcb *dcb,
     }
 out:
     pthread_mutex_unlock(&s->lock);
+    if (rc == MDB_AUTH_DENIED) {
+        why->unknown_user = a == NULL || !a->native;
+    }
     return rc;
 }
 
