@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <sluice/server.h>
@@ -50,10 +51,101 @@ label_value(FILE *f, const char *s)
     }
 }
 
+/* This scrape is in OpenMetrics 1.0 (else the text format 0.0.4). One
+ * scrape at a time per libmicrohttpd thread. */
+static _Thread_local bool om;
+
+/* Counters whose name without _total is a gauge's: OpenMetrics names a
+ * counter family without the suffix, so these would clash; they are
+ * "unknown" there, under their full name (the series are the same). */
+static const char *const om_clash[] = {
+    "sluice_server_connections_total", "sluice_service_sessions_total",
+    "sluice_listener_connections_total",
+};
+
 static void
 family(FILE *f, const char *name, const char *type, const char *help)
 {
-    fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    size_t n = strlen(name);
+
+    if (om && strcmp(type, "counter") == 0) {
+        for (size_t i = 0; i < SL_ARRAY_LEN(om_clash); i++) {
+            if (strcmp(name, om_clash[i]) == 0) {
+                fprintf(f, "# HELP %s %s\n# TYPE %s unknown\n", name, help,
+                        name);
+                return;
+            }
+        }
+        if (n > 6 && strcmp(name + n - 6, "_total") == 0) {
+            n -= 6;
+        }
+    }
+    fprintf(f, "# HELP %.*s %s\n# TYPE %.*s %s\n", (int)n, name, help,
+            (int)n, name, type);
+}
+
+/* q of the best media range in an Accept header matching want ("a/b"),
+ * or -1. "a/ *" and "* / *" (no spaces) match with wild=true. */
+static double
+accept_q(const char *accept, const char *want, bool wild)
+{
+    double best = -1;
+    const char *p = accept;
+
+    while (p != NULL && *p != '\0') {
+        const char *end = strchr(p, ',');
+        size_t len = end != NULL ? (size_t)(end - p) : strlen(p);
+        char item[256];
+        char *semi;
+        char *type;
+        double q = 1.0;
+
+        if (len >= sizeof(item)) {
+            len = sizeof(item) - 1;
+        }
+        memcpy(item, p, len);
+        item[len] = '\0';
+        p = end != NULL ? end + 1 : NULL;
+        semi = strchr(item, ';');
+        if (semi != NULL) {
+            char *qp = strstr(semi, "q=");
+
+            if (qp != NULL && (qp[-1] == ';' || qp[-1] == ' ')) {
+                q = strtod(qp + 2, NULL);
+            }
+            *semi = '\0';
+        }
+        type = item;
+        while (*type == ' ' || *type == '\t') {
+            type++;
+        }
+        for (char *t = type + strlen(type); t > type && t[-1] == ' ';) {
+            *--t = '\0';
+        }
+        if (strcasecmp(type, want) == 0 ||
+            (wild && (strcmp(type, "*/*") == 0 ||
+                      (strncasecmp(type, want, strcspn(want, "/") + 1) == 0
+                       && strcmp(type + strcspn(want, "/") + 1, "*") == 0)))) {
+            if (q > best) {
+                best = q;
+            }
+        }
+    }
+    return best;
+}
+
+/* OpenMetrics when the client prefers it (Prometheus asks with q=1 for
+ * OpenMetrics and q=0.5 for the text format). */
+static bool
+wants_openmetrics(const char *accept)
+{
+    double omq;
+
+    if (accept == NULL) {
+        return false;
+    }
+    omq = accept_q(accept, "application/openmetrics-text", false);
+    return omq > 0 && omq >= accept_q(accept, "text/plain", true);
 }
 
 /* name{label="value"} number */
@@ -518,7 +610,7 @@ sl__rest_metrics_get(struct admin_req *r)
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
 
-    (void)r;
+    om = wants_openmetrics(sl__admin_header(r, "Accept"));
     if (f == NULL) {
         return sl__admin_error(500, "out of memory");
     }
@@ -527,10 +619,15 @@ sl__rest_metrics_get(struct admin_req *r)
     service_metrics(f, sl__config);
     worker_metrics(f);
     digest_metrics(f);
+    if (om) {
+        fputs("# EOF\n", f);
+    }
     fclose(f);
     return (struct admin_resp){
         .status = 200, .text = text,
-        .ctype = "text/plain; version=0.0.4; charset=utf-8"};
+        .ctype = om ? "application/openmetrics-text; version=1.0.0; "
+                      "charset=utf-8"
+                    : "text/plain; version=0.0.4; charset=utf-8"};
 }
 
 json_t *

@@ -371,3 +371,172 @@ def test_digest_table_bounded_with_evictions_counted(tmp_path_factory,
     finally:
         problems = px.stop_proxy(prx)
     assert not problems, problems
+
+
+# ---- bytes, logins, worker loops, OpenMetrics (issue 22, part 2) ----
+
+def session_of_mine(service):
+    """The REST id of this test's one open session on service (the only
+    one: the module's tests run one at a time)."""
+    status, body, _ = request("GET", "/v1/sessions")
+    assert status == 200, body
+    ids = [s["id"] for s in json.loads(body)["data"]
+           if s["attributes"]["service"] == service]
+    assert len(ids) == 1, ids
+    return ids[0]
+
+
+def test_bytes_grow_by_a_blob_per_server_and_per_session(sluice):
+    """A 1 MiB blob written through the primary's readconnroute service
+    and read back: db1's sent and received byte counters grow by at least
+    1 MiB each, and so do the session's bytes_read and bytes_written in
+    GET /v1/sessions/ID; the replicas' sent bytes do not grow by a MiB."""
+    blob = bytes(range(256)) * 4096
+    with st.connect(PRIMARY) as c, c.cursor() as cur:
+        cur.execute("CREATE TABLE IF NOT EXISTS test.metrics_blob "
+                    "(id INT PRIMARY KEY, b LONGBLOB)")
+        sid = session_of_mine("Primary-Service")
+        _, body, _ = request("GET", f"/v1/sessions/{sid}")
+        s0 = json.loads(body)["data"]["attributes"]
+        m0 = parse(scrape())
+        cur.execute("REPLACE INTO test.metrics_blob VALUES (1, %s)", (blob,))
+        cur.execute("SELECT b, @@server_id FROM test.metrics_blob "
+                    "WHERE id = 1")
+        got, server_id = cur.fetchone()
+        assert got == blob and server_id == st.PRIMARY_ID
+        m1 = parse(scrape())
+        _, body, _ = request("GET", f"/v1/sessions/{sid}")
+        s1 = json.loads(body)["data"]["attributes"]
+    mib = len(blob)
+
+    def delta(name, srv):
+        return val(m1, name, server=srv) - val(m0, name, server=srv)
+
+    assert delta("sluice_server_sent_bytes_total", "db1") >= mib
+    assert delta("sluice_server_received_bytes_total", "db1") >= mib
+    for sid_ in st.SERVERS:
+        if sid_ != st.PRIMARY_ID:
+            assert delta("sluice_server_sent_bytes_total", f"db{sid_}") < mib
+    assert s1["bytes_read"] - s0["bytes_read"] >= mib
+    assert s1["bytes_written"] - s0["bytes_written"] >= mib
+    # The REST server resource carries the same counters.
+    _, body, _ = request("GET", "/v1/servers/db1")
+    stats = json.loads(body)["data"]["attributes"]["statistics"]
+    assert stats["bytes_sent"] >= val(m1, "sluice_server_sent_bytes_total",
+                                      server="db1")
+
+
+def test_auth_failures_counted_by_reason(sluice):
+    """A wrong password for an existing account counts once as
+    wrong_password, an account that does not exist once as unknown_user;
+    both get 1045 from the client's point of view; nothing else moves."""
+    import pymysql
+
+    m0 = parse(scrape())
+    for user, password in ((st.APP_USER, "not-the-password"),
+                           ("no_such_user_22", "x")):
+        with pytest.raises(pymysql.err.OperationalError) as exc:
+            st.connect(REPLICA, user=user, password=password)
+        assert exc.value.args[0] == 1045, exc.value.args
+    m1 = parse(scrape())
+
+    def delta(reason, service="Replica-Service"):
+        name = "sluice_service_auth_failures_total"
+        return (val(m1, name, service=service, reason=reason)
+                - val(m0, name, service=service, reason=reason))
+
+    assert delta("wrong_password") == 1
+    assert delta("unknown_user") == 1
+    for reason in ("denied", "tls_required", "account_locked",
+                   "password_expired", "resource_limit", "host_blocked",
+                   "other"):
+        assert delta(reason) == 0, reason
+    assert delta("wrong_password", "Primary-Service") == 0
+    _, body, _ = request("GET", "/v1/services/Replica-Service")
+    stats = json.loads(body)["data"]["attributes"]["statistics"]
+    assert stats["failed_auths"] == sum(
+        val(m1, "sluice_service_auth_failures_total",
+            service="Replica-Service", reason=r) for r in (
+            "unknown_user", "wrong_password", "denied", "tls_required",
+            "account_locked", "password_expired", "resource_limit",
+            "host_blocked", "other"))
+
+
+def test_worker_loop_time_adds_up_to_wall_time(sluice):
+    """Each worker's busy + idle seconds grow by about the wall time
+    between two scrapes (every moment of the loop is one or the other),
+    and busy time grows under load."""
+    m0 = parse(scrape())
+    t0 = time.monotonic()
+    with st.connect(RW) as c, c.cursor() as cur:
+        for _ in range(300):
+            cur.execute(f"SELECT v FROM {TABLE} WHERE id = 1")
+    time.sleep(1.0)
+    m1 = parse(scrape())
+    wall = time.monotonic() - t0
+    workers = [dict(lab)["worker"] for (n, lab) in m1
+               if n == "sluice_worker_busy_seconds_total"]
+    assert workers
+    busy_all = 0.0
+    for w in workers:
+        busy = (val(m1, "sluice_worker_busy_seconds_total", worker=w)
+                - val(m0, "sluice_worker_busy_seconds_total", worker=w))
+        idle = (val(m1, "sluice_worker_idle_seconds_total", worker=w)
+                - val(m0, "sluice_worker_idle_seconds_total", worker=w))
+        assert busy >= 0 and idle > 0, (w, busy, idle)
+        # Scrapes are answered by a job in the loop: allow their skew.
+        assert 0.5 * wall <= busy + idle <= wall + 0.5, (w, busy, idle, wall)
+        busy_all += busy
+        assert (val(m1, "sluice_worker_timers_total", worker=w)
+                >= val(m0, "sluice_worker_timers_total", worker=w))
+    assert busy_all > 0
+
+
+PROMETHEUS_ACCEPT = ("application/openmetrics-text;version=1.0.0,"
+                     "application/openmetrics-text;version=0.0.1;q=0.75,"
+                     "text/plain;version=0.0.4;q=0.5,*/*;q=0.1")
+
+
+def scrape_accept(accept, port=ADMIN):
+    req = urllib.request.Request(f"http://{st.HOST}:{port}/metrics")
+    tok = base64.b64encode(b"admin:mariadb").decode()
+    req.add_header("Authorization", "Basic " + tok)
+    if accept is not None:
+        req.add_header("Accept", accept)
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return resp.headers["Content-Type"], resp.read().decode()
+
+
+def test_openmetrics_by_content_negotiation(sluice):
+    """Prometheus' own Accept header gets OpenMetrics 1.0 (its content
+    type, # EOF, counter families without _total and their samples with
+    it), which the prometheus_client OpenMetrics parser accepts; no
+    Accept, text/plain or a lower q for OpenMetrics get the 0.0.4 text."""
+    from prometheus_client.openmetrics.parser import \
+        text_string_to_metric_families
+
+    with st.connect(RW) as c, c.cursor() as cur:
+        cur.execute("SELECT 1")
+    ctype, text = scrape_accept(PROMETHEUS_ACCEPT)
+    assert ctype.startswith("application/openmetrics-text; version=1.0.0"), \
+        ctype
+    assert text.endswith("\n# EOF\n")
+    fams = {f.name: f for f in text_string_to_metric_families(text)}
+    routed = fams["sluice_server_routed"]
+    assert routed.type == "counter"
+    assert {s.name for s in routed.samples} == {"sluice_server_routed_total"}
+    assert fams["sluice_service_auth_failures"].type == "counter"
+    assert fams["sluice_server_response_seconds"].type == "histogram"
+    assert fams["sluice_server_connections"].type == "gauge"
+    # Its counter twin keeps its series name (it would clash otherwise).
+    assert fams["sluice_server_connections_total"].type == "unknown"
+    # The same series as the text format, value for value (counters only
+    # move forward between the two scrapes, gauges are left out).
+    for accept in (None, "text/plain", "application/openmetrics-text;q=0.2,"
+                   "text/plain;q=0.9"):
+        ctype, plain = scrape_accept(accept)
+        assert ctype.startswith("text/plain; version=0.0.4"), (accept, ctype)
+        assert "# EOF" not in plain
+    om_names = {s.name for f in fams.values() for s in f.samples}
+    text_names = {n for (n, _) in parse(plain)}
+    assert om_names == text_names
