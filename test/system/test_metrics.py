@@ -10,10 +10,14 @@ percentiles agree with the latency the client measured.
 Ports st.port(5060..5069): 5060 admin, 5061/5062 the stock
 readconnroute services, 5063 RW-Service (readwritesplit,
 causal_reads=none so no GTID probe adds to the server counts); a second
-Sluice with threads=1 and digest_max_entries=5 on 5065..5068."""
+Sluice with threads=1 and digest_max_entries=5 on 5065..5068.
+Issue 22's second part: the monitor test's Sluice (mariadbmon) has its
+admin on st.port(5200); st.port(5219) is a server nobody listens on.
+The switchover it runs puts db1 back as the primary."""
 
 import base64
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -22,6 +26,8 @@ import urllib.error
 import urllib.request
 
 import pytest
+
+from proxy import Daemon
 
 import sluicetest as st
 import proxy as px
@@ -540,3 +546,146 @@ def test_openmetrics_by_content_negotiation(sluice):
     om_names = {s.name for f in fams.values() for s in f.samples}
     text_names = {n for (n, _) in parse(plain)}
     assert om_names == text_names
+
+
+MON_ADMIN, DEAD = st.port(5200), st.port(5219)
+
+
+def mon_config(run_dir):
+    servers = ",".join(f"db{sid}" for sid in st.SERVERS)
+    text = f"""\
+[maxscale]
+threads=1
+module_dir={st.MODULE_DIR}
+logdir={run_dir}/log
+datadir={run_dir}/data
+persistdir={run_dir}/persist
+piddir={run_dir}
+admin_host={st.HOST}
+admin_port={MON_ADMIN}
+"""
+    for sid, port in list(st.SERVERS.items()) + [("x", DEAD)]:
+        text += f"""
+[db{sid}]
+type=server
+address={st.HOST}
+port={port}
+"""
+    text += f"""
+[Cluster-Monitor]
+type=monitor
+module=mariadbmon
+servers={servers}
+user={st.SERVICE_USER}
+password={st.SERVICE_PASSWORD}
+monitor_interval=300ms
+replication_user={os.environ.get("SLUICE_REPL_USER", "repl")}
+replication_password={os.environ.get("SLUICE_REPL_PASSWORD", "repl_pw")}
+switchover_timeout=20s
+
+[Dead-Monitor]
+type=monitor
+module=mariadbmon
+servers=dbx
+user={st.SERVICE_USER}
+password={st.SERVICE_PASSWORD}
+monitor_interval=300ms
+"""
+    return text
+
+
+def mon_rest(method, path):
+    req = urllib.request.Request(f"http://{st.HOST}:{MON_ADMIN}/v1/{path}",
+                                 data=b"" if method != "GET" else None,
+                                 method=method)
+    tok = base64.b64encode(b"admin:mariadb").decode()
+    req.add_header("Authorization", "Basic " + tok)
+    try:
+        with urllib.request.urlopen(req, timeout=120) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def primary_is(name):
+    status, body = mon_rest("GET", "servers")
+    assert status == 200, body
+    states = {s["id"]: s["attributes"]["state"]
+              for s in json.loads(body)["data"]}
+    return all(("Master" in st_) == (sid == name)
+               for sid, st_ in states.items() if sid != "dbx")
+
+
+@pytest.fixture(scope="module")
+def mon_sluice(tmp_path_factory, table):
+    run_dir = tmp_path_factory.mktemp("metrics-monitor")
+    for sub in ("log", "data", "persist"):
+        (run_dir / sub).mkdir()
+    cfg = run_dir / "sluice.cnf"
+    cfg.write_text(mon_config(run_dir))
+    daemon = Daemon(st.sluice_argv("start", cfg), run_dir / "proxy.log",
+                    st.sluice_env())
+    try:
+        daemon.wait_ports([MON_ADMIN])
+        st.wait_until(lambda: primary_is(f"db{st.PRIMARY_ID}"), 20,
+                      what="db1 primary")
+        yield daemon
+    finally:
+        try:
+            if not primary_is(f"db{st.PRIMARY_ID}"):
+                mon_rest("POST", "maxscale/modules/mariadbmon/switchover?"
+                         f"Cluster-Monitor&db{st.PRIMARY_ID}")
+                st.wait_until(lambda: primary_is(f"db{st.PRIMARY_ID}"), 60,
+                              what="db1 primary again")
+        finally:
+            problems = daemon.stop()
+            assert not problems, problems
+
+
+def test_monitor_operations_and_errors_counted(mon_sluice):
+    """A switchover to db2 and one back count two ok switchovers, one
+    refused (the primary as its own target) one error, and nothing for
+    failover or rejoin; a monitor whose server nobody listens on counts
+    a loop error per tick, the healthy one none."""
+    text = urllib.request.urlopen(urllib.request.Request(
+        f"http://{st.HOST}:{MON_ADMIN}/metrics", headers={
+            "Authorization": "Basic " + base64.b64encode(
+                b"admin:mariadb").decode()}), timeout=10).read().decode()
+    m0 = parse(text)
+    primary, other = f"db{st.PRIMARY_ID}", "db2"
+    status, body = mon_rest("POST", "maxscale/modules/mariadbmon/switchover?"
+                            f"Cluster-Monitor&{primary}")
+    assert status == 400, body
+    for target in (other, primary):
+        status, body = mon_rest("POST", "maxscale/modules/mariadbmon/"
+                                f"switchover?Cluster-Monitor&{target}")
+        assert status in (200, 204), body
+        st.wait_until(lambda: primary_is(target), 60,
+                      what=f"{target} primary")
+    with st.connect(st.SERVERS[st.PRIMARY_ID], user=st.APP_USER) as c:
+        assert st.server_id(c) == st.PRIMARY_ID
+    time.sleep(1.0)
+    text = urllib.request.urlopen(urllib.request.Request(
+        f"http://{st.HOST}:{MON_ADMIN}/metrics", headers={
+            "Authorization": "Basic " + base64.b64encode(
+                b"admin:mariadb").decode()}), timeout=10).read().decode()
+    m1 = parse(text)
+
+    def delta(name, **labels):
+        return val(m1, name, **labels) - val(m0, name, **labels)
+
+    ops = "sluice_monitor_operations_total"
+    mon = "Cluster-Monitor"
+    assert delta(ops, monitor=mon, operation="switchover", result="ok") == 2
+    assert delta(ops, monitor=mon, operation="switchover",
+                 result="error") == 1
+    for op in ("failover", "rejoin"):
+        for result in ("ok", "error"):
+            assert delta(ops, monitor=mon, operation=op,
+                         result=result) == 0, (op, result)
+    assert delta("sluice_monitor_errors_total", monitor=mon) == 0
+    dead_ticks = delta("sluice_monitor_ticks_total", monitor="Dead-Monitor")
+    dead_errors = delta("sluice_monitor_errors_total",
+                        monitor="Dead-Monitor")
+    assert dead_ticks >= 2 and dead_errors >= dead_ticks - 1, \
+        (dead_ticks, dead_errors)
