@@ -63,7 +63,8 @@
  *        change).
  *   2.1  sl_service_auth_failed and sl_auth_failure_name (logins refused,
  *        by reason, for /metrics); sl_monitor_count_op and
- *        sl_monitor_count_error (monitor operations and loop errors).
+ *        sl_monitor_count_error (monitor operations and loop errors);
+ *        sl_session_count_query (statements by kind, from routers).
  */
 #define SL_MODULE_ABI_MAJOR 2
 #define SL_MODULE_ABI_MINOR 1

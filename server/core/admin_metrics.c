@@ -406,6 +406,20 @@ service_metrics(FILE *f, const struct sl_config *c)
         sample(f, "sluice_service_response_errors_total", "service",
                c->services[i]->name, "%llu", (unsigned long long)err);
     }
+    family(f, "sluice_service_queries_total", "counter",
+           "Statements a router classified, by kind (read, write, "
+           "session, other; readwritesplit)");
+    for (size_t i = 0; i < c->nservices; i++) {
+        uint64_t q[SL_STATS_Q_KINDS];
+
+        sl__stats_obj_queries(&c->services[i]->stats, q);
+        for (int k = 0; k < SL_STATS_Q_KINDS; k++) {
+            fprintf(f, "sluice_service_queries_total{service=\"");
+            label_value(f, c->services[i]->name);
+            fprintf(f, "\",kind=\"%s\"} %llu\n", sl__stats_q_names[k],
+                    (unsigned long long)q[k]);
+        }
+    }
     family(f, "sluice_service_auth_failures_total", "counter",
            "Client logins refused, by reason");
     for (size_t i = 0; i < c->nservices; i++) {

@@ -47,7 +47,15 @@ struct sl_obj_stats {
     uint64_t errors;                   /* answers that were ERR packets */
     uint64_t bytes_in;                 /* servers: read from its backends */
     uint64_t bytes_out;                /* servers: written to them */
+    uint64_t queries[4];               /* services: by SL_STATS_Q_* */
 };
+
+/* Kinds of sl_session_count_query (order of the /metrics labels). */
+enum { SL_STATS_Q_READ, SL_STATS_Q_WRITE, SL_STATS_Q_SESSION,
+       SL_STATS_Q_OTHER, SL_STATS_Q_KINDS };
+extern const char *const sl__stats_q_names[SL_STATS_Q_KINDS];
+/* The kind of a classifier type (SL_QC_* bits). */
+int sl__stats_query_kind(uint32_t qc_type);
 
 /* Per-worker slots of one object, allocated on its first answer. */
 struct sl_obj_slots {
@@ -102,6 +110,9 @@ void sl__stats_server_bytes(struct sl_server *srv, uint64_t in,
                             uint64_t out);
 
 /* ---- readers (admin thread) ---- */
+/* The statements sl_session_count_query counted, by kind, all workers. */
+void sl__stats_obj_queries(struct sl_obj_slots *const *slotsp,
+                           uint64_t out[SL_STATS_Q_KINDS]);
 /* The bytes sl__stats_server_bytes counted, all workers. */
 void sl__stats_obj_bytes(struct sl_obj_slots *const *slotsp, uint64_t *in,
                          uint64_t *out);

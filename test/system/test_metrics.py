@@ -498,6 +498,40 @@ def test_worker_loop_time_adds_up_to_wall_time(sluice):
     assert busy_all > 0
 
 
+
+def test_queries_counted_by_kind(sluice):
+    """Through readwritesplit: 5 SELECTs count as read, 2 UPDATEs and a
+    CREATE TABLE IF NOT EXISTS as write, SET @v and BEGIN/COMMIT as
+    session, exactly; readconnroute (no classifier) counts nothing."""
+    with st.connect(RW) as c, c.cursor() as cur:
+        cur.execute("SELECT 1")
+        m0 = parse(scrape())
+        for i in range(5):
+            cur.execute(f"SELECT v FROM {TABLE} WHERE id = %s", (i + 1,))
+        cur.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} "
+                    "(id INT PRIMARY KEY, v INT)")
+        cur.execute("SET @metrics_v = 1")
+        cur.execute("BEGIN")
+        for i in range(2):
+            cur.execute(f"UPDATE {TABLE} SET v = v + 1 WHERE id = %s",
+                        (i + 1,))
+        cur.execute("COMMIT")
+        m1 = parse(scrape())
+    with st.connect(PRIMARY) as c, c.cursor() as cur:
+        cur.execute("SELECT 1")
+    m2 = parse(scrape())
+
+    def delta(kind, service="RW-Service", a=m0, b=m1):
+        name = "sluice_service_queries_total"
+        return (val(b, name, service=service, kind=kind)
+                - val(a, name, service=service, kind=kind))
+
+    assert (delta("read"), delta("write"), delta("session"),
+            delta("other")) == (5, 3, 3, 0)
+    for kind in ("read", "write", "session", "other"):
+        assert delta(kind, "Primary-Service", m0, m2) == 0, kind
+
+
 PROMETHEUS_ACCEPT = ("application/openmetrics-text;version=1.0.0,"
                      "application/openmetrics-text;version=0.0.1;q=0.75,"
                      "text/plain;version=0.0.4;q=0.5,*/*;q=0.1")
