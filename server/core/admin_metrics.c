@@ -494,6 +494,7 @@ struct wjob {
         uint64_t idle_us;
         uint64_t timers_run;
         uint64_t timer_lag_us;
+        uint64_t events;
     } w[256];
 };
 
@@ -520,13 +521,14 @@ wjob_on_worker(void *arg, int i)
     j->w[i].idle_us = w->idle_us;
     j->w[i].timers_run = w->timers_run;
     j->w[i].timer_lag_us = w->timer_lag_us;
+    j->w[i].events = w->events;
 }
 
 /* Counters in microseconds, printed in seconds. */
 static void
 worker_loop_metrics(FILE *f, const struct wjob *j, int n)
 {
-    static const char *const names[4][3] = {
+    static const char *const names[5][3] = {
         {"sluice_worker_busy_seconds_total", "counter",
          "Time the worker's event loop spent working (not in epoll_wait)"},
         {"sluice_worker_idle_seconds_total", "counter",
@@ -536,17 +538,21 @@ worker_loop_metrics(FILE *f, const struct wjob *j, int n)
         {"sluice_worker_timer_lag_seconds_total", "counter",
          "Loop lag: how late the worker ran its timers past their "
          "deadlines, summed (divide by sluice_worker_timers_total)"},
+        {"sluice_worker_events_total", "counter",
+         "Events epoll reported for the worker's connections and "
+         "listeners"},
     };
 
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 5; k++) {
         family(f, names[k][0], names[k][1], names[k][2]);
         for (int i = 0; i < n && i < 256; i++) {
             if (!j->w[i].answered) {
                 continue;
             }
-            if (k == 2) {
+            if (k == 2 || k == 4) {
                 fprintf(f, "%s{worker=\"%d\"} %llu\n", names[k][0], i,
-                        (unsigned long long)j->w[i].timers_run);
+                        (unsigned long long)(k == 2 ? j->w[i].timers_run
+                                                    : j->w[i].events));
             } else {
                 uint64_t us = k == 0 ? j->w[i].busy_us
                               : k == 1 ? j->w[i].idle_us

@@ -581,6 +581,9 @@ harvest_shared(struct sl_worker *w)
     for (i = 0; i < n; i++) {
         sl__evq_notify(&shared_evq, evs[i].data.ptr, evs[i].events);
     }
+    if (n > 0) {
+        w->events += (uint64_t)n;
+    }
     if (sl__evq_count(&shared_evq) > 1) {
         wake_one_sleeper(w);
     }
@@ -630,6 +633,7 @@ poll_events(struct sl_worker *w, int timeout)
             harvest_shared(w);
         } else {
             sl__evq_notify(w->evq, p, evs[i].events);
+            w->events++;
         }
     }
     return msgs || messages_waiting(w);

@@ -56,6 +56,7 @@ struct sl_worker {
     uint64_t turn_end_us;          /* when the last turn ended */
     uint64_t timers_run;           /* timer callbacks run */
     uint64_t timer_lag_us;         /* their lateness past the deadline */
+    uint64_t events;               /* epoll events taken (own DCBs) */
 };
 
 /* True in event_model=shared. */

@@ -484,6 +484,7 @@ def test_worker_loop_time_adds_up_to_wall_time(sluice):
                if n == "sluice_worker_busy_seconds_total"]
     assert workers
     busy_all = 0.0
+    events_all = 0
     for w in workers:
         busy = (val(m1, "sluice_worker_busy_seconds_total", worker=w)
                 - val(m0, "sluice_worker_busy_seconds_total", worker=w))
@@ -495,7 +496,11 @@ def test_worker_loop_time_adds_up_to_wall_time(sluice):
         busy_all += busy
         assert (val(m1, "sluice_worker_timers_total", worker=w)
                 >= val(m0, "sluice_worker_timers_total", worker=w))
+        events_all += (val(m1, "sluice_worker_events_total", worker=w)
+                       - val(m0, "sluice_worker_events_total", worker=w))
     assert busy_all > 0
+    # 300 queries: at least a client read and a backend read each.
+    assert events_all >= 600, events_all
 
 
 
