@@ -62,7 +62,11 @@
  *        sl_worker_shared_model; struct sl_reply gained last_seq (a layout
  *        change).
  *   2.1  sl_monitor_passive added (the global passive mode, read by
- *        mariadbmon every tick).
+ *        mariadbmon every tick); sl_service_auth_failed and
+ *        sl_auth_failure_name (logins refused, by reason, for /metrics);
+ *        sl_monitor_count_op and sl_monitor_count_error (monitor
+ *        operations and loop errors); sl_session_count_query (statements
+ *        by kind, from routers).
  */
 #define SL_MODULE_ABI_MAJOR 2
 #define SL_MODULE_ABI_MINOR 1

@@ -61,5 +61,18 @@ SL_EXPORT uint64_t sl_monitor_ticks(const struct sl_monitor *mon);
  * switchover, rejoin or read_only enforcement). Any thread.
  */
 SL_EXPORT bool sl_monitor_passive(void);
+/* What a monitor did, counted for /metrics (sluice_monitor_*_total):
+ * a cluster operation that ended (ok or not), or an error of its loop (a
+ * server it could not reach or query in a tick). Any thread; relaxed
+ * atomics, never on a worker's hot path. */
+enum sl_monitor_op {
+    SL_MONITOR_OP_SWITCHOVER,
+    SL_MONITOR_OP_FAILOVER,
+    SL_MONITOR_OP_REJOIN,
+    SL_MONITOR_OP_COUNT
+};
+SL_EXPORT void sl_monitor_count_op(struct sl_monitor *mon,
+                                   enum sl_monitor_op op, bool ok);
+SL_EXPORT void sl_monitor_count_error(struct sl_monitor *mon);
 
 #endif

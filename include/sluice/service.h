@@ -37,6 +37,26 @@ SL_EXPORT int64_t sl_service_sessions(const struct sl_service *svc);
 
 /* The configured service called name, or NULL. Worker threads, after the
  * configuration is published (services are never freed while running). */
+/* A failed client login, counted per service and reason for /metrics
+ * (sluice_service_auth_failures_total{reason}) and the service's REST
+ * statistics (failed_auths). Any worker; a relaxed atomic add (logins
+ * are not the per-query hot path). */
+enum sl_auth_failure {
+    SL_AUTH_FAIL_UNKNOWN_USER,      /* no account matches user@host */
+    SL_AUTH_FAIL_WRONG_PASSWORD,    /* an account matches, the token not */
+    SL_AUTH_FAIL_DENIED,            /* other denials (root not allowed) */
+    SL_AUTH_FAIL_TLS_REQUIRED,      /* the account's REQUIRE clause */
+    SL_AUTH_FAIL_ACCOUNT_LOCKED,
+    SL_AUTH_FAIL_PASSWORD_EXPIRED,
+    SL_AUTH_FAIL_RESOURCE_LIMIT,    /* max_user_connections and kin */
+    SL_AUTH_FAIL_HOST_BLOCKED,      /* max_auth_errors_until_block */
+    SL_AUTH_FAIL_OTHER,
+    SL_AUTH_FAIL_COUNT
+};
+SL_EXPORT void sl_service_auth_failed(struct sl_service *svc,
+                                      enum sl_auth_failure why);
+/* Its label in /metrics ("unknown_user", "wrong_password", ...). */
+SL_EXPORT const char *sl_auth_failure_name(enum sl_auth_failure why);
 SL_EXPORT struct sl_service *sl_service_find(const char *name);
 
 SL_EXPORT const char *sl_listener_name(const struct sl_listener *l);

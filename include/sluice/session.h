@@ -191,4 +191,15 @@ SL_EXPORT void sl_backend_failed(struct sl_backend *b, struct sl_buf *errpkt,
 SL_EXPORT int sl_backend_reply(struct sl_backend *b, struct sl_buf *buf,
                                const struct sl_reply *reply);
 
+/*
+ * A statement a router classified (its SL_QC_* type bits): counted for
+ * /metrics by kind (sluice_service_queries_total{kind}) as write (data
+ * or schema changes, CALL, LOAD DATA, SET GLOBAL, unclassifiable),
+ * session (session state: SET, user variables, transaction control,
+ * PREPARE/DEALLOCATE), read (SELECT, SHOW, variable reads), or other.
+ * The session's worker, per-worker slot, no lock: the data path.
+ */
+SL_EXPORT void sl_session_count_query(struct sl_session *ses,
+                                      uint32_t qc_type);
+
 #endif

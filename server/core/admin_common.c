@@ -93,6 +93,12 @@ sl__admin_query(struct admin_req *r, const char *name)
     return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
 }
 
+const char *
+sl__admin_header(struct admin_req *r, const char *name)
+{
+    return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+}
+
 struct args_ctx {
     const char **argv;
     int n;

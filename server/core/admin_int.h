@@ -58,6 +58,8 @@ void sl__admin_mark_started(void);
 
 /* Query argument of the current request, NULL if absent. */
 const char *sl__admin_query(struct admin_req *r, const char *name);
+/* Header of the current request, NULL if absent. */
+const char *sl__admin_header(struct admin_req *r, const char *name);
 /* The query's keys in order (module command arguments); their count. */
 int sl__admin_query_args(struct admin_req *r, const char **argv, int max);
 /* Error responses: {"errors":[{"detail": fmt...}]}. */

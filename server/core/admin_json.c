@@ -32,6 +32,7 @@
 
 #include "admin_int.h"
 #include "config_int.h"
+#include "stats.h"
 
 #define COLLECT_TIMEOUT_MS 2000
 #define LOG_TAIL_BYTES (32 * 1024)
@@ -163,6 +164,15 @@ server_json(struct admin_req *r, void *obj)
         "routed_reads", (json_int_t)rd, "routed_writes", (json_int_t)wr,
         "routed_packets", (json_int_t)(rd + wr));
     json_object_set_new(attrs, "response_time", sl__admin_hist_json(&s->stats));
+    {
+        uint64_t in, out;
+
+        sl__stats_obj_bytes(&s->stats, &in, &out);
+        json_object_set_new(json_object_get(attrs, "statistics"),
+                            "bytes_received", json_integer((json_int_t)in));
+        json_object_set_new(json_object_get(attrs, "statistics"),
+                            "bytes_sent", json_integer((json_int_t)out));
+    }
     sl_server_gtid_pos(s, state, sizeof(state));
     json_object_set_new(attrs, "gtid_current_pos", json_string(state));
     rels = json_object();
@@ -216,6 +226,16 @@ service_json(struct admin_req *r, void *obj)
         "total_connections",
         (json_int_t)atomic_load(&s->total_sessions));
     json_object_set_new(attrs, "response_time", sl__admin_hist_json(&s->stats));
+    {
+        uint64_t failed = 0;
+
+        for (int k = 0; k < SL_AUTH_FAIL_COUNT; k++) {
+            failed += atomic_load_explicit(&s->auth_failures[k],
+                                           memory_order_relaxed);
+        }
+        json_object_set_new(json_object_get(attrs, "statistics"),
+                            "failed_auths", json_integer((json_int_t)failed));
+    }
     rels = json_pack("{s:o, s:o, s:{s:o}}",
                      "servers", rel_objs(r, "servers", (void *const *)
                                          s->servers, s->nservers),

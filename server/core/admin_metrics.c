@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <sluice/server.h>
@@ -50,10 +51,101 @@ label_value(FILE *f, const char *s)
     }
 }
 
+/* This scrape is in OpenMetrics 1.0 (else the text format 0.0.4). One
+ * scrape at a time per libmicrohttpd thread. */
+static _Thread_local bool om;
+
+/* Counters whose name without _total is a gauge's: OpenMetrics names a
+ * counter family without the suffix, so these would clash; they are
+ * "unknown" there, under their full name (the series are the same). */
+static const char *const om_clash[] = {
+    "sluice_server_connections_total", "sluice_service_sessions_total",
+    "sluice_listener_connections_total",
+};
+
 static void
 family(FILE *f, const char *name, const char *type, const char *help)
 {
-    fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    size_t n = strlen(name);
+
+    if (om && strcmp(type, "counter") == 0) {
+        for (size_t i = 0; i < SL_ARRAY_LEN(om_clash); i++) {
+            if (strcmp(name, om_clash[i]) == 0) {
+                fprintf(f, "# HELP %s %s\n# TYPE %s unknown\n", name, help,
+                        name);
+                return;
+            }
+        }
+        if (n > 6 && strcmp(name + n - 6, "_total") == 0) {
+            n -= 6;
+        }
+    }
+    fprintf(f, "# HELP %.*s %s\n# TYPE %.*s %s\n", (int)n, name, help,
+            (int)n, name, type);
+}
+
+/* q of the best media range in an Accept header matching want ("a/b"),
+ * or -1. "a/ *" and "* / *" (no spaces) match with wild=true. */
+static double
+accept_q(const char *accept, const char *want, bool wild)
+{
+    double best = -1;
+    const char *p = accept;
+
+    while (p != NULL && *p != '\0') {
+        const char *end = strchr(p, ',');
+        size_t len = end != NULL ? (size_t)(end - p) : strlen(p);
+        char item[256];
+        char *semi;
+        char *type;
+        double q = 1.0;
+
+        if (len >= sizeof(item)) {
+            len = sizeof(item) - 1;
+        }
+        memcpy(item, p, len);
+        item[len] = '\0';
+        p = end != NULL ? end + 1 : NULL;
+        semi = strchr(item, ';');
+        if (semi != NULL) {
+            char *qp = strstr(semi, "q=");
+
+            if (qp != NULL && (qp[-1] == ';' || qp[-1] == ' ')) {
+                q = strtod(qp + 2, NULL);
+            }
+            *semi = '\0';
+        }
+        type = item;
+        while (*type == ' ' || *type == '\t') {
+            type++;
+        }
+        for (char *t = type + strlen(type); t > type && t[-1] == ' ';) {
+            *--t = '\0';
+        }
+        if (strcasecmp(type, want) == 0 ||
+            (wild && (strcmp(type, "*/*") == 0 ||
+                      (strncasecmp(type, want, strcspn(want, "/") + 1) == 0
+                       && strcmp(type + strcspn(want, "/") + 1, "*") == 0)))) {
+            if (q > best) {
+                best = q;
+            }
+        }
+    }
+    return best;
+}
+
+/* OpenMetrics when the client prefers it (Prometheus asks with q=1 for
+ * OpenMetrics and q=0.5 for the text format). */
+static bool
+wants_openmetrics(const char *accept)
+{
+    double omq;
+
+    if (accept == NULL) {
+        return false;
+    }
+    omq = accept_q(accept, "application/openmetrics-text", false);
+    return omq > 0 && omq >= accept_q(accept, "text/plain", true);
 }
 
 /* name{label="value"} number */
@@ -218,6 +310,26 @@ server_metrics(FILE *f, const struct sl_config *c)
         fprintf(f, "\",kind=\"write\"} %llu\n", (unsigned long long)
                 atomic_load(&s->routed_writes));
     }
+    family(f, "sluice_server_received_bytes_total", "counter",
+           "Bytes read from the server's connections (not those kernel "
+           "forwarding moved)");
+    for (size_t i = 0; i < c->nservers; i++) {
+        uint64_t in, out;
+
+        sl__stats_obj_bytes(&c->servers[i]->stats, &in, &out);
+        sample(f, "sluice_server_received_bytes_total", "server",
+               c->servers[i]->name, "%llu", (unsigned long long)in);
+    }
+    family(f, "sluice_server_sent_bytes_total", "counter",
+           "Bytes written to the server's connections (not those kernel "
+           "forwarding moved)");
+    for (size_t i = 0; i < c->nservers; i++) {
+        uint64_t in, out;
+
+        sl__stats_obj_bytes(&c->servers[i]->stats, &in, &out);
+        sample(f, "sluice_server_sent_bytes_total", "server",
+               c->servers[i]->name, "%llu", (unsigned long long)out);
+    }
     family(f, "sluice_server_replication_lag_seconds", "gauge",
            "Replication lag the monitor measured (absent when unknown)");
     for (size_t i = 0; i < c->nservers; i++) {
@@ -294,6 +406,33 @@ service_metrics(FILE *f, const struct sl_config *c)
         sample(f, "sluice_service_response_errors_total", "service",
                c->services[i]->name, "%llu", (unsigned long long)err);
     }
+    family(f, "sluice_service_queries_total", "counter",
+           "Statements a router classified, by kind (read, write, "
+           "session, other; readwritesplit)");
+    for (size_t i = 0; i < c->nservices; i++) {
+        uint64_t q[SL_STATS_Q_KINDS];
+
+        sl__stats_obj_queries(&c->services[i]->stats, q);
+        for (int k = 0; k < SL_STATS_Q_KINDS; k++) {
+            fprintf(f, "sluice_service_queries_total{service=\"");
+            label_value(f, c->services[i]->name);
+            fprintf(f, "\",kind=\"%s\"} %llu\n", sl__stats_q_names[k],
+                    (unsigned long long)q[k]);
+        }
+    }
+    family(f, "sluice_service_auth_failures_total", "counter",
+           "Client logins refused, by reason");
+    for (size_t i = 0; i < c->nservices; i++) {
+        for (int r = 0; r < SL_AUTH_FAIL_COUNT; r++) {
+            fprintf(f, "sluice_service_auth_failures_total{service=\"");
+            label_value(f, c->services[i]->name);
+            fprintf(f, "\",reason=\"%s\"} %llu\n",
+                    sl_auth_failure_name((enum sl_auth_failure)r),
+                    (unsigned long long)atomic_load_explicit(
+                        &c->services[i]->auth_failures[r],
+                        memory_order_relaxed));
+        }
+    }
     family(f, "sluice_listener_connections", "gauge",
            "Current client connections");
     for (size_t i = 0; i < c->nlisteners; i++) {
@@ -315,6 +454,32 @@ service_metrics(FILE *f, const struct sl_config *c)
                c->monitors[i]->name, "%llu",
                (unsigned long long)atomic_load(&c->monitors[i]->ticks));
     }
+    family(f, "sluice_monitor_operations_total", "counter",
+           "Cluster operations the monitor ran (automatic or commanded), "
+           "by operation and result");
+    for (size_t i = 0; i < c->nmonitors; i++) {
+        static const char *const ops[SL_MONITOR_OP_COUNT] = {
+            "switchover", "failover", "rejoin"};
+
+        for (int o = 0; o < SL_MONITOR_OP_COUNT; o++) {
+            for (int ok = 1; ok >= 0; ok--) {
+                fprintf(f, "sluice_monitor_operations_total{monitor=\"");
+                label_value(f, c->monitors[i]->name);
+                fprintf(f, "\",operation=\"%s\",result=\"%s\"} %llu\n",
+                        ops[o], ok ? "ok" : "error",
+                        (unsigned long long)atomic_load(
+                            ok ? &c->monitors[i]->ops_ok[o]
+                               : &c->monitors[i]->ops_failed[o]));
+            }
+        }
+    }
+    family(f, "sluice_monitor_errors_total", "counter",
+           "Servers the monitor could not reach or query in a tick");
+    for (size_t i = 0; i < c->nmonitors; i++) {
+        sample(f, "sluice_monitor_errors_total", "monitor",
+               c->monitors[i]->name, "%llu",
+               (unsigned long long)atomic_load(&c->monitors[i]->errors));
+    }
 }
 
 /* ---- workers ---- */
@@ -325,6 +490,11 @@ struct wjob {
         uint64_t queue;
         uint64_t zombies;
         uint64_t dcbs;
+        uint64_t busy_us;
+        uint64_t idle_us;
+        uint64_t timers_run;
+        uint64_t timer_lag_us;
+        uint64_t events;
     } w[256];
 };
 
@@ -347,6 +517,52 @@ wjob_on_worker(void *arg, int i)
     j->w[i].queue = w->evq->count;
     j->w[i].zombies = w->nzombies;
     j->w[i].dcbs = n;
+    j->w[i].busy_us = w->busy_us;
+    j->w[i].idle_us = w->idle_us;
+    j->w[i].timers_run = w->timers_run;
+    j->w[i].timer_lag_us = w->timer_lag_us;
+    j->w[i].events = w->events;
+}
+
+/* Counters in microseconds, printed in seconds. */
+static void
+worker_loop_metrics(FILE *f, const struct wjob *j, int n)
+{
+    static const char *const names[5][3] = {
+        {"sluice_worker_busy_seconds_total", "counter",
+         "Time the worker's event loop spent working (not in epoll_wait)"},
+        {"sluice_worker_idle_seconds_total", "counter",
+         "Time the worker's event loop spent waiting in epoll_wait"},
+        {"sluice_worker_timers_total", "counter",
+         "Timer callbacks the worker ran"},
+        {"sluice_worker_timer_lag_seconds_total", "counter",
+         "Loop lag: how late the worker ran its timers past their "
+         "deadlines, summed (divide by sluice_worker_timers_total)"},
+        {"sluice_worker_events_total", "counter",
+         "Events epoll reported for the worker's connections and "
+         "listeners"},
+    };
+
+    for (int k = 0; k < 5; k++) {
+        family(f, names[k][0], names[k][1], names[k][2]);
+        for (int i = 0; i < n && i < 256; i++) {
+            if (!j->w[i].answered) {
+                continue;
+            }
+            if (k == 2 || k == 4) {
+                fprintf(f, "%s{worker=\"%d\"} %llu\n", names[k][0], i,
+                        (unsigned long long)(k == 2 ? j->w[i].timers_run
+                                                    : j->w[i].events));
+            } else {
+                uint64_t us = k == 0 ? j->w[i].busy_us
+                              : k == 1 ? j->w[i].idle_us
+                                       : j->w[i].timer_lag_us;
+
+                fprintf(f, "%s{worker=\"%d\"} %.6f\n", names[k][0], i,
+                        (double)us / 1e6);
+            }
+        }
+    }
 }
 
 static void
@@ -383,6 +599,7 @@ worker_metrics(FILE *f)
             }
         }
     }
+    worker_loop_metrics(f, j, n);
     free(j);
 }
 
@@ -413,7 +630,7 @@ sl__rest_metrics_get(struct admin_req *r)
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
 
-    (void)r;
+    om = wants_openmetrics(sl__admin_header(r, "Accept"));
     if (f == NULL) {
         return sl__admin_error(500, "out of memory");
     }
@@ -422,10 +639,15 @@ sl__rest_metrics_get(struct admin_req *r)
     service_metrics(f, sl__config);
     worker_metrics(f);
     digest_metrics(f);
+    if (om) {
+        fputs("# EOF\n", f);
+    }
     fclose(f);
     return (struct admin_resp){
         .status = 200, .text = text,
-        .ctype = "text/plain; version=0.0.4; charset=utf-8"};
+        .ctype = om ? "application/openmetrics-text; version=1.0.0; "
+                      "charset=utf-8"
+                    : "text/plain; version=0.0.4; charset=utf-8"};
 }
 
 json_t *

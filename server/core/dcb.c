@@ -59,6 +59,7 @@
 #include "buf_int.h"
 #include "dcb_int.h"
 #include "splice_int.h"
+#include "stats.h"
 #include "tls.h"
 #include "worker_int.h"
 
@@ -328,6 +329,9 @@ flush_tls(struct sl_dcb *dcb)
         sl_buf_consume(&dcb->writeq, (size_t)n);
         note_writeq(dcb);
         dcb->bytes_written += (uint64_t)n;
+        if (dcb->server != NULL) {
+            sl__stats_server_bytes(dcb->server, 0, (uint64_t)n);
+        }
         stamp(&dcb->write_progress_ms);
     }
     return 0;
@@ -375,6 +379,9 @@ flush(struct sl_dcb *dcb)
         sl_buf_consume(&dcb->writeq, (size_t)n);
         note_writeq(dcb);
         dcb->bytes_written += (uint64_t)n;
+        if (dcb->server != NULL) {
+            sl__stats_server_bytes(dcb->server, 0, (uint64_t)n);
+        }
         stamp(&dcb->write_progress_ms);
         if ((size_t)n < want) {
             dcb->write_blocked = true;   /* EPOLLOUT will say when */
@@ -607,6 +614,9 @@ read_some(struct sl_dcb *dcb)
         if (n > 0) {
             sl_buf_commit(&dcb->readq, (size_t)n);
             dcb->bytes_read += (uint64_t)n;
+            if (dcb->server != NULL) {
+                sl__stats_server_bytes(dcb->server, (uint64_t)n, 0);
+            }
             stamp(&dcb->last_read_ms);
             total += (size_t)n;
             if ((size_t)n < avail && dcb->tls == NULL) {

@@ -27,6 +27,7 @@
 #include <sluice/params.h>
 #include <sluice/protocol.h>
 #include <sluice/router.h>
+#include <sluice/service.h>
 #include <sluice/splice.h>
 
 #define SL_NAME_MAX 128
@@ -124,6 +125,8 @@ struct sl_service {
     unsigned max_pending_logins_per_host;   /* 0 = no cap */
     atomic_llong pending_logins;      /* clients not logged in yet */
     struct sl_obj_slots *stats;       /* stats.c: per-worker histograms */
+    /* sl_service_auth_failed, by enum sl_auth_failure (logins only). */
+    atomic_ullong auth_failures[SL_AUTH_FAIL_COUNT];
 };
 
 struct sl_listener {
@@ -157,6 +160,10 @@ struct sl_monitor {
     pthread_t thread;
     atomic_bool stop;
     atomic_ullong ticks;
+    /* sl_monitor_count_op / _error (monitor thread or admin commands). */
+    atomic_ullong ops_ok[SL_MONITOR_OP_COUNT];
+    atomic_ullong ops_failed[SL_MONITOR_OP_COUNT];
+    atomic_ullong errors;
     bool running;                     /* has a thread (monitor.c) */
 };
 

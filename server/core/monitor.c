@@ -118,6 +118,24 @@ sl_monitor_ticks(const struct sl_monitor *mon)
     return atomic_load_explicit(&mon->ticks, memory_order_acquire);
 }
 
+void
+sl_monitor_count_op(struct sl_monitor *mon, enum sl_monitor_op op, bool ok)
+{
+    if (mon == NULL || (unsigned)op >= SL_MONITOR_OP_COUNT) {
+        return;
+    }
+    atomic_fetch_add_explicit(ok ? &mon->ops_ok[op] : &mon->ops_failed[op],
+                              1, memory_order_relaxed);
+}
+
+void
+sl_monitor_count_error(struct sl_monitor *mon)
+{
+    if (mon != NULL) {
+        atomic_fetch_add_explicit(&mon->errors, 1, memory_order_relaxed);
+    }
+}
+
 static void
 init_cond(void)
 {

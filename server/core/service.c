@@ -95,3 +95,28 @@ sl_service_find(const char *name)
     }
     return NULL;
 }
+
+void
+sl_service_auth_failed(struct sl_service *svc, enum sl_auth_failure why)
+{
+    if (svc == NULL) {
+        return;
+    }
+    if ((unsigned)why >= SL_AUTH_FAIL_COUNT) {
+        why = SL_AUTH_FAIL_OTHER;
+    }
+    atomic_fetch_add_explicit(&svc->auth_failures[why], 1,
+                              memory_order_relaxed);
+}
+
+const char *
+sl_auth_failure_name(enum sl_auth_failure why)
+{
+    static const char *const names[SL_AUTH_FAIL_COUNT] = {
+        "unknown_user", "wrong_password", "denied", "tls_required",
+        "account_locked", "password_expired", "resource_limit",
+        "host_blocked", "other",
+    };
+
+    return (unsigned)why < SL_AUTH_FAIL_COUNT ? names[why] : "other";
+}

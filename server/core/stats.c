@@ -31,6 +31,7 @@
 #include <time.h>
 
 #include <sluice/buf.h>
+#include <sluice/classifier.h>
 #include <sluice/mariadb.h>
 #include <sluice/params.h>
 #include <sluice/reply.h>
@@ -159,6 +160,88 @@ sl__stats_obj_read(struct sl_obj_slots *const *slotsp, struct sl_hist *out,
                                               __ATOMIC_RELAXED);
         }
         *errors += __atomic_load_n(&o->errors, __ATOMIC_RELAXED);
+    }
+}
+
+void
+sl__stats_server_bytes(struct sl_server *srv, uint64_t in, uint64_t out)
+{
+    struct sl_worker *w = sl_worker_current();
+    struct sl_obj_stats *o;
+
+    if (w == NULL || (o = obj_slot(&srv->stats, sl_worker_index(w))) == NULL) {
+        return;
+    }
+    if (in != 0) {
+        BUMP(o->bytes_in, in);
+    }
+    if (out != 0) {
+        BUMP(o->bytes_out, out);
+    }
+}
+
+void
+sl__stats_obj_bytes(struct sl_obj_slots *const *slotsp, uint64_t *in,
+                    uint64_t *out)
+{
+    const struct sl_obj_slots *s = __atomic_load_n(slotsp, __ATOMIC_ACQUIRE);
+
+    *in = 0;
+    *out = 0;
+    for (int i = 0; s != NULL && i < s->n; i++) {
+        *in += __atomic_load_n(&s->slot[i].bytes_in, __ATOMIC_RELAXED);
+        *out += __atomic_load_n(&s->slot[i].bytes_out, __ATOMIC_RELAXED);
+    }
+}
+
+const char *const sl__stats_q_names[SL_STATS_Q_KINDS] = {
+    "read", "write", "session", "other"};
+
+int
+sl__stats_query_kind(uint32_t t)
+{
+    if (t & (SL_QC_WRITE | SL_QC_DDL | SL_QC_CALL | SL_QC_LOAD_LOCAL |
+             SL_QC_GSYSVAR_WRITE | SL_QC_UNKNOWN)) {
+        return SL_STATS_Q_WRITE;
+    }
+    if (t & (SL_QC_SESSION_WRITE | SL_QC_USERVAR_WRITE | SL_QC_BEGIN_TRX |
+             SL_QC_COMMIT | SL_QC_ROLLBACK | SL_QC_ENABLE_AUTOCOMMIT |
+             SL_QC_DISABLE_AUTOCOMMIT | SL_QC_PREPARE_NAMED |
+             SL_QC_DEALLOC_PREPARE)) {
+        return SL_STATS_Q_SESSION;
+    }
+    if (t & (SL_QC_READ | SL_QC_SHOW | SL_QC_SYSVAR_READ |
+             SL_QC_USERVAR_READ | SL_QC_MASTER_READ)) {
+        return SL_STATS_Q_READ;
+    }
+    return SL_STATS_Q_OTHER;
+}
+
+void
+sl_session_count_query(struct sl_session *ses, uint32_t qc_type)
+{
+    struct sl_worker *w = sl_worker_current();
+    struct sl_obj_stats *o;
+
+    if (ses == NULL || ses->service == NULL || w == NULL ||
+        (o = obj_slot(&ses->service->stats, sl_worker_index(w))) == NULL) {
+        return;
+    }
+    BUMP(o->queries[sl__stats_query_kind(qc_type)], 1);
+}
+
+void
+sl__stats_obj_queries(struct sl_obj_slots *const *slotsp,
+                      uint64_t out[SL_STATS_Q_KINDS])
+{
+    const struct sl_obj_slots *s = __atomic_load_n(slotsp, __ATOMIC_ACQUIRE);
+
+    memset(out, 0, SL_STATS_Q_KINDS * sizeof(out[0]));
+    for (int i = 0; s != NULL && i < s->n; i++) {
+        for (int k = 0; k < SL_STATS_Q_KINDS; k++) {
+            out[k] += __atomic_load_n(&s->slot[i].queries[k],
+                                      __ATOMIC_RELAXED);
+        }
     }
 }
 

@@ -26,6 +26,7 @@ struct sl_reply;
 struct sl_session;
 struct sl_backend;
 struct sl_global;
+struct sl_server;
 
 /* Fixed log-scale buckets (1-2.5-5 per decade) from 50 µs to 30 s, plus
  * +Inf: SL_HIST_BUCKETS counters, each counting the samples of its own
@@ -44,7 +45,17 @@ struct sl_hist {
 struct sl_obj_stats {
     _Alignas(64) struct sl_hist lat;   /* answers, by response time */
     uint64_t errors;                   /* answers that were ERR packets */
+    uint64_t bytes_in;                 /* servers: read from its backends */
+    uint64_t bytes_out;                /* servers: written to them */
+    uint64_t queries[4];               /* services: by SL_STATS_Q_* */
 };
+
+/* Kinds of sl_session_count_query (order of the /metrics labels). */
+enum { SL_STATS_Q_READ, SL_STATS_Q_WRITE, SL_STATS_Q_SESSION,
+       SL_STATS_Q_OTHER, SL_STATS_Q_KINDS };
+extern const char *const sl__stats_q_names[SL_STATS_Q_KINDS];
+/* The kind of a classifier type (SL_QC_* bits). */
+int sl__stats_query_kind(uint32_t qc_type);
 
 /* Per-worker slots of one object, allocated on its first answer. */
 struct sl_obj_slots {
@@ -92,7 +103,19 @@ void sl__stats_backend_write(struct sl_backend *b, const struct sl_buf *buf);
 void sl__stats_backend_reply(struct sl_backend *b,
                              const struct sl_reply *reply);
 
+/* Bytes read from / written to a backend connection of server srv (dcb.c,
+ * after each read or write; counted whatever latency_histograms says).
+ * Not the bytes kernel forwarding moves (splice.c counts those). */
+void sl__stats_server_bytes(struct sl_server *srv, uint64_t in,
+                            uint64_t out);
+
 /* ---- readers (admin thread) ---- */
+/* The statements sl_session_count_query counted, by kind, all workers. */
+void sl__stats_obj_queries(struct sl_obj_slots *const *slotsp,
+                           uint64_t out[SL_STATS_Q_KINDS]);
+/* The bytes sl__stats_server_bytes counted, all workers. */
+void sl__stats_obj_bytes(struct sl_obj_slots *const *slotsp, uint64_t *in,
+                         uint64_t *out);
 /* The merged histogram and error count of an object's slots. */
 void sl__stats_obj_read(struct sl_obj_slots *const *slotsp,
                         struct sl_hist *out, uint64_t *errors);

@@ -329,13 +329,19 @@ sl_worker_cancel_timer(uint64_t id)
     }
 }
 
+/* now_us: the clock now (not the turn's cached now_ms), for the loop lag
+ * (how late each timer runs past its deadline). */
 static void
-run_timers(struct sl_worker *w)
+run_timers(struct sl_worker *w, uint64_t now_us)
 {
     struct wtimer t;
 
     while (w->ntimers > 0 && w->timers[0].deadline <= w->now_ms) {
         t = w->timers[0];
+        w->timers_run++;
+        if (now_us > t.deadline * 1000u) {
+            w->timer_lag_us += now_us - t.deadline * 1000u;
+        }
         w->timers[0] = w->timers[--w->ntimers];
         heap_down(w->timers, w->ntimers, 0);
         if (t.fn != NULL && t.fn(t.arg)) {
@@ -575,6 +581,9 @@ harvest_shared(struct sl_worker *w)
     for (i = 0; i < n; i++) {
         sl__evq_notify(&shared_evq, evs[i].data.ptr, evs[i].events);
     }
+    if (n > 0) {
+        w->events += (uint64_t)n;
+    }
     if (sl__evq_count(&shared_evq) > 1) {
         wake_one_sleeper(w);
     }
@@ -596,6 +605,7 @@ poll_events(struct sl_worker *w, int timeout)
     struct epoll_event evs[MAX_EVENTS];
     uint64_t seen = atomic_load(&w->observed_epoch);
     bool msgs = false;
+    uint64_t t0, t1;
     int n;
     int i;
 
@@ -607,9 +617,12 @@ poll_events(struct sl_worker *w, int timeout)
             timeout = 0;
         }
     }
+    t0 = sl_monotonic_us();
     n = epoll_wait(w->epfd, evs, MAX_EVENTS, timeout);
     atomic_store(&w->sleeping, false);
-    w->now_ms = sl_monotonic_ms();
+    t1 = sl_monotonic_us();
+    w->idle_us += t1 - t0;
+    w->now_ms = t1 / 1000u;
     for (i = 0; i < n; i++) {
         void *p = evs[i].data.ptr;
 
@@ -620,6 +633,7 @@ poll_events(struct sl_worker *w, int timeout)
             harvest_shared(w);
         } else {
             sl__evq_notify(w->evq, p, evs[i].events);
+            w->events++;
         }
     }
     return msgs || messages_waiting(w);
@@ -641,7 +655,14 @@ loop_done(struct sl_worker *w)
 static void
 loop_turn(struct sl_worker *w)
 {
+    uint64_t idle0 = w->idle_us;
+    uint64_t start = w->turn_end_us;
+    uint64_t end;
+
     w->now_ms = sl_monotonic_ms();
+    if (start == 0) {
+        start = w->now_ms * 1000u;
+    }
     atomic_store(&w->observed_epoch, atomic_load(&global_epoch));
     if (w->nzombies > 0) {
         reap(w, min_observed_epoch());
@@ -650,7 +671,13 @@ loop_turn(struct sl_worker *w)
         run_messages(w);
     }
     sl__evq_process(w->evq, sl__workers_shared() ? SHARED_BATCH : SIZE_MAX);
-    run_timers(w);
+    end = sl_monotonic_us();
+    run_timers(w, end);
+    /* The timers' own run is counted in the next turn's busy time. */
+    if (end > start + (w->idle_us - idle0)) {
+        w->busy_us += end - start - (w->idle_us - idle0);
+    }
+    w->turn_end_us = end;
 }
 
 /*

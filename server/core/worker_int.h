@@ -48,6 +48,15 @@ struct sl_worker {
     pthread_mutex_t dcb_lock;      /* guards dcbs (setup/teardown only) */
 
     uint64_t now_ms;
+
+    /* Where the loop's time goes (/metrics, sluice_worker_*): written by
+     * the worker only, read by a job posted to it (admin_metrics.c). */
+    uint64_t busy_us;              /* turns minus the time in epoll_wait */
+    uint64_t idle_us;              /* in epoll_wait */
+    uint64_t turn_end_us;          /* when the last turn ended */
+    uint64_t timers_run;           /* timer callbacks run */
+    uint64_t timer_lag_us;         /* their lateness past the deadline */
+    uint64_t events;               /* epoll events taken (own DCBs) */
 };
 
 /* True in event_model=shared. */

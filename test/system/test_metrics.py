@@ -10,10 +10,14 @@ percentiles agree with the latency the client measured.
 Ports st.port(5060..5069): 5060 admin, 5061/5062 the stock
 readconnroute services, 5063 RW-Service (readwritesplit,
 causal_reads=none so no GTID probe adds to the server counts); a second
-Sluice with threads=1 and digest_max_entries=5 on 5065..5068."""
+Sluice with threads=1 and digest_max_entries=5 on 5065..5068.
+Issue 22's second part: the monitor test's Sluice (mariadbmon) has its
+admin on st.port(5200); st.port(5219) is a server nobody listens on.
+The switchover it runs puts db1 back as the primary."""
 
 import base64
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -22,6 +26,8 @@ import urllib.error
 import urllib.request
 
 import pytest
+
+from proxy import Daemon
 
 import sluicetest as st
 import proxy as px
@@ -371,3 +377,354 @@ def test_digest_table_bounded_with_evictions_counted(tmp_path_factory,
     finally:
         problems = px.stop_proxy(prx)
     assert not problems, problems
+
+
+# ---- bytes, logins, worker loops, OpenMetrics (issue 22, part 2) ----
+
+def session_of_mine(service):
+    """The REST id of this test's one open session on service (the only
+    one: the module's tests run one at a time)."""
+    status, body, _ = request("GET", "/v1/sessions")
+    assert status == 200, body
+    ids = [s["id"] for s in json.loads(body)["data"]
+           if s["attributes"]["service"] == service]
+    assert len(ids) == 1, ids
+    return ids[0]
+
+
+def test_bytes_grow_by_a_blob_per_server_and_per_session(sluice):
+    """A 1 MiB blob written through the primary's readconnroute service
+    and read back: db1's sent and received byte counters grow by at least
+    1 MiB each, and so do the session's bytes_read and bytes_written in
+    GET /v1/sessions/ID; the replicas' sent bytes do not grow by a MiB."""
+    blob = bytes(range(256)) * 4096
+    with st.connect(PRIMARY) as c, c.cursor() as cur:
+        cur.execute("CREATE TABLE IF NOT EXISTS test.metrics_blob "
+                    "(id INT PRIMARY KEY, b LONGBLOB)")
+        sid = session_of_mine("Primary-Service")
+        _, body, _ = request("GET", f"/v1/sessions/{sid}")
+        s0 = json.loads(body)["data"]["attributes"]
+        m0 = parse(scrape())
+        cur.execute("REPLACE INTO test.metrics_blob VALUES (1, %s)", (blob,))
+        cur.execute("SELECT b, @@server_id FROM test.metrics_blob "
+                    "WHERE id = 1")
+        got, server_id = cur.fetchone()
+        assert got == blob and server_id == st.PRIMARY_ID
+        m1 = parse(scrape())
+        _, body, _ = request("GET", f"/v1/sessions/{sid}")
+        s1 = json.loads(body)["data"]["attributes"]
+    mib = len(blob)
+
+    def delta(name, srv):
+        return val(m1, name, server=srv) - val(m0, name, server=srv)
+
+    assert delta("sluice_server_sent_bytes_total", "db1") >= mib
+    assert delta("sluice_server_received_bytes_total", "db1") >= mib
+    for sid_ in st.SERVERS:
+        if sid_ != st.PRIMARY_ID:
+            assert delta("sluice_server_sent_bytes_total", f"db{sid_}") < mib
+    assert s1["bytes_read"] - s0["bytes_read"] >= mib
+    assert s1["bytes_written"] - s0["bytes_written"] >= mib
+    # The REST server resource carries the same counters.
+    _, body, _ = request("GET", "/v1/servers/db1")
+    stats = json.loads(body)["data"]["attributes"]["statistics"]
+    assert stats["bytes_sent"] >= val(m1, "sluice_server_sent_bytes_total",
+                                      server="db1")
+
+
+def test_auth_failures_counted_by_reason(sluice):
+    """A wrong password for an existing account counts once as
+    wrong_password, an account that does not exist once as unknown_user;
+    both get 1045 from the client's point of view; nothing else moves."""
+    import pymysql
+
+    m0 = parse(scrape())
+    for user, password in ((st.APP_USER, "not-the-password"),
+                           ("no_such_user_22", "x")):
+        with pytest.raises(pymysql.err.OperationalError) as exc:
+            st.connect(REPLICA, user=user, password=password)
+        assert exc.value.args[0] == 1045, exc.value.args
+    m1 = parse(scrape())
+
+    def delta(reason, service="Replica-Service"):
+        name = "sluice_service_auth_failures_total"
+        return (val(m1, name, service=service, reason=reason)
+                - val(m0, name, service=service, reason=reason))
+
+    assert delta("wrong_password") == 1
+    assert delta("unknown_user") == 1
+    for reason in ("denied", "tls_required", "account_locked",
+                   "password_expired", "resource_limit", "host_blocked",
+                   "other"):
+        assert delta(reason) == 0, reason
+    assert delta("wrong_password", "Primary-Service") == 0
+    _, body, _ = request("GET", "/v1/services/Replica-Service")
+    stats = json.loads(body)["data"]["attributes"]["statistics"]
+    assert stats["failed_auths"] == sum(
+        val(m1, "sluice_service_auth_failures_total",
+            service="Replica-Service", reason=r) for r in (
+            "unknown_user", "wrong_password", "denied", "tls_required",
+            "account_locked", "password_expired", "resource_limit",
+            "host_blocked", "other"))
+
+
+def test_worker_loop_time_adds_up_to_wall_time(sluice):
+    """Each worker's busy + idle seconds grow by about the wall time
+    between two scrapes (every moment of the loop is one or the other),
+    and busy time grows under load."""
+    m0 = parse(scrape())
+    t0 = time.monotonic()
+    with st.connect(RW) as c, c.cursor() as cur:
+        for _ in range(300):
+            cur.execute(f"SELECT v FROM {TABLE} WHERE id = 1")
+    time.sleep(1.0)
+    m1 = parse(scrape())
+    wall = time.monotonic() - t0
+    workers = [dict(lab)["worker"] for (n, lab) in m1
+               if n == "sluice_worker_busy_seconds_total"]
+    assert workers
+    busy_all = 0.0
+    events_all = 0
+    for w in workers:
+        busy = (val(m1, "sluice_worker_busy_seconds_total", worker=w)
+                - val(m0, "sluice_worker_busy_seconds_total", worker=w))
+        idle = (val(m1, "sluice_worker_idle_seconds_total", worker=w)
+                - val(m0, "sluice_worker_idle_seconds_total", worker=w))
+        assert busy >= 0 and idle > 0, (w, busy, idle)
+        # Scrapes are answered by a job in the loop: allow their skew.
+        assert 0.5 * wall <= busy + idle <= wall + 0.5, (w, busy, idle, wall)
+        busy_all += busy
+        assert (val(m1, "sluice_worker_timers_total", worker=w)
+                >= val(m0, "sluice_worker_timers_total", worker=w))
+        events_all += (val(m1, "sluice_worker_events_total", worker=w)
+                       - val(m0, "sluice_worker_events_total", worker=w))
+    assert busy_all > 0
+    # 300 queries: at least a client read and a backend read each.
+    assert events_all >= 600, events_all
+
+
+
+def test_queries_counted_by_kind(sluice):
+    """Through readwritesplit: 5 SELECTs count as read, 2 UPDATEs and a
+    CREATE TABLE IF NOT EXISTS as write, SET @v and BEGIN/COMMIT as
+    session, exactly; readconnroute (no classifier) counts nothing."""
+    with st.connect(RW) as c, c.cursor() as cur:
+        cur.execute("SELECT 1")
+        m0 = parse(scrape())
+        for i in range(5):
+            cur.execute(f"SELECT v FROM {TABLE} WHERE id = %s", (i + 1,))
+        cur.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} "
+                    "(id INT PRIMARY KEY, v INT)")
+        cur.execute("SET @metrics_v = 1")
+        cur.execute("BEGIN")
+        for i in range(2):
+            cur.execute(f"UPDATE {TABLE} SET v = v + 1 WHERE id = %s",
+                        (i + 1,))
+        cur.execute("COMMIT")
+        m1 = parse(scrape())
+    with st.connect(PRIMARY) as c, c.cursor() as cur:
+        cur.execute("SELECT 1")
+    m2 = parse(scrape())
+
+    def delta(kind, service="RW-Service", a=m0, b=m1):
+        name = "sluice_service_queries_total"
+        return (val(b, name, service=service, kind=kind)
+                - val(a, name, service=service, kind=kind))
+
+    assert (delta("read"), delta("write"), delta("session"),
+            delta("other")) == (5, 3, 3, 0)
+    for kind in ("read", "write", "session", "other"):
+        assert delta(kind, "Primary-Service", m0, m2) == 0, kind
+
+
+PROMETHEUS_ACCEPT = ("application/openmetrics-text;version=1.0.0,"
+                     "application/openmetrics-text;version=0.0.1;q=0.75,"
+                     "text/plain;version=0.0.4;q=0.5,*/*;q=0.1")
+
+
+def scrape_accept(accept, port=ADMIN):
+    req = urllib.request.Request(f"http://{st.HOST}:{port}/metrics")
+    tok = base64.b64encode(b"admin:mariadb").decode()
+    req.add_header("Authorization", "Basic " + tok)
+    if accept is not None:
+        req.add_header("Accept", accept)
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return resp.headers["Content-Type"], resp.read().decode()
+
+
+def test_openmetrics_by_content_negotiation(sluice):
+    """Prometheus' own Accept header gets OpenMetrics 1.0 (its content
+    type, # EOF, counter families without _total and their samples with
+    it), which the prometheus_client OpenMetrics parser accepts; no
+    Accept, text/plain or a lower q for OpenMetrics get the 0.0.4 text."""
+    from prometheus_client.openmetrics.parser import \
+        text_string_to_metric_families
+
+    with st.connect(RW) as c, c.cursor() as cur:
+        cur.execute("SELECT 1")
+    ctype, text = scrape_accept(PROMETHEUS_ACCEPT)
+    assert ctype.startswith("application/openmetrics-text; version=1.0.0"), \
+        ctype
+    assert text.endswith("\n# EOF\n")
+    fams = {f.name: f for f in text_string_to_metric_families(text)}
+    routed = fams["sluice_server_routed"]
+    assert routed.type == "counter"
+    assert {s.name for s in routed.samples} == {"sluice_server_routed_total"}
+    assert fams["sluice_service_auth_failures"].type == "counter"
+    assert fams["sluice_server_response_seconds"].type == "histogram"
+    assert fams["sluice_server_connections"].type == "gauge"
+    # Its counter twin keeps its series name (it would clash otherwise).
+    assert fams["sluice_server_connections_total"].type == "unknown"
+    # The same series as the text format, value for value (counters only
+    # move forward between the two scrapes, gauges are left out).
+    for accept in (None, "text/plain", "application/openmetrics-text;q=0.2,"
+                   "text/plain;q=0.9"):
+        ctype, plain = scrape_accept(accept)
+        assert ctype.startswith("text/plain; version=0.0.4"), (accept, ctype)
+        assert "# EOF" not in plain
+    om_names = {s.name for f in fams.values() for s in f.samples}
+    text_names = {n for (n, _) in parse(plain)}
+    assert om_names == text_names
+
+
+MON_ADMIN, DEAD = st.port(5200), st.port(5219)
+
+
+def mon_config(run_dir):
+    servers = ",".join(f"db{sid}" for sid in st.SERVERS)
+    text = f"""\
+[maxscale]
+threads=1
+module_dir={st.MODULE_DIR}
+logdir={run_dir}/log
+datadir={run_dir}/data
+persistdir={run_dir}/persist
+piddir={run_dir}
+admin_host={st.HOST}
+admin_port={MON_ADMIN}
+"""
+    for sid, port in list(st.SERVERS.items()) + [("x", DEAD)]:
+        text += f"""
+[db{sid}]
+type=server
+address={st.HOST}
+port={port}
+"""
+    text += f"""
+[Cluster-Monitor]
+type=monitor
+module=mariadbmon
+servers={servers}
+user={st.SERVICE_USER}
+password={st.SERVICE_PASSWORD}
+monitor_interval=300ms
+replication_user={os.environ.get("SLUICE_REPL_USER", "repl")}
+replication_password={os.environ.get("SLUICE_REPL_PASSWORD", "repl_pw")}
+switchover_timeout=20s
+
+[Dead-Monitor]
+type=monitor
+module=mariadbmon
+servers=dbx
+user={st.SERVICE_USER}
+password={st.SERVICE_PASSWORD}
+monitor_interval=300ms
+"""
+    return text
+
+
+def mon_rest(method, path):
+    req = urllib.request.Request(f"http://{st.HOST}:{MON_ADMIN}/v1/{path}",
+                                 data=b"" if method != "GET" else None,
+                                 method=method)
+    tok = base64.b64encode(b"admin:mariadb").decode()
+    req.add_header("Authorization", "Basic " + tok)
+    try:
+        with urllib.request.urlopen(req, timeout=120) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def primary_is(name):
+    status, body = mon_rest("GET", "servers")
+    assert status == 200, body
+    states = {s["id"]: s["attributes"]["state"]
+              for s in json.loads(body)["data"]}
+    return all(("Master" in st_) == (sid == name)
+               for sid, st_ in states.items() if sid != "dbx")
+
+
+@pytest.fixture(scope="module")
+def mon_sluice(tmp_path_factory, table):
+    run_dir = tmp_path_factory.mktemp("metrics-monitor")
+    for sub in ("log", "data", "persist"):
+        (run_dir / sub).mkdir()
+    cfg = run_dir / "sluice.cnf"
+    cfg.write_text(mon_config(run_dir))
+    daemon = Daemon(st.sluice_argv("start", cfg), run_dir / "proxy.log",
+                    st.sluice_env())
+    try:
+        daemon.wait_ports([MON_ADMIN])
+        st.wait_until(lambda: primary_is(f"db{st.PRIMARY_ID}"), 20,
+                      what="db1 primary")
+        yield daemon
+    finally:
+        try:
+            if not primary_is(f"db{st.PRIMARY_ID}"):
+                mon_rest("POST", "maxscale/modules/mariadbmon/switchover?"
+                         f"Cluster-Monitor&db{st.PRIMARY_ID}")
+                st.wait_until(lambda: primary_is(f"db{st.PRIMARY_ID}"), 60,
+                              what="db1 primary again")
+        finally:
+            problems = daemon.stop()
+            assert not problems, problems
+
+
+def test_monitor_operations_and_errors_counted(mon_sluice):
+    """A switchover to db2 and one back count two ok switchovers, one
+    refused (the primary as its own target) one error, and nothing for
+    failover or rejoin; a monitor whose server nobody listens on counts
+    a loop error per tick, the healthy one none."""
+    text = urllib.request.urlopen(urllib.request.Request(
+        f"http://{st.HOST}:{MON_ADMIN}/metrics", headers={
+            "Authorization": "Basic " + base64.b64encode(
+                b"admin:mariadb").decode()}), timeout=10).read().decode()
+    m0 = parse(text)
+    primary, other = f"db{st.PRIMARY_ID}", "db2"
+    status, body = mon_rest("POST", "maxscale/modules/mariadbmon/switchover?"
+                            f"Cluster-Monitor&{primary}")
+    assert status == 400, body
+    for target in (other, primary):
+        status, body = mon_rest("POST", "maxscale/modules/mariadbmon/"
+                                f"switchover?Cluster-Monitor&{target}")
+        assert status in (200, 204), body
+        st.wait_until(lambda: primary_is(target), 60,
+                      what=f"{target} primary")
+    with st.connect(st.SERVERS[st.PRIMARY_ID], user=st.APP_USER) as c:
+        assert st.server_id(c) == st.PRIMARY_ID
+    time.sleep(1.0)
+    text = urllib.request.urlopen(urllib.request.Request(
+        f"http://{st.HOST}:{MON_ADMIN}/metrics", headers={
+            "Authorization": "Basic " + base64.b64encode(
+                b"admin:mariadb").decode()}), timeout=10).read().decode()
+    m1 = parse(text)
+
+    def delta(name, **labels):
+        return val(m1, name, **labels) - val(m0, name, **labels)
+
+    ops = "sluice_monitor_operations_total"
+    mon = "Cluster-Monitor"
+    assert delta(ops, monitor=mon, operation="switchover", result="ok") == 2
+    assert delta(ops, monitor=mon, operation="switchover",
+                 result="error") == 1
+    for op in ("failover", "rejoin"):
+        for result in ("ok", "error"):
+            assert delta(ops, monitor=mon, operation=op,
+                         result=result) == 0, (op, result)
+    assert delta("sluice_monitor_errors_total", monitor=mon) == 0
+    dead_ticks = delta("sluice_monitor_ticks_total", monitor="Dead-Monitor")
+    dead_errors = delta("sluice_monitor_errors_total",
+                        monitor="Dead-Monitor")
+    assert dead_ticks >= 2 and dead_errors >= dead_ticks - 1, \
+        (dead_ticks, dead_errors)

@@ -307,6 +307,7 @@ probe_server(struct mmon_instance *inst, int i)
     inst->views[i].maint = (sl_server_status(ms->srv) & SL_SRV_MAINT) != 0;
     if (ms->conn == NULL && !open_conn(inst, ms)) {
         reset_view(&inst->views[i]);
+        sl_monitor_count_error(inst->mon);
         return;
     }
     if (!probe_once(inst, i)) {
@@ -319,6 +320,7 @@ probe_server(struct mmon_instance *inst, int i)
             }
             close_conn(ms);
             inst->views[i].running = false;
+            sl_monitor_count_error(inst->mon);
             return;
         }
     }

@@ -205,9 +205,9 @@ redirect_replicas(struct mmon_instance *inst, int old, int new_primary)
     }
 }
 
-int
-mmon_failover(struct mmon_instance *inst, int old, const char *reason,
-              char *err, size_t errlen)
+static int
+failover_run(struct mmon_instance *inst, int old, const char *reason,
+             char *err, size_t errlen)
 {
     uint64_t deadline = sl_monotonic_ms() + inst->failover_timeout_ms;
     char why[256], gtid[1024];
@@ -276,9 +276,9 @@ switchover_check(struct mmon_instance *inst, int *new_primary, int *old,
     return 0;
 }
 
-int
-mmon_switchover(struct mmon_instance *inst, int new_primary, int old,
-                char *err, size_t errlen)
+static int
+switchover_run(struct mmon_instance *inst, int new_primary, int old,
+               char *err, size_t errlen)
 {
     uint64_t deadline = sl_monotonic_ms() + inst->switchover_timeout_ms;
     struct mmon_gtid_pos pos;
@@ -339,8 +339,8 @@ mmon_rejoin_allowed(struct mmon_instance *inst, int i, char *why,
                            why, whylen);
 }
 
-int
-mmon_rejoin(struct mmon_instance *inst, int i, char *err, size_t errlen)
+static int
+rejoin_run(struct mmon_instance *inst, int i, char *err, size_t errlen)
 {
     const struct mmon_view *s = &inst->views[i];
     struct mmon_gtid_pos has;
@@ -349,4 +349,35 @@ mmon_rejoin(struct mmon_instance *inst, int i, char *err, size_t errlen)
     merge_pos(&s->binlog_pos, &s->slave_pos, &has);
     sl_log_notice("Monitor '%s': rejoining '%s' (GTID %s) as a replica of '%s'", MONNAME(inst), SRVNAME(inst, i), mmon_gtid_format(&has, gtid, sizeof(gtid)), SRVNAME(inst, inst->primary));
     return redirect(inst, i, inst->primary, &has, err, errlen);
+}
+
+/* The operations as the monitor and its commands call them: counted,
+ * ok or not, for /metrics (sluice_monitor_operations_total). */
+int
+mmon_failover(struct mmon_instance *inst, int old, const char *reason,
+              char *err, size_t errlen)
+{
+    int rc = failover_run(inst, old, reason, err, errlen);
+
+    sl_monitor_count_op(inst->mon, SL_MONITOR_OP_FAILOVER, rc >= 0);
+    return rc;
+}
+
+int
+mmon_switchover(struct mmon_instance *inst, int new_primary, int old,
+                char *err, size_t errlen)
+{
+    int rc = switchover_run(inst, new_primary, old, err, errlen);
+
+    sl_monitor_count_op(inst->mon, SL_MONITOR_OP_SWITCHOVER, rc >= 0);
+    return rc;
+}
+
+int
+mmon_rejoin(struct mmon_instance *inst, int i, char *err, size_t errlen)
+{
+    int rc = rejoin_run(inst, i, err, errlen);
+
+    sl_monitor_count_op(inst->mon, SL_MONITOR_OP_REJOIN, rc >= 0);
+    return rc;
 }

@@ -58,6 +58,7 @@ struct mdb_refusal {
     uint16_t code;      /* 1045 (REQUIRE not met), 4151, 1862, 1226 */
     char sqlstate[6];
     char msg[256];
+    bool unknown_user;  /* MDB_AUTH_DENIED: no account (else: password) */
 };
 
 /* Per-account connection counts, for MAX_USER_CONNECTIONS and

@@ -137,6 +137,7 @@ refuse_if_blocked(struct sl_dcb *dcb, uint8_t seq)
     snprintf(msg, sizeof(msg), "Host '%s' is blocked because of many "
              "connection errors", sl_dcb_remote(dcb));
     send_err(dcb, seq, 1129, "HY000", msg);
+    sl_service_auth_failed(sl_dcb_service(dcb), SL_AUTH_FAIL_HOST_BLOCKED);
     return true;
 }
 
@@ -279,6 +280,29 @@ send_switch(struct sl_dcb *dcb, uint8_t seq, const uint8_t *scramble)
     return send_payload(dcb, seq, p, n);
 }
 
+/* Count a failed login for /metrics: the reason from the refusal. */
+static void
+count_auth_failure(struct sl_dcb *dcb, enum mdb_auth_rc rc,
+                   const struct mdb_refusal *why)
+{
+    enum sl_auth_failure r = SL_AUTH_FAIL_OTHER;
+
+    if (rc != MDB_AUTH_REFUSED) {
+        r = why->code == 1 ? SL_AUTH_FAIL_DENIED
+            : why->unknown_user ? SL_AUTH_FAIL_UNKNOWN_USER
+                                : SL_AUTH_FAIL_WRONG_PASSWORD;
+    } else if (why->code == 1045) {
+        r = SL_AUTH_FAIL_TLS_REQUIRED;
+    } else if (why->code == 4151) {
+        r = SL_AUTH_FAIL_ACCOUNT_LOCKED;
+    } else if (why->code == 1862) {
+        r = SL_AUTH_FAIL_PASSWORD_EXPIRED;
+    } else if (why->code == 1226) {
+        r = SL_AUTH_FAIL_RESOURCE_LIMIT;
+    }
+    sl_service_auth_failed(sl_dcb_service(dcb), r);
+}
+
 /* Send the error of a refused login (1045 with the usual message), and
  * log it like a failed authentication. */
 static void
@@ -324,6 +348,8 @@ check_token(struct sl_dcb *dcb, struct mdb_client *cl,
     struct mdb_service *svc = sl_service_protocol_data(service);
     const struct sl_params *params = sl_service_params(service);
 
+    why->code = 1;   /* denied before the account is looked at */
+    why->unknown_user = false;
     if (svc == NULL) {
         return MDB_AUTH_DENIED;
     }
@@ -332,6 +358,7 @@ check_token(struct sl_dcb *dcb, struct mdb_client *cl,
         !sl_params_bool(params, "enable_root_user")) {
         return MDB_AUTH_DENIED;
     }
+    why->code = 0;
     return mdb_service_authenticate(svc, dcb, &req, out, why);
 }
 
@@ -387,7 +414,12 @@ login(struct sl_dcb *dcb, struct mdb_client *cl)
 {
     struct mdb_refusal why;
 
-    switch (check_token(dcb, cl, cl->sd, &why)) {
+    enum mdb_auth_rc rc = check_token(dcb, cl, cl->sd, &why);
+
+    if (rc != MDB_AUTH_OK && rc != MDB_AUTH_WAIT) {
+        count_auth_failure(dcb, rc, &why);
+    }
+    switch (rc) {
     case MDB_AUTH_OK:
         return start_session(dcb, cl);
     case MDB_AUTH_WAIT:
@@ -586,8 +618,12 @@ change_user_check(struct sl_dcb *dcb, struct mdb_client *cl)
 {
     struct mdb_session fresh = {0};
     struct mdb_refusal why;
+    enum mdb_auth_rc rc = check_token(dcb, cl, &fresh, &why);
 
-    switch (check_token(dcb, cl, &fresh, &why)) {
+    if (rc != MDB_AUTH_OK && rc != MDB_AUTH_WAIT) {
+        count_auth_failure(dcb, rc, &why);
+    }
+    switch (rc) {
     case MDB_AUTH_OK:
         memcpy(cl->sd->sha1pw, fresh.sha1pw, MDB_SHA1_LEN);
         cl->sd->has_pw = fresh.has_pw;

@@ -747,6 +747,7 @@ mdb_service_authenticate(struct mdb_service *s, struct sl_dcb *dcb,
 {
     const struct mdb_account *a;
     enum mdb_auth_rc rc = MDB_AUTH_DENIED;
+    bool unknown = true;   /* no native account matched (under the lock) */
 
     pthread_mutex_lock(&s->lock);
     if (!s->loaded) {
@@ -754,6 +755,7 @@ mdb_service_authenticate(struct mdb_service *s, struct sl_dcb *dcb,
         goto out;
     }
     a = mdb_users_find(&s->users, req->user, req->client, req->is_unix);
+    unknown = a == NULL || !a->native;
     if (a != NULL && a->native &&
         mdb_native_check(req->token, req->token_len, req->scramble,
                          a->has_pw, a->stored, sd->sha1pw)) {
@@ -774,6 +776,9 @@ mdb_service_authenticate(struct mdb_service *s, struct sl_dcb *dcb,
     }
 out:
     pthread_mutex_unlock(&s->lock);
+    if (rc == MDB_AUTH_DENIED) {
+        why->unknown_user = unknown;
+    }
     return rc;
 }
 

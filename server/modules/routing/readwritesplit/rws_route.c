@@ -1512,6 +1512,7 @@ route_query_text(struct rws_session *rs, struct sl_buf *buf,
         memset(&qc, 0, sizeof(qc));
         qc.type = SL_QC_UNKNOWN;
     }
+    sl_session_count_query(rs->ses, qc.type);
     track_trx(rs, qc.type);
     if (changes_data(qc.type)) {
         rs->wrote = true;
