@@ -147,6 +147,21 @@ struct sl_obj_slots;
  * an object's merged response-time histogram for the REST resources. */
 json_t *sl__admin_hist_json(struct sl_obj_slots *const *slotsp);
 
+/* ---- config_sync.c: configuration synchronization ---- */
+/* Serializes REST request handling with replays of synchronized changes. */
+void sl__csync_lock(void);
+void sl__csync_unlock(void);
+bool sl__csync_enabled(void);
+/* Whether r (routed to h) is a change that is synchronized. */
+bool sl__csync_synced(const struct admin_req *r, sl_admin_handler h);
+/* Run h(r) inside the cluster's version check (see config_sync.c). */
+struct admin_resp sl__csync_change(struct admin_req *r, sl_admin_handler h);
+/* config_sync for GET /v1/maxscale (null when not configured). */
+json_t *sl__csync_json(void);
+/* main: start/stop the sync thread. 0, or -1 (logged). */
+int sl__csync_start(const struct sl_config *cfg);
+void sl__csync_stop(void);
+
 /* POST (or GET for passive commands) maxscale/modules/MOD/CMD?args. */
 struct admin_resp sl__rest_modcmd(struct admin_req *r);
 struct admin_resp sl__rest_log_rotate(struct admin_req *r);

@@ -564,6 +564,7 @@ sl__rest_maxscale_get(struct admin_req *r)
         "process_id", (int)getpid(),
         "default_admin_credentials", sl__admin_users_default_active(),
         "parameters", sl__admin_params_json(g->params));
+    json_object_set_new(attrs, "config_sync", sl__csync_json());
     json_object_set_new(attrs, "event_model", json_string(
         g->event_model == SL_EVENT_MODEL_SHARED ? "shared" : "pinned"));
     return document(r, json_pack("{s:s, s:s, s:o, s:{s:o}}", "id",

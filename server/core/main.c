@@ -725,6 +725,9 @@ run(const struct options *o)
     if (sl__admin_start(cfg) < 0) {
         sl_log_error("the REST API is not available");   /* not fatal */
     }
+    if (sl__csync_start(cfg) < 0) {
+        sl_log_error("configuration synchronization is not running");
+    }
     pid_path(o, cfg, pidfile, sizeof(pidfile));
     if (pidfile[0] && write_pid(pidfile) < 0) {
         pidfile[0] = '\0';
@@ -742,6 +745,7 @@ run(const struct options *o)
     sl__worker_reclaim_hold(false);
     wait_for_signals(&wd);
     sl__modcmd_test_hook_stop();
+    sl__csync_stop();
     sl__admin_stop();
     /* REST changes published later generations: stop what is current */
     cfg = sl__config_current();
