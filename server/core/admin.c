@@ -453,7 +453,7 @@ dispatch(struct admin_req *r, struct conn_state *cs)
                                jerr.text);
         }
     }
-    if (sl__csync_synced(r, route->handler)) {
+    if (sl__csync_synced(r)) {
         return sl__csync_change(r, route->handler);
     }
     return route->handler(r);
@@ -649,6 +649,7 @@ sl__admin_start(const struct sl_config *cfg)
     int rc;
 
     sl__admin_mark_started();
+    sl__csync_set_routing(sl__admin_route_find, sl__admin_split_path);
     if (!g->admin_enabled) {
         return 0;
     }

@@ -152,8 +152,16 @@ json_t *sl__admin_hist_json(struct sl_obj_slots *const *slotsp);
 void sl__csync_lock(void);
 void sl__csync_unlock(void);
 bool sl__csync_enabled(void);
-/* Whether r (routed to h) is a change that is synchronized. */
-bool sl__csync_synced(const struct admin_req *r, sl_admin_handler h);
+/* Whether r is a change that is synchronized (create, alter, relink or
+ * destroy of a server, service, listener, monitor or filter). */
+bool sl__csync_synced(const struct admin_req *r);
+/* admin.c hands over the routing (sl__admin_route_find and
+ * sl__admin_split_path) used to replay changes. */
+typedef const struct sl_admin_route *(*sl__csync_route_fn)(
+    const char *method, char *const *seg, int nseg, bool *path_known);
+typedef int (*sl__csync_split_fn)(const char *url, char **pathbuf,
+                                  char **seg, int maxseg, int *nseg);
+void sl__csync_set_routing(sl__csync_route_fn find, sl__csync_split_fn split);
 /* Run h(r) inside the cluster's version check (see config_sync.c). */
 struct admin_resp sl__csync_change(struct admin_req *r, sl_admin_handler h);
 /* config_sync for GET /v1/maxscale (null when not configured). */

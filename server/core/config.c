@@ -338,7 +338,8 @@ static const struct sl_param_spec global_specs[] = {
       "runtime changes are always written to persistdir"),
     P("config_sync_cluster", SL_PARAM_STRING, NULL, 0,
       "Monitor whose cluster's primary stores the synchronized runtime "
-      "configuration (<db>.maxscale_config); unset = no synchronization"),
+      "configuration in config_sync_db.maxscale_config (see "
+      "docs/config-sync.md); unset = no synchronization"),
     P("config_sync_user", SL_PARAM_STRING, NULL, 0,
       "User for configuration synchronization (needed with "
       "config_sync_cluster)"),

@@ -331,21 +331,63 @@ set_seen(long long version, const char *origin, const char *nodes)
 
 /* ---- which REST changes are synchronized ---- */
 
-static bool
-synced_handler(sl_admin_handler h, char *const *seg, int nseg)
+/* The REST API's routing (admin.c hands it over: config_sync.c calls
+ * neither admin.c nor admin_routes.c, which call it). */
+static sl__csync_route_fn route_find;
+static sl__csync_split_fn split_path;
+
+void
+sl__csync_set_routing(sl__csync_route_fn find, sl__csync_split_fn split)
 {
-    if (h == sl__rest_alter) {
-        return nseg >= 1 && strcmp(seg[0], "maxscale") != 0;
+    route_find = find;
+    split_path = split;
+}
+
+static bool
+is_kind(const char *s)
+{
+    static const char *const kinds[] = {"servers", "services", "listeners",
+                                        "monitors", "filters"};
+
+    for (size_t i = 0; i < SL_ARRAY_LEN(kinds); i++) {
+        if (strcmp(s, kinds[i]) == 0) {
+            return true;
+        }
     }
-    return h == sl__rest_create || h == sl__rest_create_listener ||
-           h == sl__rest_relink_monitor || h == sl__rest_relink_service ||
-           h == sl__rest_destroy;
+    return false;
+}
+
+/* Create, alter, relink and destroy of the five object kinds (not PATCH
+ * maxscale, states, stop/start, users or module commands). */
+static bool
+synced_path(const char *m, char *const *seg, int nseg)
+{
+    bool listeners = nseg >= 3 && strcmp(seg[0], "services") == 0 &&
+                     strcmp(seg[2], "listeners") == 0;
+
+    if (nseg < 1 || !is_kind(seg[0])) {
+        return false;
+    }
+    if (strcmp(m, "POST") == 0) {
+        return nseg == 1 || (nseg == 3 && listeners);
+    }
+    if (strcmp(m, "PATCH") == 0) {
+        return nseg == 2 ||
+               (nseg == 4 && strcmp(seg[2], "relationships") == 0 &&
+                strcmp(seg[3], "servers") == 0 &&
+                (strcmp(seg[0], "monitors") == 0 ||
+                 strcmp(seg[0], "services") == 0));
+    }
+    if (strcmp(m, "DELETE") == 0) {
+        return nseg == 2 || (nseg == 4 && listeners);
+    }
+    return false;
 }
 
 bool
-sl__csync_synced(const struct admin_req *r, sl_admin_handler h)
+sl__csync_synced(const struct admin_req *r)
 {
-    return S.enabled && synced_handler(h, r->seg, r->nseg);
+    return S.enabled && synced_path(r->method, r->seg, r->nseg);
 }
 
 /* ---- a change made here ---- */
@@ -531,10 +573,10 @@ check_doc(json_t *doc, long long version, char *msg, size_t len)
             return -1;
         }
         snprintf(url, sizeof(url), "/v1/%s", p);
-        if (sl__admin_split_path(url, &buf, seg, 8, &nseg) == 0) {
-            route = sl__admin_route_find(m, seg, nseg, &known);
+        if (split_path(url, &buf, seg, 8, &nseg) == 0) {
+            route = route_find(m, seg, nseg, &known);
         }
-        if (route == NULL || !synced_handler(route->handler, seg, nseg)) {
+        if (route == NULL || !synced_path(m, seg, nseg)) {
             snprintf(msg, len, "change %zu: %.16s %.200s is not a "
                      "synchronized REST change", i + 1, m, p);
             free(buf);
@@ -577,9 +619,8 @@ replay(json_t *doc, long long local, long long version, char *msg,
         r.url = url;
         r.is_admin = true;
         r.body = json_is_object(body) ? body : NULL;
-        if (sl__admin_split_path(url, &r.pathbuf, r.seg, 8, &r.nseg) < 0 ||
-            (route = sl__admin_route_find(r.method, r.seg, r.nseg,
-                                          &known)) == NULL) {
+        if (split_path(url, &r.pathbuf, r.seg, 8, &r.nseg) < 0 ||
+            (route = route_find(r.method, r.seg, r.nseg, &known)) == NULL) {
             free(r.pathbuf);
             snprintf(msg, len, "change %lld: no route", v);
             return v - 1;
@@ -740,6 +781,10 @@ sl__csync_start(const struct sl_config *cfg)
 
     if (cluster == NULL || cluster[0] == '\0') {
         return 0;
+    }
+    if (route_find == NULL || split_path == NULL) {
+        sl_log_error("configuration synchronization: no REST routing");
+        return -1;
     }
     for (size_t i = 0; i < cfg->nmonitors; i++) {
         found |= strcmp(cfg->monitors[i]->name, cluster) == 0;
