@@ -45,6 +45,7 @@
 #include <inttypes.h>
 #include <mysql.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,7 +79,7 @@ static struct {
     char version_file[4200];
     uint64_t interval_ms;
     unsigned timeout_s;
-    bool table_ok;              /* CREATE TABLE IF NOT EXISTS done */
+    atomic_bool table_ok;       /* CREATE TABLE IF NOT EXISTS done */
     /* status: st_lock */
     long long local;            /* version applied here */
     long long cluster_version;  /* last read from the cluster */
@@ -259,7 +260,7 @@ esc(MYSQL *c, const char *s)
 static int
 ensure_table(MYSQL *c, char *msg, size_t len)
 {
-    if (S.table_ok) {
+    if (atomic_load(&S.table_ok)) {
         return 0;
     }
     if (run(c, msg, len,
@@ -269,7 +270,7 @@ ensure_table(MYSQL *c, char *msg, size_t len)
             "nodes JSON NOT NULL) ENGINE=InnoDB", S.db) < 0) {
         return -1;
     }
-    S.table_ok = true;
+    atomic_store(&S.table_ok, true);
     return 0;
 }
 
@@ -842,8 +843,10 @@ sl__csync_stop(void)
     pthread_mutex_unlock(&st_lock);
     pthread_join(S.thread, NULL);
     S.running = false;
+    pthread_mutex_lock(&st_lock);
     json_decref(S.nodes);
     S.nodes = NULL;
+    pthread_mutex_unlock(&st_lock);
 }
 
 json_t *
