@@ -707,7 +707,13 @@ poll_once(void)
             set_error("version %lld refused: %s", version, msg);
         }
     }
-    if (msg[0] == '\0') {
+    if (version < local) {
+        snprintf(msg, sizeof(msg), "the cluster's version %lld is older "
+                 "than this instance's %lld (the row was reset?): changes "
+                 "here are refused until %.300s is removed", version, local,
+                 S.version_file);
+        set_error("%s", msg);
+    } else if (msg[0] == '\0') {
         set_error("%s", "");
     }
     /* report this instance's version in the row's "nodes" */
