@@ -298,3 +298,26 @@ def test_invalid_document_refused(cluster):
                       if p.exists())
         assert f"configuration version {version + 1} from by-hand " \
                f"refused" in log
+
+
+def test_row_reset_reported(cluster):
+    version, text, origin, nodes = row()
+    older = json.loads(text)
+    older["changes"].pop()
+    try:
+        with st.root(st.PRIMARY_ID) as conn, conn.cursor() as cur:
+            cur.execute(f"UPDATE {SYNC_DB}.maxscale_config SET version = %s,"
+                        f" config = %s WHERE cluster = %s",
+                        (version - 1, json.dumps(older), CLUSTER))
+        st.wait_until(lambda: "is older than this instance's" in (
+            sync_status("B")["error"] or ""), 10, what="B reports the reset")
+        status, doc = http("B", "DELETE", "/servers/csync-late")
+        assert status == 409, doc
+        assert exists("B", "/servers/csync-late")
+    finally:
+        with st.root(st.PRIMARY_ID) as conn, conn.cursor() as cur:
+            cur.execute(f"UPDATE {SYNC_DB}.maxscale_config SET version = %s,"
+                        f" config = %s WHERE cluster = %s",
+                        (version, text, CLUSTER))
+    st.wait_until(lambda: sync_status("B")["status"] == "OK", 10,
+                  what="B OK again")
