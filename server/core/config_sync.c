@@ -30,8 +30,11 @@
  *
  * Locking: sl__csync_lock serializes the REST API's request handling
  * (admin.c, libmicrohttpd's thread) with the sync thread's replays, so
- * runtime.c still sees one change at a time. Status fields are guarded by
- * a second mutex. None of this is on the workers' path.
+ * runtime.c still sees one change at a time; generations are published
+ * and reclaimed only under it, so the sync thread (not a worker, outside
+ * the epochs) walks the configuration only while holding it. Status
+ * fields are guarded by a second mutex. None of this is on the workers'
+ * path.
  *
  * Context: sl__csync_start/stop main; sl__csync_change and
  * sl__csync_json the REST thread (holding sl__csync_lock for the first);
@@ -163,56 +166,86 @@ load_local(void)
 /* ---- the cluster connection ---- */
 
 /* A connection to the config_sync_cluster monitor's primary, or NULL with
- * msg set. */
+ * msg set. The configuration is walked under sl__csync_lock (take_lock:
+ * the sync thread; the REST thread already holds it): generations are
+ * published and their arrays reclaimed only under that lock, and this
+ * thread is not one of the workers whose epochs protect readers. What the
+ * connection needs is copied before the lock is released. */
 static MYSQL *
-connect_primary(char *msg, size_t len)
+connect_primary(bool take_lock, char *msg, size_t len)
 {
-    const struct sl_config *cfg = sl__config_current();
+    const struct sl_config *cfg;
     const struct sl_monitor *m = NULL;
     struct sl_server *primary = NULL;
+    const struct sl_params *sp;
+    char addr[256];
+    char sock[108];
+    char name[SL_NAME_MAX];
+    int port;
+    bool tls;
     unsigned proto;
-    MYSQL *c;
-    const char *sock;
+    MYSQL *c = NULL;
 
+    if (take_lock) {
+        sl__csync_lock();
+    }
+    cfg = sl__config_current();
     for (size_t i = 0; i < cfg->nmonitors; i++) {
         if (strcmp(cfg->monitors[i]->name, S.cluster) == 0) {
             m = cfg->monitors[i];
         }
     }
-    if (m == NULL) {
-        snprintf(msg, len, "monitor '%s' (config_sync_cluster) does not "
-                 "exist", S.cluster);
-        return NULL;
-    }
-    for (size_t i = 0; i < m->nservers && primary == NULL; i++) {
+    for (size_t i = 0; m != NULL && i < m->nservers && !primary; i++) {
         if (sl_server_status(m->servers[i]) & SL_SRV_MASTER) {
             primary = m->servers[i];
         }
     }
-    if (primary == NULL) {
+    if (m == NULL) {
+        snprintf(msg, len, "monitor '%s' (config_sync_cluster) does not "
+                 "exist", S.cluster);
+    } else if (primary == NULL) {
         snprintf(msg, len, "monitor '%s' reports no primary server",
                  S.cluster);
-        return NULL;
-    }
-    c = mysql_init(NULL);
-    if (c == NULL) {
+    } else if ((c = mysql_init(NULL)) == NULL) {
         snprintf(msg, len, "out of memory");
+    } else {
+        snprintf(addr, sizeof(addr), "%s", sl_server_address(primary));
+        snprintf(sock, sizeof(sock), "%s", sl_server_socket(primary)
+                                               ? sl_server_socket(primary)
+                                               : "");
+        snprintf(name, sizeof(name), "%s", sl_server_name(primary));
+        port = sl_server_port(primary);
+        sp = sl_server_params(primary);
+        tls = sp != NULL && sl_params_bool(sp, "ssl");
+        if (sl_server_mysql_tls(primary, c) != 0) {
+            snprintf(msg, len, "cannot set the TLS options of server %s",
+                     name);
+            mysql_close(c);
+            c = NULL;
+        }
+    }
+    if (take_lock) {
+        sl__csync_unlock();
+    }
+    if (c == NULL) {
         return NULL;
     }
-    sock = sl_server_socket(primary);
-    proto = sock ? MYSQL_PROTOCOL_SOCKET : MYSQL_PROTOCOL_TCP;
+    proto = sock[0] ? MYSQL_PROTOCOL_SOCKET : MYSQL_PROTOCOL_TCP;
     mysql_optionsv(c, MYSQL_OPT_CONNECT_TIMEOUT, &S.timeout_s);
     mysql_optionsv(c, MYSQL_OPT_READ_TIMEOUT, &S.timeout_s);
     mysql_optionsv(c, MYSQL_OPT_WRITE_TIMEOUT, &S.timeout_s);
     mysql_optionsv(c, MYSQL_OPT_PROTOCOL, &proto);
-    if (sl_server_mysql_tls(primary, c) != 0 ||
-        mysql_real_connect(c, sock ? NULL : sl_server_address(primary),
-                           S.user, S.password, NULL,
-                           sock ? 0 : (unsigned)sl_server_port(primary),
-                           sock, 0) == NULL ||
-        !sl_server_mysql_tls_ok(primary, c)) {
+    if (mysql_real_connect(c, sock[0] ? NULL : addr, S.user, S.password,
+                           NULL, sock[0] ? 0 : (unsigned)port,
+                           sock[0] ? sock : NULL, 0) == NULL) {
         snprintf(msg, len, "cannot connect to %s (primary of '%s'): %s",
-                 sl_server_name(primary), S.cluster, mysql_error(c));
+                 name, S.cluster, mysql_error(c));
+        mysql_close(c);
+        return NULL;
+    }
+    if (tls && mysql_get_ssl_cipher(c) == NULL) {
+        snprintf(msg, len, "%s (primary of '%s') does not support TLS but "
+                 "ssl=true is set", name, S.cluster);
         mysql_close(c);
         return NULL;
     }
@@ -416,7 +449,7 @@ sl__csync_change(struct admin_req *r, sl_admin_handler h)
     json_t *entry;
     char *text = NULL;
     struct admin_resp res;
-    MYSQL *c = connect_primary(msg, sizeof(msg));
+    MYSQL *c = connect_primary(false, msg, sizeof(msg));
     int rc;
 
     if (c == NULL) {
@@ -657,7 +690,7 @@ poll_once(void)
     char msg[1024];
     long long version, local, done;
     char *config = NULL, *origin = NULL, *nodes = NULL;
-    MYSQL *c = connect_primary(msg, sizeof(msg));
+    MYSQL *c = connect_primary(true, msg, sizeof(msg));
     json_t *n;
 
     if (c == NULL) {
