@@ -684,7 +684,8 @@ replay(json_t *doc, long long local, long long version, char *msg,
     return version;
 }
 
-static void
+/* One poll; false when the row could not be read. */
+static bool
 poll_once(void)
 {
     char msg[1024];
@@ -695,14 +696,14 @@ poll_once(void)
 
     if (c == NULL) {
         set_error("%s", msg);
-        return;
+        return false;
     }
     if (ensure_table(c, msg, sizeof(msg)) < 0 ||
         read_row(c, false, &version, &config, &origin, &nodes, msg,
                  sizeof(msg)) < 0) {
         set_error("%s", msg);
         mysql_close(c);
-        return;
+        return false;
     }
     set_seen(version, origin, nodes);
     pthread_mutex_lock(&st_lock);
@@ -774,20 +775,28 @@ poll_once(void)
     free(origin);
     free(nodes);
     mysql_close(c);
+    return true;
 }
 
 static void *
 sync_main(void *arg)
 {
+    bool read_once = false;
+
     (void)arg;
     mysql_thread_init();
     for (;;) {
         struct timespec ts;
+        uint64_t wait_ms;
 
-        poll_once();
+        read_once |= poll_once();
+        /* until the first read (the monitor may not have found the
+         * primary yet at start-up): retry soon, so a restarted instance
+         * catches up at once */
+        wait_ms = read_once || S.interval_ms < 250 ? S.interval_ms : 250;
         clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += (time_t)(S.interval_ms / 1000);
-        ts.tv_nsec += (long)(S.interval_ms % 1000) * 1000000L;
+        ts.tv_sec += (time_t)(wait_ms / 1000);
+        ts.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
         if (ts.tv_nsec >= 1000000000L) {
             ts.tv_sec++;
             ts.tv_nsec -= 1000000000L;
