@@ -229,8 +229,9 @@ def test_conflicting_changes_one_wins(cluster):
 
 
 def test_stopped_instance_catches_up(cluster):
-    px.stop_proxy(cluster["procs"]["C"])
+    problems = px.stop_proxy(cluster["procs"]["C"])
     cluster["procs"]["C"] = None
+    assert not problems, problems
     status, doc = http("A", "POST", "/servers", {"data": {
         "id": "csync-late", "attributes": {"parameters": {
             "address": st.HOST, "port": st.SERVERS[2]}}}})
