@@ -165,6 +165,9 @@ load_local(void)
 
 /* ---- the cluster connection ---- */
 
+static int
+run(MYSQL *c, char *msg, size_t len, const char *fmt, ...) SL_PRINTF(4, 5);
+
 /* A connection to the config_sync_cluster monitor's primary, or NULL with
  * msg set. The configuration is walked under sl__csync_lock (take_lock:
  * the sync thread; the REST thread already holds it): generations are
@@ -249,11 +252,15 @@ connect_primary(bool take_lock, char *msg, size_t len)
         mysql_close(c);
         return NULL;
     }
+    /* a wait for the row (another instance's change) is bounded too */
+    if (run(c, msg, len, "SET SESSION innodb_lock_wait_timeout = %u",
+            S.timeout_s) < 0) {
+        mysql_close(c);
+        return NULL;
+    }
     return c;
 }
 
-static int
-run(MYSQL *c, char *msg, size_t len, const char *fmt, ...) SL_PRINTF(4, 5);
 
 static int
 run(MYSQL *c, char *msg, size_t len, const char *fmt, ...)
@@ -457,8 +464,6 @@ sl__csync_change(struct admin_req *r, sl_admin_handler h)
         return refuse(NULL, 503, "the change is not applied", msg);
     }
     if (ensure_table(c, msg, sizeof(msg)) < 0 ||
-        run(c, msg, sizeof(msg), "SET SESSION innodb_lock_wait_timeout = %u",
-            S.timeout_s) < 0 ||
         run(c, msg, sizeof(msg), "START TRANSACTION") < 0 ||
         read_row(c, true, &version, &config, &origin, &nodes, msg,
                  sizeof(msg)) < 0) {
