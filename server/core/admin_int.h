@@ -155,6 +155,12 @@ bool sl__csync_enabled(void);
 /* Whether r is a change that is synchronized (create, alter, relink or
  * destroy of a server, service, listener, monitor or filter). */
 bool sl__csync_synced(const struct admin_req *r);
+bool sl__csync_synced_path(const char *method, char *const *seg, int nseg);
+/* Check a document from the cluster whole before anything is applied
+ * (shape, versions 1..version, every change a synchronized route; needs
+ * sl__csync_set_routing). 0, or -1 with msg. */
+int sl__csync_check_doc(json_t *doc, long long version, char *msg,
+                        size_t len);
 /* admin.c hands over the routing (sl__admin_route_find and
  * sl__admin_split_path) used to replay changes. */
 typedef const struct sl_admin_route *(*sl__csync_route_fn)(

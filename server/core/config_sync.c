@@ -400,8 +400,8 @@ is_kind(const char *s)
 
 /* Create, alter, relink and destroy of the five object kinds (not PATCH
  * maxscale, states, stop/start, users or module commands). */
-static bool
-synced_path(const char *m, char *const *seg, int nseg)
+bool
+sl__csync_synced_path(const char *m, char *const *seg, int nseg)
 {
     bool listeners = nseg >= 3 && strcmp(seg[0], "services") == 0 &&
                      strcmp(seg[2], "listeners") == 0;
@@ -428,7 +428,7 @@ synced_path(const char *m, char *const *seg, int nseg)
 bool
 sl__csync_synced(const struct admin_req *r)
 {
-    return S.enabled && synced_path(r->method, r->seg, r->nseg);
+    return S.enabled && sl__csync_synced_path(r->method, r->seg, r->nseg);
 }
 
 /* ---- a change made here ---- */
@@ -572,8 +572,8 @@ sl__csync_change(struct admin_req *r, sl_admin_handler h)
 /* ---- a newer version from the cluster ---- */
 
 /* Check doc whole: 0, or -1 with msg. */
-static int
-check_doc(json_t *doc, long long version, char *msg, size_t len)
+int
+sl__csync_check_doc(json_t *doc, long long version, char *msg, size_t len)
 {
     json_t *changes = json_object_get(doc, "changes");
     size_t i;
@@ -615,7 +615,7 @@ check_doc(json_t *doc, long long version, char *msg, size_t len)
         if (split_path(url, &buf, seg, 8, &nseg) == 0) {
             route = route_find(m, seg, nseg, &known);
         }
-        if (route == NULL || !synced_path(m, seg, nseg)) {
+        if (route == NULL || !sl__csync_synced_path(m, seg, nseg)) {
             snprintf(msg, len, "change %zu: %.16s %.200s is not a "
                      "synchronized REST change", i + 1, m, p);
             free(buf);
@@ -722,7 +722,8 @@ poll_once(void)
 
         if (doc == NULL) {
             snprintf(msg, sizeof(msg), "invalid JSON: %s", jerr.text);
-        } else if (check_doc(doc, version, msg, sizeof(msg)) == 0) {
+        } else if (sl__csync_check_doc(doc, version, msg,
+                                       sizeof(msg)) == 0) {
             sl__csync_lock();
             pthread_mutex_lock(&st_lock);
             local = S.local;   /* a REST change may have moved it */
