@@ -346,10 +346,11 @@ static const struct sl_param_spec global_specs[] = {
     P("config_sync_password", SL_PARAM_PASSWORD, NULL, 0,
       "Password of config_sync_user"),
     P("config_sync_interval", SL_PARAM_DURATION, "5s", SECS,
-      "How often the synchronized configuration's version is polled"),
+      "How often the synchronized configuration's version is polled "
+      "(more than 0)"),
     P("config_sync_timeout", SL_PARAM_DURATION, "10s", SECS,
       "Connect, read, write and lock-wait timeout of the synchronization "
-      "queries"),
+      "queries (more than 0)"),
     P("config_sync_db", SL_PARAM_STRING, "mysql", 0,
       "Database of the maxscale_config table"),
     P("key_manager", SL_PARAM_STRING, "none", REF,
@@ -1555,6 +1556,17 @@ check_config_sync(struct loader *L)
     if (user == NULL || user[0] == '\0') {
         sl__cfg_error(L->d, sl__params_line(p, "config_sync_cluster"),
                       "config_sync_cluster needs config_sync_user");
+    }
+    for (size_t i = 0; i < 2; i++) {
+        static const char *const names[] = {"config_sync_interval",
+                                            "config_sync_timeout"};
+
+        if (sl_params_duration_ms(p, names[i]) == 0) {
+            sl__cfg_error(L->d, sl__params_line(p, names[i]),
+                          "invalid value '%s' for parameter '%s' in section "
+                          "'maxscale' (must be more than 0)",
+                          sl_params_get(p, names[i]), names[i]);
+        }
     }
     if (db == NULL || db[0] == '\0' || strchr(db, '`') != NULL ||
         strlen(db) > 64) {

@@ -325,6 +325,9 @@ def test_log_throttling_invalid(tmp_path):
     (["config_sync_cluster=Mon", "config_sync_user=u",
       "config_sync_db=a`b"], "invalid value 'a`b' for parameter "
      "'config_sync_db'"),
+    (["config_sync_cluster=Mon", "config_sync_user=u",
+      "config_sync_interval=0s"], "invalid value '0s' for parameter "
+     "'config_sync_interval'"),
 ])
 def test_config_sync_refused(tmp_path, lines, needle):
     """config_sync_* that cannot work are refused with file:line (the
@@ -332,7 +335,7 @@ def test_config_sync_refused(tmp_path, lines, needle):
     text = base_config(tmp_path, extra_global="\n".join(lines))
     cfg, status, out = check(tmp_path, text)
     assert status == px.CONFIG_REFUSED, out
-    line = line_of(text, lines[-1] if "config_sync_db" in needle
+    line = line_of(text, lines[-1] if "invalid value" in needle
                    else lines[0])
     assert f"{cfg}:{line}: {needle}" in out, out
 
