@@ -649,7 +649,6 @@ sl__admin_start(const struct sl_config *cfg)
     int rc;
 
     sl__admin_mark_started();
-    sl__csync_set_routing(sl__admin_route_find, sl__admin_split_path);
     if (!g->admin_enabled) {
         return 0;
     }

@@ -161,7 +161,7 @@ bool sl__csync_synced_path(const char *method, char *const *seg, int nseg);
  * sl__csync_set_routing). 0, or -1 with msg. */
 int sl__csync_check_doc(json_t *doc, long long version, char *msg,
                         size_t len);
-/* admin.c hands over the routing (sl__admin_route_find and
+/* main hands over the routing (sl__admin_route_find and
  * sl__admin_split_path) used to replay changes. */
 typedef const struct sl_admin_route *(*sl__csync_route_fn)(
     const char *method, char *const *seg, int nseg, bool *path_known);

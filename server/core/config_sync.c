@@ -36,7 +36,8 @@
  * fields are guarded by a second mutex. None of this is on the workers'
  * path.
  *
- * Context: sl__csync_start/stop main; sl__csync_change and
+ * Context: sl__csync_set_routing/start/stop main (before the REST API
+ * starts and after it stopped); sl__csync_change and
  * sl__csync_json the REST thread (holding sl__csync_lock for the first);
  * the rest the sync thread.
  */
@@ -372,8 +373,9 @@ set_seen(long long version, const char *origin, const char *nodes)
 
 /* ---- which REST changes are synchronized ---- */
 
-/* The REST API's routing (admin.c hands it over: config_sync.c calls
- * neither admin.c nor admin_routes.c, which call it). */
+/* The REST API's routing (main hands it over before sl__csync_start:
+ * config_sync.c calls neither admin.c nor admin_routes.c, which call
+ * it). */
 static sl__csync_route_fn route_find;
 static sl__csync_split_fn split_path;
 
@@ -871,6 +873,10 @@ sl__csync_start(const struct sl_config *cfg)
                               + 999) / 1000);
     S.timeout_s = S.timeout_s ? S.timeout_s : 1;
     S.local = load_local();
+    sl_log_notice("configuration synchronization with cluster '%s' as "
+                  "node '%s' (local version %lld)", S.cluster, S.node,
+                  S.local);
+    /* before the REST API starts (its thread then sees S whole) */
     S.enabled = true;
     if (pthread_create(&S.thread, NULL, sync_main, NULL) != 0) {
         sl_log_error("cannot start the configuration synchronization "
@@ -879,9 +885,6 @@ sl__csync_start(const struct sl_config *cfg)
         return -1;
     }
     S.running = true;
-    sl_log_notice("configuration synchronization with cluster '%s' as "
-                  "node '%s' (local version %lld)", S.cluster, S.node,
-                  S.local);
     return 0;
 }
 
@@ -912,9 +915,10 @@ sl__csync_json(void)
         return json_null();
     }
     pthread_mutex_lock(&st_lock);
-    o = json_pack("{s:I, s:s, s:O?, s:s, s:s?, s:s, s:I, s:s}", "version",
+    /* a copy: S.nodes changes in place while the response is written */
+    o = json_pack("{s:I, s:s, s:o?, s:s, s:s?, s:s, s:I, s:s}", "version",
                   (json_int_t)S.cluster_version, "origin", S.origin,
-                  "nodes", S.nodes, "status",
+                  "nodes", json_deep_copy(S.nodes), "status",
                   S.error[0] ? "Error" : "OK", "error",
                   S.error[0] ? S.error : NULL, "name", S.node,
                   "local_version", (json_int_t)S.local, "cluster",

@@ -722,11 +722,13 @@ run(const struct options *o)
     }
     /* main reads cfg until READY=1: no generation is freed before */
     sl__worker_reclaim_hold(true);
-    if (sl__admin_start(cfg) < 0) {
-        sl_log_error("the REST API is not available");   /* not fatal */
-    }
+    /* config_sync replays changes through the REST API's handlers */
+    sl__csync_set_routing(sl__admin_route_find, sl__admin_split_path);
     if (sl__csync_start(cfg) < 0) {
         sl_log_error("configuration synchronization is not running");
+    }
+    if (sl__admin_start(cfg) < 0) {
+        sl_log_error("the REST API is not available");   /* not fatal */
     }
     pid_path(o, cfg, pidfile, sizeof(pidfile));
     if (pidfile[0] && write_pid(pidfile) < 0) {
