@@ -453,6 +453,9 @@ dispatch(struct admin_req *r, struct conn_state *cs)
                                jerr.text);
         }
     }
+    if (sl__csync_synced(r)) {
+        return sl__csync_change(r, route->handler);
+    }
     return route->handler(r);
 }
 
@@ -523,7 +526,9 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url,
     snprintf(r.host, sizeof(r.host), "%.299s", host ? host : "localhost");
     r.https = tls_cert != NULL;
     r.is_admin = cs->is_admin;
+    sl__csync_lock();   /* one change at a time with config_sync replays */
     res = dispatch(&r, cs);
+    sl__csync_unlock();
     json_decref(r.body);
     free(r.pathbuf);
     return send_resp(conn, res);

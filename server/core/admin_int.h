@@ -149,6 +149,35 @@ struct sl_obj_slots;
  * an object's merged response-time histogram for the REST resources. */
 json_t *sl__admin_hist_json(struct sl_obj_slots *const *slotsp);
 
+/* ---- config_sync.c: configuration synchronization ---- */
+/* Serializes REST request handling with replays of synchronized changes. */
+void sl__csync_lock(void);
+void sl__csync_unlock(void);
+bool sl__csync_enabled(void);
+/* Whether r is a change that is synchronized (create, alter, relink or
+ * destroy of a server, service, listener, monitor or filter). */
+bool sl__csync_synced(const struct admin_req *r);
+bool sl__csync_synced_path(const char *method, char *const *seg, int nseg);
+/* Check a document from the cluster whole before anything is applied
+ * (shape, versions 1..version, every change a synchronized route; needs
+ * sl__csync_set_routing). 0, or -1 with msg. */
+int sl__csync_check_doc(json_t *doc, long long version, char *msg,
+                        size_t len);
+/* main hands over the routing (sl__admin_route_find and
+ * sl__admin_split_path) used to replay changes. */
+typedef const struct sl_admin_route *(*sl__csync_route_fn)(
+    const char *method, char *const *seg, int nseg, bool *path_known);
+typedef int (*sl__csync_split_fn)(const char *url, char **pathbuf,
+                                  char **seg, int maxseg, int *nseg);
+void sl__csync_set_routing(sl__csync_route_fn find, sl__csync_split_fn split);
+/* Run h(r) inside the cluster's version check (see config_sync.c). */
+struct admin_resp sl__csync_change(struct admin_req *r, sl_admin_handler h);
+/* config_sync for GET /v1/maxscale (null when not configured). */
+json_t *sl__csync_json(void);
+/* main: start/stop the sync thread. 0, or -1 (logged). */
+int sl__csync_start(const struct sl_config *cfg);
+void sl__csync_stop(void);
+
 /* POST (or GET for passive commands) maxscale/modules/MOD/CMD?args. */
 struct admin_resp sl__rest_modcmd(struct admin_req *r);
 struct admin_resp sl__rest_log_rotate(struct admin_req *r);

@@ -588,6 +588,7 @@ sl__rest_maxscale_get(struct admin_req *r)
     /* passive changes at run time (PATCH): the live value. */
     json_object_set_new(json_object_get(attrs, "parameters"), "passive",
                         json_boolean(sl_monitor_passive()));
+    json_object_set_new(attrs, "config_sync", sl__csync_json());
     json_object_set_new(attrs, "event_model", json_string(
         g->event_model == SL_EVENT_MODEL_SHARED ? "shared" : "pinned"));
     return document(r, json_pack("{s:s, s:s, s:o, s:{s:o}}", "id",

@@ -336,12 +336,23 @@ static const struct sl_param_spec global_specs[] = {
       "objects in persistdir are always loaded"),
     P("persist_runtime_changes", SL_PARAM_BOOL, "true", REF,
       "runtime changes are always written to persistdir"),
-    P("config_sync_cluster", SL_PARAM_STRING, NULL, REF,
-      "configuration synchronization between proxies is not implemented"),
-    P("config_sync_user", SL_PARAM_STRING, NULL, REF,
-      "configuration synchronization between proxies is not implemented"),
-    P("config_sync_password", SL_PARAM_PASSWORD, NULL, REF,
-      "configuration synchronization between proxies is not implemented"),
+    P("config_sync_cluster", SL_PARAM_STRING, NULL, 0,
+      "Monitor whose cluster's primary stores the synchronized runtime "
+      "configuration in config_sync_db.maxscale_config (see "
+      "docs/config-sync.md); unset = no synchronization"),
+    P("config_sync_user", SL_PARAM_STRING, NULL, 0,
+      "User for configuration synchronization (needed with "
+      "config_sync_cluster)"),
+    P("config_sync_password", SL_PARAM_PASSWORD, NULL, 0,
+      "Password of config_sync_user"),
+    P("config_sync_interval", SL_PARAM_DURATION, "5s", SECS,
+      "How often the synchronized configuration's version is polled "
+      "(more than 0)"),
+    P("config_sync_timeout", SL_PARAM_DURATION, "10s", SECS,
+      "Connect, read, write and lock-wait timeout of the synchronization "
+      "queries (more than 0)"),
+    P("config_sync_db", SL_PARAM_STRING, "mysql", 0,
+      "Database of the maxscale_config table"),
     P("key_manager", SL_PARAM_STRING, "none", REF,
       "key managers are not implemented"),
     P("core_file", SL_PARAM_BOOL, "false", IGN,
@@ -1521,6 +1532,51 @@ check_monitored_once(struct loader *L)
     }
 }
 
+/* config_sync_cluster names a monitor and comes with a user; the database
+ * name is quoted in SQL with backticks (config_sync.c). */
+static void
+check_config_sync(struct loader *L)
+{
+    const struct sl_params *p = L->cfg->global.params;
+    const char *cluster = p ? sl_params_get(p, "config_sync_cluster") : NULL;
+    const char *user = p ? sl_params_get(p, "config_sync_user") : NULL;
+    const char *db = p ? sl_params_get(p, "config_sync_db") : NULL;
+    bool found = false;
+
+    if (cluster == NULL || cluster[0] == '\0') {
+        return;
+    }
+    for (size_t i = 0; i < L->cfg->nmonitors; i++) {
+        found |= strcmp(L->cfg->monitors[i]->name, cluster) == 0;
+    }
+    if (!found) {
+        sl__cfg_error(L->d, sl__params_line(p, "config_sync_cluster"),
+                      "config_sync_cluster: no monitor named '%s'", cluster);
+    }
+    if (user == NULL || user[0] == '\0') {
+        sl__cfg_error(L->d, sl__params_line(p, "config_sync_cluster"),
+                      "config_sync_cluster needs config_sync_user");
+    }
+    for (size_t i = 0; i < 2; i++) {
+        static const char *const names[] = {"config_sync_interval",
+                                            "config_sync_timeout"};
+
+        if (sl_params_duration_ms(p, names[i]) == 0) {
+            sl__cfg_error(L->d, sl__params_line(p, names[i]),
+                          "invalid value '%s' for parameter '%s' in section "
+                          "'maxscale' (must be more than 0)",
+                          sl_params_get(p, names[i]), names[i]);
+        }
+    }
+    if (db == NULL || db[0] == '\0' || strchr(db, '`') != NULL ||
+        strlen(db) > 64) {
+        sl__cfg_error(L->d, sl__params_line(p, "config_sync_db"),
+                      "invalid value '%s' for parameter 'config_sync_db' in "
+                      "section 'maxscale' (a database name, at most 64 "
+                      "characters, no backtick)", db ? db : "");
+    }
+}
+
 static int
 build(struct loader *L)
 {
@@ -1548,6 +1604,7 @@ build(struct loader *L)
         }
     }
     check_monitored_once(L);
+    check_config_sync(L);
     return 0;
 }
 

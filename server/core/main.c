@@ -723,6 +723,11 @@ run(const struct options *o)
     }
     /* main reads cfg until READY=1: no generation is freed before */
     sl__worker_reclaim_hold(true);
+    /* config_sync replays changes through the REST API's handlers */
+    sl__csync_set_routing(sl__admin_route_find, sl__admin_split_path);
+    if (sl__csync_start(cfg) < 0) {
+        sl_log_error("configuration synchronization is not running");
+    }
     if (sl__admin_start(cfg) < 0) {
         sl_log_error("the REST API is not available");   /* not fatal */
     }
@@ -743,6 +748,7 @@ run(const struct options *o)
     sl__worker_reclaim_hold(false);
     wait_for_signals(&wd);
     sl__modcmd_test_hook_stop();
+    sl__csync_stop();
     sl__admin_stop();
     /* REST changes published later generations: stop what is current */
     cfg = sl__config_current();

@@ -123,7 +123,6 @@ def add_to_section(text, section, line):
 REFUSED = [
     ("maxscale", "sql_mode=oracle"),
     ("maxscale", "load_persisted_configs=false"),
-    ("maxscale", "config_sync_cluster=Mon"),
     ("maxscale", "skip_name_resolve=true"),
     ("maxscale", "admin_audit=true"),
     ("db1", "proxy_protocol=true"),
@@ -316,6 +315,37 @@ def test_log_throttling_invalid(tmp_path):
     assert status == px.CONFIG_REFUSED, out
     assert (f"{cfg}:{line_of(text, setting)}: invalid value "
             "'10, soon, 10000ms' for parameter 'log_throttling'") in out, out
+
+
+@pytest.mark.parametrize("lines,needle", [
+    (["config_sync_cluster=NoSuchMonitor", "config_sync_user=u"],
+     "config_sync_cluster: no monitor named 'NoSuchMonitor'"),
+    (["config_sync_cluster=Mon"], "config_sync_cluster needs config_sync_user"),
+    (["config_sync_cluster=Mon", "config_sync_user=u",
+      "config_sync_db=a`b"], "invalid value 'a`b' for parameter "
+     "'config_sync_db'"),
+    (["config_sync_cluster=Mon", "config_sync_user=u",
+      "config_sync_interval=0s"], "invalid value '0s' for parameter "
+     "'config_sync_interval'"),
+])
+def test_config_sync_refused(tmp_path, lines, needle):
+    """config_sync_* that cannot work are refused with file:line (the
+    line of the parameter named first in the message)."""
+    text = base_config(tmp_path, extra_global="\n".join(lines))
+    cfg, status, out = check(tmp_path, text)
+    assert status == px.CONFIG_REFUSED, out
+    line = line_of(text, lines[-1] if "invalid value" in needle
+                   else lines[0])
+    assert f"{cfg}:{line}: {needle}" in out, out
+
+
+def test_config_sync_accepted(tmp_path):
+    text = base_config(tmp_path, extra_global="config_sync_cluster=Mon\n"
+                       "config_sync_user=u\nconfig_sync_password=p\n"
+                       "config_sync_interval=2s\nconfig_sync_timeout=3s\n"
+                       "config_sync_db=sluice")
+    cfg, status, out = check(tmp_path, text)
+    assert status == 0, out
 
 
 def test_syslog_only(tmp_path):
