@@ -4,8 +4,10 @@ oltp_read_write (8 threads, binary prepared statements, errors ignored and
 counted) through readwritesplit while mariadbmon switches the primary over
 to db2 and back, twice; a separate writer inserts rows one by one (half of
 them in explicit transactions) and records every id acknowledged with OK.
-Afterwards: sysbench saw 0 errors and 0 reconnects, the writer saw 0
-errors, and every acknowledged id is on the primary.
+Afterwards: sysbench saw no error but the server's own deadlocks (at
+most one per thousand transactions; anything else is fatal to it) and 0
+reconnects, the writer saw 0 errors, and every acknowledged id is on the
+primary.
 
 One Sluice for the module: mariadbmon (switchover_timeout 20 s) and one
 readwritesplit service with its defaults except transaction_replay=true.
@@ -41,8 +43,13 @@ TABLES, TABLE_SIZE = 2, 10000
 PARAMS = os.environ.get("SLUICE_SWITCHOVER_PARAMS",
                         "transaction_replay=true")
 # seconds into the sysbench run of each switchover, and its target
-SWITCHES = ((6, "db2"), (13, "db1"), (20, "db2"), (27, "db1"))[:int(os.environ.get("NSW", "4"))]
+SWITCHES = ((6, "db2"), (13, "db1"), (20, "db2"), (27, "db1"))
 DURATION = 34
+# The server's own deadlocks and lock wait timeouts, which sysbench
+# retries (hot-spot rows: a few per run with or without a switchover);
+# any other error is fatal to sysbench and fails the test.
+# SLUICE_SWITCHOVER_IGNORE=all counts every error instead (to measure).
+IGNORE = os.environ.get("SLUICE_SWITCHOVER_IGNORE", "1213,1205")
 
 
 def sandbox(*args, timeout=180):
@@ -273,7 +280,7 @@ def test_switchover_there_and_back_twice(sl):
     w.start()
     bench = sysbench("run", "--threads=8", f"--time={DURATION}",
                      "--report-interval=1", "--percentile=99",
-                     "--mysql-ignore-errors=all",
+                     f"--mysql-ignore-errors={IGNORE}",
                      "--mysql-host=127.0.0.1", f"--mysql-port={RW_PORT}",
                      timeout=None)
     results = []
@@ -306,5 +313,7 @@ def test_switchover_there_and_back_twice(sl):
     assert not missing, f"acknowledged rows lost: {sorted(missing)[:20]}"
     assert len(w.acked) > 100, report
     assert w.errors == [], report
-    assert stats["ignored errors"] == 0, report
+    # at most one server deadlock per thousand transactions (as
+    # test_rwsplit_sysbench)
+    assert stats["ignored errors"] * 1000 <= stats["transactions"], report
     assert stats["reconnects"] == 0, report
