@@ -99,6 +99,18 @@ query_int(struct mmon_instance *inst, int i, const char *sql, long long *out,
     return 0;
 }
 
+/* A status published by a switchover before the command's own publish(),
+ * logged as publish() logs a change. */
+static void
+publish_early(struct sl_server *srv, uint32_t now)
+{
+    uint32_t old = sl_server_status(srv);
+    char a[128], b[128];
+
+    sl_server_set_status(srv, now);
+    sl_log_notice("Server '%s' changed state: %s -> %s", sl_server_name(srv), sl_server_status_str(old, a, sizeof(a)), sl_server_status_str(now, b, sizeof(b)));
+}
+
 /*
  * A switchover's drain: the routers hold new primary work from the moment
  * the old primary is marked SL_SRV_MOVING, but let transactions already
@@ -330,7 +342,7 @@ mmon_switchover(struct mmon_instance *inst, int new_primary, int old,
      * gets 1290, which the router retries; docs/modules.md). The bit goes
      * with the next publish(), which ends every command. */
     moving = inst->servers[old].srv;
-    sl_server_set_status(moving, sl_server_status(moving) | SL_SRV_MOVING);
+    publish_early(moving, sl_server_status(moving) | SL_SRV_MOVING);
     drain(inst, old, deadline);
     if (mmon_exec(inst, old, "SET GLOBAL read_only=1", err, errlen) < 0) {
         return -1;
@@ -350,10 +362,10 @@ mmon_switchover(struct mmon_instance *inst, int new_primary, int old,
     }
     /* The new primary takes writes now, before the old one is
      * redirected: the held statements go on at once. */
-    sl_server_set_status(inst->servers[new_primary].srv,
-                         (sl_server_status(inst->servers[new_primary].srv) &
-                          (SL_SRV_MAINT | SL_SRV_DRAINING)) |
-                         SL_SRV_RUNNING | SL_SRV_MASTER);
+    publish_early(inst->servers[new_primary].srv,
+                  (sl_server_status(inst->servers[new_primary].srv) &
+                   (SL_SRV_MAINT | SL_SRV_DRAINING)) |
+                  SL_SRV_RUNNING | SL_SRV_MASTER);
     merge_pos(&inst->views[old].binlog_pos, &inst->views[old].slave_pos,
               &pos);
     if (redirect(inst, old, new_primary, &pos, err, errlen) < 0) {
