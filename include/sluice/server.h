@@ -23,6 +23,10 @@ enum sl_server_status {
     SL_SRV_AUTH_ERROR = 1u << 5,   /* monitor could not log in */
     SL_SRV_RELAY = 1u << 6,        /* a replica that also replicates on */
     SL_SRV_SYNCED = 1u << 7,       /* Galera: synced */
+    SL_SRV_MOVING = 1u << 8,       /* a primary being demoted by a
+                                    * switchover: routers hold what needs
+                                    * the primary until a server is Master
+                                    * without this bit */
 };
 
 /* Sentinel for "replication lag unknown". */

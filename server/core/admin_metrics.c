@@ -243,6 +243,7 @@ static const struct {
     {SL_SRV_SLAVE, "slave"}, {SL_SRV_MAINT, "maintenance"},
     {SL_SRV_DRAINING, "draining"}, {SL_SRV_AUTH_ERROR, "auth_error"},
     {SL_SRV_RELAY, "relay"}, {SL_SRV_SYNCED, "synced"},
+    {SL_SRV_MOVING, "primary_moving"},
 };
 
 /* gtid_current_pos "D-S-N,D-S-N": one sample per domain. */

@@ -74,6 +74,7 @@ sl_server_status_str(uint32_t status, char *buf, size_t len)
         const char *name;
     } names[] = {
         {SL_SRV_MAINT, "Maintenance"}, {SL_SRV_DRAINING, "Draining"},
+        {SL_SRV_MOVING, "Primary Moving"},
         {SL_SRV_MASTER, "Master"},     {SL_SRV_SLAVE, "Slave"},
         {SL_SRV_RELAY, "Relay Master"}, {SL_SRV_SYNCED, "Synced"},
         {SL_SRV_AUTH_ERROR, "Auth Error"}, {SL_SRV_RUNNING, "Running"},

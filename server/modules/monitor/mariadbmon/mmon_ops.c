@@ -99,6 +99,53 @@ query_int(struct mmon_instance *inst, int i, const char *sql, long long *out,
     return 0;
 }
 
+/* A status published by a switchover before the command's own publish(),
+ * logged as publish() logs a change. */
+static void
+publish_early(struct sl_server *srv, uint32_t now)
+{
+    uint32_t old = sl_server_status(srv);
+    char a[128], b[128];
+
+    sl_server_set_status(srv, now);
+    sl_log_notice("Server '%s' changed state: %s -> %s", sl_server_name(srv), sl_server_status_str(old, a, sizeof(a)), sl_server_status_str(now, b, sizeof(b)));
+}
+
+/*
+ * A switchover's drain: the routers hold new primary work from the moment
+ * the old primary is marked SL_SRV_MOVING, but let transactions already
+ * open there finish (moving them means replaying them, and a replay that
+ * reads rows changed meanwhile must abort). Wait until the old primary
+ * runs no transaction but the monitor's, for at most MMON_DRAIN_MS or a
+ * quarter of what is left of the switchover's time; what is still open
+ * then meets read_only (the routers replay it). Best effort: never fails.
+ */
+#define MMON_DRAIN_MS 500u
+
+static void
+drain(struct mmon_instance *inst, int i, uint64_t deadline)
+{
+    uint64_t now = sl_monotonic_ms();
+    uint64_t left = deadline > now ? (deadline - now) / 4 : 0;
+    uint64_t until = now + (left < MMON_DRAIN_MS ? left : MMON_DRAIN_MS);
+    const struct timespec pause = {.tv_nsec = 5 * 1000 * 1000};
+    char err[256];
+    long long n = -1;
+
+    do {
+        if (query_int(inst, i, "SELECT COUNT(*) FROM "
+                      "information_schema.INNODB_TRX WHERE "
+                      "trx_mysql_thread_id <> CONNECTION_ID()", &n, err,
+                      sizeof(err)) < 0 || n <= 0) {
+            break;
+        }
+        nanosleep(&pause, NULL);
+    } while (sl_monotonic_ms() < until);
+    if (n > 0) {
+        sl_log_notice("Monitor '%s': %lld transaction(s) still open on '%s' after the drain: they meet read_only", MONNAME(inst), n, SRVNAME(inst, i));
+    }
+}
+
 /* Wait until server i has applied pos (MASTER_GTID_WAIT in one-second
  * steps, so no call outlives backend_read_timeout). */
 static int
@@ -283,11 +330,20 @@ switchover_run(struct mmon_instance *inst, int new_primary, int old,
     uint64_t deadline = sl_monotonic_ms() + inst->switchover_timeout_ms;
     struct mmon_gtid_pos pos;
     char gtid[1024], ignored[256];
+    struct sl_server *moving;
 
     if (switchover_check(inst, &new_primary, &old, err, errlen) < 0) {
         return -1;
     }
     sl_log_notice("Monitor '%s': switchover from '%s' to '%s' started", MONNAME(inst), SRVNAME(inst, old), SRVNAME(inst, new_primary));
+    /* Routers hold what needs the primary from here until a Master
+     * without the bit appears (published before read_only: a write
+     * routed after it is held, one routed before that meets read_only
+     * gets 1290, which the router retries; docs/modules.md). The bit goes
+     * with the next publish(), which ends every command. */
+    moving = inst->servers[old].srv;
+    publish_early(moving, sl_server_status(moving) | SL_SRV_MOVING);
+    drain(inst, old, deadline);
     if (mmon_exec(inst, old, "SET GLOBAL read_only=1", err, errlen) < 0) {
         return -1;
     }
@@ -304,6 +360,12 @@ switchover_run(struct mmon_instance *inst, int new_primary, int old,
     if (promote(inst, new_primary, err, errlen) < 0) {
         return -1;
     }
+    /* The new primary takes writes now, before the old one is
+     * redirected: the held statements go on at once. */
+    publish_early(inst->servers[new_primary].srv,
+                  (sl_server_status(inst->servers[new_primary].srv) &
+                   (SL_SRV_MAINT | SL_SRV_DRAINING)) |
+                  SL_SRV_RUNNING | SL_SRV_MASTER);
     merge_pos(&inst->views[old].binlog_pos, &inst->views[old].slave_pos,
               &pos);
     if (redirect(inst, old, new_primary, &pos, err, errlen) < 0) {

@@ -361,6 +361,7 @@ rws_new_session(void *instance, struct sl_session *ses)
     rs->master = -1;
     rs->waited_on = -1;
     rs->ro_target = -1;
+    rs->trx_srv = -1;
     rs->cur_target = -1;
     rs->load_target = -1;
     rs->last_used = -1;

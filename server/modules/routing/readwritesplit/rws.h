@@ -257,6 +257,8 @@ struct rws_session {
                              * since the last @@last_gtid lookup: a
                              * COMMIT of a read-only transaction needs none */
     bool trx_ro;
+    int trx_srv;                  /* where the open read-write
+                                   * transaction's statements went, -1 */
     bool autocommit;
     int ro_target;                /* read-only transaction's backend */
     bool locked_to_master;        /* strict_multi_stmt/strict_sp_calls */
@@ -327,6 +329,10 @@ struct rws_session {
     unsigned replay_attempts;
     size_t replay_left;
     bool replay_failed;
+    const struct sl_buf *log_src; /* route_to logs this (the client's
+                                   * COM_STMT_EXECUTE: its statement id is
+                                   * the client's, translated at replay),
+                                   * not the connection's copy */
 };
 
 /* readwritesplit.c */
@@ -360,11 +366,20 @@ struct rws_ps *rws_ps_find(struct rws_session *rs, uint32_t id);
 void rws_ps_free_all(struct rws_session *rs);
 void rws_history_free(struct rws_session *rs);
 int rws_resend(struct rws_session *rs, int idx, struct sl_buf *buf);
+/* A copy of the client's command buf (not taken) for connection idx:
+ * prepared statement ids translated; NULL when idx lacks the statement. */
+struct sl_buf *rws_for_backend(struct rws_session *rs, int idx,
+                               const struct sl_buf *buf);
 /* causal_reads: precede the read about to go to idx with the GTID wait
  * its mode needs there, if any. */
 void rws_causal_wait(struct rws_session *rs, int idx);
 int rws_hold(struct rws_session *rs, struct sl_buf *buf,
              const struct sl_hint *hint);
+/* Server status st may take the session's primary work. */
+bool rws_master_usable(uint32_t st);
+/* A switchover is demoting a primary of the service (and holding is
+ * possible: not in event_model=shared). */
+bool rws_primary_moving(const struct rws_instance *inst);
 
 /* rws_reply.c */
 int rws_client_reply(void *rsession, struct sl_backend *b,

@@ -50,7 +50,9 @@
 
 #include "rws.h"
 
-#define RWS_TIMER_MS 200
+/* How often a held command looks for a primary: a switchover's pause
+ * seen by clients is at most this longer than the move itself. */
+#define RWS_TIMER_MS 50
 
 static struct rws_expect *
 head(struct rws_be *be)
@@ -300,8 +302,7 @@ on_timer(void *arg)
     }
     if (rws_master_index(rs, false) < 0 && !expired) {
         for (unsigned i = 0; i < rs->inst->nservers; i++) {
-            uint32_t st = sl_server_status(rs->be[i].srv);
-            if (sl_server_is_usable(st) && (st & SL_SRV_MASTER)) {
+            if (rws_master_usable(sl_server_status(rs->be[i].srv))) {
                 expired = true;   /* a master appeared: try now */
             }
         }
@@ -340,10 +341,16 @@ start_replay(struct rws_session *rs)
     if (m < 0) {
         return false;
     }
+    if (rs->be[m].qlen > 0) {
+        /* A new connection replaying the session's history (its
+         * PREPAREs): the transaction's executes need their ids. */
+        return false;
+    }
     sl_log_ses_notice(rs->ses, "Replaying %zu statements of the open transaction on '%s'", rs->ntrx, sl_server_name(rs->be[m].srv));
+    rs->trx_srv = m;
     rs->replay_left = rs->ntrx;
     for (size_t i = 0; i < rs->ntrx; i++) {
-        struct sl_buf *copy = sl_buf_clone_new(rs->trx_log[i].buf);
+        struct sl_buf *copy = rws_for_backend(rs, m, rs->trx_log[i].buf);
         struct rws_expect e = {.kind = RK_TRX_REPLAY, .index = i};
 
         if (copy == NULL) {
@@ -716,12 +723,14 @@ refresh_trx(struct rws_session *rs, const struct sl_reply *reply)
             rs->trx_active = false;
             rs->trx_ro = false;
             rs->ro_target = -1;
+            rs->trx_srv = -1;
             rws_trx_log_clear(rs);
         }
     } else if (!rs->trx_active) {
         /* autocommit=0, or a transaction the classifier did not see
          * (BEGIN inside a procedure): the server says one is open. */
         rs->trx_active = true;
+        rs->trx_srv = rs->cur_target;
         rws_trx_log_clear(rs);
         rs->trx_log_ok = true;
     }
@@ -741,6 +750,77 @@ trx_over(const struct rws_session *rs, const struct sl_reply *reply)
             reply->command == SL_COM_STMT_EXECUTE) &&
            (reply->is_ok || reply->state == SL_REPLY_DONE) &&
            !(reply->server_status & SL_SERVER_STATUS_IN_TRANS);
+}
+
+static bool master_failed(struct rws_session *rs, bool pending);
+
+/* Close the session's master connection (the switchover demoted its
+ * server; an open transaction there is rolled back by the server). */
+static void
+close_master(struct rws_session *rs, struct rws_be *be)
+{
+    sl_log_ses_info(rs->ses, "Closing the connection to '%s': the primary moved", sl_server_name(be->srv));
+    if (rws_be_live(be)) {
+        sl_backend_close(be->b);
+        be->b = NULL;
+        atomic_fetch_sub(&rs->inst->stats[be->idx].conns, 1);
+    }
+    rws_queue_clear(rs, be);
+    if (rs->master == (int)be->idx) {
+        rs->master = -1;
+    }
+}
+
+static bool
+replay_possible(const struct rws_session *rs)
+{
+    const struct rws_config *c = &rs->inst->cfg;
+
+    return c->trx_replay && rs->trx_log_ok && !rs->replaying &&
+           rs->replay_attempts < c->trx_replay_attempts &&
+           !sl_worker_shared_model();
+}
+
+/*
+ * An ERR 1290 (--read-only) or 1836 (read-only mode) from the session's
+ * primary after a switchover began demoting it (its status is no longer
+ * a usable Master): the statement did not run (read_only refuses before
+ * executing; the client has seen nothing of the answer), so the client
+ * never sees the error. Outside a transaction the statement is held and
+ * sent to the new primary; inside one the transaction is replayed there
+ * first (transaction_replay), else the error goes to the client. true:
+ * the error is dropped.
+ */
+static bool
+read_only_refusal(struct rws_session *rs, struct rws_be *be,
+                  const struct sl_reply *reply)
+{
+    uint32_t st = sl_server_status(be->srv);
+
+    if ((reply->error_code != 1290 && reply->error_code != 1836) ||
+        (int)be->idx != rs->master || rs->cur == NULL || rs->cur_started ||
+        rs->waiting != NULL || sl_worker_shared_model() ||
+        !(st & SL_SRV_RUNNING) || rws_master_usable(st) ||
+        (!(st & SL_SRV_MOVING) && !rws_primary_moving(rs->inst) &&
+         !(st & SL_SRV_SLAVE))) {
+        return false;
+    }
+    if (rs->trx_active && !rs->trx_ro) {
+        if (!replay_possible(rs)) {
+            return false;
+        }
+        sl_log_ses_notice(rs->ses, "The primary '%s' refused a write in a transaction while moving: replaying it on the new primary", sl_server_name(be->srv));
+        close_master(rs, be);
+        return master_failed(rs, true);
+    }
+    sl_log_ses_info(rs->ses, "The primary '%s' refused a write while moving: holding it for the new primary", sl_server_name(be->srv));
+    rs->waiting = rs->cur;
+    rs->waiting_hint = (struct sl_hint){.type = 0};
+    rs->cur = NULL;
+    rs->cur_target = -1;
+    rs->wait_deadline = rws_now_us() / 1000 + rs->inst->cfg.delayed_retry_ms;
+    rws_start_timer(rs);
+    return true;
 }
 
 static int
@@ -787,6 +867,10 @@ client_answer(struct rws_session *rs, struct rws_be *be, struct rws_expect *e,
                 rs->cur_target = m;
             }
         }
+        return SL_OK;
+    }
+    if (reply->is_err && !e->started && read_only_refusal(rs, be, reply)) {
+        sl_buf_free(buf);
         return SL_OK;
     }
     if (logging) {

@@ -33,6 +33,7 @@
 #include <sluice/server.h>
 #include <sluice/service.h>
 #include <sluice/session.h>
+#include <sluice/worker.h>
 
 #include "rws.h"
 
@@ -565,13 +566,14 @@ exec_for(struct rws_session *rs, struct rws_ps *ps, const struct sl_buf *buf,
 
 static void track_trx(struct rws_session *rs, uint32_t type);
 static bool changes_data(uint32_t type);
+static void trx_on_moving_master(struct rws_session *rs, int *m);
 
 static int
 route_execute(struct rws_session *rs, struct sl_buf *buf, struct rws_ps *ps,
               int cmd)
 {
     bool to_master, ro_trx;
-    int idx, rc;
+    int idx = -1, rc;
     struct sl_buf *out;
 
     /* A prepared BEGIN/START TRANSACTION (sysbench prepares them) opens a
@@ -582,7 +584,12 @@ route_execute(struct rws_session *rs, struct sl_buf *buf, struct rws_ps *ps,
     ro_trx = rs->trx_active && rs->trx_ro;
     to_master = !ro_trx && (!ps->is_read || rs->trx_active ||
                             rs->locked_to_master);
-    if (cmd == SL_COM_STMT_FETCH && ps->last >= 0 &&
+    if (to_master && cmd == SL_COM_STMT_EXECUTE) {
+        trx_on_moving_master(rs, &idx);
+    }
+    if (idx >= 0) {
+        /* the transaction stays on the old primary (no replay) */
+    } else if (cmd == SL_COM_STMT_FETCH && ps->last >= 0 &&
         rws_be_live(&rs->be[ps->last])) {
         idx = ps->last;
     } else if (ro_trx && rs->ro_target >= 0 &&
@@ -594,6 +601,10 @@ route_execute(struct rws_session *rs, struct sl_buf *buf, struct rws_ps *ps,
         idx = to_master ? rws_master_index(rs, true) : rws_slave_index(rs, -1);
         if (idx < 0 && !to_master) {
             idx = rws_master_index(rs, true);
+        }
+        if (idx < 0 && to_master && cmd == SL_COM_STMT_EXECUTE &&
+            (rs->inst->cfg.delayed_retry || rws_primary_moving(rs->inst))) {
+            return rws_hold(rs, buf, NULL);   /* not to a replica */
         }
     }
     if (idx < 0 || (ps->bids[idx] == 0 && !prepare_pending(rs, idx, ps))) {
@@ -627,6 +638,7 @@ route_execute(struct rws_session *rs, struct sl_buf *buf, struct rws_ps *ps,
         rws_causal_wait(rs, idx);
     }
     rs->routing_read = !to_master;
+    rs->log_src = buf;
     rc = route_to(rs, idx, out, idx == rs->master);
     /* A retry re-routes the client's command, not this connection's. */
     if (rs->cur != NULL) {
@@ -663,6 +675,22 @@ rws_resend(struct rws_session *rs, int idx, struct sl_buf *buf)
         buf = out;
     }
     return rws_write(rs, (unsigned)idx, buf, RK_CLIENT, NULL);
+}
+
+struct sl_buf *
+rws_for_backend(struct rws_session *rs, int idx, const struct sl_buf *buf)
+{
+    int cmd = sl_mdb_command(buf);
+    struct rws_ps *ps;
+
+    if (cmd != SL_COM_STMT_EXECUTE && cmd != SL_COM_STMT_FETCH) {
+        return sl_buf_clone_new(buf);
+    }
+    ps = rws_ps_find(rs, cmd_stmt_id(buf));
+    if (ps == NULL || backend_id(rs, idx, ps) == 0) {
+        return NULL;
+    }
+    return exec_for(rs, ps, buf, idx);
 }
 
 /* The execute of a prepared session command for the history: statement
@@ -826,10 +854,35 @@ route_ps_cmd(struct rws_session *rs, struct sl_buf *buf, int cmd)
 
 /* ---- targets ---- */
 
+/*
+ * A server a session may send primary work to: Master, usable, and not
+ * being demoted by a switchover (SL_SRV_MOVING; then what needs the
+ * primary is held, see rws_hold). In event_model=shared nothing is held
+ * (the hold's timer is not safe there), so a moving primary stays usable
+ * until the monitor demotes it, as before.
+ */
+bool
+rws_master_usable(uint32_t st)
+{
+    return sl_server_is_usable(st) && (st & SL_SRV_MASTER) &&
+           (!(st & SL_SRV_MOVING) || sl_worker_shared_model());
+}
+
+bool
+rws_primary_moving(const struct rws_instance *inst)
+{
+    for (size_t i = 0; i < inst->nservers; i++) {
+        if (sl_server_status(inst->servers[i]) & SL_SRV_MOVING) {
+            return !sl_worker_shared_model();
+        }
+    }
+    return false;
+}
+
 static bool
 master_status_ok(uint32_t st)
 {
-    return sl_server_is_usable(st) && (st & SL_SRV_MASTER);
+    return rws_master_usable(st);
 }
 
 /*
@@ -1075,6 +1128,7 @@ route_to(struct rws_session *rs, int idx, struct sl_buf *buf, bool is_write)
 
     sl_buf_free(rs->cur);
     rs->cur = NULL;
+    rs->wait_deadline = 0;   /* a hold, if any, is over */
     rs->cur_target = idx;
     rs->cur_is_read = !is_write;
     rs->cur_is_write = is_write;
@@ -1083,13 +1137,19 @@ route_to(struct rws_session *rs, int idx, struct sl_buf *buf, bool is_write)
     rs->cur_started = false;
     rs->cur_retries = 0;
     rs->last_used = idx;
-    if (expects_reply(cmd) && (!is_write || rs->inst->cfg.trx_replay)) {
-        rs->cur = sl_buf_clone_new(buf);   /* for a retry or a replay */
+    if (expects_reply(cmd)) {
+        /* for a retry or a replay (shares buf's blocks): a write refused
+         * by a primary that a switchover is demoting goes again */
+        rs->cur = sl_buf_clone_new(buf);
+    }
+    if (is_write && rs->trx_active && !rs->trx_ro && rs->trx_srv < 0) {
+        rs->trx_srv = idx;
     }
     if (is_write && rs->inst->cfg.trx_replay && rs->trx_active &&
         !rs->trx_ro) {
-        rws_trx_log_add(rs, buf);
+        rws_trx_log_add(rs, rs->log_src != NULL ? rs->log_src : buf);
     }
+    rs->log_src = NULL;
     sl_server_count_route(rs->be[idx].srv, is_write);
     atomic_fetch_add_explicit(is_write ? &rws_count(inst, idx)->writes
                                        : &rws_count(inst, idx)->reads,
@@ -1169,6 +1229,7 @@ track_trx(struct rws_session *rs, uint32_t type)
         rs->trx_active = true;
         rs->trx_ro = (type & SL_QC_READ_ONLY_TRX) != 0;
         rs->ro_target = -1;
+        rs->trx_srv = -1;
         rws_trx_log_clear(rs);
         rs->trx_log_ok = true;
     }
@@ -1177,6 +1238,7 @@ track_trx(struct rws_session *rs, uint32_t type)
         if (!rs->trx_active) {
             rs->trx_active = true;
             rs->trx_ro = false;
+            rs->trx_srv = -1;
             rws_trx_log_clear(rs);
             rs->trx_log_ok = true;
         }
@@ -1268,7 +1330,10 @@ int
 rws_hold(struct rws_session *rs, struct sl_buf *buf,
          const struct sl_hint *hint)
 {
-    if (rs->inst->cfg.delayed_retry && !rs->no_hold && rs->waiting == NULL) {
+    /* A primary moving in a switchover is no failure: held whatever
+     * delayed_retry says, for up to delayed_retry_timeout. */
+    if ((rs->inst->cfg.delayed_retry || rws_primary_moving(rs->inst)) &&
+        !rs->no_hold && rs->waiting == NULL) {
         rs->waiting = buf;
         rs->waiting_hint = hint != NULL ? *hint
                                         : (struct sl_hint){.type = 0};
@@ -1289,11 +1354,41 @@ rws_hold(struct rws_session *rs, struct sl_buf *buf,
     return SL_OK;
 }
 
+/*
+ * A read-write transaction open on a primary that a switchover is
+ * demoting goes on there (*m set): the monitor drains the old primary's
+ * transactions before it sets read_only, and one still open then gets
+ * 1290 for its next write or COMMIT, which replays it on the new primary
+ * (transaction_replay; see read_only_refusal). New transactions and
+ * autocommit writes are held (rws_master_index skips a moving primary).
+ */
+static void
+trx_on_moving_master(struct rws_session *rs, int *m)
+{
+    struct rws_be *be;
+
+    *m = -1;
+    if (!rs->trx_active || rs->trx_ro || rs->master < 0 ||
+        rs->trx_srv != rs->master) {
+        return;   /* none, or a new one: held */
+    }
+    be = &rs->be[rs->master];
+    if (rws_be_live(be) && (sl_server_status(be->srv) & SL_SRV_MOVING) &&
+        rws_primary_moving(rs->inst)) {
+        *m = rs->master;
+    }
+}
+
 static int
 route_write(struct rws_session *rs, struct sl_buf *buf,
             const struct sl_hint *hint)
 {
-    int m = rws_master_index(rs, true);
+    int m;
+
+    trx_on_moving_master(rs, &m);
+    if (m < 0) {
+        m = rws_master_index(rs, true);
+    }
 
     if (m < 0) {
         return rws_hold(rs, buf, hint);
@@ -1573,6 +1668,7 @@ rws_route_cmd(struct rws_session *rs, struct sl_buf *buf,
         rws_history_free(rs);
         rs->ntmp = 0;
         rs->trx_active = rs->trx_ro = false;
+        rs->trx_srv = -1;
         rs->autocommit = true;
         return exec_sescmd(rs, buf, 0);
     case SL_COM_CHANGE_USER:
