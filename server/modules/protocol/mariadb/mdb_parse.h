@@ -30,6 +30,11 @@
 #define MDB_PLUGIN_MAX 65
 #define MDB_AUTH_MAX 255
 #define MDB_NATIVE_PLUGIN "mysql_native_password"
+/* The client side of MariaDB's ed25519 plugin, as an AuthSwitchRequest
+ * names it. */
+#define MDB_ED25519_CLIENT_PLUGIN "client_ed25519"
+/* Room for an account's plugin names, comma-separated (auth_or). */
+#define MDB_PLUGINS_MAX 256
 
 /* The capabilities the proxy offers clients (see docs/design.md).
  * CAN_HANDLE_EXPIRED_PASSWORDS passes on to the servers, which then log
@@ -205,7 +210,11 @@ struct mdb_account {
     char *host;
     uint8_t stored[MDB_SHA1_LEN];
     bool has_pw;
-    bool native;        /* usable with mysql_native_password */
+    bool native;        /* usable with mysql_native_password (one of
+                         * its auth_or alternatives is) */
+    char *plugins;      /* its plugins in the server's order, comma-
+                         * separated ("ed25519,mysql_native_password"),
+                         * or NULL when unknown */
     int rank;           /* host specificity; lower sorts first */
     uint8_t ssl_type;   /* enum mdb_ssl_type */
     char *ssl_cipher;   /* REQUIRE CIPHER, or NULL */
@@ -249,6 +258,13 @@ bool mdb_account_pw_expired(const struct mdb_account *a,
  * empty; plugin may be NULL or ""). 0 or -1 on allocation failure. */
 int mdb_users_add(struct mdb_users *u, const char *user, const char *host,
                   const char *auth, const char *plugin);
+/* Add an account from a mysql.global_priv row: user, host and the Priv
+ * JSON (NULL or unreadable: an account no password matches). With an
+ * auth_or list the account uses its first mysql_native_password
+ * alternative (or, without one, is not native) and a->plugins lists them
+ * all. Roles are skipped. 0 or -1 on allocation failure. */
+int mdb_users_add_priv(struct mdb_users *u, const char *user,
+                       const char *host, const char *priv);
 /* Sort as MariaDB does: exact hosts, then patterns, '%' last; named users
  * before anonymous ones. */
 void mdb_users_sort(struct mdb_users *u);
