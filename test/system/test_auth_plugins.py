@@ -165,3 +165,31 @@ def test_ed25519_only_account_is_refused_and_logged(proxy, users):
     log = proxy.run_dir / "proxy.log"
     st.wait_until(lambda: line in log.read_text(errors="replace"), 10,
                   what=line)
+
+
+def test_declined_ed25519_is_not_a_password_error(proxy, users):
+    """The empty answer Sluice gives the server's ed25519 step of `aor` is
+    not a failed login: with max_password_errors=1 (which blocks an
+    account after one wrong password from 127.0.0.1: 4150) the account
+    keeps logging in through Sluice, the server's Access_denied_errors
+    does not move, and a direct native login still works."""
+    def denied():
+        with st.root(st.PRIMARY_ID) as conn, conn.cursor() as cur:
+            cur.execute("SHOW GLOBAL STATUS LIKE 'Access_denied_errors'")
+            return int(cur.fetchone()[1])
+
+    with st.root(st.PRIMARY_ID) as conn, conn.cursor() as cur:
+        old = st.scalar(conn, "SELECT @@global.max_password_errors")
+        cur.execute("SET GLOBAL max_password_errors = 1")
+    try:
+        before = denied()
+        for _ in range(3):
+            assert whoami_pymysql(proxy.primary_port, users["aor"],
+                                  NATIVE_PW) == (f"{users['aor']}@%",
+                                                 st.PRIMARY_ID)
+        assert denied() == before
+        assert whoami_pymysql(st.SERVERS[st.PRIMARY_ID], users["nor"],
+                              NATIVE_PW)[0] == f"{users['nor']}@%"
+    finally:
+        with st.root(st.PRIMARY_ID) as conn, conn.cursor() as cur:
+            cur.execute(f"SET GLOBAL max_password_errors = {int(old)}")
