@@ -189,6 +189,28 @@ bool mdb_native_check(const uint8_t *token, size_t token_len,
  * anything else (another plugin's string). */
 int mdb_parse_stored(const char *s, uint8_t stored[MDB_SHA1_LEN]);
 
+/* ---- MariaDB's ed25519 plugin (mdb_ed25519.c) ----
+ * The primitives only: not yet used at login (accounts whose only plugin
+ * is ed25519 are still refused, see docs/authentication.md). */
+#define MDB_ED25519_KEY_LEN 32
+#define MDB_ED25519_SIG_LEN 64
+/* An ed25519 account's authentication_string (base64 of the 32-byte
+ * public key, 43 characters, no padding) into pk. 0, or -1 if malformed. */
+int mdb_ed25519_parse_key(const char *s, uint8_t pk[MDB_ED25519_KEY_LEN]);
+/* Is sig a valid pure-Ed25519 signature of msg under pk (OpenSSL)?
+ * Any sig_len other than 64 is false. */
+bool mdb_ed25519_verify(const uint8_t pk[MDB_ED25519_KEY_LEN],
+                        const uint8_t *msg, size_t msg_len,
+                        const uint8_t *sig, size_t sig_len);
+/* The public key MariaDB stores for a password (what
+ * ed25519_password(pw) returns, decoded). 0 or -1. */
+int mdb_ed25519_public_key(const char *pw, size_t pw_len,
+                           uint8_t pk[MDB_ED25519_KEY_LEN]);
+/* Sign msg as MariaDB's client_ed25519 does with password pw (SHA-512 of
+ * the password as the expanded key; libsodium). 0 or -1. */
+int mdb_ed25519_sign(const char *pw, size_t pw_len, const uint8_t *msg,
+                     size_t msg_len, uint8_t sig[MDB_ED25519_SIG_LEN]);
+
 /* ---- accounts and host matching ---- */
 
 /* mysql.global_priv's ssl_type: REQUIRE NONE, SSL, X509, or ISSUER /
