@@ -208,6 +208,17 @@ def backend_seeds():
         "auth_switch": b"\x02" + server(greet) +
         server(auth_switch(2)) + server(ok(4)) + command(q1) +
         server(ok(1)),
+        # auth_or (ed25519 OR mysql_native_password): the server tries
+        # ed25519, Sluice declines it, then the native alternative
+        "auth_or_ed25519": b"\x02" + server(greet) +
+        server(auth_switch(2, b"client_ed25519", b"E" * 32)) +
+        server(auth_switch(4)) + server(ok(6)) + command(q1) +
+        server(ok(1)),
+        "change_user_ed25519": b"\x02" + login_ok +
+        command(change_user()[4:]) +
+        server(auth_switch(1, b"client_ed25519", b"E" * 32)) +
+        server(auth_switch(3)) + server(ok(5)) + command(q1) +
+        server(ok(1)),
         "login_error": b"\x02" + server(greet) +
         server(err(2, 1045, b"28000", b"Access denied")),
         "tls": b"\x03" + server(greet) + server(ok(3)) + command(q1) +

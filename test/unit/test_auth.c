@@ -3,8 +3,11 @@
  * Unit tests of the protocol module's pure login code (sl_mariadb_parse):
  * mysql_native_password token math, the server and client handshakes as
  * real MariaDB 10.11 and its `mariadb` client send them (captured through
- * a relay), truncation at every offset, COM_CHANGE_USER decoding, and
- * MariaDB's host matching and account order.
+ * a relay), truncation at every offset, COM_CHANGE_USER decoding,
+ * MariaDB's host matching and account order, and mysql.global_priv rows
+ * (auth_or lists) as MariaDB 10.11 stores them, and the ed25519
+ * plugin's key decoding, verification (OpenSSL) and signing (libsodium)
+ * against a public key MariaDB 10.11 stored.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -401,6 +404,146 @@ test_account_order(void **state)
     mdb_users_free(&u);
 }
 
+/* mysql.global_priv rows as MariaDB 10.11.19 stored them for
+ *   aor: IDENTIFIED VIA ed25519 USING PASSWORD('edpw')
+ *           OR mysql_native_password USING PASSWORD('natpw')
+ *   nor: the same two the other way round
+ *   eonly: IDENTIFIED VIA ed25519 USING PASSWORD('edpw')
+ * (SELECT Priv FROM mysql.global_priv). */
+#define NATPW_HASH "*1374EDB489482E02B373F1E4764607ADEACA73BB"
+#define EDPW_KEY "LIEvGDGjHTmKyz3peLRjPqahOct5n6/BQCNm1bOvot4"
+static const char *const row_aor =
+    "{\"access\":0,\"version_id\":101119,\"plugin\":\"mysql_native_password\","
+    "\"authentication_string\":\"" NATPW_HASH "\",\"auth_or\":[{\"plugin\":"
+    "\"ed25519\",\"authentication_string\":\"" EDPW_KEY "\"},{}],"
+    "\"password_last_changed\":1795495567}";
+static const char *const row_nor =
+    "{\"access\":0,\"version_id\":101119,\"plugin\":\"mysql_native_password\","
+    "\"authentication_string\":\"" NATPW_HASH "\",\"auth_or\":[{},{\"plugin\":"
+    "\"ed25519\",\"authentication_string\":\"" EDPW_KEY "\"}],"
+    "\"password_last_changed\":1795495567}";
+static const char *const row_eonly =
+    "{\"access\":0,\"version_id\":101119,\"plugin\":\"ed25519\","
+    "\"authentication_string\":\"" EDPW_KEY "\","
+    "\"password_last_changed\":1795495567}";
+
+/* The native token of password pw for scramble s checks against a. */
+static bool
+native_login(const struct mdb_account *a, const char *pw)
+{
+    const uint8_t *s = (const uint8_t *)"abcdefghijklmnopqrst";
+    uint8_t sha1pw[20], token[20], rec[20];
+
+    mdb_sha1(pw, strlen(pw), sha1pw);
+    mdb_native_token(sha1pw, s, token);
+    return a->native &&
+           mdb_native_check(token, 20, s, a->has_pw, a->stored, rec);
+}
+
+static void
+test_global_priv_auth_or(void **state)
+{
+    struct mdb_users u = {0};
+    const struct mdb_account *a;
+
+    (void)state;
+    assert_int_equal(mdb_users_add_priv(&u, "aor", "%", row_aor), 0);
+    assert_int_equal(mdb_users_add_priv(&u, "nor", "%", row_nor), 0);
+    assert_int_equal(mdb_users_add_priv(&u, "eonly", "%", row_eonly), 0);
+    mdb_users_sort(&u);
+
+    /* ed25519 first, native second: the native alternative is used */
+    a = mdb_users_find(&u, "aor", "10.0.0.1", false);
+    assert_non_null(a);
+    assert_string_equal(a->plugins, "ed25519,mysql_native_password");
+    assert_true(native_login(a, "natpw"));
+    assert_false(native_login(a, "edpw"));
+    assert_int_equal(a->pw_changed, 1795495567);
+
+    a = mdb_users_find(&u, "nor", "10.0.0.1", false);
+    assert_non_null(a);
+    assert_string_equal(a->plugins, "mysql_native_password,ed25519");
+    assert_true(native_login(a, "natpw"));
+
+    /* ed25519 alone: Sluice cannot check it natively */
+    a = mdb_users_find(&u, "eonly", "10.0.0.1", false);
+    assert_non_null(a);
+    assert_false(a->native);
+    assert_string_equal(a->plugins, "ed25519");
+    assert_false(native_login(a, "edpw"));
+    mdb_users_free(&u);
+}
+
+/* Rows MariaDB does not write but a hostile or damaged table could hold:
+ * never a usable password out of nothing, never a crash. */
+static void
+test_global_priv_odd_rows(void **state)
+{
+    static const struct {
+        const char *priv;
+        bool native;
+        bool has_pw;
+        const char *plugins;
+    } rows[] = {
+        /* no plugin at all: native without a password (mysql.user view) */
+        {"{\"access\":0}", true, false, "mysql_native_password"},
+        /* two plugins, neither native */
+        {"{\"plugin\":\"ed25519\",\"authentication_string\":\"" EDPW_KEY "\","
+         "\"auth_or\":[{\"plugin\":\"unix_socket\"},{}]}",
+         false, false, "unix_socket,ed25519"},
+        /* a broken native alternative, then a good one */
+        {"{\"plugin\":\"ed25519\",\"auth_or\":[{\"plugin\":"
+         "\"mysql_native_password\",\"authentication_string\":\"*XYZ\"},"
+         "{\"plugin\":\"mysql_native_password\",\"authentication_string\":\""
+         NATPW_HASH "\"},{}]}",
+         true, true, "mysql_native_password,mysql_native_password,ed25519"},
+        /* auth_or not a list, members not objects, empty list */
+        {"{\"plugin\":\"ed25519\",\"auth_or\":5}", false, false, "ed25519"},
+        {"{\"plugin\":\"ed25519\",\"auth_or\":[7,\"x\"]}", false, false,
+         "?,?"},
+        {"{\"plugin\":\"ed25519\",\"auth_or\":[]}", false, false, "ed25519"},
+        {"{\"auth_or\":[{\"plugin\":7,\"authentication_string\":9}]}",
+         false, false, "?"},
+        {"{\"plugin\":[],\"authentication_string\":\"\"}", false, false,
+         "?"},
+        {"{\"auth_or\":[{\"plugin\":\"mysql_native_password\","
+         "\"authentication_string\":{}}]}", false, false, "?"},
+        /* not an object, not JSON, no row */
+        {"[1,2]", false, false, NULL},
+        {"{\"plugin\":", false, false, NULL},
+        {NULL, false, false, NULL},
+    };
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        struct mdb_users u = {0};
+
+        assert_int_equal(mdb_users_add_priv(&u, "x", "%", rows[i].priv), 0);
+        assert_int_equal(u.n, 1);
+        if (rows[i].native != u.v[0].native ||
+            rows[i].has_pw != u.v[0].has_pw) {
+            fail_msg("row %zu: native %d has_pw %d", i, u.v[0].native,
+                     u.v[0].has_pw);
+        }
+        if (rows[i].plugins == NULL) {
+            assert_null(u.v[0].plugins);
+        } else {
+            assert_non_null(u.v[0].plugins);
+            assert_string_equal(u.v[0].plugins, rows[i].plugins);
+        }
+        mdb_users_free(&u);
+    }
+    /* roles are not accounts */
+    {
+        struct mdb_users u = {0};
+
+        assert_int_equal(mdb_users_add_priv(&u, "r", "", "{\"is_role\":true}"),
+                         0);
+        assert_int_equal(u.n, 0);
+        mdb_users_free(&u);
+    }
+}
+
 static int
 rand_fails(unsigned char *buf, int num)
 {
@@ -522,6 +665,119 @@ test_kill_parse(void **state)
     assert_false(kp("SELECT 1", &k));
 }
 
+/*
+ * MariaDB 10.11 (sandbox db1, auth_ed25519 installed):
+ *   CREATE USER 'edvec'@'%' IDENTIFIED VIA ed25519 USING PASSWORD('x');
+ *   SELECT authentication_string FROM mysql.user WHERE user = 'edvec';
+ */
+static const char ED_STORED_X[] = "Gv2JI8Env2fd5YGonZ082tX3UAW+yJYldOlj4R1bfK4";
+
+static void
+test_ed25519_parse_key(void **state)
+{
+    uint8_t pk[MDB_ED25519_KEY_LEN];
+    uint8_t want[] = {0x1a, 0xfd, 0x89, 0x23, 0xc1, 0x27, 0xbf, 0x67};
+
+    (void)state;
+    assert_int_equal(mdb_ed25519_parse_key(ED_STORED_X, pk), 0);
+    assert_memory_equal(pk, want, sizeof(want));
+    assert_int_equal(mdb_ed25519_parse_key(NULL, pk), -1);
+    assert_int_equal(mdb_ed25519_parse_key("", pk), -1);
+    /* one character short, one too many, padded, not base64 */
+    assert_int_equal(mdb_ed25519_parse_key(
+        "Gv2JI8Env2fd5YGonZ082tX3UAW+yJYldOlj4R1bfK", pk), -1);
+    assert_int_equal(mdb_ed25519_parse_key(
+        "Gv2JI8Env2fd5YGonZ082tX3UAW+yJYldOlj4R1bfK4A", pk), -1);
+    assert_int_equal(mdb_ed25519_parse_key(
+        "Gv2JI8Env2fd5YGonZ082tX3UAW+yJYldOlj4R1bfK=", pk), -1);
+    assert_int_equal(mdb_ed25519_parse_key(
+        "*v2JI8Env2fd5YGonZ082tX3UAW+yJYldOlj4R1bfK4", pk), -1);
+    assert_int_equal(mdb_ed25519_parse_key(
+        "*14E65567ABDB5135D0CFD9A70B3032C179A49EE7", pk), -1);
+}
+
+/* The key derived from the password is the one the server stored. */
+static void
+test_ed25519_public_key(void **state)
+{
+    uint8_t stored[MDB_ED25519_KEY_LEN], pk[MDB_ED25519_KEY_LEN];
+
+    (void)state;
+    assert_int_equal(mdb_ed25519_parse_key(ED_STORED_X, stored), 0);
+    assert_int_equal(mdb_ed25519_public_key("x", 1, pk), 0);
+    assert_memory_equal(pk, stored, sizeof(pk));
+    assert_int_equal(mdb_ed25519_public_key("y", 1, pk), 0);
+    assert_memory_not_equal(pk, stored, sizeof(pk));
+}
+
+/*
+ * A login the real server accepted: MariaDB 10.11's scramble for edvec
+ * (password 'x') and the signature mdb_ed25519_sign made for it (PyMySQL
+ * as the client with its ed25519 step replaced by this signer; the same
+ * run with the password 'wrong' got 1045). Ed25519 being deterministic,
+ * the signer must reproduce it byte for byte.
+ */
+static void
+test_ed25519_server_accepted(void **state)
+{
+    size_t n, m;
+    unsigned char *scramble = unhex(
+        "199a28bc49eea6e7dceb6134a2622598e6f68cb43f89d891d788fc3d9093fd33",
+        &n);
+    unsigned char *want = unhex(
+        "377d16fe324ff3135f71e51d21d0f5df70c19b930233967aa6c28f6012596f6c"
+        "22999aa1380650cd35130da5413b045e9435666cee7ca9c1fc33ef61badcd500",
+        &m);
+    uint8_t pk[MDB_ED25519_KEY_LEN], sig[MDB_ED25519_SIG_LEN];
+
+    (void)state;
+    assert_int_equal(n, 32);
+    assert_int_equal(m, MDB_ED25519_SIG_LEN);
+    assert_int_equal(mdb_ed25519_sign("x", 1, scramble, n, sig), 0);
+    assert_memory_equal(sig, want, sizeof(sig));
+    assert_int_equal(mdb_ed25519_parse_key(ED_STORED_X, pk), 0);
+    assert_true(mdb_ed25519_verify(pk, scramble, n, want, m));
+    free(scramble);
+    free(want);
+}
+
+/* What the signer produces, OpenSSL's verifier accepts under the stored
+ * key; any changed bit of signature or message, another password, or a
+ * wrong length is refused. */
+static void
+test_ed25519_sign_verify(void **state)
+{
+    const uint8_t *scramble =
+        (const uint8_t *)"0123456789abcdefABCDEF#$%&()*+,-";
+    uint8_t pk[MDB_ED25519_KEY_LEN];
+    uint8_t sig[MDB_ED25519_SIG_LEN], sig2[MDB_ED25519_SIG_LEN];
+    uint8_t msg[32];
+
+    (void)state;
+    assert_int_equal(mdb_ed25519_parse_key(ED_STORED_X, pk), 0);
+    assert_int_equal(mdb_ed25519_sign("x", 1, scramble, 32, sig), 0);
+    assert_true(mdb_ed25519_verify(pk, scramble, 32, sig, sizeof(sig)));
+    /* deterministic, as Ed25519 is */
+    assert_int_equal(mdb_ed25519_sign("x", 1, scramble, 32, sig2), 0);
+    assert_memory_equal(sig, sig2, sizeof(sig));
+    for (size_t i = 0; i < sizeof(sig); i += 7) {
+        memcpy(sig2, sig, sizeof(sig));
+        sig2[i] ^= 0x01;
+        assert_false(mdb_ed25519_verify(pk, scramble, 32, sig2,
+                                        sizeof(sig2)));
+    }
+    memcpy(msg, scramble, sizeof(msg));
+    msg[31] ^= 0x80;
+    assert_false(mdb_ed25519_verify(pk, msg, sizeof(msg), sig, sizeof(sig)));
+    assert_false(mdb_ed25519_verify(pk, scramble, 32, sig, 63));
+    assert_false(mdb_ed25519_verify(pk, scramble, 32, sig, 0));
+    assert_int_equal(mdb_ed25519_sign("X", 1, scramble, 32, sig2), 0);
+    assert_false(mdb_ed25519_verify(pk, scramble, 32, sig2, sizeof(sig2)));
+    /* an empty password signs too (the key for '' differs) */
+    assert_int_equal(mdb_ed25519_sign("", 0, scramble, 32, sig2), 0);
+    assert_false(mdb_ed25519_verify(pk, scramble, 32, sig2, sizeof(sig2)));
+}
+
 int
 main(void)
 {
@@ -536,9 +792,15 @@ main(void)
         cmocka_unit_test(test_auth_switch_parse),
         cmocka_unit_test(test_host_match),
         cmocka_unit_test(test_account_order),
+        cmocka_unit_test(test_global_priv_auth_or),
+        cmocka_unit_test(test_global_priv_odd_rows),
         cmocka_unit_test(test_scramble),
         cmocka_unit_test(test_account_requirements),
         cmocka_unit_test(test_kill_parse),
+        cmocka_unit_test(test_ed25519_parse_key),
+        cmocka_unit_test(test_ed25519_public_key),
+        cmocka_unit_test(test_ed25519_sign_verify),
+        cmocka_unit_test(test_ed25519_server_accepted),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -352,6 +352,7 @@ mdb_users_free(struct mdb_users *u)
         free(u->v[i].ssl_cipher);
         free(u->v[i].x509_issuer);
         free(u->v[i].x509_subject);
+        free(u->v[i].plugins);
     }
     free(u->v);
     memset(u, 0, sizeof(*u));

@@ -256,7 +256,19 @@ on_handshake(struct sl_dcb *dcb, struct mdb_backend *be,
     return SL_OK;
 }
 
-/* AuthSwitchRequest during login or COM_CHANGE_USER: answer natively. */
+/*
+ * AuthSwitchRequest during login or COM_CHANGE_USER: answer natively.
+ *
+ * An account with several plugins (IDENTIFIED VIA ed25519 ... OR
+ * mysql_native_password ...) makes the server try them in order, each
+ * with a switch request, moving to the next when one fails. Sluice holds
+ * only SHA1(password) (the client logged in to it natively), so it
+ * declines client_ed25519 with an empty answer, which the server's
+ * ed25519 plugin rejects as a malformed signature without further ado;
+ * the server then switches to the native alternative, or refuses the
+ * login (1045) when there is none. Other plugins fail the login here: an
+ * empty answer could count as a wrong password elsewhere (PAM).
+ */
 static int
 auth_switch(struct sl_dcb *dcb, struct mdb_backend *be,
             const unsigned char *p, size_t len, uint8_t seq)
@@ -268,8 +280,14 @@ auth_switch(struct sl_dcb *dcb, struct mdb_backend *be,
     const struct mdb_session *sd = session_data(dcb);
     struct sl_buf *pkt;
 
-    if (mdb_parse_auth_switch(p, len, plugin, data, &dlen) != 0 ||
-        strcmp(plugin, MDB_NATIVE_PLUGIN) != 0 || dlen != MDB_SCRAMBLE_LEN) {
+    if (mdb_parse_auth_switch(p, len, plugin, data, &dlen) != 0) {
+        return -1;
+    }
+    if (strcmp(plugin, MDB_ED25519_CLIENT_PLUGIN) == 0) {
+        pkt = sl_mdb_make_packet((uint8_t)(seq + 1), data, 0);
+        return pkt != NULL && sl_dcb_write(dcb, pkt) == 0 ? 0 : -1;
+    }
+    if (strcmp(plugin, MDB_NATIVE_PLUGIN) != 0 || dlen != MDB_SCRAMBLE_LEN) {
         return -1;
     }
     memcpy(be->scramble, data, MDB_SCRAMBLE_LEN);

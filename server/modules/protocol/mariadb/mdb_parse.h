@@ -30,6 +30,11 @@
 #define MDB_PLUGIN_MAX 65
 #define MDB_AUTH_MAX 255
 #define MDB_NATIVE_PLUGIN "mysql_native_password"
+/* The client side of MariaDB's ed25519 plugin, as an AuthSwitchRequest
+ * names it. */
+#define MDB_ED25519_CLIENT_PLUGIN "client_ed25519"
+/* Room for an account's plugin names, comma-separated (auth_or). */
+#define MDB_PLUGINS_MAX 256
 
 /* The capabilities the proxy offers clients (see docs/design.md).
  * CAN_HANDLE_EXPIRED_PASSWORDS passes on to the servers, which then log
@@ -184,6 +189,28 @@ bool mdb_native_check(const uint8_t *token, size_t token_len,
  * anything else (another plugin's string). */
 int mdb_parse_stored(const char *s, uint8_t stored[MDB_SHA1_LEN]);
 
+/* ---- MariaDB's ed25519 plugin (mdb_ed25519.c) ----
+ * The primitives only: not yet used at login (accounts whose only plugin
+ * is ed25519 are still refused, see docs/authentication.md). */
+#define MDB_ED25519_KEY_LEN 32
+#define MDB_ED25519_SIG_LEN 64
+/* An ed25519 account's authentication_string (base64 of the 32-byte
+ * public key, 43 characters, no padding) into pk. 0, or -1 if malformed. */
+int mdb_ed25519_parse_key(const char *s, uint8_t pk[MDB_ED25519_KEY_LEN]);
+/* Is sig a valid pure-Ed25519 signature of msg under pk (OpenSSL)?
+ * Any sig_len other than 64 is false. */
+bool mdb_ed25519_verify(const uint8_t pk[MDB_ED25519_KEY_LEN],
+                        const uint8_t *msg, size_t msg_len,
+                        const uint8_t *sig, size_t sig_len);
+/* The public key MariaDB stores for a password (what
+ * ed25519_password(pw) returns, decoded). 0 or -1. */
+int mdb_ed25519_public_key(const char *pw, size_t pw_len,
+                           uint8_t pk[MDB_ED25519_KEY_LEN]);
+/* Sign msg as MariaDB's client_ed25519 does with password pw (SHA-512 of
+ * the password as the expanded key; libsodium). 0 or -1. */
+int mdb_ed25519_sign(const char *pw, size_t pw_len, const uint8_t *msg,
+                     size_t msg_len, uint8_t sig[MDB_ED25519_SIG_LEN]);
+
 /* ---- accounts and host matching ---- */
 
 /* mysql.global_priv's ssl_type: REQUIRE NONE, SSL, X509, or ISSUER /
@@ -205,7 +232,11 @@ struct mdb_account {
     char *host;
     uint8_t stored[MDB_SHA1_LEN];
     bool has_pw;
-    bool native;        /* usable with mysql_native_password */
+    bool native;        /* usable with mysql_native_password (one of
+                         * its auth_or alternatives is) */
+    char *plugins;      /* its plugins in the server's order, comma-
+                         * separated ("ed25519,mysql_native_password"),
+                         * or NULL when unknown */
     int rank;           /* host specificity; lower sorts first */
     uint8_t ssl_type;   /* enum mdb_ssl_type */
     char *ssl_cipher;   /* REQUIRE CIPHER, or NULL */
@@ -249,6 +280,13 @@ bool mdb_account_pw_expired(const struct mdb_account *a,
  * empty; plugin may be NULL or ""). 0 or -1 on allocation failure. */
 int mdb_users_add(struct mdb_users *u, const char *user, const char *host,
                   const char *auth, const char *plugin);
+/* Add an account from a mysql.global_priv row: user, host and the Priv
+ * JSON (NULL or unreadable: an account no password matches). With an
+ * auth_or list the account uses its first mysql_native_password
+ * alternative (or, without one, is not native) and a->plugins lists them
+ * all. Roles are skipped. 0 or -1 on allocation failure. */
+int mdb_users_add_priv(struct mdb_users *u, const char *user,
+                       const char *host, const char *priv);
 /* Sort as MariaDB does: exact hosts, then patterns, '%' last; named users
  * before anonymous ones. */
 void mdb_users_sort(struct mdb_users *u);

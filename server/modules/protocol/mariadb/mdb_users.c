@@ -22,7 +22,8 @@
  * completes wait for it.
  *
  * Accounts come from mysql.global_priv (MariaDB 10.4+; the service user
- * needs SELECT on it) with what the server enforces beyond the password:
+ * needs SELECT on it; rows decoded by mdb_priv.c, auth_or lists
+ * included) with what the server enforces beyond the password:
  * REQUIRE, ACCOUNT LOCK, password expiry and connection limits. Sluice
  * checks those itself because the server sees only Sluice's connection
  * (its TLS, its certificate). Without global_priv (MySQL, older MariaDB,
@@ -118,88 +119,6 @@ pick_auth(const char *auth_string, const char *password)
     return auth_string != NULL ? auth_string : "";
 }
 
-/* *out = a copy of string j[key], NULL when absent or "". -1 out of
- * memory. */
-static int
-dup_field(const json_t *j, const char *key, char **out)
-{
-    const char *s = json_string_value(json_object_get(j, key));
-
-    *out = s != NULL && s[0] != '\0' ? strdup(s) : NULL;
-    return s != NULL && s[0] != '\0' && *out == NULL ? -1 : 0;
-}
-
-/* Numbers are decoded as reals: "access" of an account with every
- * privilege does not fit jansson's int64. */
-static int64_t
-int_or(const json_t *j, const char *key, int64_t dflt)
-{
-    const json_t *v = json_object_get(j, key);
-    double d = json_number_value(v);
-
-    if (!json_is_number(v) || d < (double)INT64_MIN || d > 9.0e18) {
-        return dflt;
-    }
-    return (int64_t)d;
-}
-
-static uint32_t
-limit_of(const json_t *j, const char *key)
-{
-    int64_t v = int_or(j, key, 0);
-
-    return v > 0 && v <= UINT32_MAX ? (uint32_t)v : 0;
-}
-
-/* The requirements in a's mysql.global_priv JSON j. -1 out of memory. An
- * ssl_type this code does not know is checked like SPECIFIED (TLS at
- * least). */
-static int
-apply_priv(struct mdb_account *a, const json_t *j)
-{
-    a->ssl_type = (uint8_t)int_or(j, "ssl_type", MDB_SSL_NONE);
-    a->locked = json_is_true(json_object_get(j, "account_locked"));
-    a->pw_changed = int_or(j, "password_last_changed", -1);
-    a->pw_lifetime = (int32_t)int_or(j, "password_lifetime", -1);
-    a->max_user_connections = limit_of(j, "max_user_connections");
-    a->max_connections_hour = limit_of(j, "max_connections");
-    if (dup_field(j, "ssl_cipher", &a->ssl_cipher) != 0 ||
-        dup_field(j, "x509_issuer", &a->x509_issuer) != 0 ||
-        dup_field(j, "x509_subject", &a->x509_subject) != 0) {
-        return -1;
-    }
-    return 0;
-}
-
-/* One mysql.global_priv row. No plugin means mysql_native_password, as
- * mysql.user shows it; a row whose JSON cannot be read is kept with an
- * unusable password (it never matches). */
-static int
-add_priv_row(struct mdb_users *u, const char *user, const char *host,
-             const char *priv)
-{
-    json_error_t e;
-    json_t *j = priv != NULL ? json_loads(priv, JSON_DECODE_INT_AS_REAL, &e)
-                             : NULL;
-    const char *plugin = json_string_value(json_object_get(j, "plugin"));
-    const char *auth = json_string_value(
-        json_object_get(j, "authentication_string"));
-    int rc = 0;
-
-    if (json_is_true(json_object_get(j, "is_role"))) {
-        json_decref(j);
-        return 0;
-    }
-    if (mdb_users_add(u, user, host, j == NULL ? "!" : auth,
-                      j == NULL ? "?" : plugin) != 0) {
-        rc = -1;
-    } else if (j != NULL) {
-        rc = apply_priv(&u->v[u->n - 1], j);
-    }
-    json_decref(j);
-    return rc;
-}
-
 /* The server-wide settings an account check depends on. */
 static void
 query_globals(MYSQL *c, struct mdb_users *u)
@@ -236,7 +155,7 @@ query_global_priv(MYSQL *c, struct mdb_users *u)
         if (row[0] == NULL || row[1] == NULL || row[1][0] == '\0') {
             continue;   /* roles have an empty host */
         }
-        if (add_priv_row(u, row[0], row[1], row[2]) != 0) {
+        if (mdb_users_add_priv(u, row[0], row[1], row[2]) != 0) {
             mysql_free_result(res);
             return -1;
         }
@@ -745,7 +664,7 @@ mdb_service_authenticate(struct mdb_service *s, struct sl_dcb *dcb,
                          const struct mdb_auth_req *req,
                          struct mdb_session *sd, struct mdb_refusal *why)
 {
-    const struct mdb_account *a;
+    const struct mdb_account *a = NULL;
     enum mdb_auth_rc rc = MDB_AUTH_DENIED;
     bool unknown = true;   /* no native account matched (under the lock) */
 
@@ -773,6 +692,13 @@ mdb_service_authenticate(struct mdb_service *s, struct sl_dcb *dcb,
                host_may_reload(s, req->is_unix ? "localhost" : req->client,
                                sl_monotonic_ms())) {
         rc = park(s, dcb);
+    }
+    if (rc == MDB_AUTH_DENIED && a != NULL && !a->native) {
+        /* Say why, once the login is finally refused. */
+        sl_log_warn("account '%s'@'%s' authenticates with %s: Sluice checks "
+                    "clients with mysql_native_password only (see "
+                    "docs/authentication.md)", a->user, a->host,
+                    a->plugins != NULL ? a->plugins : "an unknown plugin");
     }
 out:
     pthread_mutex_unlock(&s->lock);
