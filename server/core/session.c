@@ -667,6 +667,11 @@ sl_backend_connect(struct sl_session *ses, struct sl_server *srv)
     atomic_fetch_add(&ses->refs, 1);   /* the backend DCB's */
     b->next = ses->backends;
     ses->backends = b;
+    if (srv->proxy_protocol && sl__dcb_proxy_header(dcb, ses) != 0) {
+        b->state = SL_BACKEND_CLOSED;
+        backend_drop(b);
+        return NULL;
+    }
     if (ses->protocol->backend_init(dcb, b) == SL_ERROR) {
         b->state = SL_BACKEND_CLOSED;
         backend_drop(b);
