@@ -97,12 +97,15 @@ def sluice(tmp_path_factory):
         cur.execute(f"GRANT SELECT, INSERT ON {DB}.* TO '{st.APP_USER}'@'%'")
     st.wait_replicated()
     run_dir = tmp_path_factory.mktemp("proxyproto")
-    prx = px.start_with_admin(run_dir, config(run_dir), PRIMARY, REPLICA,
-                              ADMIN_PORT)
+    prx = None
+    problems = []
     try:
+        prx = px.start_with_admin(run_dir, config(run_dir), PRIMARY, REPLICA,
+                                  ADMIN_PORT)
         yield prx
     finally:
-        problems = px.stop_proxy(prx)
+        if prx is not None:
+            problems = px.stop_proxy(prx)
         with st.root(st.PRIMARY_ID) as conn, conn.cursor() as cur:
             cur.execute(f"DROP USER IF EXISTS '{PP_USER}'@'{PP_HOST}'")
             cur.execute(f"REVOKE SELECT, INSERT ON {DB}.* FROM "
