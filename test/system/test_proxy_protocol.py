@@ -314,3 +314,19 @@ def test_slow_header_times_out(sluice):
         # the other client was not disturbed
         assert st.server_id(other) in st.REPLICA_IDS
     assert "PROXY protocol header is incomplete" in log_text(sluice)
+
+
+@pytest.mark.parametrize("value", ["10.0.0.0/33", "10.0.0.1/", "proxy.lan",
+                                   "::1/129", "127.0.0.1, 10.0.0/8"])
+def test_invalid_networks_refused(tmp_path, value):
+    text = config(tmp_path).replace(
+        "proxy_protocol_networks=127.0.0.0/24, ::1",
+        f"proxy_protocol_networks={value}")
+    cfg = tmp_path / "bad.cnf"
+    cfg.write_text(text)
+    status, out = px.run_sluice("check", cfg)
+    line = text.splitlines().index(f"proxy_protocol_networks={value}") + 1
+    assert status == px.CONFIG_REFUSED, out
+    assert (f"{cfg}:{line}: invalid value for parameter "
+            f"'proxy_protocol_networks' in listener 'PP-Listener': invalid "
+            f"network" in out), out
