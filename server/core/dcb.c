@@ -1293,29 +1293,29 @@ resolve(const struct sl_server *srv, struct sockaddr_storage *ss,
  * connection, sent first once the connect completes (the server speaks
  * first in the MariaDB protocol, so nothing else is queued before it):
  * the client's address (its PROXY header's if it sent one) and the
- * address it connected to. A unix-socket client, or a session without a
- * client (internal ones), sends "PROXY UNKNOWN": the server treats the
- * connection as Sluice's own.
+ * address it connected to; an internal session (tee) speaks for its
+ * parent's client. A unix-socket client sends "PROXY UNKNOWN": the server
+ * treats the connection as Sluice's own.
  */
 int
 sl__dcb_proxy_header(struct sl_dcb *dcb, const struct sl_session *ses)
 {
-    const struct sl_dcb *c = ses != NULL ? ses->client : NULL;
-    union sl_pp_addr local;
+    const struct sl_dcb *c = ses->client;
+    union sl_pp_addr local = ses->local;
+    int fam = ses->peer.sa.sa_family;
     char hdr[SL_PP_V1_MAX + 1];
     size_t n;
 
-    memset(&local, 0, sizeof(local));
-    if (c != NULL && c->local.sa.sa_family != 0) {
-        local = c->local;
-    } else if (c != NULL && !c->is_unix && c->fd >= 0) {
+    if (local.sa.sa_family == 0 && c != NULL && !c->is_unix && c->fd >= 0) {
         socklen_t len = sizeof(local);
 
         if (getsockname(c->fd, &local.sa, &len) != 0) {
             local.sa.sa_family = 0;
         }
     }
-    n = sl__pp_write_v1(hdr, sizeof(hdr), c != NULL ? &c->peer.sa : NULL,
+    n = sl__pp_write_v1(hdr, sizeof(hdr),
+                        fam == AF_INET || fam == AF_INET6 ? &ses->peer.sa
+                                                          : NULL,
                         local.sa.sa_family != 0 ? &local.sa : NULL);
     if (n == 0 || sl_buf_append_data(&dcb->writeq, hdr, n) != 0) {
         sl_log_error("server '%s': cannot queue the PROXY protocol header",

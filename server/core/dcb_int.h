@@ -124,6 +124,11 @@ struct sl_session {
     enum sl_session_state state;
     atomic_uint refs;               /* client DCB + each backend DCB */
     struct sl_dcb *client;
+    /* The client's addresses for PROXY headers (sl__dcb_proxy_header):
+     * its dcb->peer and dcb->local, copied so internal sessions (no
+     * client) speak for their parent's client. */
+    union sl_pp_addr peer;
+    union sl_pp_addr local;
     struct sl_service *service;
     const struct sl_protocol_ops *protocol;
     void *router_session;
