@@ -37,6 +37,7 @@ import proxy as px
 PRIMARY, REPLICA = st.port(5220), st.port(5221)
 RW, PP, PP_NARROW = st.port(5222), st.port(5223), st.port(5224)
 ADMIN_PORT = st.port(5225)
+TEE, TEE_TARGET = st.port(5226), st.port(5227)
 CLIENT_ADDR = "127.0.0.2"
 PP_USER, PP_PASSWORD, PP_HOST = "pp", "pp_pw", "10.9.8.7"
 DB = "sluice_pp"
@@ -72,6 +73,39 @@ address={st.HOST}
 port={PP_NARROW}
 proxy_protocol_networks={CLIENT_ADDR}/32
 """
+    # a tee copy runs in an internal session: it speaks for the same client
+    text += """
+[PP-Tee]
+type=filter
+module=tee
+target=Tee-Target
+match=/seen_src/
+
+[PP-To-Tee]
+type=filter
+module=regexfilter
+match=/seen_src/
+replace=seen_tee
+"""
+    for name, port, filt in (("Tee-Service", TEE, "PP-Tee"),
+                             ("Tee-Target", TEE_TARGET, "PP-To-Tee")):
+        text += f"""
+[{name}]
+type=service
+router=readconnroute
+router_options=master
+servers={",".join(f"db{sid}" for sid in st.SERVERS)}
+user={st.SERVICE_USER}
+password={st.SERVICE_PASSWORD}
+filters={filt}
+
+[{name}-Listener]
+type=listener
+service={name}
+protocol=MariaDBClient
+address={st.HOST}
+port={port}
+"""
     return text.replace("admin_enabled=false",
                         f"admin_host={st.HOST}\nadmin_port={ADMIN_PORT}")
 
@@ -90,8 +124,9 @@ def sluice(tmp_path_factory):
         cur.execute(f"CREATE USER '{PP_USER}'@'{PP_HOST}' IDENTIFIED BY "
                     f"'{PP_PASSWORD}'")
         cur.execute(f"CREATE DATABASE IF NOT EXISTS {DB}")
-        cur.execute(f"CREATE OR REPLACE TABLE {DB}.seen (id INT PRIMARY KEY, "
-                    "host VARCHAR(100))")
+        for table in ("seen", "seen_src", "seen_tee"):
+            cur.execute(f"CREATE OR REPLACE TABLE {DB}.{table} (id INT "
+                        "PRIMARY KEY, host VARCHAR(100))")
         cur.execute(f"GRANT SELECT, INSERT ON {DB}.* TO "
                     f"'{PP_USER}'@'{PP_HOST}'")
         cur.execute(f"GRANT SELECT, INSERT ON {DB}.* TO '{st.APP_USER}'@'%'")
@@ -202,6 +237,25 @@ def test_readwritesplit_writes_carry_the_address(sluice):
     with st.root(st.PRIMARY_ID) as conn:
         host = st.scalar(conn, f"SELECT host FROM {DB}.seen WHERE id = 1")
     assert host.startswith(CLIENT_ADDR + ":"), host
+
+
+def test_tee_copy_carries_the_address(sluice):
+    with login(TEE) as conn, conn.cursor() as cur:
+        cur.execute(f"INSERT INTO {DB}.seen_src SELECT 1, host FROM "
+                    "information_schema.processlist WHERE "
+                    "id = CONNECTION_ID()")
+        assert st.server_id(conn) == st.PRIMARY_ID
+
+    def copied():
+        with st.root(st.PRIMARY_ID) as root:
+            return st.scalar(root, f"SELECT host FROM {DB}.seen_tee "
+                             "WHERE id = 1")
+    st.wait_until(lambda: copied() is not None, 10, what="the tee'd insert")
+    assert copied().startswith(CLIENT_ADDR + ":"), copied()
+    with st.root(st.PRIMARY_ID) as root:
+        src = st.scalar(root, f"SELECT host FROM {DB}.seen_src WHERE id = 1")
+    # the same client, port included (from the header, not the socket)
+    assert src == copied()
 
 
 def test_monitor_and_accounts_still_work(sluice):
