@@ -660,9 +660,10 @@ pp_refuse(struct sl_dcb *c, uint16_t code, const char *what, const char *why)
     sl_dcb_close(c);
 }
 
-/* A PROXY header took the client's address: re-count its pending login
- * under that address (max_pending_logins_per_host, max_connections).
- * false if refused (c closed). */
+/* A client from proxy_protocol_networks, admitted uncapped, has sent its
+ * header (or none): re-count its pending login under the address it now
+ * has, capped (max_pending_logins_per_host, max_connections). false if
+ * refused (c closed). */
 static bool
 pp_readmit(struct sl_dcb *c, const char *old)
 {
@@ -712,14 +713,13 @@ pp_intake(struct sl_dcb *c)
     switch (sl__pp_detect(p, len)) {
     case SL_PP_NOT_HEADER:
         c->pp_pending = false;
-        return 1;
+        return c->pp_trusted && !pp_readmit(c, c->remote) ? -1 : 1;
     case SL_PP_UNDECIDED:
         return 0;
     case SL_PP_IS_HEADER:
         break;
     }
-    if (!sl__pp_networks_match(c->listener->pp_nets, c->listener->pp_nnets,
-                               &c->peer.sa)) {
+    if (!c->pp_trusted) {
         pp_refuse(c, 1130, "PROXY protocol header from a host not in "
                   "proxy_protocol_networks", NULL);
         return -1;
@@ -734,13 +734,13 @@ pp_intake(struct sl_dcb *c)
     }
     sl_buf_consume(&c->readq, (size_t)n);
     c->pp_pending = false;
+    snprintf(old, sizeof(old), "%s", c->remote);
     if (h.family == AF_UNSPEC) {
         sl_log_info("listener '%s': client %s: PROXY header v%d without "
                     "an address (LOCAL/UNKNOWN)", c->listener->name,
                     c->remote, h.version);
-        return 1;
+        return pp_readmit(c, old) ? 1 : -1;
     }
-    snprintf(old, sizeof(old), "%s", c->remote);
     memcpy(&c->peer, &h.src, sizeof(c->peer));
     memcpy(&c->local, &h.dst, sizeof(c->local));
     set_remote(c, h.family,
@@ -1100,18 +1100,21 @@ new_client(struct sl_dcb *ldcb, int fd, const struct sockaddr_storage *ss)
         c->peer.sa.sa_family = AF_UNIX;
         snprintf(c->remote, sizeof(c->remote), "localhost");
     } else {
-        memcpy(&c->peer, ss, ss->ss_family == AF_INET
-                                 ? sizeof(struct sockaddr_in)
-                                 : sizeof(struct sockaddr_in6));
         const void *a = ss->ss_family == AF_INET
                             ? (const void *)&((const struct sockaddr_in *)ss)
                                   ->sin_addr
                             : (const void *)&((const struct sockaddr_in6 *)ss)
                                   ->sin6_addr;
+
+        memcpy(&c->peer, ss, ss->ss_family == AF_INET
+                                 ? sizeof(struct sockaddr_in)
+                                 : sizeof(struct sockaddr_in6));
         set_remote(c, ss->ss_family, a);
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
     }
+    c->pp_trusted = sl__pp_networks_match(c->listener->pp_nets,
+                                          c->listener->pp_nnets, &c->peer.sa);
     atomic_fetch_add(&c->listener->connections, 1);
     atomic_fetch_add(&c->listener->connections_total, 1);
     c->accept_ms = sl_worker_now_ms();
@@ -1142,8 +1145,11 @@ admit(struct sl_dcb *c)
 {
     char msg[sizeof(c->remote) + 64];
     /* Unix-socket clients are local: a pool starting up on this host may
-     * well have hundreds logging in at once (while the accounts load). */
-    int rc = sl__pending_admit(c->service, c->remote, !c->is_unix);
+     * well have hundreds logging in at once (while the accounts load).
+     * Clients that may send a PROXY header (a load balancer's) are capped
+     * once it is read, by the address it carries (pp_readmit). */
+    int rc = sl__pending_admit(c->service, c->remote,
+                               !c->is_unix && !c->pp_trusted);
 
     if (rc == 0) {
         c->pending_login = true;

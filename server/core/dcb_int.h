@@ -64,6 +64,8 @@ struct sl_dcb {
     union sl_pp_addr local;
     bool pp_pending;                /* client: its first bytes not yet
                                      * checked for a PROXY header */
+    bool pp_trusted;                /* client: from proxy_protocol_networks
+                                     * (may send a header) */
     bool is_unix;
     bool connecting;                /* backend: connect() in progress */
     bool write_blocked;             /* waiting for EPOLLOUT */

@@ -55,7 +55,8 @@ def config(run_dir):
                             f"[db{sid}]\ntype=server\naddress={st.HOST}\n"
                             f"port={port}\nproxy_protocol=true\n")
     assert text.count("proxy_protocol=true") == len(st.SERVERS)
-    text += px.rw_service("RW-Service", RW, params="auth_timeout=2s")
+    text += px.rw_service("RW-Service", RW, params="auth_timeout=2s\n"
+                          "max_pending_logins_per_host=3")
     text += f"""
 [PP-Listener]
 type=listener
@@ -300,6 +301,43 @@ def test_rest_session_shows_the_header_address(sluice):
             data = json.loads(resp.read())["data"]
         remotes = [s["attributes"].get("remote") for s in data]
     assert PP_HOST in remotes, remotes
+
+
+def test_pending_logins_counted_by_the_header_address(sluice):
+    """max_pending_logins_per_host=3 counts the address a header carries,
+    not the load balancer's (whose clients are all pending a moment)."""
+    idle = []
+    try:
+        # the load balancer's own address is not capped ...
+        for _ in range(4):
+            idle.append(raw_socket(PP))
+            assert idle[-1].recv(4096)          # greeting: admitted
+        with login(PP, v1(PP_HOST), user=PP_USER,
+                   password=PP_PASSWORD) as conn:
+            assert st.server_id(conn) in st.REPLICA_IDS
+        # ... the address in the header is: 3 pending from 10.9.8.7
+        for s in idle[:3]:
+            s.sendall(v1(PP_HOST))
+        time.sleep(0.5)     # read by Sluice (well within auth_timeout)
+        with pytest.raises(pymysql.err.OperationalError) as err:
+            login(PP, v1(PP_HOST), user=PP_USER,
+                  password=PP_PASSWORD).close()
+        assert st.error_code(err.value) == 1040, err.value
+        # another address is not affected
+        with login(PP, v1("10.9.8.8")) as conn:
+            assert own_host(conn)[0].startswith("10.9.8.8:")
+    finally:
+        for s in idle:
+            s.close()
+
+    def works():
+        try:
+            login(PP, v1(PP_HOST), user=PP_USER,
+                  password=PP_PASSWORD).close()
+            return True
+        except pymysql.err.OperationalError:
+            return False
+    st.wait_until(works, 10, what="the pending logins to be released")
 
 
 def test_header_split_across_packets(sluice):
