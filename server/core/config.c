@@ -32,6 +32,7 @@
 #include "config_files.h"
 #include "config_int.h"
 #include "ini.h"
+#include "proxyproto.h"
 #include "stats.h"
 #include "tls.h"
 
@@ -425,8 +426,9 @@ static const struct sl_param_spec server_specs[] = {
       "password on the monitor"),
     P("extra_port", SL_PARAM_COUNT, "0", REF,
       "the server's extra port is not used"),
-    P("proxy_protocol", SL_PARAM_BOOL, "false", REF,
-      "the PROXY protocol to servers is not implemented"),
+    P("proxy_protocol", SL_PARAM_BOOL, "false", 0,
+      "Send a PROXY protocol (v1) header with the client's address on "
+      "each client connection to this server"),
     P("disk_space_threshold", SL_PARAM_STRING, NULL, REF,
       "disk space monitoring is not implemented"),
     P("max_routing_connections", SL_PARAM_COUNT, "0", REF,
@@ -537,8 +539,9 @@ static const struct sl_param_spec listener_specs[] = {
       "connection initialization SQL is not implemented"),
     P("user_mapping_file", SL_PARAM_PATH, NULL, REF,
       "user mapping is not implemented"),
-    P("proxy_protocol_networks", SL_PARAM_STRING, NULL, REF,
-      "the PROXY protocol from clients is not implemented"),
+    P("proxy_protocol_networks", SL_PARAM_STRING, NULL, 0,
+      "Clients allowed to send a PROXY protocol (v1 or v2) header: "
+      "addresses, subnets (a.b.c.d/n), localhost, *"),
     P("connection_metadata", SL_PARAM_STRING, NULL, IGN,
       "cosmetic: no connection metadata is sent to clients"),
     SL_TLS_PARAM_SPECS("client connections (ssl=true requires TLS)"),
@@ -1169,6 +1172,7 @@ fill_server(struct loader *L, struct sl_server *srv,
     }
     srv->port = (int)port;
     srv->weight = (int)weight;
+    srv->proxy_protocol = sl_params_bool(p, "proxy_protocol");
     if (has_addr) {
         copy_checked(L, srv->address, sizeof(srv->address),
                      sl_params_get(p, "address"), "address", what,
@@ -1413,6 +1417,17 @@ fill_listener(struct loader *L, struct sl_listener *l,
         copy_checked(L, l->socket, sizeof(l->socket),
                      sl_params_get(p, "socket"), "socket", what,
                      sl__params_line(p, "socket"));
+    }
+    if (sl_params_has(p, "proxy_protocol_networks")) {
+        char err[256];
+
+        if (sl__pp_networks_parse(sl_params_get(p, "proxy_protocol_networks"),
+                                  &l->pp_nets, &l->pp_nnets, err,
+                                  sizeof(err)) != 0) {
+            sl__cfg_error(L->d, sl__params_line(p, "proxy_protocol_networks"),
+                          "invalid value for parameter "
+                          "'proxy_protocol_networks' in %s: %s", what, err);
+        }
     }
     sl__tls_configure(L->d, p, true, what, &l->tls);
     check_authenticator(L, p, what);
@@ -1752,6 +1767,7 @@ sl__config_free(struct sl_config *cfg)
     }
     for (size_t i = 0; i < cfg->nlisteners; i++) {
         sl__tls_free(cfg->listeners[i]->tls);
+        free(cfg->listeners[i]->pp_nets);
         sl__params_free(cfg->listeners[i]->params);
         free(cfg->listeners[i]);
     }
@@ -1911,6 +1927,7 @@ drop_new(struct sl_config *cfg, const struct counts *c)
         free(tail.monitors[i]);
     }
     for (size_t i = 0; i < tail.nlisteners; i++) {
+        free(tail.listeners[i]->pp_nets);
         sl__params_free(tail.listeners[i]->params);
         free(tail.listeners[i]);
     }

@@ -645,12 +645,134 @@ hangup(struct sl_dcb *dcb, const char *why)
     }
 }
 
+/* c->remote: the address as text, an IPv4-mapped IPv6 address as IPv4. */
+static void
+set_remote(struct sl_dcb *c, int family, const void *a)
+{
+    inet_ntop(family, a, c->remote, sizeof(c->remote));
+    if (strncmp(c->remote, "::ffff:", 7) == 0 && strchr(c->remote, '.')) {
+        memmove(c->remote, c->remote + 7, strlen(c->remote + 7) + 1);
+    }
+}
+
+/* Refuse a client's PROXY header: log why, answer an error, close. */
+static void
+pp_refuse(struct sl_dcb *c, uint16_t code, const char *what, const char *why)
+{
+    char msg[400];
+
+    sl_log_warn("listener '%s': refused client %s: %s%s%s", c->listener->name,
+                c->remote, what, why != NULL ? ": " : "",
+                why != NULL ? why : "");
+    snprintf(msg, sizeof(msg), "%s%s%s", what, why != NULL ? ": " : "",
+             why != NULL ? why : "");
+    c->protocol->client_error(c, code, "08S01", msg);
+    sl_dcb_close(c);
+}
+
+/* A client from proxy_protocol_networks, admitted uncapped, has sent its
+ * header (or none): re-count its pending login under the address it now
+ * has, capped (max_pending_logins_per_host, max_connections). false if
+ * refused (c closed). */
+static bool
+pp_readmit(struct sl_dcb *c, const char *old)
+{
+    int rc;
+
+    if (!c->pending_login) {
+        return true;
+    }
+    sl__pending_done(c->service, old);
+    c->pending_login = false;
+    rc = sl__pending_admit(c->service, c->remote, true);
+    if (rc == 0) {
+        c->pending_login = true;
+        return true;
+    }
+    sl_log_warn("service '%s': refused %s (behind a PROXY header from %s): "
+                "too many connections from it%s", c->service->name,
+                c->remote, old,
+                rc == -EUSERS ? " are logging in already "
+                                "(max_pending_logins_per_host)" : "");
+    c->protocol->client_error(c, 1040, "08004", "Too many connections");
+    sl_dcb_close(c);
+    return false;
+}
+
+/*
+ * A client's first bytes: a PROXY protocol header (v1 or v2) is taken
+ * only from the networks in its listener's proxy_protocol_networks; its
+ * source address becomes the client's. 1: go on to the protocol (with
+ * what follows the header), 0: wait for more bytes, -1: refused (closed).
+ * A header that never completes is cut off by auth_timeout
+ * (close_overdue).
+ */
+static int
+pp_intake(struct sl_dcb *c)
+{
+    size_t len = c->readq.len < SL_PP_V2_MAX ? c->readq.len : SL_PP_V2_MAX;
+    const uint8_t *p = sl_buf_pullup(&c->readq, len);
+    struct sl_pp_header h;
+    const char *why = NULL;
+    char old[sizeof(c->remote)];
+    int n;
+
+    if (p == NULL) {
+        return len == 0 ? 0 : -1;
+    }
+    switch (sl__pp_detect(p, len)) {
+    case SL_PP_NOT_HEADER:
+        c->pp_pending = false;
+        return c->pp_trusted && !pp_readmit(c, c->remote) ? -1 : 1;
+    case SL_PP_UNDECIDED:
+        return 0;
+    case SL_PP_IS_HEADER:
+        break;
+    }
+    if (!c->pp_trusted) {
+        pp_refuse(c, 1130, "PROXY protocol header from a host not in "
+                  "proxy_protocol_networks", NULL);
+        return -1;
+    }
+    n = sl__pp_parse(p, len, &h, &why);
+    if (n == SL_PP_NEED_MORE) {
+        return 0;
+    }
+    if (n < 0) {
+        pp_refuse(c, 1043, "malformed PROXY protocol header", why);
+        return -1;
+    }
+    sl_buf_consume(&c->readq, (size_t)n);
+    c->pp_pending = false;
+    snprintf(old, sizeof(old), "%s", c->remote);
+    if (h.family == AF_UNSPEC) {
+        sl_log_info("listener '%s': client %s: PROXY header v%d without "
+                    "an address (LOCAL/UNKNOWN)", c->listener->name,
+                    c->remote, h.version);
+        return pp_readmit(c, old) ? 1 : -1;
+    }
+    memcpy(&c->peer, &h.src, sizeof(c->peer));
+    memcpy(&c->local, &h.dst, sizeof(c->local));
+    set_remote(c, h.family,
+               h.family == AF_INET ? (const void *)&c->peer.in.sin_addr
+                                   : (const void *)&c->peer.in6.sin6_addr);
+    sl_log_info("listener '%s': client %s is %s (PROXY header v%d)",
+                c->listener->name, old, c->remote, h.version);
+    return pp_readmit(c, old) ? 1 : -1;
+}
+
 /* Pass newly read bytes to the protocol. false if the DCB closed. */
 static bool
 deliver(struct sl_dcb *dcb)
 {
     int rc;
 
+    if (dcb->role == SL_DCB_CLIENT && dcb->pp_pending) {
+        rc = pp_intake(dcb);
+        if (rc <= 0 || dcb->readq.len == 0) {
+            return rc >= 0 && dcb->state != DCB_CLOSED;
+        }
+    }
     if (dcb->role == SL_DCB_CLIENT) {
         rc = dcb->protocol->client_read(dcb);
     } else {
@@ -780,6 +902,15 @@ login_overdue(const struct sl_dcb *c, uint64_t now)
 static void
 close_overdue(struct sl_dcb *c)
 {
+    if (c->pp_pending && c->readq.len > 0) {
+        sl_log_warn("listener '%s': closing client %s: its PROXY protocol "
+                    "header is incomplete after %llu s (auth_timeout)",
+                    c->listener->name, c->remote,
+                    (unsigned long long)(sl_worker_now_ms() - c->accept_ms) /
+                        1000);
+        sl_dcb_close(c);
+        return;
+    }
     sl_log_notice("closing client %s of service '%s': not logged in after "
                   "%llu s (auth_timeout)", c->remote, c->service->name,
                   (unsigned long long)(sl_worker_now_ms() - c->accept_ms) /
@@ -973,8 +1104,10 @@ new_client(struct sl_dcb *ldcb, int fd, const struct sockaddr_storage *ss)
     c->listener = ldcb->listener;
     c->service = ldcb->listener->service;
     c->protocol = ldcb->listener->protocol;
+    c->pp_pending = true;
     if (ss->ss_family == AF_UNIX) {
         c->is_unix = true;
+        c->peer.sa.sa_family = AF_UNIX;
         snprintf(c->remote, sizeof(c->remote), "localhost");
     } else {
         const void *a = ss->ss_family == AF_INET
@@ -982,13 +1115,16 @@ new_client(struct sl_dcb *ldcb, int fd, const struct sockaddr_storage *ss)
                                   ->sin_addr
                             : (const void *)&((const struct sockaddr_in6 *)ss)
                                   ->sin6_addr;
-        inet_ntop(ss->ss_family, a, c->remote, sizeof(c->remote));
-        if (strncmp(c->remote, "::ffff:", 7) == 0 && strchr(c->remote, '.')) {
-            memmove(c->remote, c->remote + 7, strlen(c->remote + 7) + 1);
-        }
+
+        memcpy(&c->peer, ss, ss->ss_family == AF_INET
+                                 ? sizeof(struct sockaddr_in)
+                                 : sizeof(struct sockaddr_in6));
+        set_remote(c, ss->ss_family, a);
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
     }
+    c->pp_trusted = sl__pp_networks_match(c->listener->pp_nets,
+                                          c->listener->pp_nnets, &c->peer.sa);
     atomic_fetch_add(&c->listener->connections, 1);
     atomic_fetch_add(&c->listener->connections_total, 1);
     c->accept_ms = sl_worker_now_ms();
@@ -1019,8 +1155,11 @@ admit(struct sl_dcb *c)
 {
     char msg[sizeof(c->remote) + 64];
     /* Unix-socket clients are local: a pool starting up on this host may
-     * well have hundreds logging in at once (while the accounts load). */
-    int rc = sl__pending_admit(c->service, c->remote, !c->is_unix);
+     * well have hundreds logging in at once (while the accounts load).
+     * Clients that may send a PROXY header (a load balancer's) are capped
+     * once it is read, by the address it carries (pp_readmit). */
+    int rc = sl__pending_admit(c->service, c->remote,
+                               !c->is_unix && !c->pp_trusted);
 
     if (rc == 0) {
         c->pending_login = true;
@@ -1162,6 +1301,44 @@ resolve(const struct sl_server *srv, struct sockaddr_storage *ss,
     memcpy(ss, res->ai_addr, res->ai_addrlen);
     *len = res->ai_addrlen;
     freeaddrinfo(res);
+    return 0;
+}
+
+/*
+ * proxy_protocol=true: queue the PROXY v1 header on a new backend
+ * connection, sent first once the connect completes (the server speaks
+ * first in the MariaDB protocol, so nothing else is queued before it):
+ * the client's address (its PROXY header's if it sent one) and the
+ * address it connected to; an internal session (tee) speaks for its
+ * parent's client. A unix-socket client sends "PROXY UNKNOWN": the server
+ * treats the connection as Sluice's own.
+ */
+int
+sl__dcb_proxy_header(struct sl_dcb *dcb, const struct sl_session *ses)
+{
+    const struct sl_dcb *c = ses->client;
+    union sl_pp_addr local = ses->local;
+    int fam = ses->peer.sa.sa_family;
+    char hdr[SL_PP_V1_MAX + 1];
+    size_t n;
+
+    if (local.sa.sa_family == 0 && c != NULL && !c->is_unix && c->fd >= 0) {
+        socklen_t len = sizeof(local);
+
+        if (getsockname(c->fd, &local.sa, &len) != 0) {
+            local.sa.sa_family = 0;
+        }
+    }
+    n = sl__pp_write_v1(hdr, sizeof(hdr),
+                        fam == AF_INET || fam == AF_INET6 ? &ses->peer.sa
+                                                          : NULL,
+                        local.sa.sa_family != 0 ? &local.sa : NULL);
+    if (n == 0 || sl_buf_append_data(&dcb->writeq, hdr, n) != 0) {
+        sl_log_error("server '%s': cannot queue the PROXY protocol header",
+                     dcb->server->name);
+        return -1;
+    }
+    note_writeq(dcb);
     return 0;
 }
 

@@ -14,6 +14,7 @@
 #include <sluice/session.h>
 
 #include "evq.h"
+#include "proxyproto.h"
 #include "stats.h"
 #include "internal.h"
 
@@ -55,6 +56,16 @@ struct sl_dcb {
     void *internal_arg;
 
     char remote[256];
+    /* client: the address it presented (accept()'s, or the one its PROXY
+     * header carried) and, if a header said, the one it connected to
+     * (sa_family 0: ask getsockname); both for the header sent onward to
+     * proxy_protocol servers */
+    union sl_pp_addr peer;
+    union sl_pp_addr local;
+    bool pp_pending;                /* client: its first bytes not yet
+                                     * checked for a PROXY header */
+    bool pp_trusted;                /* client: from proxy_protocol_networks
+                                     * (may send a header) */
     bool is_unix;
     bool connecting;                /* backend: connect() in progress */
     bool write_blocked;             /* waiting for EPOLLOUT */
@@ -115,6 +126,11 @@ struct sl_session {
     enum sl_session_state state;
     atomic_uint refs;               /* client DCB + each backend DCB */
     struct sl_dcb *client;
+    /* The client's addresses for PROXY headers (sl__dcb_proxy_header):
+     * its dcb->peer and dcb->local, copied so internal sessions (no
+     * client) speak for their parent's client. */
+    union sl_pp_addr peer;
+    union sl_pp_addr local;
     struct sl_service *service;
     const struct sl_protocol_ops *protocol;
     void *router_session;
@@ -159,6 +175,9 @@ int sl__dcb_add(struct sl_dcb *dcb);
 void sl__dcb_free(struct sl_dcb *dcb);
 bool sl__dcb_reclaimable(const struct sl_dcb *dcb, uint64_t min_epoch);
 /* Open a non-blocking connection for backend b (not polled yet). */
+/* proxy_protocol=true: queue the PROXY v1 header for ses's client on
+ * the new backend DCB (sent first). -1 on failure (logged). */
+int sl__dcb_proxy_header(struct sl_dcb *dcb, const struct sl_session *ses);
 struct sl_dcb *sl__dcb_connect_backend(struct sl_backend *b);
 /* Close without reporting a backend failure (session/backends internal). */
 void sl__dcb_close_quiet(struct sl_dcb *dcb);

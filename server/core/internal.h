@@ -72,6 +72,7 @@ struct sl_server {
     int port;
     char socket[108];                 /* "" = TCP */
     int weight;
+    bool proxy_protocol;              /* send a PROXY v1 header (dcb.c) */
     struct sl_params *params;
     atomic_uint status;               /* enum sl_server_status bits */
     atomic_llong lag;                 /* seconds, SL_SERVER_LAG_UNKNOWN */
@@ -142,6 +143,10 @@ struct sl_listener {
     atomic_ullong connections_total;
     atomic_llong connections;
     struct sl_tls *tls;               /* NULL = plain (tls.c) */
+    /* proxy_protocol_networks (proxyproto.c): clients that may send a
+     * PROXY header; none = no client may */
+    struct sl_pp_net *pp_nets;
+    size_t pp_nnets;
 };
 
 struct sl_monitor {

@@ -9,7 +9,8 @@
  * sl_server_mysql_tls gives every libmariadb connection Sluice opens
  * (monitors here, account loading in the protocol module) the server's
  * ssl* settings, so credentials and password hashes never cross in the
- * clear to a server configured with ssl=true.
+ * clear to a server configured with ssl=true, and the PROXY protocol
+ * header a server with proxy_protocol=true expects ("PROXY UNKNOWN").
  *
  * Context: the monitor's own thread (blocking calls; never a worker).
  */
@@ -76,6 +77,8 @@ sl_server_mysql_tls_ok(const struct sl_server *srv, void *mysql)
            mysql_get_ssl_cipher(mysql) != NULL;
 }
 
+#define PP_UNKNOWN "PROXY UNKNOWN\r\n"
+
 int
 sl_server_mysql_tls(const struct sl_server *srv, void *mysql)
 {
@@ -93,6 +96,14 @@ sl_server_mysql_tls(const struct sl_server *srv, void *mysql)
     char versions[64];
     int rc = 0;
 
+    /* proxy_protocol=true: the server expects a PROXY header; an
+     * internal connection has no client behind it, so it says UNKNOWN
+     * (the server sees Sluice's own address, as without a header). */
+    if (srv->proxy_protocol &&
+        mysql_optionsv(mysql, MARIADB_OPT_PROXY_HEADER, PP_UNKNOWN,
+                       sizeof(PP_UNKNOWN) - 1) != 0) {
+        return -1;
+    }
     if (p == NULL || !sl_params_bool(p, "ssl")) {
         return 0;
     }

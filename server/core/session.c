@@ -181,6 +181,8 @@ session_alloc(struct sl_dcb *client)
     ses->protocol = client->protocol;
     pthread_mutex_init(&ses->lock, NULL);
     snprintf(ses->remote, sizeof(ses->remote), "%s", client->remote);
+    ses->peer = client->peer;
+    ses->local = client->local;
     atomic_fetch_add(&session_live, 1);
     return ses;
 }
@@ -434,6 +436,16 @@ sl_session_create_internal(struct sl_session *parent, struct sl_service *svc,
     ses->client_caps = parent->client_caps;
     pthread_mutex_init(&ses->lock, NULL);
     snprintf(ses->remote, sizeof(ses->remote), "%s", parent->remote);
+    ses->peer = parent->peer;
+    ses->local = parent->local;
+    if (ses->local.sa.sa_family == 0 && parent->client != NULL &&
+        ses->peer.sa.sa_family != AF_UNIX && parent->client->fd >= 0) {
+        socklen_t len = sizeof(ses->local);
+
+        if (getsockname(parent->client->fd, &ses->local.sa, &len) != 0) {
+            ses->local.sa.sa_family = 0;
+        }
+    }
     snprintf(ses->user, sizeof(ses->user), "%s", parent->user);
     snprintf(ses->db, sizeof(ses->db), "%s", parent->db);
     atomic_fetch_add(&session_live, 1);
@@ -667,6 +679,11 @@ sl_backend_connect(struct sl_session *ses, struct sl_server *srv)
     atomic_fetch_add(&ses->refs, 1);   /* the backend DCB's */
     b->next = ses->backends;
     ses->backends = b;
+    if (srv->proxy_protocol && sl__dcb_proxy_header(dcb, ses) != 0) {
+        b->state = SL_BACKEND_CLOSED;
+        backend_drop(b);
+        return NULL;
+    }
     if (ses->protocol->backend_init(dcb, b) == SL_ERROR) {
         b->state = SL_BACKEND_CLOSED;
         backend_drop(b);

@@ -522,6 +522,11 @@ read_hello(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *rq)
     if (p == NULL) {
         return bad ? bad_handshake(dcb, cl->seq) : SL_OK;
     }
+    /* again: a PROXY protocol header may have changed the client's
+     * address since the connect */
+    if (refuse_if_blocked(dcb, cl->seq)) {
+        return SL_ERROR;
+    }
     free(cl->hello);
     cl->hello = malloc(sizeof(*cl->hello));
     if (cl->hello == NULL || mdb_parse_hello(p, len, cl->hello) != 0) {

@@ -212,6 +212,7 @@ struct kill_target {
     char sock[108];
     int port;
     bool tls;              /* the server has ssl=true: not supported */
+    bool proxy;            /* proxy_protocol=true: send "PROXY UNKNOWN" */
     uint32_t tid;          /* 0: send sql as is (KILL USER) */
 };
 
@@ -481,6 +482,11 @@ kill_one(struct kill_job *j, const struct kill_target *t)
         sl_log_warn("%s", j->msg);
     } else if ((fd = connect_to(t)) < 0) {
         local_err(j, "cannot connect to server '%s' to send KILL", t->name);
+    } else if (t->proxy &&
+               io_all(fd, (unsigned char *)"PROXY UNKNOWN\r\n", 15, true) !=
+                   0) {
+        local_err(j, "cannot send the PROXY header to server '%s' to send "
+                     "KILL", t->name);
     } else if (login(j, t, fd, buf) != 0) {
         local_err(j, "cannot log in to server '%s' to send KILL", t->name);
     } else if (write_packet(fd, 0, sql, (size_t)n + 1) != 0 ||
@@ -595,6 +601,8 @@ add_target(struct kill_job *j, size_t *cap, struct sl_server *srv,
     t->port = sl_server_port(srv);
     t->tls = sl_server_params(srv) != NULL &&
              sl_params_bool(sl_server_params(srv), "ssl");
+    t->proxy = sl_server_params(srv) != NULL &&
+               sl_params_bool(sl_server_params(srv), "proxy_protocol");
     t->tid = tid;
     return true;
 }
