@@ -61,9 +61,11 @@
  *        sl_session_splice_stats (kernel forwarding);
  *        sl_worker_shared_model; struct sl_reply gained last_seq (a layout
  *        change).
+ *   2.1  sl_dcb_set_codec and sl_dcb_has_codec (a transform between a
+ *        DCB's socket and its queues: the MariaDB protocol compression).
  */
 #define SL_MODULE_ABI_MAJOR 2
-#define SL_MODULE_ABI_MINOR 0
+#define SL_MODULE_ABI_MINOR 1
 
 enum sl_module_type {
     SL_MODULE_PROTOCOL = 1,

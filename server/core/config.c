@@ -416,6 +416,8 @@ static const struct sl_param_spec server_specs[] = {
       "the server's extra port is not used"),
     P("proxy_protocol", SL_PARAM_BOOL, "false", REF,
       "the PROXY protocol to servers is not implemented"),
+    P("compression", SL_PARAM_BOOL, "false", 0,
+      "Compress the protocol (zlib) on connections to this server"),
     P("disk_space_threshold", SL_PARAM_STRING, NULL, REF,
       "disk space monitoring is not implemented"),
     P("max_routing_connections", SL_PARAM_COUNT, "0", REF,

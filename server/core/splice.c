@@ -279,6 +279,9 @@ dcb_unfit(const struct sl_dcb *dcb)
     if (dcb->is_unix) {
         return "unix socket";
     }
+    if (dcb->codec != NULL) {
+        return "protocol compression";
+    }
     if (dcb->readq.len > 0 || dcb->writeq.len > 0) {
         return "bytes queued in Sluice";
     }

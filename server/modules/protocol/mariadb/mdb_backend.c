@@ -38,6 +38,7 @@
 #include "mdb.h"
 #include "mdb_kill.h"
 #include "mdb_reply.h"
+#include "mdb_zcodec.h"
 
 enum backend_state {
     BS_HANDSHAKE,
@@ -246,10 +247,22 @@ on_handshake(struct sl_dcb *dcb, struct mdb_backend *be,
         l.caps |= SL_CAP_SSL;
         seq++;
     }
+    /* Server compression=true: zlib, when the server offers it. */
+    if (sl_params_bool(sl_server_params(sl_backend_server(be->b)),
+                       "compression") &&
+        (h->caps & SL_CAP_COMPRESS)) {
+        l.caps |= SL_CAP_COMPRESS;
+    }
     n = mdb_build_login(out, sizeof(out), &l);
     pkt = n > 0 ? sl_mdb_make_packet((uint8_t)(seq + 1), out, n) : NULL;
     if (pkt == NULL || sl_dcb_write(dcb, pkt) != 0) {
         fail(be, NULL, "cannot send the login");
+        return SL_OK;
+    }
+    if ((l.caps & SL_CAP_COMPRESS) &&
+        mdb_compress_start(dcb, MDB_Z_ZLIB, -1, true, (uint8_t)(seq + 2),
+                           0) != 0) {
+        fail(be, NULL, "cannot start protocol compression");
         return SL_OK;
     }
     be->state = BS_AUTH;

@@ -48,6 +48,7 @@
 #include "mdb.h"
 #include "mdb_dbtrack.h"
 #include "mdb_kill.h"
+#include "mdb_zcodec.h"
 
 /* Longest login packet accepted before the client is called malformed. */
 #define MAX_LOGIN_PACKET 65536
@@ -205,7 +206,8 @@ mdb_client_accept(struct sl_dcb *client)
     cl->ext_offered = ext_caps_to_offer(sl_dcb_service(client));
     n = mdb_build_handshake_ext(p, sizeof(p), version,
                                 mdb_kill_id(client), cl->scramble,
-                                MDB_SERVER_CAPS |
+                                MDB_SERVER_CAPS | SL_CAP_COMPRESS |
+                                    MDB_CAP_ZSTD |
                                     (sl_dcb_tls_configured(client)
                                          ? SL_CAP_SSL
                                          : 0),
@@ -477,6 +479,35 @@ start_tls(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *rq,
     return sl_dcb_tls_start(dcb) == 0 ? SL_OK : SL_ERROR;
 }
 
+/*
+ * The client asked for compression (zlib wins when it offers both, as on
+ * MySQL): everything after its handshake response is compressed. Decoded
+ * bytes the client has not had consumed are limited to max_allowed_packet
+ * and two packets of headroom (a decompression bomb; 1 GiB, the server's
+ * ceiling, when max_allowed_packet is 0).
+ */
+static int
+start_compression(struct sl_dcb *dcb, struct mdb_client *cl)
+{
+    uint32_t caps = cl->hello->caps;
+    uint64_t limit = cl->max_packet != 0 ? cl->max_packet
+                                         : (uint64_t)1 << 30;
+
+    if (caps & SL_CAP_COMPRESS) {
+        return mdb_compress_start(dcb, MDB_Z_ZLIB, -1, false, cl->seq,
+                                  limit + 2 * (MDB_Z_MAX_PAYLOAD + 1));
+    }
+    if (caps & MDB_CAP_ZSTD) {
+        return mdb_compress_start(dcb, MDB_Z_ZSTD,
+                                  cl->hello->zstd_level != 0
+                                      ? cl->hello->zstd_level
+                                      : 3,
+                                  false, cl->seq,
+                                  limit + 2 * (MDB_Z_MAX_PAYLOAD + 1));
+    }
+    return 0;
+}
+
 static int
 read_hello(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *rq)
 {
@@ -499,6 +530,9 @@ read_hello(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *rq)
     /* attrs point into the read queue, which is consumed now. */
     cl->hello->attrs = NULL;
     sl_buf_consume(rq, total);
+    if (start_compression(dcb, cl) != 0) {
+        return SL_ERROR;
+    }
     if (needs_switch(cl->hello)) {
         cl->state = CS_SWITCH;
         cl->seq += 2;
