@@ -59,6 +59,9 @@ struct mdb_backend {
     uint8_t scramble[MDB_SCRAMBLE_LEN];
     uint32_t caps;                /* negotiated with the server */
     uint32_t ext_caps;            /* MariaDB extended caps, likewise */
+    bool compress;                /* CLIENT_COMPRESS sent (server
+                                   * compression=true): compressed after
+                                   * the login's OK */
     struct mdb_tracker trk;
     struct queued *qhead;
     struct queued *qtail;
@@ -259,12 +262,7 @@ on_handshake(struct sl_dcb *dcb, struct mdb_backend *be,
         fail(be, NULL, "cannot send the login");
         return SL_OK;
     }
-    if ((l.caps & SL_CAP_COMPRESS) &&
-        mdb_compress_start(dcb, MDB_Z_ZLIB, -1, true, (uint8_t)(seq + 2),
-                           0) != 0) {
-        fail(be, NULL, "cannot start protocol compression");
-        return SL_OK;
-    }
+    be->compress = (l.caps & SL_CAP_COMPRESS) != 0;
     be->state = BS_AUTH;
     return SL_OK;
 }
@@ -317,6 +315,13 @@ on_login_ok(struct sl_dcb *dcb, struct mdb_backend *be)
 {
     struct queued *q;
 
+    /* The login is plain; compression starts after its OK, as on the
+     * server. */
+    if (be->compress &&
+        mdb_compress_start(dcb, MDB_Z_ZLIB, -1, true, 0, 0) != 0) {
+        fail(be, NULL, "cannot start protocol compression");
+        return SL_OK;
+    }
     be->state = BS_READY;
     register_thread(dcb, be);
     sl_backend_ready(be->b);

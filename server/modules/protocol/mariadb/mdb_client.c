@@ -83,6 +83,9 @@ struct mdb_client {
     struct mdb_dbtrack dbt;      /* default-database changes in flight */
     bool tls_started;            /* SSLRequest seen, TLS running */
     uint64_t max_packet;         /* service's max_allowed_packet */
+    uint32_t zcaps;              /* CLIENT_COMPRESS / MDB_CAP_ZSTD asked
+                                  * for in the handshake response */
+    uint8_t zstd_level;          /* its zstd level (0: none sent) */
     uint32_t ext_offered;        /* MariaDB extended caps offered */
 };
 
@@ -345,6 +348,8 @@ note_client(struct mdb_client *cl, const struct mdb_hello *h)
     size_t vlen;
 
     cl->sd->caps = h->caps & MDB_SERVER_CAPS;
+    cl->zcaps = h->caps & (SL_CAP_COMPRESS | MDB_CAP_ZSTD);
+    cl->zstd_level = h->zstd_level;
     cl->sd->ext_caps = h->ext_caps & cl->ext_offered;
     cl->sd->charset = h->charset;
     if (h->attrs != NULL &&
@@ -374,7 +379,11 @@ start_session(struct sl_dcb *dcb, struct mdb_client *cl)
     sl_session_set_db(ses, h->db);
     mdb_kill_register(dcb, h->user);
     sl_session_set_protocol_data(ses, cl->sd);
+    /* With CLIENT_COMPRESS (either algorithm): the session is compressed
+     * from its OK on, which kernel forwarding (splice.c) must know now. */
     sl_session_set_client_caps(ses, cl->sd->caps |
+                                        (cl->zcaps != 0 ? SL_CAP_COMPRESS
+                                                        : 0) |
                                         (uint64_t)cl->sd->ext_caps << 32);
     free(h);
     return SL_OK;
@@ -481,7 +490,8 @@ start_tls(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *rq,
 
 /*
  * The client asked for compression (zlib wins when it offers both, as on
- * MySQL): everything after its handshake response is compressed. Decoded
+ * MySQL): everything after the login's OK is compressed (the login itself,
+ * authentication switches included, is plain, as on the server). Decoded
  * bytes the client has not had consumed are limited to max_allowed_packet
  * and two packets of headroom (a decompression bomb; 1 GiB, the server's
  * ceiling, when max_allowed_packet is 0).
@@ -489,20 +499,22 @@ start_tls(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *rq,
 static int
 start_compression(struct sl_dcb *dcb, struct mdb_client *cl)
 {
-    uint32_t caps = cl->hello->caps;
+    uint32_t caps = cl->zcaps;
     uint64_t limit = cl->max_packet != 0 ? cl->max_packet
                                          : (uint64_t)1 << 30;
 
+    if (sl_dcb_has_codec(dcb)) {
+        return 0;   /* a second login on this connection */
+    }
     if (caps & SL_CAP_COMPRESS) {
-        return mdb_compress_start(dcb, MDB_Z_ZLIB, -1, false, cl->seq,
+        return mdb_compress_start(dcb, MDB_Z_ZLIB, -1, false, 0,
                                   limit + 2 * (MDB_Z_MAX_PAYLOAD + 1));
     }
     if (caps & MDB_CAP_ZSTD) {
         return mdb_compress_start(dcb, MDB_Z_ZSTD,
-                                  cl->hello->zstd_level != 0
-                                      ? cl->hello->zstd_level
-                                      : 3,
-                                  false, cl->seq,
+                                  cl->zstd_level != 0 ? cl->zstd_level
+                                                      : 3,
+                                  false, 0,
                                   limit + 2 * (MDB_Z_MAX_PAYLOAD + 1));
     }
     return 0;
@@ -530,9 +542,6 @@ read_hello(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *rq)
     /* attrs point into the read queue, which is consumed now. */
     cl->hello->attrs = NULL;
     sl_buf_consume(rq, total);
-    if (start_compression(dcb, cl) != 0) {
-        return SL_ERROR;
-    }
     if (needs_switch(cl->hello)) {
         cl->state = CS_SWITCH;
         cl->seq += 2;
@@ -997,7 +1006,8 @@ mdb_session_ready(struct sl_dcb *client)
     struct sl_buf *ok = sl_mdb_make_ok(cl->seq, 0, 0,
                                        SL_SERVER_STATUS_AUTOCOMMIT, 0);
 
-    if (ok == NULL || sl_dcb_write(client, ok) != 0) {
+    if (ok == NULL || sl_dcb_write(client, ok) != 0 ||
+        start_compression(client, cl) != 0) {
         sl_dcb_close(client);
         return;
     }
