@@ -228,14 +228,33 @@ def target(request, tmp_path_factory, procedure):
 
 @pytest.mark.parametrize("driver", list(DRIVERS))
 def test_driver_scenario(drivers, target, driver):
+    run_scenario(drivers, target, driver, compressed=False)
+
+
+# The drivers that compress the protocol (CLIENT_COMPRESS, zlib): PyMySQL,
+# Node's mysqljs and Debian's go-sql-driver (1.7) have no compression.
+COMPRESSED_DRIVERS = ["cli", "c", "mysqldb", "connector", "jdbc"]
+
+
+@pytest.mark.parametrize("driver", COMPRESSED_DRIVERS)
+def test_driver_scenario_compressed(drivers, target, driver):
+    """The same scenario with DRV_COMPRESS=1 (--compress,
+    MYSQL_OPT_COMPRESS, compress=1/True, useCompression=true)."""
+    run_scenario(drivers, target, driver, compressed=True)
+
+
+def run_scenario(drivers, target, driver, compressed):
     built = drivers[driver]
     if isinstance(built, Exception):
         pytest.fail(f"driver {driver} not available: {built}",
                     pytrace=False)
     argv, extra_env = built
     name, port = target
-    table = f"drv_{driver}_{name}"
+    table = f"drv_{driver}_{name}" + ("_z" if compressed else "")
     env = dict(os.environ, **(extra_env or {}))
+    env.pop("DRV_COMPRESS", None)
+    if compressed:
+        env["DRV_COMPRESS"] = "1"
     proc = subprocess.run([*argv, st.HOST, str(port), st.APP_USER,
                            st.APP_PASSWORD, "test", table],
                           capture_output=True, text=True, env=env,
