@@ -317,6 +317,58 @@ sequence_numbers_by_role(void **state)
     mdb_z_free(cli);
 }
 
+static uint8_t
+first_seq_of(struct mdb_zstate *z, const char *pkt, size_t n)
+{
+    struct sl_buf *enc = mdb_z_encode(z, sl_buf_from(pkt, n));
+    unsigned char *p = flat(enc);
+    uint8_t seq = p[3];
+
+    free(p);
+    sl_buf_free(enc);
+    return seq;
+}
+
+static void
+pipelined_commands_answered_in_their_own_numbering(void **state)
+{
+    struct mdb_zstate *srv = mdb_z_new(MDB_Z_ZLIB, -1, false, 0, 0);
+    struct sl_buf raw = {0}, out = {0};
+    static const char ok[] = "\x07\0\0\x01\0\0\0\x02\0\0\0";
+    /* a prepare and an execute sent at once (each from 0), then a
+     * command in three compressed packets (0, 1, 2), then a close */
+    static const unsigned char in[] = {
+        5, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0x16,
+        5, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0x17,
+        2, 0, 0, 0, 0, 0, 0, 9, 0,
+        2, 0, 0, 1, 0, 0, 0, 0, 0,
+        5, 0, 0, 2, 0, 0, 0, 0, 0x03, 'd', 'o', ' ',
+        5, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0x19,
+    };
+    struct sl_buf *b = sl_buf_from(in, sizeof(in));
+
+    (void)state;
+    sl_buf_append(&raw, b);
+    sl_buf_free(b);
+    assert_int_equal(mdb_z_decode(srv, &raw, &out), 0);
+    sl_buf_reset(&out);
+    mdb_z_command(srv, true);    /* prepare */
+    mdb_z_command(srv, true);    /* execute */
+    mdb_z_command(srv, true);    /* the long one */
+    mdb_z_command(srv, false);   /* close: no answer */
+    mdb_z_answer_starts(srv);
+    assert_int_equal(first_seq_of(srv, ok, 11), 1);
+    assert_int_equal(first_seq_of(srv, ok, 11), 2);
+    mdb_z_answer_starts(srv);
+    assert_int_equal(first_seq_of(srv, ok, 11), 1);
+    mdb_z_answer_starts(srv);
+    assert_int_equal(first_seq_of(srv, ok, 11), 3);
+    /* nothing pending: the numbering goes on */
+    mdb_z_answer_starts(srv);
+    assert_int_equal(first_seq_of(srv, ok, 11), 4);
+    mdb_z_free(srv);
+}
+
 /* Decoding raw (taken) fails with err. */
 static void
 refused(enum mdb_zalgo algo, struct sl_buf *pkt, enum mdb_zerr err,
@@ -420,6 +472,7 @@ main(void)
         cmocka_unit_test(small_and_incompressible_go_as_they_are),
         cmocka_unit_test(foreign_packets_decode_and_incomplete_ones_wait),
         cmocka_unit_test(sequence_numbers_by_role),
+        cmocka_unit_test(pipelined_commands_answered_in_their_own_numbering),
         cmocka_unit_test(hostile_packets_are_refused),
         cmocka_unit_test(decompression_bomb_is_refused),
     };

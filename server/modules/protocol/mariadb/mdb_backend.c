@@ -318,7 +318,7 @@ on_login_ok(struct sl_dcb *dcb, struct mdb_backend *be)
     /* The login is plain; compression starts after its OK, as on the
      * server. */
     if (be->compress &&
-        mdb_compress_start(dcb, MDB_Z_ZLIB, -1, true, 0, 0) != 0) {
+        mdb_compress_start(dcb, MDB_Z_ZLIB, -1, true, 0, 0, NULL) != 0) {
         fail(be, NULL, "cannot start protocol compression");
         return SL_OK;
     }

@@ -48,6 +48,7 @@
 #include "mdb.h"
 #include "mdb_dbtrack.h"
 #include "mdb_kill.h"
+#include "mdb_reply.h"
 #include "mdb_zcodec.h"
 
 /* Longest login packet accepted before the client is called malformed. */
@@ -86,6 +87,9 @@ struct mdb_client {
     uint32_t zcaps;              /* CLIENT_COMPRESS / MDB_CAP_ZSTD asked
                                   * for in the handshake response */
     uint8_t zstd_level;          /* its zstd level (0: none sent) */
+    struct mdb_zstate *z;        /* compressed: the codec's state */
+    bool load_data_done;         /* LOCAL INFILE data ended: the answer
+                                  * that follows is the same answer's */
     uint32_t ext_offered;        /* MariaDB extended caps offered */
 };
 
@@ -508,14 +512,16 @@ start_compression(struct sl_dcb *dcb, struct mdb_client *cl)
     }
     if (caps & SL_CAP_COMPRESS) {
         return mdb_compress_start(dcb, MDB_Z_ZLIB, -1, false, 0,
-                                  limit + 2 * (MDB_Z_MAX_PAYLOAD + 1));
+                                  limit + 2 * (MDB_Z_MAX_PAYLOAD + 1),
+                                  &cl->z);
     }
     if (caps & MDB_CAP_ZSTD) {
         return mdb_compress_start(dcb, MDB_Z_ZSTD,
                                   cl->zstd_level != 0 ? cl->zstd_level
                                                       : 3,
                                   false, 0,
-                                  limit + 2 * (MDB_Z_MAX_PAYLOAD + 1));
+                                  limit + 2 * (MDB_Z_MAX_PAYLOAD + 1),
+                                  &cl->z);
     }
     return 0;
 }
@@ -812,6 +818,9 @@ one_command(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *rq,
     int cmd = sl_mdb_command(rq);
     struct sl_buf *buf;
 
+    if (cl->z != NULL) {
+        mdb_z_command(cl->z, mdb_expects_reply((uint8_t)cmd));
+    }
     if (cmd == SL_COM_QUIT) {
         sl_buf_consume(rq, n);
         sl_session_close(ses, "client sent COM_QUIT");
@@ -854,6 +863,7 @@ one_data_packet(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *rq,
     }
     if (n == SL_MDB_HDR_LEN) {
         cl->load_data = false;
+        cl->load_data_done = true;
     }
     return sl_session_route_query(sl_dcb_session(dcb), buf) == SL_OK
                ? SL_OK
@@ -1048,6 +1058,10 @@ mdb_client_reply(struct sl_dcb *client, struct sl_buf *buf,
     if (reply->state == SL_REPLY_LOAD_DATA && !reply->complete) {
         cl->load_data = true;
     }
+    if (cl->z != NULL && !cl->in_answer && !cl->load_data_done) {
+        mdb_z_answer_starts(cl->z);   /* its first bytes */
+    }
+    cl->load_data_done = false;
     cl->in_answer = !reply->complete && !cl->load_data;
     cl->answer_seq = (uint8_t)(reply->last_seq + 1);
     if (sl_dcb_write(client, buf) != 0) {

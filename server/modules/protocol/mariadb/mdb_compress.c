@@ -32,7 +32,71 @@ struct mdb_zstate {
     z_stream inf;
     ZSTD_CCtx *cctx;
     ZSTD_DCtx *dctx;
+    /* mdb_z_command: the next sequence number per command read (runs)
+     * and per command awaiting its answer (answers); rings. */
+    uint8_t runs[MDB_Z_RUNS];
+    unsigned runs_head, runs_len;
+    uint8_t answers[MDB_Z_RUNS];
+    unsigned answers_head, answers_len;
 };
+
+static void
+ring_push(uint8_t *ring, unsigned head, unsigned *len, uint8_t v)
+{
+    if (*len < MDB_Z_RUNS) {
+        ring[(head + *len) % MDB_Z_RUNS] = v;
+        (*len)++;
+    }
+}
+
+static int
+ring_pop(const uint8_t *ring, unsigned *head, unsigned *len)
+{
+    int v;
+
+    if (*len == 0) {
+        return -1;
+    }
+    v = ring[*head];
+    *head = (*head + 1) % MDB_Z_RUNS;
+    (*len)--;
+    return v;
+}
+
+void
+mdb_z_command(struct mdb_zstate *z, bool expects_reply)
+{
+    int v = ring_pop(z->runs, &z->runs_head, &z->runs_len);
+
+    if (expects_reply && v >= 0) {
+        ring_push(z->answers, z->answers_head, &z->answers_len, (uint8_t)v);
+    }
+}
+
+void
+mdb_z_answer_starts(struct mdb_zstate *z)
+{
+    int v = ring_pop(z->answers, &z->answers_head, &z->answers_len);
+
+    if (v >= 0) {
+        z->seq = (uint8_t)v;
+    }
+}
+
+/* A compressed packet numbered seq was read. */
+static void
+note_run(struct mdb_zstate *z, uint8_t seq)
+{
+    if (z->client_role) {
+        return;
+    }
+    if (seq == 0) {
+        ring_push(z->runs, z->runs_head, &z->runs_len, 1);
+    } else if (z->runs_len > 0) {
+        z->runs[(z->runs_head + z->runs_len - 1) % MDB_Z_RUNS] =
+            (uint8_t)(seq + 1);
+    }
+}
 
 static uint32_t
 get24(const unsigned char *p)
@@ -274,6 +338,7 @@ mdb_z_decode(struct mdb_zstate *z, struct sl_buf *raw, struct sl_buf *out)
             return -1;
         }
         z->seq = (uint8_t)(hdr[3] + 1);
+        note_run(z, hdr[3]);
         if (ulen == 0) {
             sl_buf_consume(raw, MDB_Z_HDR_LEN);
             if (clen > 0 && sl_buf_split(raw, clen, out) != 0) {

@@ -83,6 +83,23 @@ enum mdb_zerr mdb_z_error(const struct mdb_zstate *z);
 uint8_t mdb_z_next_seq(const struct mdb_zstate *z);
 
 /*
+ * Pipelined commands (server role). The server answers each command with
+ * the compressed sequence number after that command's own last one, not
+ * after the last one read: a client that sends COM_STMT_PREPARE and
+ * COM_STMT_EXECUTE at once (Connector/J) expects both answers to start
+ * at 1. The decoder notes, per run of compressed packets starting at 0
+ * (a command), the number after its last; the protocol calls
+ * mdb_z_command for each command it takes from the stream (in order;
+ * expects_reply: whether an answer will come) and mdb_z_answer_starts
+ * before writing the first bytes of an answer, which then continues that
+ * command's numbering. Without these calls (or past MDB_Z_RUNS commands
+ * in flight) the numbering continues from the last packet read.
+ */
+#define MDB_Z_RUNS 64
+void mdb_z_command(struct mdb_zstate *z, bool expects_reply);
+void mdb_z_answer_starts(struct mdb_zstate *z);
+
+/*
  * Encode in (a heap chain, taken) into a new heap chain of compressed
  * packets (payloads of at most MDB_Z_MAX_PAYLOAD bytes; a payload that
  * does not shrink is sent as it is). NULL on allocation failure (in is

@@ -90,7 +90,8 @@ static const struct sl_dcb_codec zcodec_ops = {
 
 int
 mdb_compress_start(struct sl_dcb *dcb, enum mdb_zalgo algo, int level,
-                   bool client_role, uint8_t seq, size_t max_pending)
+                   bool client_role, uint8_t seq, size_t max_pending,
+                   struct mdb_zstate **zs)
 {
     struct zcodec *c = calloc(1, sizeof(*c));
 
@@ -104,5 +105,8 @@ mdb_compress_start(struct sl_dcb *dcb, enum mdb_zalgo algo, int level,
     }
     c->dcb = dcb;
     c->client_role = client_role;
+    if (zs != NULL) {
+        *zs = c->z;
+    }
     return sl_dcb_set_codec(dcb, &zcodec_ops, c) == 0 ? 0 : -1;
 }
