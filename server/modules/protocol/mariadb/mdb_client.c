@@ -809,6 +809,17 @@ try_kill(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *rq,
     }
 }
 
+/* Give the first packet of buf sequence number seq. */
+static void
+set_first_seq(struct sl_buf *buf, uint8_t seq)
+{
+    unsigned char *p = sl_buf_pullup(buf, SL_MDB_HDR_LEN);
+
+    if (p != NULL) {
+        p[3] = seq;
+    }
+}
+
 /* One complete command of n bytes at the head of rq. */
 static int
 one_command(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *rq,
@@ -845,6 +856,12 @@ one_command(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *rq,
     }
     if (cmd == SL_COM_CHANGE_USER) {
         return change_user(dcb, cl, buf);
+    }
+    if (cl->z != NULL && sl_buf_byte(buf, 3) != 0) {
+        /* The server ignores the inner sequence numbers of a compressed
+         * client (Connector/J numbers COM_STMT_SEND_LONG_DATA 1); the
+         * backend link may be plain, where a command starts at 0. */
+        set_first_seq(buf, 0);
     }
     apply_db(dcb, mdb_dbtrack_command(&cl->dbt, buf));
     return sl_session_route_query(ses, buf) == SL_OK ? SL_OK : SL_ERROR;
@@ -1025,17 +1042,6 @@ mdb_session_ready(struct sl_dcb *client)
     if (!sl_buf_empty(sl_dcb_readq(client)) &&
         process_commands(client, cl) == SL_ERROR) {
         sl_dcb_close(client);
-    }
-}
-
-/* Give the first packet of buf sequence number seq. */
-static void
-set_first_seq(struct sl_buf *buf, uint8_t seq)
-{
-    unsigned char *p = sl_buf_pullup(buf, SL_MDB_HDR_LEN);
-
-    if (p != NULL) {
-        p[3] = seq;
     }
 }
 
