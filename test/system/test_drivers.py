@@ -12,7 +12,8 @@ mysql-connector-python (pure mode, server-side prepared statements),
 MariaDB Connector/J (useServerPrepStmts=true), go-sql-driver/mysql and
 Node's mysqljs/mysql (Debian has no mysql2). Every driver must pass every
 check through every target: a check that passes `direct` and fails
-through Sluice is a Sluice bug.
+through Sluice is a Sluice bug. The drivers that compress the protocol
+run the scenario a second time compressed (DRV_COMPRESS=1).
 
 The driver programs live in test/system/drivers; the Java and Go ones
 are compiled once per run into BUILD_DIR/drivers, and
