@@ -820,6 +820,20 @@ set_first_seq(struct sl_buf *buf, uint8_t seq)
     }
 }
 
+/*
+ * Compressed: the command was taken (mdb_z_command); router_answers says
+ * whether the router will answer it through mdb_client_reply. Answers
+ * Sluice makes up itself, and COM_CHANGE_USER's, continue the running
+ * numbering, which is theirs unless commands are pipelined.
+ */
+static void
+took_command(struct mdb_client *cl, bool router_answers)
+{
+    if (cl->z != NULL) {
+        mdb_z_command(cl->z, router_answers);
+    }
+}
+
 /* One complete command of n bytes at the head of rq. */
 static int
 one_command(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *rq,
@@ -829,9 +843,6 @@ one_command(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *rq,
     int cmd = sl_mdb_command(rq);
     struct sl_buf *buf;
 
-    if (cl->z != NULL) {
-        mdb_z_command(cl->z, mdb_expects_reply((uint8_t)cmd));
-    }
     if (cmd == SL_COM_QUIT) {
         sl_buf_consume(rq, n);
         sl_session_close(ses, "client sent COM_QUIT");
@@ -842,10 +853,12 @@ one_command(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *rq,
         int rc = try_kill(dcb, cl, rq, n, cmd, &handled);
 
         if (handled) {
+            took_command(cl, false);
             return rc;
         }
     }
     if (!routable(cmd) && cmd != SL_COM_CHANGE_USER) {
+        took_command(cl, false);
         sl_buf_consume(rq, n);
         send_err(dcb, 1, 1047, "08S01", "Unknown command");
         return SL_OK;
@@ -855,8 +868,10 @@ one_command(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *rq,
         return SL_ERROR;
     }
     if (cmd == SL_COM_CHANGE_USER) {
+        took_command(cl, false);
         return change_user(dcb, cl, buf);
     }
+    took_command(cl, mdb_expects_reply((uint8_t)cmd));
     if (cl->z != NULL && sl_buf_byte(buf, 3) != 0) {
         /* The server ignores the inner sequence numbers of a compressed
          * client (Connector/J numbers COM_STMT_SEND_LONG_DATA 1); the
