@@ -94,6 +94,28 @@ SL_EXPORT void sl_dcb_pause_reading(struct sl_dcb *dcb);
 SL_EXPORT void sl_dcb_resume_reading(struct sl_dcb *dcb);
 
 /* Counters. */
+/*
+ * A transform between the socket and the DCB's queues (the MariaDB
+ * protocol's compression). decode moves what it can of raw (bytes read,
+ * after TLS) to the tail of out (the read queue the protocol sees): 0, or
+ * -1 on input it refuses (the DCB closes). encode takes a chain about to
+ * be written and returns the chain to queue instead (NULL: out of memory,
+ * the DCB closes); it may return its argument. free releases ctx when the
+ * DCB is freed.
+ */
+struct sl_dcb_codec {
+    int (*decode)(void *ctx, struct sl_buf *raw, struct sl_buf *out);
+    struct sl_buf *(*encode)(void *ctx, struct sl_buf *in);
+    void (*free)(void *ctx);
+};
+/* Install a codec (once per DCB; the DCB owns ctx from now on, even on
+ * failure). Bytes already in the read queue, not yet consumed by the
+ * protocol, are taken as encoded and decoded at once. 0, -EBUSY (a codec
+ * already), or -EPROTO (those bytes were refused). Owner worker only. */
+SL_EXPORT int sl_dcb_set_codec(struct sl_dcb *dcb,
+                               const struct sl_dcb_codec *codec, void *ctx);
+/* A codec is installed (splice.c: kernel forwarding cannot transform). */
+SL_EXPORT bool sl_dcb_has_codec(const struct sl_dcb *dcb);
 SL_EXPORT uint64_t sl_dcb_bytes_read(const struct sl_dcb *dcb);
 SL_EXPORT uint64_t sl_dcb_bytes_written(const struct sl_dcb *dcb);
 

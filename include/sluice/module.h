@@ -67,9 +67,11 @@
  *        sl_monitor_count_op and sl_monitor_count_error (monitor
  *        operations and loop errors); sl_session_count_query (statements
  *        by kind, from routers).
+ *   2.2  sl_dcb_set_codec and sl_dcb_has_codec (a transform between a
+ *        DCB's socket and its queues: the MariaDB protocol compression).
  */
 #define SL_MODULE_ABI_MAJOR 2
-#define SL_MODULE_ABI_MINOR 1
+#define SL_MODULE_ABI_MINOR 2
 
 enum sl_module_type {
     SL_MODULE_PROTOCOL = 1,

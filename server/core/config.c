@@ -429,6 +429,8 @@ static const struct sl_param_spec server_specs[] = {
     P("proxy_protocol", SL_PARAM_BOOL, "false", 0,
       "Send a PROXY protocol (v1) header with the client's address on "
       "each client connection to this server"),
+    P("compression", SL_PARAM_BOOL, "false", 0,
+      "Compress the protocol (zlib) on connections to this server"),
     P("disk_space_threshold", SL_PARAM_STRING, NULL, REF,
       "disk space monitoring is not implemented"),
     P("max_routing_connections", SL_PARAM_COUNT, "0", REF,

@@ -256,6 +256,11 @@ sl__dcb_free(struct sl_dcb *dcb)
     }
     sl_buf_reset(&dcb->readq);
     sl_buf_reset(&dcb->writeq);
+    sl_buf_reset(&dcb->rawq);
+    if (dcb->codec != NULL && dcb->codec->free != NULL) {
+        dcb->codec->free(dcb->codec_ctx);
+    }
+    dcb->codec = NULL;
     sl__tls_conn_free(dcb->tls);
     dcb->tls = NULL;
     if (dcb->backend != NULL) {
@@ -440,6 +445,13 @@ sl_dcb_write(struct sl_dcb *dcb, struct sl_buf *buf)
         sl_buf_free(buf);
         return -EPIPE;
     }
+    if (dcb->codec != NULL && (buf = dcb->codec->encode(dcb->codec_ctx,
+                                                        buf)) == NULL) {
+        sl_log_error("DCB %llu (%s): cannot encode a write (out of memory)",
+                     (unsigned long long)dcb->id, dcb->remote);
+        write_failed(dcb, ENOMEM);
+        return 0;
+    }
     if (dcb->writeq.len == 0) {
         stamp(&dcb->write_progress_ms);
     }
@@ -599,9 +611,10 @@ read_some(struct sl_dcb *dcb)
     size_t avail;
     unsigned char *p;
     ssize_t n;
+    struct sl_buf *q = dcb->codec != NULL ? &dcb->rawq : &dcb->readq;
 
     while (total < budget) {
-        p = sl_buf_reserve(&dcb->readq, 1, SL_BUF_BLOCK_SIZE, &avail);
+        p = sl_buf_reserve(q, 1, SL_BUF_BLOCK_SIZE, &avail);
         if (p == NULL) {
             sl_log_error("out of memory reading from %s", dcb->remote);
             return READ_EOF;
@@ -612,7 +625,7 @@ read_some(struct sl_dcb *dcb)
         n = dcb->tls != NULL ? sl__tls_read(dcb->tls, p, avail)
                              : read(dcb->fd, p, avail);
         if (n > 0) {
-            sl_buf_commit(&dcb->readq, (size_t)n);
+            sl_buf_commit(q, (size_t)n);
             dcb->bytes_read += (uint64_t)n;
             if (dcb->server != NULL) {
                 sl__stats_server_bytes(dcb->server, (uint64_t)n, 0);
@@ -761,12 +774,32 @@ pp_intake(struct sl_dcb *c)
     return pp_readmit(c, old) ? 1 : -1;
 }
 
+/* Decode what the codec can of rawq into readq. false if the input was
+ * refused (the DCB is closed). */
+static bool
+decode(struct sl_dcb *dcb)
+{
+    if (dcb->codec == NULL || dcb->rawq.len == 0) {
+        return true;
+    }
+    if (dcb->codec->decode(dcb->codec_ctx, &dcb->rawq, &dcb->readq) != 0) {
+        if (dcb->state != DCB_CLOSED) {
+            hangup(dcb, "undecodable input (protocol compression)");
+        }
+        return false;
+    }
+    return true;
+}
+
 /* Pass newly read bytes to the protocol. false if the DCB closed. */
 static bool
 deliver(struct sl_dcb *dcb)
 {
     int rc;
 
+    if (!decode(dcb)) {
+        return false;
+    }
     if (dcb->role == SL_DCB_CLIENT && dcb->pp_pending) {
         rc = pp_intake(dcb);
         if (rc <= 0 || dcb->readq.len == 0) {
@@ -964,9 +997,9 @@ conn_events(struct sl_dcb *dcb, uint32_t ev)
         dcb->read_deferred = true;
         return 0;
     }
-    before = dcb->readq.len;
+    before = dcb->readq.len + dcb->rawq.len;
     r = read_some(dcb);
-    if (dcb->readq.len > before && !deliver(dcb)) {
+    if (dcb->readq.len + dcb->rawq.len > before && !deliver(dcb)) {
         return 0;
     }
     if (r == READ_EOF) {
@@ -1771,6 +1804,32 @@ sl_dcb_resume_reading(struct sl_dcb *dcb)
         dcb->read_deferred = false;
         sl__worker_notify(dcb->worker, &dcb->ev, EPOLLIN);
     }
+}
+
+int
+sl_dcb_set_codec(struct sl_dcb *dcb, const struct sl_dcb_codec *codec,
+                 void *ctx)
+{
+    if (dcb->codec != NULL) {
+        if (codec->free != NULL) {
+            codec->free(ctx);
+        }
+        return -EBUSY;
+    }
+    dcb->codec = codec;
+    dcb->codec_ctx = ctx;
+    /* Bytes after the last plain packet were sent encoded. */
+    sl_buf_append(&dcb->rawq, &dcb->readq);
+    if (dcb->codec->decode(ctx, &dcb->rawq, &dcb->readq) != 0) {
+        return -EPROTO;
+    }
+    return 0;
+}
+
+bool
+sl_dcb_has_codec(const struct sl_dcb *dcb)
+{
+    return dcb->codec != NULL;
 }
 
 uint64_t

@@ -99,6 +99,13 @@ struct sl_dcb {
     _Atomic uint64_t write_progress_ms; /* client: last write progress, or
                                      * when the write queue became non-empty */
     atomic_bool write_pending;      /* writeq.len > 0 (note_writeq) */
+    /* A transform between the socket and the queues (sl_dcb_set_codec:
+     * protocol compression): NULL = none. With one, reads go to rawq and
+     * are decoded into readq before the protocol sees them; writes are
+     * encoded before they join writeq. */
+    const struct sl_dcb_codec *codec;
+    void *codec_ctx;
+    struct sl_buf rawq;
 };
 
 struct sl_filter_session {

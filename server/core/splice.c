@@ -279,6 +279,9 @@ dcb_unfit(const struct sl_dcb *dcb)
     if (dcb->is_unix) {
         return "unix socket";
     }
+    if (dcb->codec != NULL) {
+        return "protocol compression";
+    }
     if (dcb->readq.len > 0 || dcb->writeq.len > 0) {
         return "bytes queued in Sluice";
     }
@@ -367,6 +370,8 @@ sl__splice_started(struct sl_session *ses)
     } else if (sl_params_size(ses->service->params, "max_allowed_packet") <
                SPLICE_MIN_PACKET_LIMIT) {
         why = "max_allowed_packet below 16Mi is enforced in user space";
+    } else if (ses->client_caps & SL_CAP_COMPRESS) {
+        why = "protocol compression";   /* the client's, from its OK on */
     } else if (sp->b == NULL || sp->b->state != SL_BACKEND_READY) {
         why = "the backend is not ready";
     } else if (ses->protocol->backend_pending != NULL && bd != NULL &&

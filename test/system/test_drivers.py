@@ -12,7 +12,8 @@ mysql-connector-python (pure mode, server-side prepared statements),
 MariaDB Connector/J (useServerPrepStmts=true), go-sql-driver/mysql and
 Node's mysqljs/mysql (Debian has no mysql2). Every driver must pass every
 check through every target: a check that passes `direct` and fails
-through Sluice is a Sluice bug.
+through Sluice is a Sluice bug. The drivers that compress the protocol
+run the scenario a second time compressed (DRV_COMPRESS=1).
 
 The driver programs live in test/system/drivers; the Java and Go ones
 are compiled once per run into BUILD_DIR/drivers, and
@@ -228,14 +229,33 @@ def target(request, tmp_path_factory, procedure):
 
 @pytest.mark.parametrize("driver", list(DRIVERS))
 def test_driver_scenario(drivers, target, driver):
+    run_scenario(drivers, target, driver, compressed=False)
+
+
+# The drivers that compress the protocol (CLIENT_COMPRESS, zlib): PyMySQL,
+# Node's mysqljs and Debian's go-sql-driver (1.7) have no compression.
+COMPRESSED_DRIVERS = ["cli", "c", "mysqldb", "connector", "jdbc"]
+
+
+@pytest.mark.parametrize("driver", COMPRESSED_DRIVERS)
+def test_driver_scenario_compressed(drivers, target, driver):
+    """The same scenario with DRV_COMPRESS=1 (--compress,
+    MYSQL_OPT_COMPRESS, compress=1/True, useCompression=true)."""
+    run_scenario(drivers, target, driver, compressed=True)
+
+
+def run_scenario(drivers, target, driver, compressed):
     built = drivers[driver]
     if isinstance(built, Exception):
         pytest.fail(f"driver {driver} not available: {built}",
                     pytrace=False)
     argv, extra_env = built
     name, port = target
-    table = f"drv_{driver}_{name}"
+    table = f"drv_{driver}_{name}" + ("_z" if compressed else "")
     env = dict(os.environ, **(extra_env or {}))
+    env.pop("DRV_COMPRESS", None)
+    if compressed:
+        env["DRV_COMPRESS"] = "1"
     proc = subprocess.run([*argv, st.HOST, str(port), st.APP_USER,
                            st.APP_PASSWORD, "test", table],
                           capture_output=True, text=True, env=env,

@@ -193,7 +193,9 @@ public class DrvJava {
 
     static void scenario(String[] a) throws Exception {
         String url = "jdbc:mariadb://" + a[0] + ":" + a[1] + "/" + a[4]
-            + "?useServerPrepStmts=true&connectTimeout=10000";
+            + "?useServerPrepStmts=true&connectTimeout=10000"
+            + ("1".equals(System.getenv("DRV_COMPRESS"))
+               ? "&useCompression=true" : "");
         String table = a[5];
         try (Connection c = DriverManager.getConnection(url, a[2], a[3])) {
             next("charset");

@@ -535,6 +535,10 @@ connect_db(const char *host, const char *port)
     mysql_options(conn, MYSQL_OPT_READ_TIMEOUT, &read_timeout);
     mysql_options(conn, MYSQL_OPT_PROTOCOL, &proto);
     mysql_options(conn, MYSQL_SET_CHARSET_NAME, "utf8mb4");
+    if (getenv("DRV_COMPRESS") != NULL && strcmp(getenv("DRV_COMPRESS"),
+                                                 "1") == 0) {
+        mysql_options(conn, MYSQL_OPT_COMPRESS, NULL);
+    }
     if (mysql_real_connect(conn, host, user, pass, db_name, atoi(port), NULL,
                            CLIENT_MULTI_RESULTS) == NULL) {
         return fail_conn("connect");

@@ -13,6 +13,7 @@ failed check.
 """
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -95,6 +96,8 @@ def run(argv):
            "--batch", "--skip-column-names", "--force",
            "--default-character-set=utf8mb4", "--max-allowed-packet=64M",
            "--connect-timeout=10"]
+    if os.environ.get("DRV_COMPRESS") == "1":
+        cmd.append("--compress")
     proc = subprocess.run(cmd, input="\n".join(lines) + "\n",
                           capture_output=True, text=True, timeout=120)
     return proc, owner

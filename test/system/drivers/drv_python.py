@@ -7,10 +7,12 @@ pymysql (PyMySQL) and mysqldb (mysqlclient) bind parameters on the client
 (escaped literals in COM_QUERY); connector (mysql-connector-python, pure
 mode) uses server-side prepared statements (cursor(prepared=True)) for
 the bound statements. Prints the JSON report; exit 1 names the failed
-check.
+check. DRV_COMPRESS=1 in the environment: the protocol is compressed
+(mysqldb and connector; PyMySQL has no compression).
 """
 
 import json
+import os
 import sys
 import threading
 import time
@@ -19,6 +21,7 @@ TEXT1 = "4-byte: \U0001F600\U0001F42C CJK: \u6f22\u5b57 \U0002070E \u00f1"
 TEXT2 = "second \U0001F389 \u4e2d\u6587 \ud55c\uad6d\uc5b4"
 BYTES256 = bytes(range(256))
 BIG = bytes(((i * 131 + (i >> 12)) & 0xFF) for i in range(4 << 20))
+COMPRESS = os.environ.get("DRV_COMPRESS") == "1"
 SQL_MODE = "STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION"
 TIME_ZONE = "+05:30"
 
@@ -50,14 +53,15 @@ class Driver:
             import MySQLdb
             self.conn = MySQLdb.connect(
                 host=host, port=int(port), user=user, passwd=password,
-                db=db, charset="utf8mb4", connect_timeout=10)
+                db=db, charset="utf8mb4", connect_timeout=10,
+                **({"compress": 1} if COMPRESS else {}))
             self.conn.autocommit(True)
         elif name == "connector":
             import mysql.connector
             self.conn = mysql.connector.connect(
                 host=host, port=int(port), user=user, password=password,
                 database=db, charset="utf8mb4", use_pure=True,
-                autocommit=True, connection_timeout=10)
+                autocommit=True, connection_timeout=10, compress=COMPRESS)
         else:
             raise SystemExit(f"unknown driver {name}")
 

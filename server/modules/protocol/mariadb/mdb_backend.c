@@ -38,6 +38,7 @@
 #include "mdb.h"
 #include "mdb_kill.h"
 #include "mdb_reply.h"
+#include "mdb_zcodec.h"
 
 enum backend_state {
     BS_HANDSHAKE,
@@ -58,6 +59,9 @@ struct mdb_backend {
     uint8_t scramble[MDB_SCRAMBLE_LEN];
     uint32_t caps;                /* negotiated with the server */
     uint32_t ext_caps;            /* MariaDB extended caps, likewise */
+    bool compress;                /* CLIENT_COMPRESS sent (server
+                                   * compression=true): compressed after
+                                   * the login's OK */
     struct mdb_tracker trk;
     struct queued *qhead;
     struct queued *qtail;
@@ -246,12 +250,19 @@ on_handshake(struct sl_dcb *dcb, struct mdb_backend *be,
         l.caps |= SL_CAP_SSL;
         seq++;
     }
+    /* Server compression=true: zlib, when the server offers it. */
+    if (sl_params_bool(sl_server_params(sl_backend_server(be->b)),
+                       "compression") &&
+        (h->caps & SL_CAP_COMPRESS)) {
+        l.caps |= SL_CAP_COMPRESS;
+    }
     n = mdb_build_login(out, sizeof(out), &l);
     pkt = n > 0 ? sl_mdb_make_packet((uint8_t)(seq + 1), out, n) : NULL;
     if (pkt == NULL || sl_dcb_write(dcb, pkt) != 0) {
         fail(be, NULL, "cannot send the login");
         return SL_OK;
     }
+    be->compress = (l.caps & SL_CAP_COMPRESS) != 0;
     be->state = BS_AUTH;
     return SL_OK;
 }
@@ -322,6 +333,13 @@ on_login_ok(struct sl_dcb *dcb, struct mdb_backend *be)
 {
     struct queued *q;
 
+    /* The login is plain; compression starts after its OK, as on the
+     * server. */
+    if (be->compress &&
+        mdb_compress_start(dcb, MDB_Z_ZLIB, -1, true, 0, 0, NULL) != 0) {
+        fail(be, NULL, "cannot start protocol compression");
+        return SL_OK;
+    }
     be->state = BS_READY;
     register_thread(dcb, be);
     sl_backend_ready(be->b);

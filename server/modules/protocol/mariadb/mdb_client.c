@@ -48,6 +48,8 @@
 #include "mdb.h"
 #include "mdb_dbtrack.h"
 #include "mdb_kill.h"
+#include "mdb_reply.h"
+#include "mdb_zcodec.h"
 
 /* Longest login packet accepted before the client is called malformed. */
 #define MAX_LOGIN_PACKET 65536
@@ -82,6 +84,12 @@ struct mdb_client {
     struct mdb_dbtrack dbt;      /* default-database changes in flight */
     bool tls_started;            /* SSLRequest seen, TLS running */
     uint64_t max_packet;         /* service's max_allowed_packet */
+    uint32_t zcaps;              /* CLIENT_COMPRESS / MDB_CAP_ZSTD asked
+                                  * for in the handshake response */
+    uint8_t zstd_level;          /* its zstd level (0: none sent) */
+    struct mdb_zstate *z;        /* compressed: the codec's state */
+    bool load_data_done;         /* LOCAL INFILE data ended: the answer
+                                  * that follows is the same answer's */
     uint32_t ext_offered;        /* MariaDB extended caps offered */
 };
 
@@ -206,7 +214,8 @@ mdb_client_accept(struct sl_dcb *client)
     cl->ext_offered = ext_caps_to_offer(sl_dcb_service(client));
     n = mdb_build_handshake_ext(p, sizeof(p), version,
                                 mdb_kill_id(client), cl->scramble,
-                                MDB_SERVER_CAPS |
+                                MDB_SERVER_CAPS | SL_CAP_COMPRESS |
+                                    MDB_CAP_ZSTD |
                                     (sl_dcb_tls_configured(client)
                                          ? SL_CAP_SSL
                                          : 0),
@@ -370,6 +379,8 @@ note_client(struct mdb_client *cl, const struct mdb_hello *h)
     size_t vlen;
 
     cl->sd->caps = h->caps & MDB_SERVER_CAPS;
+    cl->zcaps = h->caps & (SL_CAP_COMPRESS | MDB_CAP_ZSTD);
+    cl->zstd_level = h->zstd_level;
     cl->sd->ext_caps = h->ext_caps & cl->ext_offered;
     cl->sd->charset = h->charset;
     if (h->attrs != NULL &&
@@ -402,7 +413,11 @@ start_session(struct sl_dcb *dcb, struct mdb_client *cl)
     sl_session_set_user(ses, h->user);
     sl_session_set_db(ses, h->db);
     sl_session_set_protocol_data(ses, cl->sd);
+    /* With CLIENT_COMPRESS (either algorithm): the session is compressed
+     * from its OK on, which kernel forwarding (splice.c) must know now. */
     sl_session_set_client_caps(ses, cl->sd->caps |
+                                        (cl->zcaps != 0 ? SL_CAP_COMPRESS
+                                                        : 0) |
                                         (uint64_t)cl->sd->ext_caps << 32);
     free(h);
     return SL_OK;
@@ -510,6 +525,40 @@ start_tls(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *rq,
     cl->tls_started = true;
     cl->seq++;
     return sl_dcb_tls_start(dcb) == 0 ? SL_OK : SL_ERROR;
+}
+
+/*
+ * The client asked for compression (zlib wins when it offers both, as on
+ * MySQL): everything after the login's OK is compressed (the login itself,
+ * authentication switches included, is plain, as on the server). Decoded
+ * bytes the client has not had consumed are limited to max_allowed_packet
+ * and two packets of headroom (a decompression bomb; 1 GiB, the server's
+ * ceiling, when max_allowed_packet is 0).
+ */
+static int
+start_compression(struct sl_dcb *dcb, struct mdb_client *cl)
+{
+    uint32_t caps = cl->zcaps;
+    uint64_t limit = cl->max_packet != 0 ? cl->max_packet
+                                         : (uint64_t)1 << 30;
+
+    if (sl_dcb_has_codec(dcb)) {
+        return 0;   /* a second login on this connection */
+    }
+    if (caps & SL_CAP_COMPRESS) {
+        return mdb_compress_start(dcb, MDB_Z_ZLIB, -1, false, 0,
+                                  limit + 2 * (MDB_Z_MAX_PAYLOAD + 1),
+                                  &cl->z);
+    }
+    if (caps & MDB_CAP_ZSTD) {
+        return mdb_compress_start(dcb, MDB_Z_ZSTD,
+                                  cl->zstd_level != 0 ? cl->zstd_level
+                                                      : 3,
+                                  false, 0,
+                                  limit + 2 * (MDB_Z_MAX_PAYLOAD + 1),
+                                  &cl->z);
+    }
+    return 0;
 }
 
 static int
@@ -804,6 +853,31 @@ try_kill(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *rq,
     }
 }
 
+/* Give the first packet of buf sequence number seq. */
+static void
+set_first_seq(struct sl_buf *buf, uint8_t seq)
+{
+    unsigned char *p = sl_buf_pullup(buf, SL_MDB_HDR_LEN);
+
+    if (p != NULL) {
+        p[3] = seq;
+    }
+}
+
+/*
+ * Compressed: the command was taken (mdb_z_command); router_answers says
+ * whether the router will answer it through mdb_client_reply. Answers
+ * Sluice makes up itself, and COM_CHANGE_USER's, continue the running
+ * numbering, which is theirs unless commands are pipelined.
+ */
+static void
+took_command(struct mdb_client *cl, bool router_answers)
+{
+    if (cl->z != NULL) {
+        mdb_z_command(cl->z, router_answers);
+    }
+}
+
 /* One complete command of n bytes at the head of rq. */
 static int
 one_command(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *rq,
@@ -823,10 +897,12 @@ one_command(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *rq,
         int rc = try_kill(dcb, cl, rq, n, cmd, &handled);
 
         if (handled) {
+            took_command(cl, false);
             return rc;
         }
     }
     if (!routable(cmd) && cmd != SL_COM_CHANGE_USER) {
+        took_command(cl, false);
         sl_buf_consume(rq, n);
         send_err(dcb, 1, 1047, "08S01", "Unknown command");
         return SL_OK;
@@ -836,7 +912,15 @@ one_command(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *rq,
         return SL_ERROR;
     }
     if (cmd == SL_COM_CHANGE_USER) {
+        took_command(cl, false);
         return change_user(dcb, cl, buf);
+    }
+    took_command(cl, mdb_expects_reply((uint8_t)cmd));
+    if (cl->z != NULL && sl_buf_byte(buf, 3) != 0) {
+        /* The server ignores the inner sequence numbers of a compressed
+         * client (Connector/J numbers COM_STMT_SEND_LONG_DATA 1); the
+         * backend link may be plain, where a command starts at 0. */
+        set_first_seq(buf, 0);
     }
     apply_db(dcb, mdb_dbtrack_command(&cl->dbt, buf));
     return sl_session_route_query(ses, buf) == SL_OK ? SL_OK : SL_ERROR;
@@ -855,6 +939,7 @@ one_data_packet(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *rq,
     }
     if (n == SL_MDB_HDR_LEN) {
         cl->load_data = false;
+        cl->load_data_done = true;
     }
     return sl_session_route_query(sl_dcb_session(dcb), buf) == SL_OK
                ? SL_OK
@@ -1007,7 +1092,8 @@ mdb_session_ready(struct sl_dcb *client)
     struct sl_buf *ok = sl_mdb_make_ok(cl->seq, 0, 0,
                                        SL_SERVER_STATUS_AUTOCOMMIT, 0);
 
-    if (ok == NULL || sl_dcb_write(client, ok) != 0) {
+    if (ok == NULL || sl_dcb_write(client, ok) != 0 ||
+        start_compression(client, cl) != 0) {
         sl_dcb_close(client);
         return;
     }
@@ -1015,17 +1101,6 @@ mdb_session_ready(struct sl_dcb *client)
     if (!sl_buf_empty(sl_dcb_readq(client)) &&
         process_commands(client, cl) == SL_ERROR) {
         sl_dcb_close(client);
-    }
-}
-
-/* Give the first packet of buf sequence number seq. */
-static void
-set_first_seq(struct sl_buf *buf, uint8_t seq)
-{
-    unsigned char *p = sl_buf_pullup(buf, SL_MDB_HDR_LEN);
-
-    if (p != NULL) {
-        p[3] = seq;
     }
 }
 
@@ -1048,6 +1123,10 @@ mdb_client_reply(struct sl_dcb *client, struct sl_buf *buf,
     if (reply->state == SL_REPLY_LOAD_DATA && !reply->complete) {
         cl->load_data = true;
     }
+    if (cl->z != NULL && !cl->in_answer && !cl->load_data_done) {
+        mdb_z_answer_starts(cl->z);   /* its first bytes */
+    }
+    cl->load_data_done = false;
     cl->in_answer = !reply->complete && !cl->load_data;
     cl->answer_seq = (uint8_t)(reply->last_seq + 1);
     if (sl_dcb_write(client, buf) != 0) {

@@ -13,6 +13,7 @@
  */
 #include <string.h>
 
+#include "mdb_compress.h"
 #include "mdb_parse.h"
 
 /* A bounds-checked reader over an untrusted payload. */
@@ -176,6 +177,10 @@ mdb_parse_hello(const unsigned char *p, size_t len, struct mdb_hello *h)
         return -1;
     }
     if ((h->caps & SL_CAP_CONNECT_ATTRS) && !rd_attrs(&r, h)) {
+        return -1;
+    }
+    if ((h->caps & MDB_CAP_ZSTD) && r.left > 0 &&
+        !rd_bytes(&r, &h->zstd_level, 1)) {
         return -1;
     }
     return 0;

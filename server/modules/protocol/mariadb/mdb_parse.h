@@ -94,6 +94,8 @@ struct mdb_hello {
     char plugin[MDB_PLUGIN_MAX];
     const unsigned char *attrs;       /* connect attrs (pairs), or NULL */
     size_t attrs_len;
+    uint8_t zstd_level;               /* with MDB_CAP_ZSTD (mdb_compress.h);
+                                       * 0 if the client sent none */
 };
 
 /* 0 on success, -1 on malformed or truncated input. */
