@@ -160,3 +160,30 @@ def wait_replicated(timeout=30):
             wait_until(lambda: scalar(
                 r, "SELECT MASTER_GTID_WAIT(%s, 1)", (target,)) == 0,
                 timeout, what=f"db{sid} to reach GTID {target}")
+
+
+# mysql-connector-python, the one driver that comes from PyPI: a venv in
+# the build tree (test_drivers, test_compression).
+CONNECTOR_PY = "mysql-connector-python==26.10.0"
+
+
+def connector_python():
+    """BUILD_DIR/drivers/venv's python3 with CONNECTOR_PY installed, made
+    on first use. RuntimeError (with the tool's output) if it cannot be."""
+    venv = BUILD_DIR / "drivers" / "venv"
+    py = venv / "bin" / "python3"
+    stamp = venv / "connector-installed"
+    if stamp.exists() and stamp.read_text() == CONNECTOR_PY:
+        return py
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    for argv in (["/usr/bin/python3", "-m", "venv", "--system-site-packages",
+                  str(venv)],
+                 [str(py), "-m", "pip", "install", "--quiet",
+                  "--disable-pip-version-check", CONNECTOR_PY]):
+        proc = subprocess.run(argv, capture_output=True, text=True,
+                              timeout=300)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(argv)} failed:\n"
+                               f"{proc.stdout}{proc.stderr}")
+    stamp.write_text(CONNECTOR_PY)
+    return py

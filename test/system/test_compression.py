@@ -38,7 +38,6 @@ SMALL_PORT = st.port(5165)
 AUTH = "Basic " + base64.b64encode(b"admin:mariadb").decode()
 MIB = 1024 * 1024
 ROWS = 100_000
-VENV_PY = st.BUILD_DIR / "drivers" / "venv" / "bin" / "python3"
 
 
 def config(run_dir):
@@ -268,12 +267,8 @@ def rows_sha():
 
 
 def connector_run(port, service, compress):
-    if not VENV_PY.exists():
-        pytest.fail(f"{VENV_PY} missing: run test_drivers.py once (it "
-                    "pip-installs mysql-connector-python there)",
-                    pytrace=False)
     proc = subprocess.run(
-        [str(VENV_PY), "-c", CONNECTOR_SCRIPT, st.HOST, str(port),
+        [str(st.connector_python()), "-c", CONNECTOR_SCRIPT, st.HOST, str(port),
          st.APP_USER, st.APP_PASSWORD, "1" if compress else "0",
          str(ADMIN_PORT), service],
         input=blob_data(), capture_output=True, timeout=300)

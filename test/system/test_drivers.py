@@ -39,7 +39,6 @@ DRIVER_DIR = st.BUILD_DIR / "drivers"
 CONNECTOR_J = Path("/usr/share/java/mariadb-java-client.jar")
 GOPATH = "/usr/share/gocode"
 NODE_PATH = "/usr/share/nodejs"
-CONNECTOR_PY = "mysql-connector-python==26.10.0"
 BUILD_TIMEOUT = 300
 RUN_TIMEOUT = 120
 
@@ -106,15 +105,7 @@ def _build_go():
 
 
 def _build_venv():
-    venv = DRIVER_DIR / "venv"
-    py = venv / "bin" / "python3"
-    stamp = venv / "connector-installed"
-    if not stamp.exists() or stamp.read_text() != CONNECTOR_PY:
-        _sh(["/usr/bin/python3", "-m", "venv", "--system-site-packages",
-             venv])
-        _sh([py, "-m", "pip", "install", "--quiet", "--disable-pip-version-"
-             "check", CONNECTOR_PY])
-        stamp.write_text(CONNECTOR_PY)
+    py = st.connector_python()
     return [str(py), str(DRIVER_SRC / "drv_python.py"), "connector"], None
 
 
