@@ -45,6 +45,8 @@
 
 #include "../server/modules/protocol/mariadb/mdb_backend.c"
 #include "fake_kill.h"
+#include "fake_compress.h"
+#include "fake_cfg.h"
 
 #include "internal.h"
 
@@ -78,6 +80,14 @@ const char *
 sl_server_name(const struct sl_server *s)
 {
     return "fuzz-server";
+}
+
+/* No server parameters: compression=false, so the backend is never
+ * compressed here (the codec has its own target, fuzz_decompress). */
+const struct sl_params *
+sl_server_params(const struct sl_server *s)
+{
+    return NULL;
 }
 
 enum sl_backend_state

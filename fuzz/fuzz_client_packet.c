@@ -28,6 +28,7 @@
 
 #include "../server/modules/protocol/mariadb/mdb_client.c"
 #include "fake_kill.h"
+#include "fake_compress.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

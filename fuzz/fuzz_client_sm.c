@@ -48,6 +48,8 @@
 
 #include "../server/modules/protocol/mariadb/mdb_client.c"
 #include "fake_kill.h"
+#include "fake_compress.h"
+#include "fake_cfg.h"
 #include "mdb_reply.h"
 
 #include "internal.h"
@@ -136,6 +138,19 @@ uint64_t
 sl_dcb_id(const struct sl_dcb *d)
 {
     return 7;
+}
+
+/* No codec is ever installed here (fake_compress.h). */
+bool
+sl_dcb_has_codec(const struct sl_dcb *d)
+{
+    return false;
+}
+
+/* Authentication failures are only counted by the service. */
+void
+sl_service_auth_failed(struct sl_service *svc, enum sl_auth_failure why)
+{
 }
 
 bool

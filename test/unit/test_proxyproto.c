@@ -203,7 +203,9 @@ v2(uint8_t *out, uint8_t cmd, uint8_t fam, const uint8_t *body, size_t n)
     out[13] = fam;
     out[14] = (uint8_t)(n >> 8);
     out[15] = (uint8_t)n;
-    memcpy(out + 16, body, n);
+    if (n > 0) {
+        memcpy(out + 16, body, n);   /* body may be NULL when n is 0 */
+    }
     return 16 + n;
 }
 
