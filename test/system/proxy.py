@@ -18,6 +18,8 @@ with CONFIG_REFUSED, never with "non-zero": an ASan abort exits 1 as well,
 so only the output tells the two apart.
 """
 
+import base64
+import json
 import os
 import shutil
 import signal
@@ -25,6 +27,9 @@ import socket
 import subprocess
 import tempfile
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -44,6 +49,8 @@ EVENT_MODEL = os.environ.get("SLUICE_TEST_EVENT_MODEL", "pinned")
 # The exit status of `sluice` for a configuration it refuses, in both
 # modes (server/core/main.c: config_check() and run(); docs/configuration.md).
 CONFIG_REFUSED = 1
+# The admin account the sandbox's configurations create (admin:mariadb).
+ADMIN_AUTH = "Basic " + base64.b64encode(b"admin:mariadb").decode()
 
 
 def sanitizer_reports(text):
@@ -152,6 +159,69 @@ class Proxy:
     @property
     def pid(self):
         return self.daemon.pid
+
+
+def global_section(run_dir, admin_port, threads=2, extra=""):
+    """The [maxscale] section of a test's own config: every directory
+    below run_dir, the REST API on admin_port, then the `extra` lines."""
+    text = f"""\
+[maxscale]
+threads={threads}
+module_dir={st.MODULE_DIR}
+logdir={run_dir}/log
+datadir={run_dir}/data
+persistdir={run_dir}/persist
+piddir={run_dir}
+admin_host={st.HOST}
+admin_port={admin_port}
+"""
+    return text + (extra.strip() + "\n" if extra.strip() else "")
+
+
+def server_sections(order=(1, 2, 3), more=()):
+    """[dbN] sections for the sandbox servers in `order`, then one for
+    each (name, port) of `more`."""
+    pairs = [(f"db{sid}", st.SERVERS[sid]) for sid in order] + list(more)
+    return "".join(f"""
+[{name}]
+type=server
+address={st.HOST}
+port={port}
+""" for name, port in pairs)
+
+
+def mariadbmon_section(servers, interval="500ms", params="",
+                       name="Cluster-Monitor"):
+    """A mariadbmon monitor over `servers` with the sandbox's monitor
+    account and replication account, then the `params` lines."""
+    return f"""
+[{name}]
+type=monitor
+module=mariadbmon
+servers={servers}
+user={st.SERVICE_USER}
+password={st.SERVICE_PASSWORD}
+monitor_interval={interval}
+replication_user={st.REPL_USER}
+replication_password={st.REPL_PASSWORD}
+""" + (params.strip() + "\n" if params.strip() else "")
+
+
+def monitor_command(admin_port, cmd, *args, timeout=120):
+    """POST /v1/maxscale/modules/mariadbmon/CMD?ARG&ARG as admin on the
+    REST API at admin_port: (HTTP status, the JSON document or None)."""
+    query = "&".join(urllib.parse.quote(a, safe="") for a in args)
+    url = (f"http://{st.HOST}:{admin_port}/v1/maxscale/modules/"
+           f"mariadbmon/{cmd}" + (f"?{query}" if query else ""))
+    req = urllib.request.Request(url, data=b"", method="POST")
+    req.add_header("Authorization", ADMIN_AUTH)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            text = resp.read()
+            return resp.status, json.loads(text) if text else None
+    except urllib.error.HTTPError as exc:
+        text = exc.read()
+        return exc.code, json.loads(text) if text else None
 
 
 def rw_service(name, port, params="", servers=None):

@@ -11,6 +11,7 @@ checkout (see docs/testing.md).
 import os
 import re
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -24,11 +25,15 @@ C_CLIENT = BUILD_DIR / "test-bin" / "c_client"
 SANDBOX = Path(os.environ.get("SLUICE_SANDBOX", ROOT / "sandbox"))
 # The one place that knows the daemon's command line (see that script).
 SLUICE_EXEC = ROOT / "scripts" / "sluice-exec"
+SANDBOX_CMD = ROOT / "scripts" / "sandbox"
 
 APP_USER = os.environ.get("SLUICE_APP_USER", "app")
 APP_PASSWORD = os.environ.get("SLUICE_APP_PASSWORD", "app_pw")
 SERVICE_USER = os.environ.get("SLUICE_SERVICE_USER", "sluice")
 SERVICE_PASSWORD = os.environ.get("SLUICE_SERVICE_PASSWORD", "sluice_pw")
+# the replication account mariadbmon gives a rejoined or demoted server
+REPL_USER = os.environ.get("SLUICE_REPL_USER", "repl")
+REPL_PASSWORD = os.environ.get("SLUICE_REPL_PASSWORD", "repl_pw")
 
 # server_id -> port of the sandbox servers; 1 is the primary.
 # SLUICE_SANDBOX_PORT_BASE moves the sandbox (scripts/sandbox honours it
@@ -162,6 +167,41 @@ def wait_replicated(timeout=30):
                 timeout, what=f"db{sid} to reach GTID {target}")
 
 
+def read_only(sid):
+    """Whether sandbox server sid has @@read_only set."""
+    with root(sid) as c:
+        return int(scalar(c, "SELECT @@read_only")) == 1
+
+
+def replica_source(sid):
+    """(Master_Port, Slave_IO_Running, Slave_SQL_Running) of sandbox
+    server sid, None if it is no replica."""
+    with root(sid) as c, c.cursor() as cur:
+        cur.execute("SHOW SLAVE STATUS")
+        row = cur.fetchone()
+        if row is None:
+            return None
+        r = dict(zip([d[0] for d in cur.description], row))
+        return (int(r["Master_Port"]), r["Slave_IO_Running"],
+                r["Slave_SQL_Running"])
+
+
+def replicates_from(sid, src):
+    """Whether server sid replicates from server src, both threads up."""
+    return replica_source(sid) == (SERVERS[src], "Yes", "Yes")
+
+
+def healthy_topology(primary):
+    """Server `primary` writable and the other two read-only replicas of
+    it; False if any server is down."""
+    try:
+        return not read_only(primary) and all(
+            read_only(s) and replicates_from(s, primary)
+            for s in SERVERS if s != primary)
+    except Exception:  # noqa: BLE001 - a dead server is unhealthy
+        return False
+
+
 # mysql-connector-python, the one driver that comes from PyPI: a venv in
 # the build tree (test_drivers, test_compression).
 CONNECTOR_PY = "mysql-connector-python==26.10.0"
@@ -187,3 +227,65 @@ def connector_python():
                                f"{proc.stdout}{proc.stderr}")
     stamp.write_text(CONNECTOR_PY)
     return py
+
+
+def sandbox_cmd(*args, timeout=180):
+    """Run `scripts/sandbox ARGS...` (start-server N, stop-server N,
+    kill-server N...) for this run's sandbox; its stdout. AssertionError
+    with its stderr if it fails."""
+    proc = subprocess.run([str(SANDBOX_CMD), *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ))
+    assert proc.returncode == 0, f"sandbox {args}: {proc.stderr}"
+    return proc.stdout
+
+
+def ids_on(sid, table, tag):
+    """The ids of `table`'s rows written by the writer `tag`, read on
+    sandbox server sid directly (what survived there)."""
+    with root(sid) as c, c.cursor() as cur:
+        cur.execute(f"SELECT id FROM {table} WHERE tag = %s", (tag,))
+        return {r[0] for r in cur.fetchall()}
+
+
+class Writer(threading.Thread):
+    """INSERTs (id, tag) rows into `table` one by one through `port`,
+    reconnecting after an error; `acked` holds every id whose INSERT
+    returned OK, `errors` counts the failures (an id whose INSERT failed
+    is never used again: its fate is unknown)."""
+
+    def __init__(self, port, table, tag, start_id):
+        super().__init__(daemon=True)
+        self.port, self.table, self.tag = port, table, tag
+        self.next_id = start_id
+        self.acked = []
+        self.errors = 0
+        self.stop_flag = threading.Event()
+
+    def run(self):
+        conn = None
+        while not self.stop_flag.is_set():
+            try:
+                if conn is None:
+                    conn = connect(self.port, connect_timeout=2,
+                                   read_timeout=5, write_timeout=5)
+                with conn.cursor() as cur:
+                    cur.execute(f"INSERT INTO {self.table} VALUES (%s, %s)",
+                                (self.next_id, self.tag))
+                self.acked.append(self.next_id)
+                self.next_id += 1
+                time.sleep(0.01)
+            except Exception:  # noqa: BLE001 - counted; we reconnect
+                self.errors += 1
+                self.next_id += 1
+                try:
+                    if conn is not None:
+                        conn.close()
+                except Exception:  # noqa: BLE001
+                    pass
+                conn = None
+                time.sleep(0.05)
+
+    def stop(self):
+        self.stop_flag.set()
+        self.join(timeout=30)

@@ -14,11 +14,9 @@ and only their connection closes."""
 import base64
 import hashlib
 import json
-import os
 import socket
 import struct
 import subprocess
-import time
 import urllib.request
 import zlib
 
@@ -26,8 +24,8 @@ import pymysql
 import pytest
 
 import sluicetest as st
-from proxy import Daemon, readconnroute_services, rw_service, stop_proxy, \
-    Proxy, _wait_ready
+from proxy import Daemon, Proxy, _wait_ready, global_section, \
+    readconnroute_services, rw_service, server_sections, stop_proxy
 
 PRIMARY_PORT = st.port(5160)
 REPLICA_PORT = st.port(5161)
@@ -42,24 +40,7 @@ ROWS = 100_000
 
 def config(run_dir):
     servers = "db1,db2,db3"
-    text = f"""\
-[maxscale]
-threads=2
-module_dir={st.MODULE_DIR}
-logdir={run_dir}/log
-datadir={run_dir}/data
-persistdir={run_dir}/persist
-piddir={run_dir}
-admin_host={st.HOST}
-admin_port={ADMIN_PORT}
-"""
-    for sid in (1, 2, 3):
-        text += f"""
-[db{sid}]
-type=server
-address={st.HOST}
-port={st.SERVERS[sid]}
-"""
+    text = global_section(run_dir, ADMIN_PORT) + server_sections()
     text += f"""
 [zdb1]
 type=server

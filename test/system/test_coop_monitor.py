@@ -23,13 +23,11 @@ The module restores db1 as primary at the end (a switchover through the
 primary monitor; a fresh sandbox if that fails).
 """
 
-import base64
 import json
 import os
 import re
 import signal
 import subprocess
-import threading
 import time
 import urllib.error
 import urllib.parse
@@ -39,7 +37,8 @@ from pathlib import Path
 import pytest
 
 import sluicetest as st
-from proxy import Daemon, readconnroute_services
+from proxy import ADMIN_AUTH, Daemon, global_section, mariadbmon_section, \
+    readconnroute_services, server_sections
 
 pytestmark = pytest.mark.sluice_only
 
@@ -50,61 +49,27 @@ OP_TIMEOUT_S = 10
 IDLE_LIMIT_S = OP_TIMEOUT_S + 1 + 5
 FAILCOUNT = 2
 ROUNDS = int(os.environ.get("SLUICE_COOP_ROUNDS", "10"))
-ADMIN_AUTH = "Basic " + base64.b64encode(b"admin:mariadb").decode()
-SANDBOX_CMD = st.ROOT / "scripts" / "sandbox"
 MONITOR = "Cluster-Monitor"
 MAXCTRL = st.BUILD_DIR / "bin" / "maxctrl"
 
 
-def sandbox(*args, timeout=180):
-    proc = subprocess.run([str(SANDBOX_CMD), *map(str, args)],
-                          capture_output=True, text=True, timeout=timeout,
-                          env=dict(os.environ))
-    assert proc.returncode == 0, f"sandbox {args}: {proc.stderr}"
-    return proc.stdout
-
-
 def config(run_dir, ports, coop="majority_of_running", passive=False):
     primary_port, replica_port, admin_port = ports
-    text = f"""\
-[maxscale]
-threads=2
-module_dir={st.MODULE_DIR}
-logdir={run_dir}/log
-datadir={run_dir}/data
-persistdir={run_dir}/persist
-piddir={run_dir}
-admin_host={st.HOST}
-admin_port={admin_port}
-passive={"true" if passive else "false"}
-"""
-    for sid in (1, 2, 3):
-        text += f"""
-[db{sid}]
-type=server
-address={st.HOST}
-port={st.SERVERS[sid]}
-"""
-    text += f"""
-[{MONITOR}]
-type=monitor
-module=mariadbmon
-servers=db1,db2,db3
-user={st.SERVICE_USER}
-password={st.SERVICE_PASSWORD}
-monitor_interval={INTERVAL_MS}ms
+    text = global_section(
+        run_dir, admin_port,
+        extra=f"passive={'true' if passive else 'false'}")
+    text += server_sections()
+    text += mariadbmon_section("db1,db2,db3", f"{INTERVAL_MS}ms", f"""
 backend_connect_timeout=2s
 backend_read_timeout=3s
 auto_failover=true
 auto_rejoin=true
 failcount={FAILCOUNT}
 enforce_read_only_slaves=true
-replication_user=repl
-replication_password=repl_pw
 switchover_timeout={OP_TIMEOUT_S}s
 failover_timeout={OP_TIMEOUT_S}s
 cooperative_monitoring_locks={coop}
-"""
+""", name=MONITOR)
     text += readconnroute_services("db1,db2,db3", primary_port, replica_port)
     return text
 
@@ -175,125 +140,50 @@ def error_detail(doc):
     return doc["errors"][0]["detail"] if doc and doc.get("errors") else ""
 
 
-def read_only(sid):
-    with st.root(sid) as c:
-        return int(st.scalar(c, "SELECT @@read_only")) == 1
-
-
-def replica_source(sid):
-    with st.root(sid) as c, c.cursor() as cur:
-        cur.execute("SHOW SLAVE STATUS")
-        row = cur.fetchone()
-        if row is None:
-            return None
-        r = dict(zip([d[0] for d in cur.description], row))
-        return (int(r["Master_Port"]), r["Slave_IO_Running"],
-                r["Slave_SQL_Running"])
-
-
-def replicates_from(sid, src):
-    return replica_source(sid) == (st.SERVERS[src], "Yes", "Yes")
-
-
-def healthy_primary(primary):
-    try:
-        return (not read_only(primary) and all(
-            read_only(s) and replicates_from(s, primary)
-            for s in (1, 2, 3) if s != primary))
-    except Exception:  # noqa: BLE001 - a dead server is unhealthy
-        return False
-
-
 def server_id_via(port):
     with st.connect(port, connect_timeout=3, read_timeout=5) as c:
         return st.server_id(c)
 
 
-class Writer(threading.Thread):
-    """INSERTs one by one through `port`, reconnecting after errors;
-    `acked` holds every id whose INSERT returned OK."""
-
-    def __init__(self, port, tag, start_id):
-        super().__init__(daemon=True)
-        self.port, self.tag, self.next_id = port, tag, start_id
-        self.acked = []
-        self.errors = 0
-        self.stop_flag = threading.Event()
-
-    def run(self):
-        conn = None
-        while not self.stop_flag.is_set():
-            try:
-                if conn is None:
-                    conn = st.connect(self.port, connect_timeout=2,
-                                      read_timeout=5, write_timeout=5)
-                with conn.cursor() as cur:
-                    cur.execute("INSERT INTO test.coop VALUES (%s, %s)",
-                                (self.next_id, self.tag))
-                self.acked.append(self.next_id)
-                self.next_id += 1
-                time.sleep(0.01)
-            except Exception:  # noqa: BLE001 - counted; we reconnect
-                self.errors += 1
-                self.next_id += 1   # fate unknown: never reuse the id
-                try:
-                    if conn is not None:
-                        conn.close()
-                except Exception:  # noqa: BLE001
-                    pass
-                conn = None
-                time.sleep(0.05)
-
-    def stop(self):
-        self.stop_flag.set()
-        self.join(timeout=30)
-
-
-def ids_on(sid, tag):
-    with st.root(sid) as c, c.cursor() as cur:
-        cur.execute("SELECT id FROM test.coop WHERE tag = %s", (tag,))
-        return {r[0] for r in cur.fetchall()}
-
-
 def restore_db1(instances):
     """db1 primary again: a switchover through whichever instance is the
     primary monitor; else a fresh sandbox."""
-    if healthy_primary(1):
+    if st.healthy_topology(1):
         return
     for sid in (1, 2, 3):
         try:
             with st.root(sid):
                 pass
         except Exception:  # noqa: BLE001
-            sandbox("start-server", sid)
+            st.sandbox_cmd("start-server", sid)
     for inst in instances:
         if inst.daemon.alive():
             status, _ = inst.command("switchover", MONITOR, "db1")
             if status == 200:
                 break
     try:
-        st.wait_until(lambda: healthy_primary(1), 30, what="db1 primary")
+        st.wait_until(lambda: st.healthy_topology(1), 30, what="db1 primary")
     except AssertionError:
         for inst in instances:
             inst.daemon.stop(check_exit=False)
-        sandbox("stop")
-        sandbox("start", "--fresh")
+        st.sandbox_cmd("stop")
+        st.sandbox_cmd("start", "--fresh")
 
 
 @pytest.fixture(scope="module", autouse=True)
 def table():
-    if not healthy_primary(1):
-        sandbox("stop")
-        sandbox("start", "--fresh")
+    if not st.healthy_topology(1):
+        st.sandbox_cmd("stop")
+        st.sandbox_cmd("start", "--fresh")
     with st.root(1) as c:
         c.cursor().execute("CREATE TABLE IF NOT EXISTS test.coop "
                            "(id INT PRIMARY KEY, tag VARCHAR(32))")
         c.cursor().execute("DELETE FROM test.coop")
     st.wait_replicated()
     yield
-    if not healthy_primary(1):
-        sandbox("stop")
-        sandbox("start", "--fresh")
+    if not st.healthy_topology(1):
+        st.sandbox_cmd("stop")
+        st.sandbox_cmd("start", "--fresh")
 
 
 # ---- passive mode ----
@@ -312,19 +202,19 @@ def test_passive_instance_does_not_fail_over(tmp_path):
         # a switchover is refused in passive mode, nothing moves
         status, doc = inst.command("switchover", MONITOR, "db2")
         assert status == 400 and "passive mode" in error_detail(doc), doc
-        assert healthy_primary(1)
+        assert st.healthy_topology(1)
 
-        sandbox("kill-server", 1)
+        st.sandbox_cmd("kill-server", 1)
         # failcount x interval is 1 s: wait 5 s, no server promoted
         time.sleep(FAILCOUNT * INTERVAL_MS / 1000 + 4)
-        assert read_only(2) and read_only(3)
-        assert replica_source(2)[0] == st.SERVERS[1]
+        assert st.read_only(2) and st.read_only(3)
+        assert st.replica_source(2)[0] == st.SERVERS[1]
         assert "failover: promoting" not in inst.log()
 
         inst.maxctrl("alter", "maxscale", "passive", "false")
         status, doc = inst.rest("GET", "maxscale")
         assert doc["data"]["attributes"]["parameters"]["passive"] is False
-        st.wait_until(lambda: not read_only(2) or not read_only(3), 10,
+        st.wait_until(lambda: not st.read_only(2) or not st.read_only(3), 10,
                       interval=0.05, what="failover after passive=false")
         assert inst.log().count("failover: promoting") == 1
         status, doc = inst.rest("PATCH", "maxscale", {"data": {
@@ -338,12 +228,12 @@ def test_passive_instance_does_not_fail_over(tmp_path):
         status, doc = inst.rest("GET", "maxscale")
         assert doc["data"]["attributes"]["parameters"]["passive"] is False
     finally:
-        sandbox("start-server", 1)
+        st.sandbox_cmd("start-server", 1)
         if inst.daemon.alive():
             try:
                 st.wait_until(lambda: inst.diag().get("master") in
                               ("db2", "db3"), 10, what="new master")
-                st.wait_until(lambda: healthy_primary(
+                st.wait_until(lambda: st.healthy_topology(
                     int(inst.diag()["master"][2:])), 30, what="rejoin")
             except AssertionError:
                 pass
@@ -410,7 +300,7 @@ def test_exactly_one_primary_monitor(trio):
         status, doc = other.command("switchover", MONITOR, "db2")
         assert status == 400, (status, doc)
         assert "not the primary monitor" in error_detail(doc), doc
-    assert healthy_primary(1)
+    assert st.healthy_topology(1)
     # the servers hold exactly one lock, on the primary monitor's
     # connection
     with st.root(2) as c:
@@ -480,7 +370,7 @@ def test_frozen_primary_monitor_loses_locks(trio):
     time.sleep(2 * INTERVAL_MS / 1000)
     assert len(primaries(trio)) == 1
     assert promotions(trio) == prom0
-    assert healthy_primary(1)
+    assert st.healthy_topology(1)
 
 
 def promotions(insts):
@@ -530,9 +420,9 @@ def test_failover_rounds_under_load(trio):
     repairs = 0
     rounds = []
     for rnd in range(ROUNDS):
-        old = next(s for s in (1, 2, 3) if healthy_primary(s))
-        writers = [Writer(i.primary_port, f"r{rnd}{i.name}",
-                          rnd * 1000000 + k * 100000)
+        old = next(s for s in (1, 2, 3) if st.healthy_topology(s))
+        writers = [st.Writer(i.primary_port, "test.coop",
+                             f"r{rnd}{i.name}", rnd * 1000000 + k * 100000)
                    for k, i in enumerate(trio)]
         for w in writers:
             w.start()
@@ -542,16 +432,16 @@ def test_failover_rounds_under_load(trio):
         prom0, redir0 = promotions(trio), redirects(trio)
         div0 = diverged_count(trio, old)
         t0 = time.monotonic()
-        sandbox("kill-server", old)
+        st.sandbox_cmd("kill-server", old)
         try:
             rest = [s for s in (1, 2, 3) if s != old]
-            st.wait_until(lambda: any(not read_only(s) for s in rest),
+            st.wait_until(lambda: any(not st.read_only(s) for s in rest),
                           FAILCOUNT * INTERVAL_MS / 1000 + 10, interval=0.05,
                           what=f"round {rnd}: a replica of db{old} promoted")
             took = time.monotonic() - t0
-            new = next(s for s in rest if not read_only(s))
+            new = next(s for s in rest if not st.read_only(s))
             other = next(s for s in rest if s != new)
-            st.wait_until(lambda: replicates_from(other, new), 10,
+            st.wait_until(lambda: st.replicates_from(other, new), 10,
                           what=f"db{other} replicating from db{new}")
             for i in trio:
                 st.wait_until(lambda i=i: server_id_via(i.primary_port)
@@ -563,14 +453,14 @@ def test_failover_rounds_under_load(trio):
             time.sleep(2 * INTERVAL_MS / 1000)   # a late second promotion?
             n_prom = promotions(trio) - prom0
             n_redir = redirects(trio) - redir0
-            writable = [s for s in rest if not read_only(s)]
+            writable = [s for s in rest if not st.read_only(s)]
             if n_prom != 1 or len(writable) != 1 or n_redir != 1:
                 doubles += 1
             for w in writers:
                 w.stop()
             lost = set()
             for w in writers:
-                lost |= set(w.acked) - ids_on(new, w.tag)
+                lost |= set(w.acked) - st.ids_on(new, "test.coop", w.tag)
             rounds.append((old, new, round(took, 2), n_prom, n_redir,
                            sum(len(w.acked) for w in writers), len(lost)))
             assert not lost, f"round {rnd}: acknowledged writes lost: " \
@@ -580,18 +470,19 @@ def test_failover_rounds_under_load(trio):
         finally:
             for w in writers:
                 w.stop()
-            sandbox("start-server", old)
+            st.sandbox_cmd("start-server", old)
         # auto_rejoin by the primary monitor; unless the killed primary
         # had binlogged a transaction no replica received (never
         # acknowledged: checked above), which the monitor must refuse.
-        st.wait_until(lambda: (replicates_from(old, new) and read_only(old))
+        st.wait_until(lambda: (st.replicates_from(old, new)
+                               and st.read_only(old))
                       or diverged_count(trio, old) > div0, 30,
                       what=f"db{old} rejoined to db{new} or refused")
-        if not replicates_from(old, new):
+        if not st.replicates_from(old, new):
             repairs += 1
             repair_diverged(old, new)
-            st.wait_until(lambda: replicates_from(old, new) and
-                          read_only(old), 30,
+            st.wait_until(lambda: st.replicates_from(old, new) and
+                          st.read_only(old), 30,
                           what=f"repaired db{old} rejoined to db{new}")
     for r in rounds:
         print("round old=db%d new=db%d promoted_after=%.2fs promotions=%d "

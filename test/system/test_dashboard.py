@@ -13,18 +13,17 @@ Ports st.port(5064) admin, st.port(5069) RW-Service."""
 
 import base64
 import json
-import os
 import subprocess
 import sys
 import threading
-import time
 import urllib.error
 import urllib.request
 
 import pytest
 
 import sluicetest as st
-from proxy import Daemon
+from proxy import Daemon, global_section, mariadbmon_section, \
+    server_sections
 
 pytestmark = pytest.mark.sluice_only
 
@@ -38,37 +37,12 @@ AUTH = "Basic " + base64.b64encode(b"admin:mariadb").decode()
 
 def config(run_dir):
     servers = ",".join(f"db{sid}" for sid in st.SERVERS)
-    text = f"""\
-[maxscale]
-threads=2
-module_dir={st.MODULE_DIR}
-logdir={run_dir}/log
-datadir={run_dir}/data
-persistdir={run_dir}/persist
-piddir={run_dir}
-admin_host={st.HOST}
-admin_port={ADMIN}
-admin_dashboard_dir={st.ROOT / "dashboard"}
-"""
-    for sid, port in st.SERVERS.items():
-        text += f"""
-[db{sid}]
-type=server
-address={st.HOST}
-port={port}
-"""
+    text = global_section(
+        run_dir, ADMIN,
+        extra=f"admin_dashboard_dir={st.ROOT / 'dashboard'}")
+    text += server_sections()
+    text += mariadbmon_section(servers, params="switchover_timeout=20s")
     text += f"""
-[Cluster-Monitor]
-type=monitor
-module=mariadbmon
-servers={servers}
-user={st.SERVICE_USER}
-password={st.SERVICE_PASSWORD}
-monitor_interval=500ms
-replication_user={os.environ.get("SLUICE_REPL_USER", "repl")}
-replication_password={os.environ.get("SLUICE_REPL_PASSWORD", "repl_pw")}
-switchover_timeout=20s
-
 [RW-Service]
 type=service
 router=readwritesplit

@@ -28,7 +28,6 @@ import base64
 import hashlib
 import json
 import os
-import subprocess
 import time
 import urllib.error
 import urllib.parse
@@ -39,7 +38,8 @@ import pytest
 from pymysql.constants import CLIENT
 
 import sluicetest as st
-from proxy import Daemon, readconnroute_services
+from proxy import Daemon, global_section, mariadbmon_section, \
+    readconnroute_services, server_sections
 
 PRIMARY_PORT = st.port(5070)
 REPLICA_PORT = st.port(5071)
@@ -47,45 +47,19 @@ ADMIN_PORT = st.port(5072)
 OFF_PORT = st.port(5073)
 AUTH = "Basic " + base64.b64encode(b"admin:mariadb").decode()
 MIB = 1024 * 1024
-SANDBOX_CMD = st.ROOT / "scripts" / "sandbox"
 
 
 def config(run_dir):
     servers = "db1,db2,db3"
-    text = f"""\
-[maxscale]
-threads=2
-log_info=true
-module_dir={st.MODULE_DIR}
-logdir={run_dir}/log
-datadir={run_dir}/data
-persistdir={run_dir}/persist
-piddir={run_dir}
-admin_host={st.HOST}
-admin_port={ADMIN_PORT}
-"""
-    for sid in (1, 2, 3):
-        text += f"""
-[db{sid}]
-type=server
-address={st.HOST}
-port={st.SERVERS[sid]}
-"""
-    text += f"""
-[Cluster-Monitor]
-type=monitor
-module=mariadbmon
-servers={servers}
-user={st.SERVICE_USER}
-password={st.SERVICE_PASSWORD}
-monitor_interval=500ms
+    text = global_section(run_dir, ADMIN_PORT, extra="log_info=true")
+    text += server_sections()
+    text += mariadbmon_section(servers, params="""
 backend_connect_timeout=2s
 backend_read_timeout=3s
 enforce_read_only_slaves=true
-replication_user=repl
-replication_password=repl_pw
 switchover_timeout=20s
-
+""")
+    text += f"""
 [Off-Service]
 type=service
 router=readconnroute
@@ -136,32 +110,6 @@ def only_session(service):
     return mine[0]
 
 
-def read_only(sid):
-    with st.root(sid) as c:
-        return int(st.scalar(c, "SELECT @@read_only")) == 1
-
-
-def replicates_from(sid, src):
-    with st.root(sid) as c, c.cursor() as cur:
-        cur.execute("SHOW SLAVE STATUS")
-        row = cur.fetchone()
-        if row is None:
-            return False
-        r = dict(zip([d[0] for d in cur.description], row))
-        return (int(r["Master_Port"]) == st.SERVERS[src]
-                and r["Slave_IO_Running"] == "Yes"
-                and r["Slave_SQL_Running"] == "Yes")
-
-
-def healthy(primary):
-    try:
-        others = [s for s in (1, 2, 3) if s != primary]
-        return not read_only(primary) and all(
-            read_only(s) and replicates_from(s, primary) for s in others)
-    except Exception:  # noqa: BLE001 - a dead server is unhealthy
-        return False
-
-
 def primary_routes_to(sid):
     try:
         with st.connect(PRIMARY_PORT, connect_timeout=3,
@@ -189,10 +137,9 @@ def mode(request, tmp_path_factory):
         yield request.param, daemon
     finally:
         problems = daemon.stop()
-        if not healthy(1):
-            subprocess.run([str(SANDBOX_CMD), "stop"], timeout=180)
-            subprocess.run([str(SANDBOX_CMD), "start", "--fresh"],
-                           timeout=300)
+        if not st.healthy_topology(1):
+            st.sandbox_cmd("stop")
+            st.sandbox_cmd("start", "--fresh", timeout=300)
     assert not problems, "\n".join(problems)
 
 
@@ -400,5 +347,6 @@ def test_switchover_ends_master_session_keeps_replica(mode):
         replica.close()
         status, doc = rest("POST", "/maxscale/modules/mariadbmon/switchover"
                            "?Cluster-Monitor&db1")
-        st.wait_until(lambda: healthy(1) and primary_routes_to(1), 60,
-                      what="db1 primary again")
+        st.wait_until(
+            lambda: st.healthy_topology(1) and primary_routes_to(1), 60,
+            what="db1 primary again")

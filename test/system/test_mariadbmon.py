@@ -16,10 +16,6 @@ Servers are killed, stopped and started with scripts/sandbox
 kill-server/stop-server/start-server.
 """
 
-import base64
-import json
-import os
-import subprocess
 import threading
 import time
 import urllib.error
@@ -30,7 +26,8 @@ from pathlib import Path
 import pytest
 
 import sluicetest as st
-from proxy import Daemon, readconnroute_services
+from proxy import Daemon, global_section, mariadbmon_section, \
+    monitor_command, readconnroute_services, server_sections
 
 pytestmark = pytest.mark.sluice_only
 
@@ -39,46 +36,12 @@ FAILCOUNT = 2
 PRIMARY_PORT = st.port(4350)
 REPLICA_PORT = st.port(4351)
 ADMIN_PORT = st.port(4352)
-ADMIN_AUTH = "Basic " + base64.b64encode(b"admin:mariadb").decode()
-SANDBOX_CMD = st.ROOT / "scripts" / "sandbox"
-
-
-def sandbox(*args, timeout=180):
-    proc = subprocess.run([str(SANDBOX_CMD), *map(str, args)],
-                          capture_output=True, text=True, timeout=timeout,
-                          env=dict(os.environ))
-    assert proc.returncode == 0, f"sandbox {args}: {proc.stderr}"
-    return proc.stdout
 
 
 def config(run_dir):
     servers = "db3,db1,db2"
-    text = f"""\
-[maxscale]
-threads=2
-module_dir={st.MODULE_DIR}
-logdir={run_dir}/log
-datadir={run_dir}/data
-persistdir={run_dir}/persist
-piddir={run_dir}
-admin_host={st.HOST}
-admin_port={ADMIN_PORT}
-"""
-    for sid in (3, 1, 2):
-        text += f"""
-[db{sid}]
-type=server
-address={st.HOST}
-port={st.SERVERS[sid]}
-"""
-    text += f"""
-[Cluster-Monitor]
-type=monitor
-module=mariadbmon
-servers={servers}
-user={st.SERVICE_USER}
-password={st.SERVICE_PASSWORD}
-monitor_interval={INTERVAL_MS}ms
+    text = global_section(run_dir, ADMIN_PORT) + server_sections((3, 1, 2))
+    text += mariadbmon_section(servers, f"{INTERVAL_MS}ms", f"""
 backend_connect_timeout=2s
 backend_read_timeout=3s
 auto_failover=true
@@ -86,11 +49,9 @@ auto_rejoin=true
 failcount={FAILCOUNT}
 enforce_read_only_slaves=true
 servers_no_promotion=db3
-replication_user=repl
-replication_password=repl_pw
 switchover_timeout=20s
 failover_timeout=20s
-"""
+""")
     text += readconnroute_services(servers, PRIMARY_PORT, REPLICA_PORT)
     return text
 
@@ -110,20 +71,8 @@ class Sluice:
         return self.daemon.log_path.read_text(errors="replace")
 
     def command(self, cmd, *args, timeout=120):
-        """POST /v1/maxscale/modules/mariadbmon/CMD?ARG&ARG as admin:
-        (HTTP status, the JSON document or None)."""
-        query = "&".join(urllib.parse.quote(a, safe="") for a in args)
-        url = (f"http://{st.HOST}:{ADMIN_PORT}/v1/maxscale/modules/"
-               f"mariadbmon/{cmd}" + (f"?{query}" if query else ""))
-        req = urllib.request.Request(url, data=b"", method="POST")
-        req.add_header("Authorization", ADMIN_AUTH)
-        try:
-            with urllib.request.urlopen(req, timeout=timeout) as resp:
-                text = resp.read()
-                return resp.status, json.loads(text) if text else None
-        except urllib.error.HTTPError as exc:
-            text = exc.read()
-            return exc.code, json.loads(text) if text else None
+        """POST a mariadbmon command: (HTTP status, JSON document)."""
+        return monitor_command(ADMIN_PORT, cmd, *args, timeout=timeout)
 
 
 def error_detail(doc):
@@ -135,45 +84,15 @@ def primary_id():
         return st.server_id(c)
 
 
-def replica_source(sid):
-    """(Master_Port, Slave_IO_Running, Slave_SQL_Running) of db sid."""
-    with st.root(sid) as c, c.cursor() as cur:
-        cur.execute("SHOW SLAVE STATUS")
-        row = cur.fetchone()
-        if row is None:
-            return None
-        cols = [d[0] for d in cur.description]
-        r = dict(zip(cols, row))
-        return (int(r["Master_Port"]), r["Slave_IO_Running"],
-                r["Slave_SQL_Running"])
-
-
-def read_only(sid):
-    with st.root(sid) as c:
-        return int(st.scalar(c, "SELECT @@read_only")) == 1
-
-
-def replicates_from(sid, src):
-    return replica_source(sid) == (st.SERVERS[src], "Yes", "Yes")
-
-
 def wait_topology(primary, timeout=30):
     """primary writable, both others replicating from it, and Sluice
     routing new primary sessions to it."""
     others = [s for s in (1, 2, 3) if s != primary]
-    st.wait_until(lambda: not read_only(primary) and all(
-        replicates_from(s, primary) for s in others), timeout,
+    st.wait_until(lambda: not st.read_only(primary) and all(
+        st.replicates_from(s, primary) for s in others), timeout,
         what=f"db{primary} primary with db{others} replicating from it")
     st.wait_until(lambda: primary_id() == primary, timeout,
                   what=f"the master service to reach db{primary}")
-
-
-def healthy_db1_primary():
-    try:
-        return (not read_only(1) and read_only(2) and read_only(3)
-                and replicates_from(2, 1) and replicates_from(3, 1))
-    except Exception:  # noqa: BLE001 - a dead server is unhealthy
-        return False
 
 
 @pytest.fixture(scope="module")
@@ -189,9 +108,9 @@ def sl(tmp_path_factory):
         yield s
     finally:
         problems = s.daemon.stop()
-        if not healthy_db1_primary():
-            sandbox("stop")
-            sandbox("start", "--fresh")
+        if not st.healthy_topology(1):
+            st.sandbox_cmd("stop")
+            st.sandbox_cmd("start", "--fresh")
     assert not problems, "\n".join(problems)
 
 
@@ -200,70 +119,22 @@ def restore(sl):
     """Each test leaves db1 primary; if one did not, repair by a
     switchover (or, failing that, a fresh sandbox)."""
     yield
-    if healthy_db1_primary():
+    if st.healthy_topology(1):
         return
     for sid in (1, 2, 3):
         try:
             with st.root(sid):
                 pass
         except Exception:  # noqa: BLE001
-            sandbox("start-server", sid)
+            st.sandbox_cmd("start-server", sid)
     status, doc = sl.command("switchover", "Cluster-Monitor", "db1")
-    if status != 200 or not healthy_db1_primary():
+    if status != 200 or not st.healthy_topology(1):
         problems = sl.daemon.stop(check_exit=False)
-        sandbox("stop")
-        sandbox("start", "--fresh")
+        st.sandbox_cmd("stop")
+        st.sandbox_cmd("start", "--fresh")
         pytest.fail(f"test left the cluster broken ({status} {doc}); "
                     "sandbox rebuilt, later tests in this module are void"
                     + "".join("\n" + p for p in problems))
-
-
-class Writer(threading.Thread):
-    """Inserts rows one by one through the master service, reconnecting
-    after errors; `acked` holds every id whose INSERT returned OK."""
-
-    def __init__(self, tag, start_id):
-        super().__init__(daemon=True)
-        self.tag = tag
-        self.next_id = start_id
-        self.acked = []
-        self.errors = 0
-        self.stop_flag = threading.Event()
-        self.first_ok_after = {}
-
-    def run(self):
-        conn = None
-        while not self.stop_flag.is_set():
-            try:
-                if conn is None:
-                    conn = st.connect(PRIMARY_PORT, connect_timeout=2,
-                                      read_timeout=5, write_timeout=5)
-                with conn.cursor() as cur:
-                    cur.execute("INSERT INTO test.mmon VALUES (%s, %s)",
-                                (self.next_id, self.tag))
-                self.acked.append(self.next_id)
-                self.next_id += 1
-                time.sleep(0.01)
-            except Exception:  # noqa: BLE001 - counted; we reconnect
-                self.errors += 1
-                self.next_id += 1   # its fate is unknown: never reuse it
-                try:
-                    if conn is not None:
-                        conn.close()
-                except Exception:  # noqa: BLE001
-                    pass
-                conn = None
-                time.sleep(0.05)
-
-    def stop(self):
-        self.stop_flag.set()
-        self.join(timeout=30)
-
-
-def ids_on(sid, tag):
-    with st.root(sid) as c, c.cursor() as cur:
-        cur.execute("SELECT id FROM test.mmon WHERE tag = %s", (tag,))
-        return {r[0] for r in cur.fetchall()}
 
 
 def test_roles_any_config_order(sl):
@@ -280,7 +151,7 @@ def test_roles_any_config_order(sl):
 
 
 def test_stopped_replica_marked_down(sl):
-    sandbox("stop-server", 3)
+    st.sandbox_cmd("stop-server", 3)
     try:
         # the deadline only stops waiting (failcount ticks of 500 ms)
         st.wait_until(lambda: "Server 'db3' changed state: Slave, Running "
@@ -289,8 +160,8 @@ def test_stopped_replica_marked_down(sl):
             with st.connect(REPLICA_PORT) as c:
                 assert st.server_id(c) == 2
     finally:
-        sandbox("start-server", 3)
-    st.wait_until(lambda: replicates_from(3, 1), 20, what="db3 back")
+        st.sandbox_cmd("start-server", 3)
+    st.wait_until(lambda: st.replicates_from(3, 1), 20, what="db3 back")
 
 
 def test_switchover_and_back(sl):
@@ -307,7 +178,7 @@ def test_switchover_and_back(sl):
                 failures.append(repr(exc))
             time.sleep(0.02)
 
-    w = Writer("switchover", 100000)
+    w = st.Writer(PRIMARY_PORT, "test.mmon", "switchover", 100000)
     w.start()
     readers = [threading.Thread(target=reader, daemon=True)
                for _ in range(2)]
@@ -335,32 +206,33 @@ def test_switchover_and_back(sl):
     for r in readers:
         r.join(timeout=10)
     assert not failures, failures[:3]
-    st.wait_until(lambda: set(w.acked) <= ids_on(2, "switchover"), 10,
-                  what="acknowledged writes on db2")
+    st.wait_until(
+        lambda: set(w.acked) <= st.ids_on(2, "test.mmon", "switchover"), 10,
+        what="acknowledged writes on db2")
     assert len(w.acked) > 20
     status, doc = sl.command("switchover", "Cluster-Monitor", "db1")
     assert (status, doc) == (200, {"meta": {"primary": "db1"}})
     wait_topology(1)
-    assert set(w.acked) <= ids_on(1, "switchover")
+    assert set(w.acked) <= st.ids_on(1, "test.mmon", "switchover")
 
 
 def test_failover_then_rejoin(sl):
-    w = Writer("failover", 200000)
+    w = st.Writer(PRIMARY_PORT, "test.mmon", "failover", 200000)
     w.start()
     time.sleep(1.5)
     before = len(w.acked)
     assert before > 20
     t_kill = time.monotonic()
-    sandbox("kill-server", 1)
+    st.sandbox_cmd("kill-server", 1)
     try:
         # A replica is promoted within failcount x interval + margin: db2,
         # as db3 is in servers_no_promotion (though first in config).
-        st.wait_until(lambda: not read_only(2), FAILCOUNT * INTERVAL_MS
+        st.wait_until(lambda: not st.read_only(2), FAILCOUNT * INTERVAL_MS
                       / 1000 + 5, interval=0.05, what="db2 promoted")
         promoted = time.monotonic() - t_kill
-        st.wait_until(lambda: replicates_from(3, 2), 10,
+        st.wait_until(lambda: st.replicates_from(3, 2), 10,
                       what="db3 replicating from db2")
-        assert read_only(3)
+        assert st.read_only(3)
         st.wait_until(lambda: primary_id() == 2, 10,
                       what="master service to reach db2")
         n_after = len(w.acked)
@@ -368,7 +240,7 @@ def test_failover_then_rejoin(sl):
                       what="writes resuming through Sluice")
         w.stop()
         acked = set(w.acked)
-        lost = acked - ids_on(2, "failover")
+        lost = acked - st.ids_on(2, "test.mmon", "failover")
         print(f"failover: promoted {promoted:.2f}s after kill; "
               f"{len(acked)} acked writes, {len(lost)} lost, "
               f"{w.errors} client errors")
@@ -379,14 +251,14 @@ def test_failover_then_rejoin(sl):
     finally:
         w.stop()
         # auto_rejoin: db1 comes back as a read-only replica of db2.
-        sandbox("start-server", 1)
-    st.wait_until(lambda: replicates_from(1, 2) and read_only(1), 20,
+        st.sandbox_cmd("start-server", 1)
+    st.wait_until(lambda: st.replicates_from(1, 2) and st.read_only(1), 20,
                   what="db1 rejoined as a replica of db2")
     assert "rejoining 'db1'" in sl.log()
     with st.connect(PRIMARY_PORT) as c:
         assert st.server_id(c) == 2
         c.cursor().execute("INSERT INTO test.mmon VALUES (299999, 'rejoin')")
-    st.wait_until(lambda: ids_on(1, "rejoin") == {299999}, 10,
+    st.wait_until(lambda: st.ids_on(1, "test.mmon", "rejoin") == {299999}, 10,
                   what="new write replicated to the rejoined db1")
     status, doc = sl.command("switchover", "Cluster-Monitor", "db1")
     assert status == 200, (status, doc)
@@ -420,8 +292,8 @@ def test_verify_master_failure(sl):
         # Well past failcount intervals: still no failover, because both
         # replicas' IO threads are connected to db1.
         time.sleep(FAILCOUNT * INTERVAL_MS / 1000 * 3)
-        assert read_only(2) and read_only(3)
-        assert replicates_from(2, 1) and replicates_from(3, 1)
+        assert st.read_only(2) and st.read_only(3)
+        assert st.replicates_from(2, 1) and st.replicates_from(3, 1)
         assert "not failing over: primary 'db1' is unreachable from " \
                "Sluice but replica" in sl.log()
     finally:
@@ -430,24 +302,24 @@ def test_verify_master_failure(sl):
 
 
 def test_diverged_old_primary_left_alone(sl, tmp_path):
-    sandbox("kill-server", 1)
-    st.wait_until(lambda: not read_only(2), 10, what="db2 promoted")
-    st.wait_until(lambda: replicates_from(3, 2), 10, what="db3 moved")
+    st.sandbox_cmd("kill-server", 1)
+    st.wait_until(lambda: not st.read_only(2), 10, what="db2 promoted")
+    st.wait_until(lambda: st.replicates_from(3, 2), 10, what="db3 moved")
     # db1 returns with a transaction of its own that db2 never saw (run
     # from --init-file, before anyone can connect): it has diverged.
     init = tmp_path / "diverge.sql"
     init.write_text("INSERT INTO test.mmon VALUES (399999, 'diverged');\n")
-    sandbox("start-server", 1, f"--init-file={init}")
+    st.sandbox_cmd("start-server", 1, f"--init-file={init}")
     st.wait_until(lambda: "not rejoining server 'db1'" in sl.log(), 10,
                   what="the diverged-primary log line")
     time.sleep(2)
-    assert replica_source(1) is None, "diverged db1 was made a replica"
-    assert ids_on(1, "diverged") == {399999}
-    assert ids_on(2, "diverged") == set()
+    assert st.replica_source(1) is None, "diverged db1 was made a replica"
+    assert st.ids_on(1, "test.mmon", "diverged") == {399999}
+    assert st.ids_on(2, "test.mmon", "diverged") == set()
     assert primary_id() == 2
     # Repair: the restore fixture cannot switch back to a diverged server,
     # so rebuild the sandbox here (Sluice stops first).
     problems = sl.daemon.stop()
-    sandbox("stop")
-    sandbox("start", "--fresh")
+    st.sandbox_cmd("stop")
+    st.sandbox_cmd("start", "--fresh")
     assert not problems, "\n".join(problems)

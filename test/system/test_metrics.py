@@ -17,7 +17,6 @@ The switchover it runs puts db1 back as the primary."""
 
 import base64
 import json
-import os
 import shutil
 import statistics
 import subprocess
@@ -592,36 +591,10 @@ MON_ADMIN, DEAD = st.port(5200), st.port(5219)
 
 def mon_config(run_dir):
     servers = ",".join(f"db{sid}" for sid in st.SERVERS)
-    text = f"""\
-[maxscale]
-threads=1
-module_dir={st.MODULE_DIR}
-logdir={run_dir}/log
-datadir={run_dir}/data
-persistdir={run_dir}/persist
-piddir={run_dir}
-admin_host={st.HOST}
-admin_port={MON_ADMIN}
-"""
-    for sid, port in list(st.SERVERS.items()) + [("x", DEAD)]:
-        text += f"""
-[db{sid}]
-type=server
-address={st.HOST}
-port={port}
-"""
+    text = px.global_section(run_dir, MON_ADMIN, threads=1)
+    text += px.server_sections(more=[("dbx", DEAD)])
+    text += px.mariadbmon_section(servers, "300ms", "switchover_timeout=20s")
     text += f"""
-[Cluster-Monitor]
-type=monitor
-module=mariadbmon
-servers={servers}
-user={st.SERVICE_USER}
-password={st.SERVICE_PASSWORD}
-monitor_interval=300ms
-replication_user={os.environ.get("SLUICE_REPL_USER", "repl")}
-replication_password={os.environ.get("SLUICE_REPL_PASSWORD", "repl_pw")}
-switchover_timeout=20s
-
 [Dead-Monitor]
 type=monitor
 module=mariadbmon

@@ -16,29 +16,23 @@ SLUICE_SWITCHOVER_PARAMS replaces the service's extra parameter lines
 (e.g. an empty string: the defaults) to measure other settings by hand.
 """
 
-import base64
-import json
 import os
 import re
 import subprocess
 import threading
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 import sluicetest as st
-from proxy import Daemon, rw_service
+from proxy import Daemon, global_section, mariadbmon_section, \
+    monitor_command, rw_service, server_sections
 
 pytestmark = [pytest.mark.slow, pytest.mark.sluice_only]
 
 RW_PORT = st.port(5100)
 ADMIN_PORT = st.port(5101)
-ADMIN_AUTH = "Basic " + base64.b64encode(b"admin:mariadb").decode()
-SANDBOX_CMD = st.ROOT / "scripts" / "sandbox"
 TABLES, TABLE_SIZE = 2, 10000
 PARAMS = os.environ.get("SLUICE_SWITCHOVER_PARAMS",
                         "transaction_replay=true")
@@ -52,51 +46,17 @@ DURATION = 34
 IGNORE = os.environ.get("SLUICE_SWITCHOVER_IGNORE", "1213,1205")
 
 
-def sandbox(*args, timeout=180):
-    proc = subprocess.run([str(SANDBOX_CMD), *map(str, args)],
-                          capture_output=True, text=True, timeout=timeout,
-                          env=dict(os.environ))
-    assert proc.returncode == 0, f"sandbox {args}: {proc.stderr}"
-    return proc.stdout
-
-
 def config(run_dir):
     servers = "db1,db2,db3"
-    text = f"""\
-[maxscale]
-threads=2
-module_dir={st.MODULE_DIR}
-logdir={run_dir}/log
-datadir={run_dir}/data
-persistdir={run_dir}/persist
-piddir={run_dir}
-admin_host={st.HOST}
-admin_port={ADMIN_PORT}
-"""
-    for sid in (1, 2, 3):
-        text += f"""
-[db{sid}]
-type=server
-address={st.HOST}
-port={st.SERVERS[sid]}
-"""
-    text += f"""
-[Cluster-Monitor]
-type=monitor
-module=mariadbmon
-servers={servers}
-user={st.SERVICE_USER}
-password={st.SERVICE_PASSWORD}
-monitor_interval=500ms
+    text = global_section(run_dir, ADMIN_PORT) + server_sections()
+    text += mariadbmon_section(servers, params="""
 backend_connect_timeout=2s
 backend_read_timeout=3s
 auto_failover=false
 auto_rejoin=true
 enforce_read_only_slaves=true
-replication_user=repl
-replication_password=repl_pw
 switchover_timeout=20s
-"""
+""")
     text += rw_service("RW-Service", RW_PORT, PARAMS, servers)
     return text
 
@@ -116,44 +76,8 @@ class Sluice:
         return self.daemon.log_path.read_text(errors="replace")
 
     def command(self, cmd, *args, timeout=120):
-        query = "&".join(urllib.parse.quote(a, safe="") for a in args)
-        url = (f"http://{st.HOST}:{ADMIN_PORT}/v1/maxscale/modules/"
-               f"mariadbmon/{cmd}" + (f"?{query}" if query else ""))
-        req = urllib.request.Request(url, data=b"", method="POST")
-        req.add_header("Authorization", ADMIN_AUTH)
-        try:
-            with urllib.request.urlopen(req, timeout=timeout) as resp:
-                text = resp.read()
-                return resp.status, json.loads(text) if text else None
-        except urllib.error.HTTPError as exc:
-            text = exc.read()
-            return exc.code, json.loads(text) if text else None
-
-
-def read_only(sid):
-    with st.root(sid) as c:
-        return int(st.scalar(c, "SELECT @@read_only")) == 1
-
-
-def replicates_from(sid, src):
-    with st.root(sid) as c, c.cursor() as cur:
-        cur.execute("SHOW SLAVE STATUS")
-        row = cur.fetchone()
-        if row is None:
-            return False
-        r = dict(zip([d[0] for d in cur.description], row))
-        return (int(r["Master_Port"]) == st.SERVERS[src]
-                and r["Slave_IO_Running"] == "Yes"
-                and r["Slave_SQL_Running"] == "Yes")
-
-
-def healthy(primary):
-    try:
-        return not read_only(primary) and all(
-            read_only(s) and replicates_from(s, primary)
-            for s in (1, 2, 3) if s != primary)
-    except Exception:  # noqa: BLE001 - a dead server is unhealthy
-        return False
+        """POST a mariadbmon command: (HTTP status, JSON document)."""
+        return monitor_command(ADMIN_PORT, cmd, *args, timeout=timeout)
 
 
 def sysbench(command, *args, timeout):
@@ -185,13 +109,14 @@ def sl(tmp_path_factory):
         yield s
     finally:
         try:
-            st.wait_until(lambda: healthy(1), 30, what="db1 primary")
+            st.wait_until(lambda: st.healthy_topology(1), 30,
+                          what="db1 primary")
         except Exception:  # noqa: BLE001 - repaired below
             s.command("switchover", "Cluster-Monitor", "db1")
         problems = s.daemon.stop()
-        if not healthy(1):
-            sandbox("stop")
-            sandbox("start", "--fresh")
+        if not st.healthy_topology(1):
+            st.sandbox_cmd("stop")
+            st.sandbox_cmd("start", "--fresh")
     assert not problems, "\n".join(problems)
 
 
@@ -249,12 +174,6 @@ class Writer(threading.Thread):
         self.join(timeout=60)
 
 
-def ids_on(sid, tag):
-    with st.root(sid) as c, c.cursor() as cur:
-        cur.execute("SELECT id FROM test.swo WHERE tag = %s", (tag,))
-        return {r[0] for r in cur.fetchall()}
-
-
 def counters(output):
     stats = {}
     for key in ("transactions", "ignored errors", "reconnects"):
@@ -308,8 +227,8 @@ def test_switchover_there_and_back_twice(sl):
     assert set(stats) == {"transactions", "ignored errors",
                           "reconnects"}, out[-3000:]
     assert stats["transactions"] > 1000, report
-    st.wait_until(lambda: healthy(1), 30, what="db1 primary again")
-    missing = set(w.acked) - ids_on(1, "swo")
+    st.wait_until(lambda: st.healthy_topology(1), 30, what="db1 primary again")
+    missing = set(w.acked) - st.ids_on(1, "test.swo", "swo")
     assert not missing, f"acknowledged rows lost: {sorted(missing)[:20]}"
     assert len(w.acked) > 100, report
     assert w.errors == [], report

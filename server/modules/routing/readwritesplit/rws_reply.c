@@ -172,6 +172,25 @@ rws_queue_clear(struct rws_session *rs, struct rws_be *be)
 static bool has_client_answer(const struct rws_be *be);
 static bool retry_read(struct rws_session *rs, struct rws_be *failed);
 
+/* Let go of be's connection: close it when close_it (else the core is
+ * closing it), forget the commands queued for it and, if it was the
+ * session's master, the master. */
+static void
+release_backend(struct rws_session *rs, struct rws_be *be, bool close_it)
+{
+    if (rws_be_live(be)) {
+        if (close_it) {
+            sl_backend_close(be->b);
+        }
+        be->b = NULL;
+        atomic_fetch_sub(&rs->inst->stats[be->idx].conns, 1);
+    }
+    rws_queue_clear(rs, be);
+    if (rs->master == (int)be->idx) {
+        rs->master = -1;
+    }
+}
+
 /* Close a connection whose session state diverged; the server is not used
  * again by this session. A read waiting on it is retried elsewhere. */
 static void
@@ -182,15 +201,7 @@ drop_backend(struct rws_session *rs, struct rws_be *be, const char *why)
     sl_log_ses_warn(rs->ses, "Closing connection to '%s': %s",
                     sl_server_name(be->srv), why);
     be->diverged = true;
-    if (rws_be_live(be)) {
-        sl_backend_close(be->b);
-        be->b = NULL;
-        atomic_fetch_sub(&rs->inst->stats[be->idx].conns, 1);
-    }
-    rws_queue_clear(rs, be);
-    if (rs->master == (int)be->idx) {
-        rs->master = -1;
-    }
+    release_backend(rs, be, true);
     if (pending && !retry_read(rs, be)) {
         rws_send_error(rs, "Lost the connection to '%s': %s",
                        sl_server_name(be->srv), why);
@@ -759,16 +770,10 @@ static bool master_failed(struct rws_session *rs, bool pending);
 static void
 close_master(struct rws_session *rs, struct rws_be *be)
 {
-    sl_log_ses_info(rs->ses, "Closing the connection to '%s': the primary moved", sl_server_name(be->srv));
-    if (rws_be_live(be)) {
-        sl_backend_close(be->b);
-        be->b = NULL;
-        atomic_fetch_sub(&rs->inst->stats[be->idx].conns, 1);
-    }
-    rws_queue_clear(rs, be);
-    if (rs->master == (int)be->idx) {
-        rs->master = -1;
-    }
+    sl_log_ses_info(rs->ses,
+                    "Closing the connection to '%s': the primary moved",
+                    sl_server_name(be->srv));
+    release_backend(rs, be, true);
 }
 
 static bool
@@ -1266,12 +1271,7 @@ rws_handle_error(void *rsession, struct sl_backend *b,
                                   strlen(SL_REPLY_LOST_TRACK)) == 0) {
         /* Not a server failure to retry around: its answers can no longer
          * be told apart, so the session ends (see rws_lost_track). */
-        be->b = NULL;
-        atomic_fetch_sub(&rs->inst->stats[be->idx].conns, 1);
-        rws_queue_clear(rs, be);
-        if (rs->master == (int)be->idx) {
-            rs->master = -1;
-        }
+        release_backend(rs, be, false);
         rws_lost_track(rs, be, reason);
         return true;
     }
@@ -1280,12 +1280,7 @@ rws_handle_error(void *rsession, struct sl_backend *b,
     pending = has_client_answer(be) && rs->cur_target == (int)be->idx;
     was_master = rs->master == (int)be->idx;
     ok = reassign_sescmds(rs, be);
-    be->b = NULL;   /* the core closes the failed connection */
-    atomic_fetch_sub(&rs->inst->stats[be->idx].conns, 1);
-    rws_queue_clear(rs, be);
-    if (was_master) {
-        rs->master = -1;
-    }
+    release_backend(rs, be, false);   /* the core closes it */
     if (!ok) {
         return false;
     }
