@@ -518,10 +518,21 @@ kill_one(struct kill_job *j, const struct kill_target *t)
 static void
 close_session(struct sl_dcb *dcb, void *arg)
 {
+    struct sl_session *ses;
+
     (void)arg;
     if (sl_dcb_is_open(dcb)) {
         sl_log_info("closing session of client %s: killed",
                     sl_dcb_remote(dcb));
+        /* A statement still waits for its answer (its backend's end has
+         * not been seen yet): the client gets what the server sends a
+         * killed connection, not a bare close (2013, or 2027 from
+         * libmariadb). */
+        ses = sl_dcb_session(dcb);
+        if (ses != NULL && sl_session_answers_pending(ses) > 0) {
+            sl_session_send_error(ses, 1927, "70100",
+                                  "Connection was killed");
+        }
         sl_dcb_close(dcb);
     }
 }
