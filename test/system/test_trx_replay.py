@@ -367,3 +367,92 @@ def test_master_reconnection_false_closes_on_next_write(proxy):
     assert "No master" in str(exc.value)
     assert primary_rows("SELECT id FROM test.rp WHERE id IN (6, 7)") \
         == ((6,),)
+
+
+# ---- transaction_replay_safe_commit ----
+
+def replica_exec(sql):
+    for sid in sorted(st.REPLICA_IDS):
+        with st.root(sid) as r, r.cursor() as cur:
+            cur.execute(sql)
+
+
+@pytest.fixture
+def commit_hangs():
+    """COMMIT on db1 waits for a semi-sync ACK that does not come (the
+    sandbox runs semi-sync; the replicas' IO threads are stopped) for up
+    to 3 s: the window in which the proxy loses the connection."""
+    # every write from here waits out the ACK timeout: this one before
+    root_exec("DELETE FROM test.rp_nopk")
+    # semi-sync is back ON (a timed-out wait turns it OFF until a replica
+    # has caught up): only then does a COMMIT wait
+    st.wait_until(lambda: root_exec(
+        "SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_master_status'")[0][1]
+        == "ON", 20, interval=0.2, what="semi-sync ON on db1")
+    root_exec("SET GLOBAL rpl_semi_sync_master_timeout = 3000")
+    replica_exec("STOP SLAVE IO_THREAD")
+    try:
+        yield
+    finally:
+        root_exec("SET GLOBAL rpl_semi_sync_master_timeout = 2000")
+        replica_exec("START SLAVE IO_THREAD")
+        st.wait_replicated()
+
+
+def commit_lost(port):
+    """INSERT a row into a table without a key in a transaction and
+    COMMIT it; while the COMMIT waits on db1, KILL its connection. Returns
+    the client's error code (None: the COMMIT succeeded) and the number of
+    copies of the row on db1 once the server has finished the commit."""
+    no_app_connections()
+    code = None
+    with st.connect(port) as c, c.cursor() as cur:
+        cur.execute("START TRANSACTION")
+        cur.execute("INSERT INTO test.rp_nopk VALUES ('once')")
+        result = {}
+
+        def commit():
+            try:
+                cur.execute("COMMIT")
+            except pymysql.MySQLError as exc:
+                result["code"] = st.error_code(exc)
+        t = threading.Thread(target=commit)
+        t.start()
+        ids = []
+
+        def waiting():
+            ids[:] = [r[0] for r in root_exec(
+                "SELECT ID FROM information_schema.PROCESSLIST WHERE "
+                "USER = 'app' AND STATE LIKE '%semi-sync%'")]
+            return len(ids) == 1
+        st.wait_until(waiting, 5, what="COMMIT waiting for an ACK")
+        root_exec(f"KILL CONNECTION {ids[0]}")
+        t.join(30)
+        assert not t.is_alive()
+        code = result.get("code")
+    # the killed COMMIT finishes on db1 when its ACK wait times out
+    st.wait_until(lambda: not [r for r in root_exec(
+        "SELECT ID FROM information_schema.PROCESSLIST WHERE USER = 'app' "
+        "AND STATE LIKE '%semi-sync%'")], 10, what="the ACK waits over")
+    return code, primary_rows("SELECT COUNT(*) FROM test.rp_nopk")[0][0]
+
+
+def test_safe_commit_does_not_replay_a_lost_commit(proxy, commit_hangs):
+    """The COMMIT's answer was lost and the transaction did commit on the
+    server: with safe_commit (the default) the client gets 2013 (outcome
+    unknown) and the row exists once."""
+    wait_routes(PORTS["SafeOn"])
+    code, copies = commit_lost(PORTS["SafeOn"])
+    assert code == 2013
+    assert copies == 1
+
+
+def test_no_safe_commit_replays_a_lost_commit(proxy, commit_hangs):
+    """transaction_replay_safe_commit=false: the transaction is replayed
+    and committed again; the client sees no error, and (as MaxScale
+    documents for this setting) a transaction the lost COMMIT did commit
+    is committed twice: the row exists twice."""
+    wait_routes(PORTS["SafeOff"])
+    code, copies = commit_lost(PORTS["SafeOff"])
+    assert code is None
+    assert copies == 2
