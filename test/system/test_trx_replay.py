@@ -9,8 +9,8 @@ connection of the session (found through its open transaction in
 information_schema.INNODB_TRX, or as the only `app` connection). No
 sysbench, no load: every test is a handful of statements.
 
-Services (ports st.port(5102..5112); 5100/5101 are proxy.py's stock
-readconnroute services):
+Services (ports st.port(5104..5114); 5102/5103 are proxy.py's stock
+readconnroute services; 5100-5101 belong to test_switchover):
   Full      transaction_replay=true (checksum full)
   NoIns     transaction_replay_checksum=no_insert_id
   ResOnly   transaction_replay_checksum=result_only
@@ -36,8 +36,8 @@ from proxy import running_proxy, rw_service
 
 pytestmark = pytest.mark.sluice_only
 
-PRIMARY_PORT, REPLICA_PORT = st.port(5100), st.port(5101)
-PORTS = {name: st.port(5102 + i) for i, name in enumerate(
+PRIMARY_PORT, REPLICA_PORT = st.port(5102), st.port(5103)
+PORTS = {name: st.port(5104 + i) for i, name in enumerate(
     ("Full", "NoIns", "ResOnly", "Mism", "Tmo", "DlOn", "DlOff", "NoMR",
      "MR", "SafeOn", "SafeOff"))}
 REPLAY = "transaction_replay=true\n"
