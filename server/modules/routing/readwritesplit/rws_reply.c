@@ -1375,8 +1375,9 @@ retry_read(struct rws_session *rs, struct rws_be *failed)
     return rws_resend(rs, idx, again) == SL_OK;
 }
 
-/* A COMMIT (or XA COMMIT, END of a transaction by COMMIT): its answer
- * lost, the transaction may have committed. */
+/* A text-protocol COMMIT (COMMIT, COMMIT WORK, COMMIT AND CHAIN; not
+ * one behind a leading comment, not XA COMMIT): its answer lost, the
+ * transaction may have committed. */
 static bool
 is_commit(const struct sl_buf *buf)
 {
