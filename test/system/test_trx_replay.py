@@ -23,6 +23,7 @@ readconnroute services; 5100-5101 belong to test_switchover):
   MR        master_failure_mode=fail_on_write (master_reconnection on)
   SafeOn    transaction_replay=true (transaction_replay_safe_commit=true)
   SafeOff   transaction_replay_safe_commit=false
+and, in a second proxy with event_model=shared (5115-5117), DlOn again.
 """
 
 import threading
@@ -32,7 +33,7 @@ import pymysql
 import pytest
 
 import sluicetest as st
-from proxy import running_proxy, rw_service
+from proxy import running_proxy, rw_service, start_proxy, stop_proxy
 
 pytestmark = pytest.mark.sluice_only
 
@@ -73,8 +74,11 @@ def proxy(tmp_path_factory):
         cur.execute("CREATE TABLE test.rp_dl (id INT PRIMARY KEY, v INT)")
         cur.execute("CREATE TABLE test.rp_nopk (v VARCHAR(32))")
     st.wait_replicated()
+    # the replays run on a session timer: event_model=pinned only (see
+    # docs/modules.md); test_deadlock_in_shared_model_reaches_client
+    # checks what shared does
     yield from running_proxy(tmp_path_factory, PRIMARY_PORT, REPLICA_PORT,
-                             extra=EXTRA)
+                             extra=EXTRA, event_model="pinned")
 
 
 def wait_routes(port, timeout=20):
@@ -315,6 +319,23 @@ def test_deadlock_replayed_with_retry_on_deadlock(proxy):
     assert errors == []
     assert primary_rows("SELECT id, v FROM test.rp_dl ORDER BY id") \
         == ((1, 11), (2, 11))
+
+
+def test_deadlock_in_shared_model_reaches_client(proxy, tmp_path):
+    """event_model=shared: no replay runs (its timer is not safe there,
+    as documented), so even with retry_on_deadlock the 1213 reaches the
+    client, and the session goes on."""
+    port = st.port(5117)
+    shared = start_proxy(tmp_path, st.port(5115), st.port(5116),
+                         event_model="shared",
+                         extra=rw_service("DlShared-Service", port,
+                                          PARAMS["DlOn"]))
+    try:
+        wait_routes(port)
+        assert deadlock(port) == [1213]
+    finally:
+        problems = stop_proxy(shared)
+    assert not problems, problems
 
 
 def test_deadlock_reaches_client_without_retry(proxy):
