@@ -4,7 +4,8 @@
  * in directly like rws_select.c): the attempt budget
  * (transaction_replay_attempts, transaction_replay_timeout), the deadlock
  * errors, which answers transaction_replay_checksum counts, and the
- * LAST_INSERT_ID scan over a chain of segments.
+ * LAST_INSERT_ID scan over a chain of segments, and which statement is
+ * a COMMIT (transaction_replay_safe_commit).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -112,6 +113,44 @@ test_last_insert_id_scan(void **state)
     assert_false(rws_uses_last_insert_id(NULL));
 }
 
+static bool
+is_commit(const char *sql, unsigned char cmd)
+{
+    unsigned char pkt[128];
+    size_t n = strlen(sql);
+    struct sl_buf *b;
+    bool r;
+
+    pkt[0] = (unsigned char)(n + 1);
+    pkt[1] = pkt[2] = pkt[3] = 0;
+    pkt[4] = cmd;
+    memcpy(pkt + 5, sql, n);
+    b = sl_buf_from(pkt, n + 5);
+    assert_non_null(b);
+    r = rws_is_commit(b);
+    sl_buf_free(b);
+    return r;
+}
+
+static void
+test_commit_detection(void **state)
+{
+    (void)state;
+    assert_true(is_commit("COMMIT", SL_COM_QUERY));
+    assert_true(is_commit("commit", SL_COM_QUERY));
+    assert_true(is_commit("  \n\tCommit;", SL_COM_QUERY));
+    assert_true(is_commit("COMMIT WORK", SL_COM_QUERY));
+    assert_true(is_commit("COMMIT AND NO CHAIN RELEASE", SL_COM_QUERY));
+    assert_false(is_commit("COMMITTED", SL_COM_QUERY));
+    assert_false(is_commit("COMMIT_LOG", SL_COM_QUERY));
+    assert_false(is_commit("COMMIT", SL_COM_STMT_PREPARE));
+    assert_false(is_commit("XA COMMIT 'x'", SL_COM_QUERY));
+    assert_false(is_commit("ROLLBACK", SL_COM_QUERY));
+    assert_false(is_commit("COMMI", SL_COM_QUERY));
+    assert_false(is_commit("", SL_COM_QUERY));
+    assert_false(rws_is_commit(NULL));
+}
+
 int
 main(void)
 {
@@ -121,6 +160,7 @@ main(void)
         cmocka_unit_test(test_deadlock_codes),
         cmocka_unit_test(test_checksum_modes),
         cmocka_unit_test(test_last_insert_id_scan),
+        cmocka_unit_test(test_commit_detection),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

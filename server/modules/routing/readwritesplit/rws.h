@@ -439,6 +439,10 @@ bool rws_cks_counts(enum rws_checksum m, bool ok_only, bool uses_lii);
 /* A COM_QUERY or COM_STMT_PREPARE packet (header included) mentions
  * LAST_INSERT_ID (case-insensitive). */
 bool rws_uses_last_insert_id(const struct sl_buf *buf);
+/* A COM_QUERY (header included) whose statement is a COMMIT: "COMMIT"
+ * as its first word (COMMIT WORK, COMMIT AND CHAIN too; not behind a
+ * leading comment, not XA COMMIT). */
+bool rws_is_commit(const struct sl_buf *buf);
 
 /* rws_causal.c: positions (struct rws_pos) of the causal_reads modes. */
 /* "D-S-N,..." into out, claiming slots for new domains if `claim`; false

@@ -4,16 +4,19 @@
  * test/unit/test_rwsplit_replay.c compiles this file in directly: whether
  * another attempt is allowed (transaction_replay_timeout,
  * transaction_replay_attempts), which errors count as a deadlock
- * (transaction_replay_retry_on_deadlock) and which answers go into the
- * checksum (transaction_replay_checksum).
+ * (transaction_replay_retry_on_deadlock), which answers go into the
+ * checksum (transaction_replay_checksum) and which statement is a COMMIT
+ * (transaction_replay_safe_commit).
  *
  * Context: any thread; no state.
  */
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <strings.h>
 
-#include <sluice/buf-t.h>
+#include <sluice/buf.h>
+#include <sluice/mariadb.h>
 
 #include "rws.h"
 
@@ -79,4 +82,30 @@ rws_uses_last_insert_id(const struct sl_buf *buf)
         }
     }
     return false;
+}
+
+bool
+rws_is_commit(const struct sl_buf *buf)
+{
+    unsigned char q[16];
+    size_t n = buf != NULL ? sl_buf_copy_out(buf, 4, sizeof(q) - 1, q) : 0;
+    size_t i = 1;
+    unsigned char next;
+
+    if (n < 7 || q[0] != SL_COM_QUERY) {
+        return false;
+    }
+    while (i < n && (q[i] == ' ' || q[i] == '\t' || q[i] == '\n' ||
+                     q[i] == '\r')) {
+        i++;
+    }
+    if (n - i < 6 || strncasecmp((const char *)q + i, "COMMIT", 6) != 0) {
+        return false;
+    }
+    if (i + 6 == n) {
+        return true;
+    }
+    next = q[i + 6];   /* COMMITTED, COMMIT_LOG: another word */
+    return !((next | 0x20) >= 'a' && (next | 0x20) <= 'z') &&
+           !(next >= '0' && next <= '9') && next != '_' && next != '$';
 }

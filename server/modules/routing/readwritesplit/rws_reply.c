@@ -49,7 +49,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include <openssl/evp.h>
 
@@ -1375,27 +1374,6 @@ retry_read(struct rws_session *rs, struct rws_be *failed)
     return rws_resend(rs, idx, again) == SL_OK;
 }
 
-/* A text-protocol COMMIT (COMMIT, COMMIT WORK, COMMIT AND CHAIN; not
- * one behind a leading comment, not XA COMMIT): its answer lost, the
- * transaction may have committed. */
-static bool
-is_commit(const struct sl_buf *buf)
-{
-    unsigned char q[16];
-    size_t n = sl_buf_copy_out(buf, 4, sizeof(q) - 1, q);
-    size_t i = 1;
-
-    if (n < 7 || q[0] != SL_COM_QUERY) {
-        return false;
-    }
-    q[n] = '\0';
-    while (i < n && (q[i] == ' ' || q[i] == '\t' || q[i] == '\n')) {
-        i++;
-    }
-    return strncasecmp((const char *)q + i, "COMMIT", 6) == 0 &&
-           (i + 6 == n || !((q[i + 6] | 0x20) >= 'a' && (q[i + 6] | 0x20) <= 'z'));
-}
-
 static bool
 master_failed(struct rws_session *rs, bool pending)
 {
@@ -1410,7 +1388,7 @@ master_failed(struct rws_session *rs, bool pending)
         return true;
     }
     if (pending && rs->cur != NULL && c->trx_replay && c->safe_commit &&
-        rs->trx_active && !rs->trx_ro && is_commit(rs->cur)) {
+        rs->trx_active && !rs->trx_ro && rws_is_commit(rs->cur)) {
         /* transaction_replay_safe_commit: the COMMIT may have committed;
          * replaying it could commit the transaction twice */
         sl_session_send_error(rs->ses, 2013, "HY000", "Lost connection to the primary during COMMIT: the transaction's outcome is unknown and it was not replayed (transaction_replay_safe_commit)");
