@@ -218,7 +218,7 @@ def test_retry_on_mismatch_replays_until_data_matches(proxy):
     """The row the transaction read is changed, then changed back 1 s
     later: the replays differ until then, and with retry_on_mismatch (and
     transaction_replay_timeout=8s) the transaction goes through with its
-    data; the Full service (no retry) fails the same story with 1105."""
+    data (without the retry, the first test's 1105)."""
     wait_routes(PORTS["Mism"])
     root_exec("DELETE FROM test.rp WHERE id = 3")
     set_row(1, "before")
