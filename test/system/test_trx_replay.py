@@ -271,6 +271,53 @@ def test_replay_timeout_ends_wait_for_primary(proxy):
         == ((0,),)
 
 
+def test_replay_timeout_between_replayed_statements(proxy):
+    """The replay's first statement waits about 3 s for a row lock another
+    session took (queued behind the original transaction, it gets the lock
+    when the kill rolls that back, and keeps it 3 s):
+    transaction_replay_timeout=2s has passed when the answer comes, so the
+    rest is not replayed: 1105, and nothing of the transaction is
+    committed."""
+    wait_routes(PORTS["Tmo"])
+    set_row(8, "free")
+    root_exec("DELETE FROM test.rp WHERE id = 9")
+    no_app_connections()
+    locker = st.root(st.PRIMARY_ID)
+
+    def lock_for_3s():
+        with locker.cursor() as lcur:
+            lcur.execute("START TRANSACTION")
+            lcur.execute("SELECT v FROM test.rp WHERE id = 8 FOR UPDATE")
+            time.sleep(3)
+            lcur.execute("ROLLBACK")
+    try:
+        with st.connect(PORTS["Tmo"]) as c, c.cursor() as cur:
+            cur.execute("START TRANSACTION")
+            cur.execute("UPDATE test.rp SET v = 'trx' WHERE id = 8")
+            cur.execute("INSERT INTO test.rp VALUES (9, 'trx')")
+            holder = threading.Thread(target=lock_for_3s)
+            holder.start()
+            try:
+                st.wait_until(lambda: primary_rows(
+                    "SELECT COUNT(*) FROM information_schema."
+                    "INNODB_LOCK_WAITS")[0][0] >= 1, 10,
+                    what="the locker queued")
+                kill_trx_backend()
+                t0 = time.monotonic()
+                with pytest.raises(pymysql.MySQLError) as exc:
+                    cur.execute("SELECT COUNT(*) FROM test.rp")
+                waited = time.monotonic() - t0
+            finally:
+                holder.join(30)
+    finally:
+        locker.close()
+    assert st.error_code(exc.value) == 1105
+    assert "transaction_replay_timeout" in str(exc.value)
+    assert 1.5 < waited < 6, waited
+    assert primary_rows("SELECT v FROM test.rp WHERE id IN (8, 9) "
+                        "ORDER BY id") == (("free",),)
+
+
 # ---- transaction_replay_retry_on_deadlock ----
 
 def deadlock(port):

@@ -298,6 +298,16 @@ replay_deadline(const struct rws_session *rs, uint64_t now_ms)
     return now_ms + c->delayed_retry_ms;
 }
 
+/* transaction_replay_timeout (when set) has passed since the failure:
+ * checked between the replayed statements too. */
+static bool
+replay_timed_out(const struct rws_session *rs)
+{
+    uint64_t t = rs->inst->cfg.trx_replay_timeout_ms;
+
+    return t > 0 && rws_now_us() / 1000 >= rs->replay_start_ms + t;
+}
+
 static void finish_replay(struct rws_session *rs);
 static bool start_replay(struct rws_session *rs);
 static void replay_send(struct rws_session *rs, int m, size_t i);
@@ -499,6 +509,11 @@ replay_answer(struct rws_session *rs, struct rws_expect *e,
          * have ended the transaction; they would run outside it) */
         rs->replay_left = 0;
         finish_replay(rs);
+    } else if (replay_timed_out(rs)) {
+        rs->replaying = false;
+        rs->replay_left = 0;
+        rws_send_error(rs, "Transaction replay failed: transaction_replay_timeout exceeded");
+        sl_session_close(rs->ses, "transaction replay failed");
     } else if (rs->trx_srv >= 0) {
         replay_send(rs, rs->trx_srv, e->index + 1);
     }
