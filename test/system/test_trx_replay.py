@@ -410,7 +410,7 @@ def lose_primary_connection_then_write(port):
             root_exec(f"KILL CONNECTION {ids[0]}")
             st.wait_until(lambda: not app_backend_ids(), 10,
                           what="the killed connection gone")
-            time.sleep(0.3)   # the proxy has seen the close
+            time.sleep(1.0)   # the proxy has seen the close (at once: EOF)
             cur.execute("INSERT INTO test.rp VALUES (7, @@server_id)")
             return cur
     finally:
