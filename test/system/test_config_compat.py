@@ -142,7 +142,7 @@ REFUSED = [
     ("RW", "auth_all_servers=true"),
     ("RW", "max_replication_lag=10s"),
     ("RW", "optimistic_trx=true"),
-    ("RW", "transaction_replay_timeout=30s"),
+    ("RW", "reuse_prepared_statements=true"),
     ("RW", "session_track_trx_state=true"),
     ("RW-Listener", "authenticator_options=skip_authentication=true"),
     ("RW-Listener", "connection_init_sql_file=/tmp/init.sql"),

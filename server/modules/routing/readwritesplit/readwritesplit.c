@@ -47,6 +47,10 @@ static const char *const failure_names[] = {
     "fail_instantly", "fail_on_write", "error_on_write", NULL,
 };
 static const char *const vars_names[] = {"all", "master", NULL};
+/* in enum rws_checksum's order */
+static const char *const checksum_names[] = {
+    "full", "result_only", "no_insert_id", NULL,
+};
 /* MaxScale 2.5+ values, plus the old boolean spelling (true/on: local,
  * false/off: none), plus Sluice's read_your_writes (fast) and consistent
  * (the default). The index is the position in this list. */
@@ -123,11 +127,27 @@ read_config(struct rws_config *c, const struct sl_params *p, size_t n)
     c->trx_replay_max = sl_params_size(p, "transaction_replay_max_size");
     c->trx_replay_attempts =
         (unsigned)sl_params_count(p, "transaction_replay_attempts");
+    c->trx_replay_timeout_ms =
+        sl_params_duration_ms(p, "transaction_replay_timeout");
+    c->retry_on_deadlock =
+        sl_params_bool(p, "transaction_replay_retry_on_deadlock");
+    c->retry_on_mismatch =
+        sl_params_bool(p, "transaction_replay_retry_on_mismatch");
+    c->safe_commit = sl_params_bool(p, "transaction_replay_safe_commit");
+    c->checksum = (enum rws_checksum)sl_params_enum(
+        p, "transaction_replay_checksum");
+    c->master_reconnection = sl_params_bool(p, "master_reconnection");
     c->max_history = (unsigned)sl_params_count(p, "max_sescmd_history");
     c->prune_history = sl_params_bool(p, "prune_sescmd_history");
     c->disable_history = sl_params_bool(p, "disable_sescmd_history");
     if (c->trx_replay) {
-        c->delayed_retry = true;   /* as MaxScale: replay implies it */
+        /* as MaxScale: replay implies both */
+        c->delayed_retry = true;
+        c->master_reconnection = true;
+    }
+    if (c->trx_replay_timeout_ms > c->delayed_retry_ms) {
+        /* as MaxScale: the wait for a primary lasts the replay's time */
+        c->delayed_retry_ms = c->trx_replay_timeout_ms;
     }
 }
 
@@ -148,6 +168,14 @@ rws_create_instance(struct sl_service *svc, const struct sl_params *params)
     inst->svc = svc;
     inst->servers = sl_service_servers(svc, &inst->nservers);
     read_config(&inst->cfg, params, inst->nservers);
+    if (!inst->cfg.trx_replay &&
+        (inst->cfg.retry_on_deadlock || inst->cfg.retry_on_mismatch ||
+         inst->cfg.trx_replay_timeout_ms > 0 || !inst->cfg.safe_commit ||
+         inst->cfg.checksum != RWS_CKS_FULL)) {
+        sl_log_warn("Service '%s': the transaction_replay_* parameters "
+                    "take effect only with transaction_replay=true",
+                    sl_service_name(svc));
+    }
     /* Cache-line aligned (see struct rws_srv_stats). */
     stats_size = (inst->nservers ? inst->nservers : 1) * sizeof(*inst->stats);
     inst->stats = aligned_alloc(_Alignof(struct rws_srv_stats), stats_size);
@@ -539,8 +567,28 @@ static const struct sl_param_spec rws_params[] = {
      "Largest transaction (statement bytes) kept for replay"},
     {"transaction_replay_attempts", SL_PARAM_COUNT, "5", 0, NULL,
      "Replays of one transaction before giving up"},
-    {"master_reconnection", SL_PARAM_BOOL, "true", SL_PARAM_F_IGNORED, NULL,
-     "Accepted for MaxScale compatibility: always on"},
+    {"transaction_replay_timeout", SL_PARAM_DURATION, "0s",
+     SL_PARAM_F_SECONDS, NULL,
+     "Longest time a transaction's replay may take, over all its attempts "
+     "(then the attempts do not count); 0: transaction_replay_attempts "
+     "limits it"},
+    {"transaction_replay_retry_on_deadlock", SL_PARAM_BOOL, "false", 0,
+     NULL, "Replay a transaction the server rolled back for a deadlock "
+     "(1213) instead of passing the error on"},
+    {"transaction_replay_retry_on_mismatch", SL_PARAM_BOOL, "false", 0,
+     NULL, "Replay again (within the attempts and timeouts) when a "
+     "replay's results differ from the original's"},
+    {"transaction_replay_safe_commit", SL_PARAM_BOOL, "true", 0, NULL,
+     "A COMMIT whose answer was lost is not replayed: the client gets an "
+     "error (false: replayed)"},
+    {"transaction_replay_checksum", SL_PARAM_ENUM, "full", 0,
+     checksum_names, "What a replay must reproduce: full (every answer), "
+     "result_only (result sets and errors), no_insert_id (result_only "
+     "less results of statements using LAST_INSERT_ID())"},
+    {"master_reconnection", SL_PARAM_BOOL, "true", 0, NULL,
+     "A session may connect to a primary again after losing its primary "
+     "connection (false: it closes when it next needs the primary; "
+     "transaction_replay turns it on)"},
     {"max_sescmd_history", SL_PARAM_COUNT, "50", 0, NULL,
      "Session commands kept for replay on new connections"},
     {"prune_sescmd_history", SL_PARAM_BOOL, "true", 0, NULL,
@@ -558,17 +606,6 @@ static const struct sl_param_spec rws_params[] = {
      "implemented"},
     {"strict_tmp_tables", SL_PARAM_BOOL, "true", SL_PARAM_F_REFUSED, NULL,
      "not implemented (only the default value is accepted)"},
-    {"transaction_replay_timeout", SL_PARAM_DURATION, "0s",
-     SL_PARAM_F_SECONDS | SL_PARAM_F_REFUSED, NULL,
-     "transaction_replay_timeout is not implemented"},
-    {"transaction_replay_retry_on_deadlock", SL_PARAM_BOOL, "false",
-     SL_PARAM_F_REFUSED, NULL, "not implemented"},
-    {"transaction_replay_retry_on_mismatch", SL_PARAM_BOOL, "false",
-     SL_PARAM_F_REFUSED, NULL, "not implemented"},
-    {"transaction_replay_safe_commit", SL_PARAM_BOOL, "true",
-     SL_PARAM_F_REFUSED, NULL, "not implemented"},
-    {"transaction_replay_checksum", SL_PARAM_STRING, "full",
-     SL_PARAM_F_REFUSED, NULL, "not implemented"},
     {"sync_transaction", SL_PARAM_STRING, "none", SL_PARAM_F_REFUSED,
      NULL, "not implemented"},
     SL_PARAM_END,

@@ -41,6 +41,15 @@ struct sl_server;
 #define RWS_ERR_CODE 1105
 #define RWS_ERR_STATE "HY000"
 
+/* transaction_replay_checksum: which answers of a transaction must be the
+ * same when it is replayed (MaxScale's values). */
+enum rws_checksum {
+    RWS_CKS_FULL,          /* every answer, OK packets included */
+    RWS_CKS_RESULT_ONLY,   /* result sets and errors; OK packets not */
+    RWS_CKS_NO_INSERT_ID,  /* result_only, and results of statements
+                            * that use LAST_INSERT_ID() not either */
+};
+
 enum rws_failure_mode {
     RWS_FAIL_INSTANTLY,
     RWS_FAIL_ON_WRITE,
@@ -98,6 +107,12 @@ struct rws_config {
     bool trx_replay;
     uint64_t trx_replay_max;      /* bytes of statements kept */
     unsigned trx_replay_attempts;
+    uint64_t trx_replay_timeout_ms; /* 0: only attempts count */
+    bool retry_on_deadlock;       /* transaction_replay_retry_on_deadlock */
+    bool retry_on_mismatch;       /* transaction_replay_retry_on_mismatch */
+    bool safe_commit;             /* transaction_replay_safe_commit */
+    enum rws_checksum checksum;   /* transaction_replay_checksum */
+    bool master_reconnection;
     unsigned max_history;
     bool prune_history;
     bool disable_history;
@@ -231,6 +246,7 @@ struct rws_ps {
 struct rws_trx_stmt {
     struct sl_buf *buf;
     unsigned char sha1[20];
+    bool no_cks;                  /* no_insert_id: uses LAST_INSERT_ID() */
 };
 
 struct rws_session {
@@ -329,6 +345,14 @@ struct rws_session {
     unsigned replay_attempts;
     size_t replay_left;
     bool replay_failed;
+    bool replay_deadlock;         /* a replayed statement hit 1213 */
+    uint64_t replay_start_ms;     /* first attempt of this transaction
+                                   * (transaction_replay_timeout) */
+    bool cks_skip;                /* the answer being checksummed does not
+                                   * count (transaction_replay_checksum) */
+    bool had_master;              /* master_reconnection=false: the
+                                   * session's primary is first_master */
+    unsigned first_master;
     const struct sl_buf *log_src; /* route_to logs this (the client's
                                    * COM_STMT_EXECUTE: its statement id is
                                    * the client's, translated at replay),
@@ -397,6 +421,28 @@ void rws_watch_start(struct rws_session *rs);
 void rws_lost_track(struct rws_session *rs, struct rws_be *be,
                     const char *why);
 bool rws_trx_log_add(struct rws_session *rs, const struct sl_buf *buf);
+
+/* rws_replay.c: transaction_replay's decisions (pure). */
+/* Another replay attempt of a transaction whose first attempt started at
+ * started_ms (attempts made so far: `attempts`) is allowed at now_ms:
+ * transaction_replay_timeout alone decides when set, else
+ * transaction_replay_attempts. */
+bool rws_replay_allowed(const struct rws_config *c, unsigned attempts,
+                        uint64_t started_ms, uint64_t now_ms);
+/* The server rolled the transaction back for a deadlock: ER_LOCK_DEADLOCK
+ * (1213, SQLSTATE 40001; also Galera's certification conflicts). */
+bool rws_deadlock_error(uint16_t code);
+/* An answer counts in the transaction's checksum under mode `m`: ok_only,
+ * the answer is a lone OK packet; uses_lii, its statement calls
+ * LAST_INSERT_ID(). */
+bool rws_cks_counts(enum rws_checksum m, bool ok_only, bool uses_lii);
+/* A COM_QUERY or COM_STMT_PREPARE packet (header included) mentions
+ * LAST_INSERT_ID (case-insensitive). */
+bool rws_uses_last_insert_id(const struct sl_buf *buf);
+/* A COM_QUERY (header included) whose statement is a COMMIT: "COMMIT"
+ * as its first word (COMMIT WORK, COMMIT AND CHAIN too; not behind a
+ * leading comment, not XA COMMIT). */
+bool rws_is_commit(const struct sl_buf *buf);
 
 /* rws_causal.c: positions (struct rws_pos) of the causal_reads modes. */
 /* "D-S-N,..." into out, claiming slots for new domains if `claim`; false

@@ -26,10 +26,21 @@
  *
  * Transaction replay:
  *
- *   IDLE --primary lost in trx--> WAITING (timer, delayed_retry_timeout)
- *   WAITING --a primary is usable--> REPLAYING (statements re-sent)
+ *   IDLE --primary lost in trx--> WAITING (timer, delayed_retry_timeout
+ *        or what is left of transaction_replay_timeout)
+ *   IDLE --1213 from the primary in trx (retry_on_deadlock)--> WAITING
+ *   WAITING --a primary is usable--> REPLAYING (statements re-sent one at
+ *        a time: the next goes when the last one's answer matched, so a
+ *        replay that differs never runs the rest outside the transaction)
  *   REPLAYING --all checksums match--> IDLE (held command routed)
+ *   REPLAYING --mismatch, retry_on_mismatch, attempts/time left-->
+ *        ROLLBACK sent, WAITING
  *   REPLAYING --mismatch/timeout--> error to the client, session closed
+ *
+ * transaction_replay_checksum decides which answers are hashed (an answer
+ * left out hashes as nothing, on both sides: an OK replayed as an ERR
+ * still differs); transaction_replay_safe_commit keeps a COMMIT whose
+ * answer was lost from being replayed.
  *
  * Context: worker-owned.
  */
@@ -247,6 +258,8 @@ rws_trx_log_add(struct rws_session *rs, const struct sl_buf *buf)
     st = &rs->trx_log[rs->ntrx];
     st->buf = sl_buf_clone_new(buf);
     memset(st->sha1, 0, sizeof(st->sha1));
+    st->no_cks = rs->inst->cfg.checksum == RWS_CKS_NO_INSERT_ID &&
+                 rws_uses_last_insert_id(buf);
     if (st->buf == NULL) {
         rws_trx_log_clear(rs);
         return false;
@@ -258,15 +271,58 @@ rws_trx_log_add(struct rws_session *rs, const struct sl_buf *buf)
 static void
 sha_update(struct rws_session *rs, const struct sl_buf *buf)
 {
+    if (rs->cks_skip) {
+        return;
+    }
     for (const struct sl_seg *s = buf->head; s != NULL; s = s->next) {
         EVP_DigestUpdate(rs->sha, s->start, (size_t)(s->end - s->start));
     }
 }
 
+/* The first piece of an answer that is checksummed: does it count under
+ * transaction_replay_checksum (statement i of the log)? */
+static void
+cks_begin(struct rws_session *rs, const struct sl_buf *buf,
+          const struct sl_reply *reply, size_t i)
+{
+    const struct sl_seg *s = buf->head;
+    bool ok_only = reply->complete && reply->results <= 1 && !reply->is_err &&
+                   s != NULL && s->end - s->start > 4 && s->start[4] == 0x00;
+    bool lii = i < rs->ntrx && rs->trx_log[i].no_cks;
+
+    rs->cks_skip = !rws_cks_counts(rs->inst->cfg.checksum, ok_only, lii);
+    EVP_DigestInit_ex(rs->sha, EVP_sha1(), NULL);
+}
+
 /* ---- held commands and the timer ---- */
+
+/* When the wait for a primary to replay on ends: delayed_retry_timeout
+ * from now, or what is left of transaction_replay_timeout when set. */
+static uint64_t
+replay_deadline(const struct rws_session *rs, uint64_t now_ms)
+{
+    const struct rws_config *c = &rs->inst->cfg;
+
+    if (c->trx_replay_timeout_ms > 0) {
+        return rs->replay_start_ms + c->trx_replay_timeout_ms;
+    }
+    return now_ms + c->delayed_retry_ms;
+}
+
+/* transaction_replay_timeout (when set) has passed since the failure:
+ * checked between the replayed statements too. */
+static bool
+replay_timed_out(const struct rws_session *rs)
+{
+    uint64_t t = rs->inst->cfg.trx_replay_timeout_ms;
+
+    return t > 0 && rws_now_us() / 1000 >= rs->replay_start_ms + t;
+}
 
 static void finish_replay(struct rws_session *rs);
 static bool start_replay(struct rws_session *rs);
+static void replay_send(struct rws_session *rs, int m, size_t i);
+static bool replay_again(struct rws_session *rs, bool rollback);
 
 /* Route the held command, if any. */
 static int
@@ -303,7 +359,11 @@ on_timer(void *arg)
         }
         rs->timer = 0;
         rs->replaying = false;
-        rws_send_error(rs, "Transaction replay failed: no master server within delayed_retry_timeout");
+        if (rs->inst->cfg.trx_replay_timeout_ms > 0) {
+            rws_send_error(rs, "Transaction replay failed: transaction_replay_timeout exceeded");
+        } else {
+            rws_send_error(rs, "Transaction replay failed: no master server within delayed_retry_timeout");
+        }
         sl_session_close(rs->ses, "transaction replay failed");
         return false;
     }
@@ -342,6 +402,26 @@ rws_start_timer(struct rws_session *rs)
 
 /* ---- transaction replay ---- */
 
+/* Send statement i of the log to connection m, as a replay. */
+static void
+replay_send(struct rws_session *rs, int m, size_t i)
+{
+    struct sl_buf *copy = rws_for_backend(rs, m, rs->trx_log[i].buf);
+    struct rws_expect e = {.kind = RK_TRX_REPLAY, .index = i};
+
+    if (copy == NULL) {
+        rs->replay_failed = true;
+        rs->replay_left = 0;
+        finish_replay(rs);
+        return;
+    }
+    e.sent_us = rws_now_us();
+    rws_push(&rs->be[m], &e);
+    atomic_fetch_add_explicit(&rws_count(rs->inst, m)->ops, 1,
+                              memory_order_relaxed);
+    sl_backend_write(rs->be[m].b, copy);
+}
+
 /* A primary is usable again: connect and re-send the transaction. true
  * when the replay started (or failed for good). */
 static bool
@@ -360,22 +440,12 @@ start_replay(struct rws_session *rs)
     sl_log_ses_notice(rs->ses, "Replaying %zu statements of the open transaction on '%s'", rs->ntrx, sl_server_name(rs->be[m].srv));
     rs->trx_srv = m;
     rs->replay_left = rs->ntrx;
-    for (size_t i = 0; i < rs->ntrx; i++) {
-        struct sl_buf *copy = rws_for_backend(rs, m, rs->trx_log[i].buf);
-        struct rws_expect e = {.kind = RK_TRX_REPLAY, .index = i};
-
-        if (copy == NULL) {
-            rs->replay_failed = true;
-            continue;
-        }
-        e.sent_us = rws_now_us();
-        rws_push(&rs->be[m], &e);
-        atomic_fetch_add_explicit(&rws_count(rs->inst, m)->ops, 1,
-                                  memory_order_relaxed);
-        sl_backend_write(rs->be[m].b, copy);
-    }
+    rs->replay_failed = false;
+    rs->replay_deadlock = false;
     if (rs->ntrx == 0) {
         finish_replay(rs);
+    } else {
+        replay_send(rs, m, 0);
     }
     return true;
 }
@@ -383,13 +453,28 @@ start_replay(struct rws_session *rs)
 static void
 finish_replay(struct rws_session *rs)
 {
+    const struct rws_config *c = &rs->inst->cfg;
+
     rs->replaying = false;
     rs->replay_left = 0;
     if (rs->replay_failed) {
-        rws_send_error(rs, "Transaction replay failed: the replayed results differ from the original ones");
+        bool retry = rs->replay_deadlock ? c->retry_on_deadlock
+                                         : c->retry_on_mismatch;
+
+        if (retry && replay_again(rs, true)) {
+            return;
+        }
+        if (rs->replay_deadlock && !retry) {
+            /* as the server would have answered the original */
+            sl_session_send_error(rs->ses, 1213, "40001", "Deadlock found when trying to get lock; try restarting transaction");
+            sl_log_ses_warn(rs->ses, "Transaction replay failed: deadlock");
+        } else {
+            rws_send_error(rs, "Transaction replay failed: the replayed results differ from the original ones");
+        }
         sl_session_close(rs->ses, "transaction replay checksum mismatch");
         return;
     }
+    rs->replay_attempts = 0;   /* as MaxScale: a success resets them */
     atomic_fetch_add(&rs->inst->replayed_trx, 1);
     sl_log_ses_notice(rs->ses, "Transaction replay succeeded");
     if (rs->cur != NULL && !rs->cur_started && rs->cur_is_write) {
@@ -412,21 +497,78 @@ replay_answer(struct rws_session *rs, struct rws_expect *e,
     unsigned mdlen = 0;
 
     if (!e->started) {
-        EVP_DigestInit_ex(rs->sha, EVP_sha1(), NULL);
+        cks_begin(rs, buf, reply, e->index);
     }
     sha_update(rs, buf);
     if (!reply->complete) {
         return;
     }
     EVP_DigestFinal_ex(rs->sha, md, &mdlen);
+    rs->cks_skip = false;
+    if (!rs->replaying || rs->replay_left == 0) {
+        return;   /* an attempt given up (its connection failed) */
+    }
     if (e->index < rs->ntrx &&
         memcmp(md, rs->trx_log[e->index].sha1, 20) != 0) {
         sl_log_ses_warn(rs->ses, "Replayed statement %zu gave a different result", e->index);
         rs->replay_failed = true;
+        rs->replay_deadlock = reply->is_err &&
+                              rws_deadlock_error(reply->error_code);
     }
-    if (rs->replay_left > 0 && --rs->replay_left == 0) {
+    if (--rs->replay_left == 0 || rs->replay_failed) {
+        /* a mismatch: the rest is not sent (after an error the server may
+         * have ended the transaction; they would run outside it) */
+        rs->replay_left = 0;
         finish_replay(rs);
+    } else if (replay_timed_out(rs)) {
+        rs->replaying = false;
+        rs->replay_left = 0;
+        rws_send_error(rs, "Transaction replay failed: transaction_replay_timeout exceeded");
+        sl_session_close(rs->ses, "transaction replay failed");
+    } else if (rs->trx_srv >= 0) {
+        replay_send(rs, rs->trx_srv, e->index + 1);
     }
+}
+
+/*
+ * Another attempt at replaying the open transaction, if the limits allow
+ * (transaction_replay_attempts or _timeout): `rollback`, the transaction
+ * may still be open on the primary connection (a replay that differed):
+ * a ROLLBACK goes first. The attempt waits for the timer (the current
+ * answer is still at the head of the connection's FIFO). false: no
+ * attempt left.
+ */
+static bool
+replay_again(struct rws_session *rs, bool rollback)
+{
+    const struct rws_config *c = &rs->inst->cfg;
+    uint64_t now_ms = rws_now_us() / 1000;
+    int m = rs->master;
+
+    if (!c->trx_replay || !rs->trx_log_ok || sl_worker_shared_model() ||
+        !rws_replay_allowed(c, rs->replay_attempts, rs->replay_start_ms,
+                            now_ms)) {
+        return false;
+    }
+    if (rs->replay_attempts++ == 0) {
+        rs->replay_start_ms = now_ms;
+    }
+    if (rollback && m >= 0 && rws_be_live(&rs->be[m])) {
+        static const unsigned char rb[] = "\x09\x00\x00\x00\x03ROLLBACK";
+        struct sl_buf *q = sl_buf_from(rb, sizeof(rb) - 1);
+
+        if (q != NULL) {
+            rws_write(rs, (unsigned)m, q, RK_IGNORE, NULL);
+        }
+    }
+    rs->replaying = true;
+    rs->replay_failed = false;
+    rs->replay_deadlock = false;
+    rs->replay_left = 0;
+    rs->wait_deadline = replay_deadline(rs, now_ms);
+    sl_log_ses_notice(rs->ses, "Replaying the transaction again (attempt %u)", rs->replay_attempts);
+    rws_start_timer(rs);
+    return true;
 }
 
 /* ---- session commands ---- */
@@ -782,7 +924,8 @@ replay_possible(const struct rws_session *rs)
     const struct rws_config *c = &rs->inst->cfg;
 
     return c->trx_replay && rs->trx_log_ok && !rs->replaying &&
-           rs->replay_attempts < c->trx_replay_attempts &&
+           rws_replay_allowed(c, rs->replay_attempts, rs->replay_start_ms,
+                              rws_now_us() / 1000) &&
            !sl_worker_shared_model();
 }
 
@@ -826,6 +969,37 @@ read_only_refusal(struct rws_session *rs, struct rws_be *be,
     rs->wait_deadline = rws_now_us() / 1000 + rs->inst->cfg.delayed_retry_ms;
     rws_start_timer(rs);
     return true;
+}
+
+/*
+ * transaction_replay_retry_on_deadlock: the primary rolled the open
+ * transaction back for a deadlock (the connection is fine). The client
+ * does not see the error: the transaction is replayed (on the same
+ * connection, once the error's answer is popped) and the statement that
+ * met the deadlock sent again after it. true: the error is dropped.
+ */
+static bool
+deadlock_retry(struct rws_session *rs, struct rws_be *be,
+               const struct sl_reply *reply)
+{
+    const struct rws_config *c = &rs->inst->cfg;
+
+    if (!c->retry_on_deadlock || !rws_deadlock_error(reply->error_code) ||
+        (int)be->idx != rs->master || !rs->trx_active || rs->trx_ro ||
+        rs->replaying || rs->cur == NULL || !rs->cur_is_write ||
+        rs->ntrx == 0 || !replay_possible(rs)) {
+        return false;
+    }
+    sl_log_ses_notice(rs->ses, "Deadlock (1213) on '%s' inside a transaction: replaying it", sl_server_name(be->srv));
+    /* The statement that met the deadlock is re-sent after the replay
+     * (and logged again then), not replayed. */
+    rs->ntrx--;
+    sl_buf_free(rs->trx_log[rs->ntrx].buf);
+    rs->trx_bytes = 0;
+    for (size_t i = 0; i < rs->ntrx; i++) {
+        rs->trx_bytes += sl_buf_len(rs->trx_log[i].buf);
+    }
+    return replay_again(rs, false);
 }
 
 static int
@@ -878,15 +1052,21 @@ client_answer(struct rws_session *rs, struct rws_be *be, struct rws_expect *e,
         sl_buf_free(buf);
         return SL_OK;
     }
+    if (reply->is_err && !e->started && reply->complete &&
+        deadlock_retry(rs, be, reply)) {
+        sl_buf_free(buf);
+        return SL_OK;
+    }
     if (logging) {
         if (!e->started) {
-            EVP_DigestInit_ex(rs->sha, EVP_sha1(), NULL);
+            cks_begin(rs, buf, reply, rs->ntrx - 1);
         }
         sha_update(rs, buf);
         if (reply->complete) {
             unsigned mdlen;
             EVP_DigestFinal_ex(rs->sha, rs->trx_log[rs->ntrx - 1].sha1,
                                &mdlen);
+            rs->cks_skip = false;
         }
     }
     rs->cur_started = true;
@@ -1227,10 +1407,21 @@ master_failed(struct rws_session *rs, bool pending)
         rws_start_timer(rs);
         return true;
     }
+    if (pending && rs->cur != NULL && c->trx_replay && c->safe_commit &&
+        rs->trx_active && !rs->trx_ro && rws_is_commit(rs->cur)) {
+        /* transaction_replay_safe_commit: the COMMIT may have committed;
+         * replaying it could commit the transaction twice */
+        sl_session_send_error(rs->ses, 2013, "HY000", "Lost connection to the primary during COMMIT: the transaction's outcome is unknown and it was not replayed (transaction_replay_safe_commit)");
+        sl_log_ses_warn(rs->ses, "Primary lost during COMMIT: not replaying the transaction (transaction_replay_safe_commit)");
+        return false;
+    }
     if (c->trx_replay && rs->trx_active && !rs->trx_ro && rs->trx_log_ok &&
-        rs->replay_attempts < c->trx_replay_attempts &&
+        rws_replay_allowed(c, rs->replay_attempts, rs->replay_start_ms,
+                           rws_now_us() / 1000) &&
         (!pending || !rs->cur_started)) {
-        rs->replay_attempts++;
+        if (rs->replay_attempts++ == 0) {
+            rs->replay_start_ms = rws_now_us() / 1000;
+        }
         rs->replaying = true;
         if (pending && rs->cur != NULL && rs->ntrx > 0) {
             /* The interrupted statement is re-sent after the replay (and
@@ -1239,8 +1430,9 @@ master_failed(struct rws_session *rs, bool pending)
             sl_buf_free(rs->trx_log[rs->ntrx].buf);
         }
         rs->replay_failed = false;
+        rs->replay_deadlock = false;
         rs->replay_left = 0;
-        rs->wait_deadline = rws_now_us() / 1000 + c->delayed_retry_ms;
+        rs->wait_deadline = replay_deadline(rs, rws_now_us() / 1000);
         sl_log_ses_notice(rs->ses, "Master lost inside a transaction: waiting to replay it");
         rws_start_timer(rs);
         return true;

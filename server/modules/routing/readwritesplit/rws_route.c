@@ -900,6 +900,11 @@ rws_master_index(struct rws_session *rs, bool connect)
             return rs->master;
         }
     }
+    if (!rs->inst->cfg.master_reconnection && rs->had_master) {
+        /* master_reconnection=false: the session's first primary
+         * connection, or none (lost, or its server no longer primary) */
+        return -1;
+    }
     for (unsigned i = 0; i < rs->inst->nservers; i++) {
         uint32_t st = sl_server_status(rs->be[i].srv);
 
@@ -911,6 +916,8 @@ rws_master_index(struct rws_session *rs, bool connect)
             continue;
         }
         rs->master = (int)i;
+        rs->had_master = true;
+        rs->first_master = i;
         return (int)i;
     }
     return -1;
