@@ -415,6 +415,7 @@ def repair_diverged(old, new):
     print(f"db{old} diverged: {len(extra)} unacknowledged row(s) dropped")
 
 
+@pytest.mark.slow
 def test_failover_rounds_under_load(trio):
     doubles = 0
     repairs = 0
