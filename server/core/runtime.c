@@ -925,6 +925,10 @@ merged_params(const struct sl_params *old, const char *over,
 
         if (eq != NULL) {
             *eq = '\0';
+            /* the PATCH's name replaces the other name of its setting */
+            if (sl__params_same_setting(l) != NULL) {
+                sl__params_unset(p, sl__params_same_setting(l));
+            }
             err = sl__params_set(p, l, eq + 1, 1);
         }
     }

@@ -140,7 +140,6 @@ REFUSED = [
     ("RW", "idle_session_pool_time=1s"),
     ("RW", "user_accounts_file=/tmp/users.json"),
     ("RW", "auth_all_servers=true"),
-    ("RW", "max_replication_lag=10s"),
     ("RW", "optimistic_trx=true"),
     ("RW", "transaction_replay_timeout=30s"),
     ("RW", "session_track_trx_state=true"),
