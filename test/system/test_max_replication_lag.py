@@ -11,16 +11,22 @@ max_slave_replication_lag) and a readconnroute service
   Seconds_Behind_Master grows (the REST API shows db2's
   replication_lag > 2). New sessions of both services then never use db2
   (before the lag, the same sessions used both replicas).
-- Lag unknown: STOP SLAVE SQL_THREAD on db2 and db3 (Seconds_Behind_Master
-  NULL): no replica qualifies, and new sessions of both services read on
-  the primary (MaxScale's fallback). START SLAVE restores the topology.
+- Both replicas lagging that way: no replica qualifies, and new sessions
+  of both services read on the primary (MaxScale's fallback), though the
+  monitor still has both as Slave. (STOP SLAVE SQL_THREAD would not show
+  the lag rule: mariadbmon takes the Slave status from a replica whose
+  SQL thread is stopped, so no router chooses it anyway; unknown lag is
+  covered by unit.readconnroute.)
+- The REST API shows the value under both names; a PATCH of either name
+  changes the one setting.
 - Setting both names in one service is a configuration error naming the
   file and line of the second; `--config-check` loads either name alone.
 """
 
+import contextlib
 import json
 import subprocess
-import threading
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -64,12 +70,32 @@ port={RCR_PORT}
     return text
 
 
-def server_attrs(name):
+def rest(method, path, body=None):
+    """(HTTP status, JSON document or None) of METHOD /v1PATH."""
     req = urllib.request.Request(
-        f"http://{st.HOST}:{ADMIN_PORT}/v1/servers/{name}")
+        f"http://{st.HOST}:{ADMIN_PORT}/v1{path}", method=method,
+        data=json.dumps(body).encode() if body is not None else None)
     req.add_header("Authorization", ADMIN_AUTH)
-    with urllib.request.urlopen(req, timeout=10) as resp:
-        return json.loads(resp.read())["data"]["attributes"]
+    req.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            text = resp.read()
+            return resp.status, json.loads(text) if text else None
+    except urllib.error.HTTPError as exc:
+        text = exc.read()
+        return exc.code, json.loads(text) if text else None
+
+
+def server_attrs(name):
+    status, doc = rest("GET", f"/servers/{name}")
+    assert status == 200, doc
+    return doc["data"]["attributes"]
+
+
+def service_params(name):
+    status, doc = rest("GET", f"/services/{name}")
+    assert status == 200, doc
+    return doc["data"]["attributes"]["parameters"]
 
 
 def ids_of_new_sessions(port):
@@ -113,46 +139,50 @@ def sl(tmp_path_factory):
     assert not problems, "\n".join(problems)
 
 
+@contextlib.contextmanager
+def locked(*sids):
+    """Root sessions on the replicas `sids` hold LOCK TABLES test.maxlag
+    WRITE, so their SQL threads wait on the row the primary then writes
+    there and their lag grows as mariadbmon measures it (> 2 s, and still
+    Slave); released and caught up afterwards."""
+    conns = []
+    try:
+        for sid in sids:
+            conns.append(st.root(sid))
+            conns[-1].cursor().execute("LOCK TABLES test.maxlag WRITE")
+        with st.root(1) as p:
+            p.cursor().execute("INSERT INTO test.maxlag (v) VALUES (1)")
+        for sid in sids:
+            st.wait_until(lambda: server_attrs(f"db{sid}")[
+                "replication_lag"] > 2, 20,
+                what=f"mariadbmon to measure db{sid}'s lag > 2 s")
+            assert "Slave" in server_attrs(f"db{sid}")["state"]
+        yield
+    finally:
+        for c in conns:
+            c.close()   # releases the lock
+    st.wait_until(lambda: all(
+        server_attrs(f"db{i}")["replication_lag"] == 0 for i in (2, 3)),
+        20, what="replicas caught up")
+
+
 def test_lagging_replica_avoided(sl):
     # Both replicas serve new sessions while neither lags.
     assert set(ids_of_new_sessions(RCR_PORT)) == {2, 3}
-    with st.root(2) as lock:
-        cur = lock.cursor()
-        cur.execute("LOCK TABLES test.maxlag WRITE")
-        try:
-            with st.root(1) as p:
-                p.cursor().execute("INSERT INTO test.maxlag (v) VALUES (1)")
-                p.commit()
-            st.wait_until(lambda: server_attrs("db2")["replication_lag"] > 2,
-                          20, what="mariadbmon to measure db2's lag > 2 s")
-            assert server_attrs("db3")["replication_lag"] <= 2
-            assert "Slave" in server_attrs("db2")["state"]
-            assert ids_of_new_sessions(RCR_PORT) == [3] * SESSIONS
-            assert ids_of_new_sessions(RW_PORT) == [3] * SESSIONS
-        finally:
-            cur.execute("UNLOCK TABLES")
-    st.wait_until(lambda: server_attrs("db2")["replication_lag"] == 0, 20,
-                  what="db2 caught up")
+    with locked(2):
+        assert server_attrs("db3")["replication_lag"] <= 2
+        assert ids_of_new_sessions(RCR_PORT) == [3] * SESSIONS
+        assert ids_of_new_sessions(RW_PORT) == [3] * SESSIONS
     assert set(ids_of_new_sessions(RCR_PORT)) == {2, 3}
 
 
-def test_unknown_lag_everywhere_uses_primary(sl):
-    for sid in (2, 3):
-        with st.root(sid) as c:
-            c.cursor().execute("STOP SLAVE SQL_THREAD")
-    try:
-        st.wait_until(lambda: all(
-            server_attrs(f"db{i}")["replication_lag"] == -1
-            for i in (2, 3)), 20, what="lag unknown on db2 and db3")
+def test_every_replica_lagging_uses_primary(sl):
+    """No replica qualifies: new sessions of both services read on the
+    primary (MaxScale's fallback), though both replicas are Slave."""
+    with locked(2, 3):
         assert ids_of_new_sessions(RCR_PORT) == [1] * SESSIONS
         assert ids_of_new_sessions(RW_PORT) == [1] * SESSIONS
-    finally:
-        for sid in (2, 3):
-            with st.root(sid) as c:
-                c.cursor().execute("START SLAVE SQL_THREAD")
-    st.wait_until(lambda: all(
-        server_attrs(f"db{i}")["replication_lag"] == 0 for i in (2, 3)),
-        20, what="replicas back with lag 0")
+    assert 1 not in ids_of_new_sessions(RCR_PORT)
 
 
 def config_check(tmp_path, rw_params):
@@ -175,3 +205,19 @@ def test_both_names_is_an_error(tmp_path):
     for params in ("max_replication_lag=2s", "max_slave_replication_lag=2"):
         proc, _ = config_check(tmp_path, params)
         assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_both_names_show_one_setting_and_patch(sl):
+    """The REST API shows the value under both names; a PATCH of either
+    name changes the one setting (it replaces the other name)."""
+    p = service_params("RW-Service")
+    assert (p["max_replication_lag"], p["max_slave_replication_lag"]) == \
+        ("2s", "2s"), p
+    for name, value in (("max_slave_replication_lag", "7s"),
+                        ("max_replication_lag", "5s")):
+        status, doc = rest("PATCH", "/services/RW-Service", {"data": {
+            "attributes": {"parameters": {name: value}}}})
+        assert status in (200, 204), doc
+        p = service_params("RW-Service")
+        assert (p["max_replication_lag"],
+                p["max_slave_replication_lag"]) == (value, value), p
