@@ -111,6 +111,8 @@ struct sl_service {
     struct sl_params *params;         /* core service params + router's */
     struct sl_server **servers;
     size_t nservers;
+    struct sl_monitor *cluster;       /* cluster=: servers follow its list
+                                       * (runtime.c follow_cluster) */
     struct sl_filter_def **filters;   /* in chain order */
     size_t nfilters;
     char user[256];

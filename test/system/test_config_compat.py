@@ -135,7 +135,6 @@ REFUSED = [
     ("Mon", "enforce_simple_topology=true"),
     ("Mon", "handle_events=true"),
     ("Mon", "master_conditions=connected_slave"),
-    ("RW", "cluster=Mon"),
     ("RW", "connection_keepalive=300s"),
     ("RW", "idle_session_pool_time=1s"),
     ("RW", "user_accounts_file=/tmp/users.json"),
