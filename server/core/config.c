@@ -491,8 +491,10 @@ static const struct sl_param_spec service_specs[] = {
       "connection pooling is not implemented"),
     P("multiplex_timeout", SL_PARAM_DURATION, NULL, REF | SECS,
       "connection pooling is not implemented"),
-    P("connection_keepalive", SL_PARAM_DURATION, "0s", REF | SECS,
-      "idle backend connections are not pinged (only 0 is accepted)"),
+    P("connection_keepalive", SL_PARAM_DURATION, "300s", SECS,
+      "Ping (COM_PING, answer not passed on) a session's backend "
+      "connection that has been idle this long, so the server's "
+      "wait_timeout does not close it; 0 = never"),
     P("max_sescmd_history", SL_PARAM_COUNT, "50", IGN,
       "only readwritesplit keeps a session command history"),
     P("prune_sescmd_history", SL_PARAM_BOOL, "true", IGN,
@@ -1348,6 +1350,7 @@ fill_service(struct loader *L, struct sl_service *svc, const char *what)
     svc->connection_timeout_ms = sl_params_duration_ms(p,
                                                        "connection_timeout");
     svc->net_write_timeout_ms = sl_params_duration_ms(p, "net_write_timeout");
+    svc->keepalive_ms = sl_params_duration_ms(p, "connection_keepalive");
     svc->auth_timeout_ms = sl_params_duration_ms(p, "auth_timeout");
     svc->max_pending_logins_per_host =
         (unsigned)sl_params_count(p, "max_pending_logins_per_host");

@@ -1330,7 +1330,8 @@ static struct admin_resp
 alter_service_params(struct sl_service *svc, json_t *params)
 {
     static const char *const core_live[] = {
-        "max_connections", "connection_timeout", "net_write_timeout", NULL,
+        "max_connections", "connection_timeout", "net_write_timeout",
+        "connection_keepalive", NULL,
     };
     const struct sl_param_spec *mod = svc->router_module->info->params;
     struct admin_resp res;
@@ -1406,6 +1407,9 @@ alter_service_params(struct sl_service *svc, json_t *params)
                      __ATOMIC_RELAXED);
     __atomic_store_n(&svc->net_write_timeout_ms,
                      sl_params_duration_ms(newp, "net_write_timeout"),
+                     __ATOMIC_RELAXED);
+    __atomic_store_n(&svc->keepalive_ms,
+                     sl_params_duration_ms(newp, "connection_keepalive"),
                      __ATOMIC_RELAXED);
     oldp = svc->params;
     oldref = svc->router_ref;
