@@ -1070,8 +1070,11 @@ keepalive_due(const struct sl_dcb *d, uint64_t now)
     const struct sl_session *ses = d->session;
     uint64_t ka, last, wrote;
 
+    /* not internal (tee) sessions, nor kernel-forwarded ones (their
+     * stamps never move): they would be due at every sweep */
     if (d->role != SL_DCB_BACKEND || d->state != DCB_POLLING ||
-        ses == NULL || d->backend == NULL ||
+        ses == NULL || d->backend == NULL || ses->client == NULL ||
+        ses->client->spliced ||
         atomic_load_explicit(&d->write_pending, memory_order_relaxed)) {
         return false;
     }
@@ -1085,20 +1088,24 @@ keepalive_due(const struct sl_dcb *d, uint64_t now)
     return ka > 0 && now >= last + ka;
 }
 
-/* Close the client DCBs of this worker that timed out, and ping the idle
- * backends (connection_keepalive). Collected under the list lock, handled
- * outside it (as in sl__dcb_close_all); at most 64 of each a second, the
- * rest at the next sweep. */
+/* Close the client DCBs of this worker that timed out (at most 64 a
+ * second, the rest at the next sweep), and ping the idle backends
+ * (connection_keepalive; all that are due: a backend busy with a long
+ * statement is due at every sweep and must not crowd out the others).
+ * Collected under the list lock, handled outside it (as in
+ * sl__dcb_close_all). */
 static bool
 sweep(void *arg)
 {
     struct sl_worker *w = sl_worker_current();
     uint64_t now = sl_worker_now_ms();
     struct sl_dcb *late[64];
-    struct sl_dcb *idle[64];
+    struct sl_dcb *idle_stack[64];
+    struct sl_dcb **idle = idle_stack;
     char why[128];
     size_t n = 0;
     size_t nidle = 0;
+    size_t idle_cap = 64;
 
     (void)arg;
     pthread_mutex_lock(&w->dcb_lock);
@@ -1115,7 +1122,20 @@ sweep(void *arg)
                     timed_out(d, now, why, sizeof(why))[0] != '\0')) {
             sl_dcb_ref(d);
             late[n++] = d;
-        } else if (nidle < 64 && keepalive_due(d, now)) {
+        } else if (keepalive_due(d, now)) {
+            if (nidle == idle_cap) {
+                struct sl_dcb **more = malloc(2 * idle_cap * sizeof(*more));
+
+                if (more == NULL) {
+                    continue;   /* the next sweep */
+                }
+                memcpy(more, idle, nidle * sizeof(*more));
+                if (idle != idle_stack) {
+                    free(idle);
+                }
+                idle = more;
+                idle_cap *= 2;
+            }
             sl_dcb_ref(d);
             idle[nidle++] = d;
         }
@@ -1130,6 +1150,9 @@ sweep(void *arg)
         }
         sl__session_unlock_event();
         sl_dcb_unref(d);
+    }
+    if (idle != idle_stack) {
+        free(idle);
     }
     for (size_t i = 0; i < n; i++) {
         struct sl_dcb *d = late[i];
