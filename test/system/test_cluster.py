@@ -13,7 +13,8 @@ and data:
 - db3 taken out of the monitor through the REST API: the service has
   db1 and db2 only and new sessions never read on db3; put back, new
   sessions read on db3 again; relinking the service's own servers is
-  refused (400), as is destroying the monitor;
+  refused (400), as is destroying the monitor; a service created through
+  the REST API with cluster= follows it too;
 - a switchover to db2 through the monitor: writes reach db2; back to db1
   (the sandbox is left healthy, rebuilt if it cannot be);
 - `cluster=` with `servers=` or with an unknown monitor: refused with
@@ -99,8 +100,8 @@ def wait_for(primary):
                   what=f"db{primary} primary, for the sandbox and Sluice")
 
 
-def service_servers():
-    status, doc = rest("GET", "/services/RW-Service")
+def service_servers(name="RW-Service"):
+    status, doc = rest("GET", f"/services/{name}")
     assert status == 200, doc
     return sorted(e["id"] for e in doc["data"]["relationships"]
                   ["servers"]["data"])
@@ -192,6 +193,36 @@ def test_follows_monitor_at_run_time(sl):
     assert service_servers() == ["db1", "db2", "db3"]
     st.wait_until(lambda: read_ids() == {2, 3}, 20,
                   what="new sessions to read on db2 and db3 again")
+
+
+def test_service_created_at_run_time(sl):
+    """POST /v1/services with cluster=: the monitor's servers, following
+    it; with relationships.servers as well: refused."""
+    def create(name, rel=None):
+        data = {"id": name, "type": "services", "attributes": {
+            "router": "readconnroute", "parameters": {
+                "cluster": "Cluster-Monitor", "router_options": "slave",
+                "user": st.SERVICE_USER, "password": st.SERVICE_PASSWORD}}}
+        if rel:
+            data["relationships"] = {"servers": {"data": [
+                {"id": r, "type": "servers"} for r in rel]}}
+        return rest("POST", "/services", {"data": data})
+
+    status, doc = create("RT-Both", ["db1"])
+    assert status == 400, doc
+    assert "has both 'cluster' and 'servers'" in json.dumps(doc), doc
+    status, doc = create("RT-Cluster")
+    assert status in (200, 201, 204), doc
+    try:
+        assert service_servers("RT-Cluster") == ["db1", "db2", "db3"]
+        set_monitor_servers("db1", "db3")
+        assert service_servers("RT-Cluster") == ["db1", "db3"]
+        assert service_servers() == ["db1", "db3"]
+    finally:
+        set_monitor_servers("db1", "db2", "db3")
+        rest("DELETE", "/services/RT-Cluster")
+    assert service_servers() == ["db1", "db2", "db3"]
+    wait_for(1)
 
 
 def test_follows_a_switchover(sl):
