@@ -16,10 +16,17 @@ the value at login; the global is restored at once).
   connection is still in its processlist and a read through the session
   on that replica answers with the same CONNECTION_ID(); NOKA's was
   closed by the server (not in the processlist).
-- The RCR session stays idle 8 s, then answers with the same
-  CONNECTION_ID() on the same replica.
+- RCR's one server is db2 through a relay on a unix socket (its own
+  basicmon); the RCR session stays idle 8 s, then answers with the same
+  CONNECTION_ID() on db2.
+- A ping's answer held back by the relay: a statement the client sends
+  meanwhile is not sent to the server (the relay sees no byte from
+  Sluice until it lets the answer through), then is, and the client
+  gets its own answer, never the ping's.
 """
 
+import socket
+import threading
 import time
 from pathlib import Path
 
@@ -38,6 +45,77 @@ BUSY_S = 8
 WAIT_TIMEOUT = 3
 
 
+PING = bytes([1, 0, 0, 0, 0x0e])
+
+
+class Relay:
+    """Forwards a unix socket to db2's TCP port. Armed, it holds back the
+    server's answer to the next COM_PING until release(), and counts the
+    bytes Sluice sends on that connection meanwhile."""
+
+    def __init__(self, path):
+        self.path = str(path)
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.bind(self.path)
+        self.sock.listen(16)
+        self.sock.settimeout(0.5)
+        self.stop = False
+        self.armed = False
+        self.ping_seen = threading.Event()
+        self.released = threading.Event()
+        self.bytes_while_held = 0
+        self.conns = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while not self.stop:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                continue
+            s = socket.create_connection((st.HOST, st.SERVERS[2]))
+            self.conns += [c, s]
+            held = threading.Event()   # this connection's answer held
+            threading.Thread(target=self._pump, args=(c, s, held, True),
+                             daemon=True).start()
+            threading.Thread(target=self._pump, args=(s, c, held, False),
+                             daemon=True).start()
+
+    def _pump(self, src, dst, held, upstream):
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                if upstream and held.is_set():
+                    self.bytes_while_held += len(data)
+                if upstream and self.armed and data == PING:
+                    self.armed = False
+                    held.set()
+                    self.ping_seen.set()
+                elif not upstream and held.is_set():
+                    self.released.wait(30)
+                    held.clear()
+                dst.sendall(data)
+        except OSError:
+            pass
+        for sk in (src, dst):
+            try:
+                sk.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def close(self):
+        self.stop = True
+        self.released.set()
+        self.sock.close()
+        for c in self.conns:
+            try:
+                c.close()
+            except OSError:
+                pass
+
+
 def config(run_dir):
     # admin off: the module's three ports are the listeners'
     text = global_section(run_dir, RCR_PORT, extra="admin_enabled=false")
@@ -53,9 +131,21 @@ type=service
 router=readconnroute
 router_options=slave
 connection_keepalive=1s
-servers=db1,db2,db3
+servers=relay
 user={st.SERVICE_USER}
 password={st.SERVICE_PASSWORD}
+
+[relay]
+type=server
+socket={run_dir}/relay.sock
+
+[Relay-Monitor]
+type=monitor
+module=basicmon
+servers=relay
+user={st.SERVICE_USER}
+password={st.SERVICE_PASSWORD}
+monitor_interval=500ms
 
 [RCR-Listener]
 type=listener
@@ -79,17 +169,18 @@ def sl(tmp_path_factory):
                     "(id INT PRIMARY KEY, n INT)")
         cur.execute("REPLACE INTO test.ka VALUES (1, 0), (2, 0)")
     st.wait_replicated()
+    relay = Relay(run_dir / "relay.sock")
     daemon = Daemon(st.sluice_argv("start", cfg), run_dir / "proxy.log",
                     st.sluice_env())
     try:
         daemon.wait_ports([KA_PORT, NOKA_PORT, RCR_PORT])
         # the monitor has both replicas when a replica service routes
-        st.wait_until(lambda: {server_and_conn(RCR_PORT)[0]
-                               for _ in range(4)} <= {2, 3}, 30,
-                      what="readconnroute to route to replicas")
-        yield daemon
+        st.wait_until(lambda: server_and_conn(RCR_PORT)[0] == 2, 30,
+                      what="readconnroute to route to db2 (the relay)")
+        yield relay
     finally:
         problems = daemon.stop()
+        relay.close()
     assert not problems, "\n".join(problems)
 
 
@@ -163,3 +254,23 @@ def test_idle_backends_kept_alive(sl):
     finally:
         for c in (ka, noka, rcr):
             c.close()
+
+
+def test_ping_answer_never_reaches_client(sl):
+    relay = sl
+    with st.connect(RCR_PORT) as c:
+        first = server_and_conn(c)
+        relay.armed = True
+        assert relay.ping_seen.wait(10), "no keepalive ping within 10 s"
+        answer = []
+        t = threading.Thread(target=lambda: answer.append(
+            st.scalar(c, "SELECT 'mine'")), daemon=True)
+        t.start()
+        time.sleep(0.5)
+        # held by Sluice behind the unanswered ping: nothing sent
+        assert relay.bytes_while_held == 0
+        assert answer == [] and t.is_alive()
+        relay.released.set()
+        t.join(10)
+        assert answer == ["mine"]
+        assert server_and_conn(c) == first
