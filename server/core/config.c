@@ -491,8 +491,10 @@ static const struct sl_param_spec service_specs[] = {
       "connection pooling is not implemented"),
     P("multiplex_timeout", SL_PARAM_DURATION, NULL, REF | SECS,
       "connection pooling is not implemented"),
-    P("connection_keepalive", SL_PARAM_DURATION, "0s", REF | SECS,
-      "idle backend connections are not pinged (only 0 is accepted)"),
+    P("connection_keepalive", SL_PARAM_DURATION, "300s", SECS,
+      "Ping (COM_PING, answer not passed on) a session's backend "
+      "connection that has been idle this long, so the server's "
+      "wait_timeout does not close it; 0 = never"),
     P("max_sescmd_history", SL_PARAM_COUNT, "50", IGN,
       "only readwritesplit keeps a session command history"),
     P("prune_sescmd_history", SL_PARAM_BOOL, "true", IGN,
@@ -505,9 +507,9 @@ static const struct sl_param_spec service_specs[] = {
       "user account files are not implemented"),
     P("rank", SL_PARAM_STRING, "primary", REF,
       "service ranks are not implemented"),
-    P("cluster", SL_PARAM_STRING, NULL, REF,
-      "servers taken from a monitor are not implemented; list them in "
-      "servers= or targets="),
+    P("cluster", SL_PARAM_STRING, NULL, 0,
+      "The service's servers are this monitor's, following its list at "
+      "run time (not with servers= or targets=)"),
     P("weightby", SL_PARAM_STRING, NULL, REF,
       "removed in MaxScale 6; use the servers' weight"),
     P("log_debug", SL_PARAM_BOOL, "false", IGN,
@@ -1318,7 +1320,14 @@ fill_service(struct loader *L, struct sl_service *svc, const char *what)
     struct filter_ref_ctx fc = {L, svc, sl__params_line(p, "filters")};
     int rc = 0;
 
-    if (sl_params_has(p, "servers") && sl_params_has(p, "targets")) {
+    if (sl_params_has(p, "cluster") &&
+        (sl_params_has(p, "servers") || sl_params_has(p, "targets"))) {
+        sl__cfg_error(L->d, sl__params_line(p, "cluster"), "%s has both "
+                      "'cluster' and '%s'; use one", what,
+                      sl_params_has(p, "servers") ? "servers" : "targets");
+    } else if (sl_params_has(p, "cluster")) {
+        /* resolved once the monitors are loaded (resolve_clusters) */
+    } else if (sl_params_has(p, "servers") && sl_params_has(p, "targets")) {
         sl__cfg_error(L->d, sl__params_line(p, "targets"), "%s has both "
                       "'servers' and 'targets'; use one", what);
     } else if (sl_params_has(p, "servers")) {
@@ -1341,6 +1350,7 @@ fill_service(struct loader *L, struct sl_service *svc, const char *what)
     svc->connection_timeout_ms = sl_params_duration_ms(p,
                                                        "connection_timeout");
     svc->net_write_timeout_ms = sl_params_duration_ms(p, "net_write_timeout");
+    svc->keepalive_ms = sl_params_duration_ms(p, "connection_keepalive");
     svc->auth_timeout_ms = sl_params_duration_ms(p, "auth_timeout");
     svc->max_pending_logins_per_host =
         (unsigned)sl_params_count(p, "max_pending_logins_per_host");
@@ -1549,6 +1559,49 @@ check_monitored_once(struct loader *L)
     }
 }
 
+/* cluster=MONITOR: a service's servers are a copy of the monitor's list
+ * (services load before monitors, so this runs after them); runtime.c
+ * follow_cluster keeps the copy in step. */
+static void
+resolve_clusters(struct loader *L)
+{
+    struct sl_config *cfg = L->cfg;
+
+    for (size_t i = 0; i < cfg->nservices; i++) {
+        struct sl_service *svc = cfg->services[i];
+        const struct sl_params *p = svc->params;
+        const char *name = p ? sl_params_get(p, "cluster") : NULL;
+        struct sl_monitor *m = NULL;
+
+        if (name == NULL || svc->cluster != NULL || svc->servers != NULL) {
+            continue;   /* not cluster=, done before, or servers= too */
+        }
+        for (size_t j = 0; j < cfg->nmonitors && m == NULL; j++) {
+            if (strcmp(cfg->monitors[j]->name, name) == 0) {
+                m = cfg->monitors[j];
+            }
+        }
+        if (m == NULL) {
+            sl__cfg_error(L->d, sl__params_line(p, "cluster"), "parameter "
+                          "'cluster' of service '%s' refers to unknown "
+                          "monitor '%s'", svc->name, name);
+            continue;
+        }
+        svc->servers = calloc(m->nservers ? m->nservers : 1,
+                              sizeof(*svc->servers));
+        if (svc->servers == NULL) {
+            sl__cfg_error(L->d, 0, "out of memory");
+            continue;
+        }
+        if (m->nservers > 0) {
+            memcpy(svc->servers, m->servers,
+                   m->nservers * sizeof(*svc->servers));
+        }
+        svc->nservers = m->nservers;
+        svc->cluster = m;
+    }
+}
+
 /* config_sync_cluster names a monitor and comes with a user; the database
  * name is quoted in SQL with backticks (config_sync.c). */
 static void
@@ -1621,6 +1674,7 @@ build(struct loader *L)
         }
     }
     check_monitored_once(L);
+    resolve_clusters(L);
     check_config_sync(L);
     return 0;
 }
@@ -2032,6 +2086,7 @@ sl__config_add_text(struct sl_config *cfg, const char *text, size_t len,
         }
     }
     check_monitored_once(&L);
+    resolve_clusters(&L);
     if (d->errors == 0) {
         create_new_instances(&L, &before);
     }

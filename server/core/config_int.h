@@ -109,6 +109,11 @@ int sl__params_validate(struct sl_params *p,
  * expected ("expected an integer"). */
 int sl__param_check(const struct sl_param_spec *spec, const char *value,
                     char *why, size_t whylen);
+/* The other name of a setting known under two names
+ * ("max_replication_lag" <-> "max_slave_replication_lag"), or NULL. */
+const char *sl__params_same_setting(const char *name);
+/* Remove a parameter (no-op when absent). */
+void sl__params_unset(struct sl_params *p, const char *name);
 /* Line where a parameter was set, 0 for a default or unknown name. */
 int sl__params_line(const struct sl_params *p, const char *name);
 /* The spec the validator matched for name, or NULL. */

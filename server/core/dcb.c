@@ -1061,16 +1061,51 @@ timed_out(const struct sl_dcb *c, uint64_t now, char *why, size_t len)
     return why;
 }
 
-/* Close the client DCBs of this worker that timed out. Collected under
- * the list lock, closed outside it (as in sl__dcb_close_all). */
+/* connection_keepalive: whether backend DCB d has moved no byte for its
+ * service's connection_keepalive (the pre-check without the session
+ * lock; sl__backend_keepalive checks everything again under it). */
+static bool
+keepalive_due(const struct sl_dcb *d, uint64_t now)
+{
+    const struct sl_session *ses = d->session;
+    uint64_t ka, last, wrote;
+
+    /* not internal (tee) sessions, nor kernel-forwarded ones (their
+     * stamps never move): they would be due at every sweep */
+    if (d->role != SL_DCB_BACKEND || d->state != DCB_POLLING ||
+        ses == NULL || d->backend == NULL || ses->client == NULL ||
+        ses->client->spliced ||
+        atomic_load_explicit(&d->write_pending, memory_order_relaxed)) {
+        return false;
+    }
+    ka = __atomic_load_n(&ses->service->keepalive_ms, __ATOMIC_RELAXED);
+    last = atomic_load_explicit(&d->last_read_ms, memory_order_relaxed);
+    wrote = atomic_load_explicit(&d->write_progress_ms,
+                                 memory_order_relaxed);
+    if (wrote > last) {
+        last = wrote;
+    }
+    return ka > 0 && now >= last + ka;
+}
+
+/* Close the client DCBs of this worker that timed out (at most 64 a
+ * second, the rest at the next sweep), and ping the idle backends
+ * (connection_keepalive; all that are due: a backend busy with a long
+ * statement is due at every sweep and must not crowd out the others).
+ * Collected under the list lock, handled outside it (as in
+ * sl__dcb_close_all). */
 static bool
 sweep(void *arg)
 {
     struct sl_worker *w = sl_worker_current();
     uint64_t now = sl_worker_now_ms();
     struct sl_dcb *late[64];
+    struct sl_dcb *idle_stack[64];
+    struct sl_dcb **idle = idle_stack;
     char why[128];
     size_t n = 0;
+    size_t nidle = 0;
+    size_t idle_cap = 64;
 
     (void)arg;
     pthread_mutex_lock(&w->dcb_lock);
@@ -1087,9 +1122,38 @@ sweep(void *arg)
                     timed_out(d, now, why, sizeof(why))[0] != '\0')) {
             sl_dcb_ref(d);
             late[n++] = d;
+        } else if (keepalive_due(d, now)) {
+            if (nidle == idle_cap) {
+                struct sl_dcb **more = malloc(2 * idle_cap * sizeof(*more));
+
+                if (more == NULL) {
+                    continue;   /* the next sweep */
+                }
+                memcpy(more, idle, nidle * sizeof(*more));
+                if (idle != idle_stack) {
+                    free(idle);
+                }
+                idle = more;
+                idle_cap *= 2;
+            }
+            sl_dcb_ref(d);
+            idle[nidle++] = d;
         }
     }
     pthread_mutex_unlock(&w->dcb_lock);
+    for (size_t i = 0; i < nidle; i++) {
+        struct sl_dcb *d = idle[i];
+
+        sl__session_lock_for_event(d->session);
+        if (d->state == DCB_POLLING && d->backend != NULL) {
+            sl__backend_keepalive(d->backend, sl_worker_now_ms());
+        }
+        sl__session_unlock_event();
+        sl_dcb_unref(d);
+    }
+    if (idle != idle_stack) {
+        free(idle);
+    }
     for (size_t i = 0; i < n; i++) {
         struct sl_dcb *d = late[i];
 

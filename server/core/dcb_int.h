@@ -123,6 +123,13 @@ struct sl_backend {
     enum sl_backend_state state;
     bool in_flight;                 /* a command is waiting for its answer */
     bool closed_by_router;
+    /* connection_keepalive: a COM_PING the core sent is unanswered; its
+     * answer is swallowed, and what the router writes meanwhile waits in
+     * held[] (sent in order when the answer is in). */
+    bool ping_pending;
+    struct sl_buf **held;
+    size_t nheld;
+    size_t held_cap;
     uint64_t t_sent;                /* stats.c: the timed command's start */
     void *router_data;
     struct sl_backend *next;        /* session's list */
@@ -215,6 +222,10 @@ void sl__session_unlock_event(void);
 void sl__session_client_closed(struct sl_session *ses);
 /* Backend DCB hung up / failed (from dcb.c). */
 void sl__backend_dcb_failed(struct sl_backend *b, const char *reason);
+/* connection_keepalive (the sweep, under the session lock): ping b if it
+ * is ready, has nothing in flight and has been idle (no byte either way)
+ * for the service's connection_keepalive. */
+void sl__backend_keepalive(struct sl_backend *b, uint64_t now_ms);
 /* Backpressure: the client's write queue crossed a water mark. */
 void sl__session_throttle(struct sl_session *ses, bool pause);
 /* Backpressure the other way: a backend's write queue went above the

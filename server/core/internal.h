@@ -111,6 +111,8 @@ struct sl_service {
     struct sl_params *params;         /* core service params + router's */
     struct sl_server **servers;
     size_t nservers;
+    struct sl_monitor *cluster;       /* cluster=: servers follow its list
+                                       * (runtime.c follow_cluster) */
     struct sl_filter_def **filters;   /* in chain order */
     size_t nfilters;
     char user[256];
@@ -122,6 +124,7 @@ struct sl_service {
     atomic_ullong total_sessions;
     uint64_t connection_timeout_ms;   /* idle client sessions, 0 = never */
     uint64_t net_write_timeout_ms;    /* stalled client writes, 0 = never */
+    uint64_t keepalive_ms;            /* connection_keepalive, 0 = off */
     uint64_t auth_timeout_ms;         /* accept to login, 0 = never */
     unsigned max_pending_logins_per_host;   /* 0 = no cap */
     atomic_llong pending_logins;      /* clients not logged in yet */

@@ -780,6 +780,84 @@ add_defaults(struct sl_params *p, const struct sl_param_spec *const *tables,
     return errors;
 }
 
+/*
+ * Two names of one setting (MaxScale renamed it; configurations use both).
+ * Where an object's tables declare both, setting one sets the other (line 0:
+ * derived, like a default, so it is neither persisted nor carried into a
+ * PATCH), and setting both is an error.
+ */
+static const struct {
+    const char *name;
+    const char *other;
+} same_setting[] = {
+    {"max_replication_lag", "max_slave_replication_lag"},
+};
+
+const char *
+sl__params_same_setting(const char *name)
+{
+    for (size_t i = 0; i < sizeof(same_setting) / sizeof(same_setting[0]);
+         i++) {
+        if (strcmp(name, same_setting[i].name) == 0) {
+            return same_setting[i].other;
+        }
+        if (strcmp(name, same_setting[i].other) == 0) {
+            return same_setting[i].name;
+        }
+    }
+    return NULL;
+}
+
+void
+sl__params_unset(struct sl_params *p, const char *name)
+{
+    struct param_entry *e = find(p, name);
+
+    if (e == NULL) {
+        return;
+    }
+    free(e->name);
+    free(e->value);
+    *e = p->v[--p->n];
+}
+
+static void
+mirror_same_settings(struct sl_params *p,
+                     const struct sl_param_spec *const *tables,
+                     size_t ntables, struct sl_cfg_diag *d, const char *what)
+{
+    for (size_t i = 0; i < sizeof(same_setting) / sizeof(same_setting[0]);
+         i++) {
+        const char *a = same_setting[i].name;
+        const char *b = same_setting[i].other;
+        const struct sl_param_spec *sb = lookup_spec(tables, ntables, b);
+        const struct sl_param_spec *sa = lookup_spec(tables, ntables, a);
+        struct param_entry *ea = find(p, a);
+        struct param_entry *eb = find(p, b);
+        struct param_entry *set = ea ? ea : eb;
+        char *value;
+
+        if (sa == NULL || sb == NULL || set == NULL) {
+            continue;
+        }
+        if (ea && eb) {
+            sl__cfg_error(d, ea->line > eb->line ? ea->line : eb->line,
+                          "parameters '%s' and '%s' in %s are the same "
+                          "setting (MaxScale's new and old name); set one",
+                          a, b, what);
+            continue;
+        }
+        value = strdup(set->value);
+        if (value == NULL || sl__params_set(p, set == ea ? b : a, value,
+                                            0) < 0) {
+            sl__cfg_error(d, 0, "out of memory");
+        } else {
+            p->v[p->n - 1].spec = set == ea ? sb : sa;
+        }
+        free(value);
+    }
+}
+
 int
 sl__params_validate(struct sl_params *p,
                     const struct sl_param_spec *const *tables,
@@ -792,6 +870,7 @@ sl__params_validate(struct sl_params *p,
     for (size_t i = 0; i < n; i++) {
         check_entry(tables, ntables, d, what, &p->v[i]);
     }
+    mirror_same_settings(p, tables, ntables, d, what);
     add_defaults(p, tables, ntables, d, what, section_line);
     return d->errors - before;
 }

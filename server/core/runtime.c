@@ -355,6 +355,13 @@ persist_service(struct sl_service *svc)
     FILE *f = open_memstream(&over, &len);
     int rc;
 
+    if (svc->cluster != NULL) {   /* its cluster= names the servers */
+        if (f != NULL) {
+            fclose(f);
+        }
+        free(over);
+        return sl__persist_write(svc->name, svc->params, NULL);
+    }
     if (f == NULL) {
         return -ENOMEM;
     }
@@ -375,9 +382,17 @@ relink_service(struct sl_service *svc, const char *ids)
 {
     struct sl_server *list[256];
     size_t n = 0;
-    char *copy = strdup(ids);
+    char *copy;
     char *save = NULL;
     char err[512];
+
+    if (svc->cluster != NULL) {
+        return sl__admin_error(400, "service '%s' takes its servers from "
+                               "monitor '%s' (cluster=): change the "
+                               "monitor's servers", svc->name,
+                               svc->cluster->name);
+    }
+    copy = strdup(ids);
 
     for (char *t = copy ? strtok_r(copy, ",", &save) : NULL; t;
          t = strtok_r(NULL, ",", &save)) {
@@ -404,6 +419,36 @@ relink_service(struct sl_service *svc, const char *ids)
     persist_service(svc);
     sl_log_notice("service '%s' now has %zu server(s)", svc->name, n);
     return sl__admin_no_content();
+}
+
+/* cluster=: every service of the current generation whose servers are
+ * m's gets m's new list (a new router instance, as relinking does; not
+ * persisted: the service's cluster= says it). */
+static void
+follow_cluster(struct sl_monitor *m)
+{
+    const struct sl_config *cfg = sl__config_current();
+    char err[512];
+
+    for (size_t i = 0; cfg != NULL && i < cfg->nservices; i++) {
+        struct sl_service *svc = cfg->services[i];
+
+        if (svc->cluster != m ||
+            (svc->nservers == m->nservers &&
+             (m->nservers == 0 ||
+              memcmp(svc->servers, m->servers,
+                     m->nservers * sizeof(*m->servers)) == 0))) {
+            continue;
+        }
+        if (service_set_servers(svc, m->servers, m->nservers, err,
+                                sizeof(err)) < 0) {
+            sl_log_error("service '%s' could not follow monitor '%s': %s",
+                         svc->name, m->name, err);
+        } else {
+            sl_log_notice("service '%s' now has the %zu server(s) of "
+                          "monitor '%s'", svc->name, m->nservers, m->name);
+        }
+    }
 }
 
 /* Add (or remove) srv to/from svc. */
@@ -925,6 +970,10 @@ merged_params(const struct sl_params *old, const char *over,
 
         if (eq != NULL) {
             *eq = '\0';
+            /* the PATCH's name replaces the other name of its setting */
+            if (sl__params_same_setting(l) != NULL) {
+                sl__params_unset(p, sl__params_same_setting(l));
+            }
             err = sl__params_set(p, l, eq + 1, 1);
         }
     }
@@ -1165,7 +1214,9 @@ relink_monitor(struct sl_monitor *m, const char *ids)
         free(arr);
         return res;
     }
-    return monitor_rebuild(m, newp, arr, n);
+    res = monitor_rebuild(m, newp, arr, n);
+    follow_cluster(m);
+    return res;
 }
 
 /* PATCH monitors/NAME: parameters (live: the monitor is rebuilt) and
@@ -1242,8 +1293,17 @@ monitor_run(struct sl_monitor *m, bool start)
 static struct admin_resp
 destroy_monitor(struct sl_monitor *m)
 {
-    struct sl_config *gen = sl__config_next();
+    const struct sl_config *cur = sl__config_current();
+    struct sl_config *gen;
 
+    for (size_t i = 0; cur != NULL && i < cur->nservices; i++) {
+        if (cur->services[i]->cluster == m) {
+            return sl__admin_error(400, "monitor '%s' is the cluster of "
+                                   "service '%s'", m->name,
+                                   cur->services[i]->name);
+        }
+    }
+    gen = sl__config_next();
     if (gen == NULL) {
         return sl__admin_error(500, "out of memory");
     }
@@ -1270,7 +1330,8 @@ static struct admin_resp
 alter_service_params(struct sl_service *svc, json_t *params)
 {
     static const char *const core_live[] = {
-        "max_connections", "connection_timeout", "net_write_timeout", NULL,
+        "max_connections", "connection_timeout", "net_write_timeout",
+        "connection_keepalive", NULL,
     };
     const struct sl_param_spec *mod = svc->router_module->info->params;
     struct admin_resp res;
@@ -1287,6 +1348,10 @@ alter_service_params(struct sl_service *svc, json_t *params)
         json_object_get(params, "targets") != NULL) {
         return sl__admin_error(400, "change a service's servers through "
                            "relationships.servers");
+    }
+    if (json_object_get(params, "cluster") != NULL) {
+        return sl__admin_error(400, "a service's cluster is set when it is "
+                               "created");
     }
     if (patch_lines("service", mod, params, &over, &res) < 0) {
         return res;
@@ -1342,6 +1407,9 @@ alter_service_params(struct sl_service *svc, json_t *params)
                      __ATOMIC_RELAXED);
     __atomic_store_n(&svc->net_write_timeout_ms,
                      sl_params_duration_ms(newp, "net_write_timeout"),
+                     __ATOMIC_RELAXED);
+    __atomic_store_n(&svc->keepalive_ms,
+                     sl_params_duration_ms(newp, "connection_keepalive"),
                      __ATOMIC_RELAXED);
     oldp = svc->params;
     oldref = svc->router_ref;

@@ -95,6 +95,10 @@ session_free(struct sl_session *ses)
     sl__splice_free(ses);
     while ((b = ses->backends) != NULL) {
         ses->backends = b->next;
+        for (size_t j = 0; j < b->nheld; j++) {
+            sl_buf_free(b->held[j]);
+        }
+        free(b->held);
         free(b);
     }
     pthread_mutex_destroy(&ses->lock);
@@ -700,6 +704,27 @@ sl_backend_connect(struct sl_session *ses, struct sl_server *srv)
     return b;
 }
 
+/* A router's command while a keepalive ping is unanswered: it waits for
+ * the ping's answer, so the two are never in flight together. */
+static int
+hold(struct sl_backend *b, struct sl_buf *buf)
+{
+    if (b->nheld == b->held_cap) {
+        size_t cap = b->held_cap ? b->held_cap * 2 : 4;
+        struct sl_buf **h = realloc(b->held, cap * sizeof(*h));
+
+        if (h == NULL) {
+            sl_buf_free(buf);
+            return SL_ERROR;
+        }
+        b->held = h;
+        b->held_cap = cap;
+    }
+    b->held[b->nheld++] = buf;
+    b->in_flight = true;
+    return SL_OK;
+}
+
 int
 sl_backend_write(struct sl_backend *b, struct sl_buf *buf)
 {
@@ -707,6 +732,9 @@ sl_backend_write(struct sl_backend *b, struct sl_buf *buf)
         b->dcb == NULL || !sl_dcb_is_open(b->dcb)) {
         sl_buf_free(buf);
         return SL_ERROR;
+    }
+    if (SL_UNLIKELY(b->ping_pending)) {
+        return hold(b, buf);
     }
     b->in_flight = true;
     sl__stats_backend_write(b, buf);
@@ -841,7 +869,8 @@ backend_fail(struct sl_backend *b, struct sl_buf *errpkt, const char *reason)
         sl_buf_free(errpkt);
         return;
     }
-    pending = backend_pending(b);
+    /* an unanswered keepalive ping alone is nobody's answer */
+    pending = b->ping_pending && b->nheld == 0 ? false : backend_pending(b);
     b->state = SL_BACKEND_FAILED;
     backend_drop(b);
     if (ses->state == SL_SESSION_CLOSING) {
@@ -875,6 +904,78 @@ sl__backend_dcb_failed(struct sl_backend *b, const char *reason)
     backend_fail(b, NULL, reason);
 }
 
+void
+sl__backend_keepalive(struct sl_backend *b, uint64_t now_ms)
+{
+    static const uint8_t ping[] = {1, 0, 0, 0, 0x0e};   /* COM_PING */
+    struct sl_session *ses = b->ses;
+    struct sl_dcb *d = b->dcb;
+    uint64_t ka = __atomic_load_n(&ses->service->keepalive_ms,
+                                  __ATOMIC_RELAXED);
+    uint64_t last;
+    struct sl_buf *buf;
+
+    /* backend_pending, not in_flight: the protocol counts the answers it
+     * expects, in_flight stays set after a command that has none
+     * (COM_STMT_CLOSE) */
+    if (ka == 0 || b->state != SL_BACKEND_READY || b->ping_pending ||
+        d == NULL || !sl_dcb_is_open(d) ||
+        ses->state != SL_SESSION_STARTED || ses->client == NULL ||
+        ses->client->spliced || backend_pending(b)) {
+        return;   /* busy, not ready, or its bytes bypass Sluice */
+    }
+    last = atomic_load_explicit(&d->last_read_ms, memory_order_relaxed);
+    if (atomic_load_explicit(&d->write_progress_ms, memory_order_relaxed) >
+        last) {
+        last = atomic_load_explicit(&d->write_progress_ms,
+                                    memory_order_relaxed);
+    }
+    if (now_ms < last + ka || (buf = sl_buf_from(ping, sizeof(ping))) ==
+                                  NULL) {
+        return;
+    }
+    sl_log_ses_debug(ses, "server '%s': idle for %llu ms, sending a "
+                     "keepalive COM_PING", b->server->name,
+                     (unsigned long long)(now_ms - last));
+    b->ping_pending = true;
+    if (ses->protocol->backend_write(d, buf) != SL_OK) {
+        b->ping_pending = false;   /* the write failure fails the backend */
+    }
+}
+
+/* The answer to a keepalive ping: swallowed; once complete, the commands
+ * held meanwhile go out in order. */
+static int
+keepalive_reply(struct sl_backend *b, struct sl_buf *buf,
+                const struct sl_reply *reply)
+{
+    const struct sl_protocol_ops *p = b->ses->protocol;
+    size_t n = b->nheld;
+
+    sl_buf_free(buf);
+    if (reply == NULL || !reply->complete) {
+        return SL_OK;
+    }
+    b->ping_pending = false;
+    b->nheld = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct sl_buf *h = b->held[i];
+
+        if (b->dcb == NULL || !sl_dcb_is_open(b->dcb)) {
+            sl_buf_free(h);
+            continue;
+        }
+        sl__stats_backend_write(b, h);
+        if (p->backend_write(b->dcb, h) != SL_OK) {
+            for (size_t j = i + 1; j < n; j++) {
+                sl_buf_free(b->held[j]);
+            }
+            return SL_OK;   /* the backend fails through its DCB */
+        }
+    }
+    return SL_OK;
+}
+
 int
 sl_backend_reply(struct sl_backend *b, struct sl_buf *buf,
                  const struct sl_reply *reply)
@@ -882,6 +983,9 @@ sl_backend_reply(struct sl_backend *b, struct sl_buf *buf,
     struct sl_session *ses = b->ses;
     int rc;
 
+    if (SL_UNLIKELY(b->ping_pending)) {
+        return keepalive_reply(b, buf, reply);
+    }
     if (reply != NULL && reply->complete) {
         b->in_flight = false;
     }

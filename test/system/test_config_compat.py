@@ -135,12 +135,9 @@ REFUSED = [
     ("Mon", "enforce_simple_topology=true"),
     ("Mon", "handle_events=true"),
     ("Mon", "master_conditions=connected_slave"),
-    ("RW", "cluster=Mon"),
-    ("RW", "connection_keepalive=300s"),
     ("RW", "idle_session_pool_time=1s"),
     ("RW", "user_accounts_file=/tmp/users.json"),
     ("RW", "auth_all_servers=true"),
-    ("RW", "max_replication_lag=10s"),
     ("RW", "optimistic_trx=true"),
     ("RW", "reuse_prepared_statements=true"),
     ("RW", "session_track_trx_state=true"),
@@ -177,7 +174,7 @@ def test_refused_at_startup_too(tmp_path):
 @pytest.mark.parametrize("section,setting", [
     ("maxscale", "sql_mode=default"), ("db1", "persistpoolmax=0"),
     ("db1", "proxy_protocol=no"),
-    ("RW", "connection_keepalive=0"), ("RW", "optimistic_trx=false"),
+    ("RW", "optimistic_trx=false"),
     ("Mon", "handle_events=false")])
 def test_refused_parameter_at_sluices_value_loads(tmp_path, section,
                                                   setting):

@@ -300,6 +300,56 @@ test_refused(void **state)
     sl__cfg_diag_free(&d);
 }
 
+/* Two names of one setting (params.c same_setting): either sets both
+ * (the derived one at line 0, like a default), both is an error at the
+ * later line, and unset removes a name. */
+static void
+test_same_setting(void **state)
+{
+    static const struct sl_param_spec lag[] = {
+        {"max_slave_replication_lag", SL_PARAM_DURATION, "0s",
+         SL_PARAM_F_SECONDS, NULL, ""},
+        {"max_replication_lag", SL_PARAM_DURATION, "0s", SL_PARAM_F_SECONDS,
+         NULL, ""},
+        SL_PARAM_END,
+    };
+    const struct sl_param_spec *tables[] = {lag};
+    const char *names[] = {"max_replication_lag",
+                           "max_slave_replication_lag"};
+    struct sl_cfg_diag d = {.file = "t.cnf", .quiet = true};
+    struct sl_params *p;
+
+    (void)state;
+    assert_string_equal(sl__params_same_setting(names[0]), names[1]);
+    assert_string_equal(sl__params_same_setting(names[1]), names[0]);
+    assert_null(sl__params_same_setting("port"));
+    for (int i = 0; i < 2; i++) {
+        p = sl__params_new();
+        sl__params_set(p, names[i], "7", 4);
+        assert_int_equal(sl__params_validate(p, tables, 1, &d, "thing 'x'",
+                                             3), 0);
+        assert_int_equal(sl_params_duration_ms(p, names[0]), 7000);
+        assert_int_equal(sl_params_duration_ms(p, names[1]), 7000);
+        assert_int_equal(sl__params_line(p, names[i]), 4);
+        assert_int_equal(sl__params_line(p, names[1 - i]), 0);
+        sl__params_unset(p, names[i]);
+        assert_false(sl_params_has(p, names[i]));
+        assert_true(sl_params_has(p, names[1 - i]));
+        sl__params_free(p);
+    }
+    p = sl__params_new();
+    sl__params_set(p, names[0], "7", 4);
+    sl__params_set(p, names[1], "7", 9);
+    assert_int_equal(sl__params_validate(p, tables, 1, &d, "thing 'x'", 3),
+                     1);
+    assert_non_null(strstr(d.text, "t.cnf:9: parameters "
+                                   "'max_replication_lag' and "
+                                   "'max_slave_replication_lag' in thing "
+                                   "'x' are the same setting"));
+    sl__params_free(p);
+    sl__cfg_diag_free(&d);
+}
+
 int
 main(void)
 {
@@ -314,6 +364,7 @@ main(void)
         cmocka_unit_test(test_unknown_and_missing),
         cmocka_unit_test(test_deprecated_and_ignored),
         cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_same_setting),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -21,7 +21,7 @@ static void
 start_sessions(struct rcr_candidate *c, size_t n, uint32_t opts, int count)
 {
     for (int i = 0; i < count; i++) {
-        int idx = rcr_select(c, n, opts);
+        int idx = rcr_select(c, n, opts, 0);
         assert_true(idx >= 0);
         c[idx].sessions++;
     }
@@ -31,20 +31,20 @@ static void
 test_least_connections(void **state)
 {
     struct rcr_candidate c[] = {
-        {UP, 1, 5}, {UP, 1, 2}, {UP, 1, 3},
+        {UP, 1, 5, 0}, {UP, 1, 2, 0}, {UP, 1, 3, 0},
     };
 
-    assert_int_equal(rcr_select(c, 3, RCR_OPT_RUNNING), 1);
+    assert_int_equal(rcr_select(c, 3, RCR_OPT_RUNNING, 0), 1);
     c[1].sessions = 3;
     /* Tie between servers 1 and 2: the first in config order wins. */
-    assert_int_equal(rcr_select(c, 3, RCR_OPT_RUNNING), 1);
+    assert_int_equal(rcr_select(c, 3, RCR_OPT_RUNNING, 0), 1);
 }
 
 static void
 test_even_spread(void **state)
 {
     struct rcr_candidate c[] = {
-        {UP, 1, 0}, {SLAVE, 1, 0}, {MASTER, 1, 0},
+        {UP, 1, 0, 0}, {SLAVE, 1, 0, 0}, {MASTER, 1, 0, 0},
     };
 
     start_sessions(c, 3, RCR_OPT_RUNNING, 300);
@@ -57,7 +57,7 @@ static void
 test_weights(void **state)
 {
     struct rcr_candidate c[] = {
-        {SLAVE, 3, 0}, {SLAVE, 1, 0},
+        {SLAVE, 3, 0, 0}, {SLAVE, 1, 0, 0},
     };
 
     start_sessions(c, 2, RCR_OPT_SLAVE, 1000);
@@ -69,33 +69,33 @@ static void
 test_weight_zero_last_resort(void **state)
 {
     struct rcr_candidate c[] = {
-        {SLAVE, 0, 0}, {SLAVE, 1, 1000},
+        {SLAVE, 0, 0, 0}, {SLAVE, 1, 1000, 0},
     };
 
-    assert_int_equal(rcr_select(c, 2, RCR_OPT_SLAVE), 1);
+    assert_int_equal(rcr_select(c, 2, RCR_OPT_SLAVE, 0), 1);
     c[1].status = 0;   /* down: the weight-0 server is all that is left */
-    assert_int_equal(rcr_select(c, 2, RCR_OPT_SLAVE), 0);
+    assert_int_equal(rcr_select(c, 2, RCR_OPT_SLAVE, 0), 0);
 
     /* Only weight-0 servers: least sessions among them. */
     struct rcr_candidate z[] = {
-        {UP, 0, 4}, {UP, 0, 2}, {UP, -1, 3},
+        {UP, 0, 4, 0}, {UP, 0, 2, 0}, {UP, -1, 3, 0},
     };
-    assert_int_equal(rcr_select(z, 3, RCR_OPT_RUNNING), 1);
+    assert_int_equal(rcr_select(z, 3, RCR_OPT_RUNNING, 0), 1);
 }
 
 static void
 test_maintenance_draining_down(void **state)
 {
     struct rcr_candidate c[] = {
-        {UP | SL_SRV_MAINT, 1, 0},
-        {UP | SL_SRV_DRAINING, 1, 0},
-        {SL_SRV_SLAVE, 1, 0},   /* slave bit but not running */
-        {UP, 1, 50},
+        {UP | SL_SRV_MAINT, 1, 0, 0},
+        {UP | SL_SRV_DRAINING, 1, 0, 0},
+        {SL_SRV_SLAVE, 1, 0, 0},   /* slave bit but not running */
+        {UP, 1, 50, 0},
     };
 
-    assert_int_equal(rcr_select(c, 4, RCR_OPT_RUNNING), 3);
+    assert_int_equal(rcr_select(c, 4, RCR_OPT_RUNNING, 0), 3);
     c[3].status |= SL_SRV_MAINT;
-    assert_int_equal(rcr_select(c, 4, RCR_OPT_RUNNING), -1);
+    assert_int_equal(rcr_select(c, 4, RCR_OPT_RUNNING, 0), -1);
     assert_false(rcr_eligible(MASTER | SL_SRV_DRAINING, RCR_OPT_MASTER));
     assert_false(rcr_eligible(MASTER | SL_SRV_MAINT, RCR_OPT_MASTER));
     assert_true(rcr_eligible(MASTER | SL_SRV_AUTH_ERROR, RCR_OPT_MASTER));
@@ -105,53 +105,78 @@ static void
 test_master_only(void **state)
 {
     struct rcr_candidate c[] = {
-        {SLAVE, 1, 0}, {MASTER, 1, 100}, {UP, 1, 0},
+        {SLAVE, 1, 0, 0}, {MASTER, 1, 100, 0}, {UP, 1, 0, 0},
     };
 
-    assert_int_equal(rcr_select(c, 3, RCR_OPT_MASTER), 1);
+    assert_int_equal(rcr_select(c, 3, RCR_OPT_MASTER, 0), 1);
     c[1].status = SLAVE;   /* demoted: a master service has nothing */
-    assert_int_equal(rcr_select(c, 3, RCR_OPT_MASTER), -1);
+    assert_int_equal(rcr_select(c, 3, RCR_OPT_MASTER, 0), -1);
 }
 
 static void
 test_slave_only_and_fallback(void **state)
 {
     struct rcr_candidate c[] = {
-        {MASTER, 1, 0}, {SLAVE, 1, 10}, {MASTER | SL_SRV_SLAVE, 1, 0},
+        {MASTER, 1, 0, 0}, {SLAVE, 1, 10, 0}, {MASTER | SL_SRV_SLAVE, 1, 0, 0},
     };
 
     /* Servers that are master (even if also slave) are skipped. */
-    assert_int_equal(rcr_select(c, 3, RCR_OPT_SLAVE), 1);
+    assert_int_equal(rcr_select(c, 3, RCR_OPT_SLAVE, 0), 1);
     c[1].status |= SL_SRV_MAINT;
     /* No slave left: fall back to the least loaded master. */
-    assert_int_equal(rcr_select(c, 3, RCR_OPT_SLAVE), 0);
+    assert_int_equal(rcr_select(c, 3, RCR_OPT_SLAVE, 0), 0);
     c[0].sessions = 5;
-    assert_int_equal(rcr_select(c, 3, RCR_OPT_SLAVE), 2);
+    assert_int_equal(rcr_select(c, 3, RCR_OPT_SLAVE, 0), 2);
     /* A draining master is not a fallback either. */
     c[0].status |= SL_SRV_DRAINING;
     c[2].status = 0;
-    assert_int_equal(rcr_select(c, 3, RCR_OPT_SLAVE), -1);
+    assert_int_equal(rcr_select(c, 3, RCR_OPT_SLAVE, 0), -1);
 }
 
 static void
 test_master_or_slave_and_synced(void **state)
 {
     struct rcr_candidate c[] = {
-        {UP, 1, 0}, {SLAVE, 1, 3}, {MASTER, 1, 2},
-        {UP | SL_SRV_SYNCED, 1, 9},
+        {UP, 1, 0, 0}, {SLAVE, 1, 3, 0}, {MASTER, 1, 2, 0},
+        {UP | SL_SRV_SYNCED, 1, 9, 0},
     };
 
-    assert_int_equal(rcr_select(c, 4, RCR_OPT_MASTER | RCR_OPT_SLAVE), 2);
-    assert_int_equal(rcr_select(c, 4, RCR_OPT_SYNCED), 3);
+    assert_int_equal(rcr_select(c, 4, RCR_OPT_MASTER | RCR_OPT_SLAVE, 0), 2);
+    assert_int_equal(rcr_select(c, 4, RCR_OPT_SYNCED, 0), 3);
     c[3].status = UP;
     /* Nothing synced: the master is the fallback. */
-    assert_int_equal(rcr_select(c, 4, RCR_OPT_SYNCED), 2);
+    assert_int_equal(rcr_select(c, 4, RCR_OPT_SYNCED, 0), 2);
+}
+
+static void
+test_max_replication_lag(void **state)
+{
+    struct rcr_candidate c[] = {
+        {MASTER, 1, 0, SL_SERVER_LAG_UNKNOWN},
+        {SLAVE, 1, 0, 30},
+        {SLAVE, 1, 5, 2},
+        {SLAVE, 1, 0, SL_SERVER_LAG_UNKNOWN},
+    };
+
+    /* 0: lag is not looked at; the least loaded replica wins. */
+    assert_int_equal(rcr_select(c, 4, RCR_OPT_SLAVE, 0), 1);
+    /* 10 s: the lagging replica and the one of unknown lag are skipped. */
+    assert_int_equal(rcr_select(c, 4, RCR_OPT_SLAVE, 10), 2);
+    c[2].lag = 10;   /* exactly the limit still qualifies */
+    assert_int_equal(rcr_select(c, 4, RCR_OPT_SLAVE, 10), 2);
+    c[2].lag = 11;
+    /* No replica qualifies: the primary (whose lag never counts). */
+    assert_int_equal(rcr_select(c, 4, RCR_OPT_SLAVE, 10), 0);
+    /* running: the primary qualifies, a lagging replica does not. */
+    c[0].sessions = 50;
+    c[2].lag = 0;
+    assert_int_equal(rcr_select(c, 4, RCR_OPT_RUNNING, 10), 2);
 }
 
 static void
 test_empty(void **state)
 {
-    assert_int_equal(rcr_select(NULL, 0, RCR_OPT_RUNNING), -1);
+    assert_int_equal(rcr_select(NULL, 0, RCR_OPT_RUNNING, 0), -1);
 }
 
 int
@@ -166,6 +191,7 @@ main(void)
         cmocka_unit_test(test_master_only),
         cmocka_unit_test(test_slave_only_and_fallback),
         cmocka_unit_test(test_master_or_slave_and_synced),
+        cmocka_unit_test(test_max_replication_lag),
         cmocka_unit_test(test_empty),
     };
 

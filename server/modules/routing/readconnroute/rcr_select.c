@@ -54,13 +54,24 @@ better(const struct rcr_candidate *a, const struct rcr_candidate *b)
     return (a->sessions + 1) * wb < (b->sessions + 1) * wa;
 }
 
+/* max_replication_lag: a replica of unknown lag or lagging more is not
+ * chosen; the primary's own lag is irrelevant. */
+static bool
+lag_ok(const struct rcr_candidate *c, int64_t max_lag_s)
+{
+    return max_lag_s <= 0 || (c->status & SL_SRV_MASTER) ||
+           (c->lag >= 0 && c->lag <= max_lag_s);
+}
+
 static int
-least_loaded(const struct rcr_candidate *c, size_t n, uint32_t options)
+least_loaded(const struct rcr_candidate *c, size_t n, uint32_t options,
+             int64_t max_lag_s)
 {
     int best = -1;
 
     for (size_t i = 0; i < n; i++) {
-        if (!rcr_eligible(c[i].status, options)) {
+        if (!rcr_eligible(c[i].status, options) ||
+            !lag_ok(&c[i], max_lag_s)) {
             continue;
         }
         if (best < 0 || better(&c[i], &c[best])) {
@@ -71,12 +82,13 @@ least_loaded(const struct rcr_candidate *c, size_t n, uint32_t options)
 }
 
 int
-rcr_select(const struct rcr_candidate *c, size_t n, uint32_t options)
+rcr_select(const struct rcr_candidate *c, size_t n, uint32_t options,
+           int64_t max_lag_s)
 {
-    int best = least_loaded(c, n, options);
+    int best = least_loaded(c, n, options, max_lag_s);
 
     if (best < 0 && options != RCR_OPT_MASTER) {
-        best = least_loaded(c, n, RCR_OPT_MASTER);
+        best = least_loaded(c, n, RCR_OPT_MASTER, 0);
     }
     return best;
 }

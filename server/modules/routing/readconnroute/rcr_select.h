@@ -28,6 +28,8 @@ struct rcr_candidate {
     uint32_t status;   /* enum sl_server_status bits, one atomic snapshot */
     int weight;        /* sl_server_weight(); <= 0 means "last resort" */
     int64_t sessions;  /* this router's sessions on the server now */
+    int64_t lag;       /* replication lag in seconds as the monitor measured
+                        * it; SL_SERVER_LAG_UNKNOWN (-1) when unknown */
 };
 
 /*
@@ -38,14 +40,17 @@ struct rcr_candidate {
  * Master; running = any; synced = has Synced. Among the eligible, the one
  * with the fewest (sessions + 1) / weight wins; servers of weight 0 are
  * chosen only when no eligible server has a positive weight; ties go to
- * the first in configuration order. When nothing is eligible, a usable,
+ * the first in configuration order. With max_lag_s > 0 a server that is
+ * not Master is eligible only if its lag is known and at most max_lag_s
+ * (max_replication_lag). When nothing is eligible, a usable,
  * non-draining Master is chosen by the same rule (MaxScale's fallback: a
  * replica service keeps working on the primary alone).
  *
  * Returns the index into c[0..n), or -1 when no server can be used.
  * Pure; any thread.
  */
-int rcr_select(const struct rcr_candidate *c, size_t n, uint32_t options);
+int rcr_select(const struct rcr_candidate *c, size_t n, uint32_t options,
+               int64_t max_lag_s);
 
 /* True when status matches `options` for a new session (the eligibility
  * rule above, without the master fallback). */

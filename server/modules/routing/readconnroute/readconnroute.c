@@ -63,6 +63,7 @@ struct rcr_instance {
     struct sl_server *const *servers;   /* the service's, config order */
     size_t nservers;
     uint32_t options;                   /* enum rcr_option bits */
+    int64_t max_lag_s;                  /* max_replication_lag; 0 off */
     char options_str[64];               /* "master,slave" for diagnostics */
     atomic_llong *sessions;             /* [nservers]: current sessions */
     atomic_ullong total_sessions;       /* sessions ever started */
@@ -115,6 +116,9 @@ rcr_create_instance(struct sl_service *svc, const struct sl_params *params)
     inst->servers = sl_service_servers(svc, &inst->nservers);
     inst->options =
         (uint32_t)sl_params_enum_mask(params, "router_options") & 0xfu;
+    inst->max_lag_s =
+        (int64_t)(sl_params_duration_ms(params, "max_replication_lag") /
+                  1000);
     if (inst->options == 0) {
         inst->options = RCR_OPT_RUNNING;
     }
@@ -165,8 +169,11 @@ choose_server(struct rcr_instance *inst, uint32_t *status_out)
         c[i].weight = sl_server_weight(inst->servers[i]);
         c[i].sessions = atomic_load_explicit(&inst->sessions[i],
                                              memory_order_relaxed);
+        c[i].lag = inst->max_lag_s > 0
+                       ? sl_server_replication_lag(inst->servers[i])
+                       : SL_SERVER_LAG_UNKNOWN;
     }
-    idx = rcr_select(c, inst->nservers, inst->options);
+    idx = rcr_select(c, inst->nservers, inst->options, inst->max_lag_s);
     if (idx >= 0) {
         *status_out = c[idx].status;
     }
@@ -318,8 +325,9 @@ rcr_diagnostics(void *instance)
             sl_server_weight(inst->servers[i]));
         json_array_append_new(servers, s);
     }
-    return json_pack("{s:s, s:I, s:o, s:o}", "router_options",
-                     inst->options_str, "total_sessions",
+    return json_pack("{s:s, s:I, s:I, s:o, s:o}", "router_options",
+                     inst->options_str, "max_replication_lag",
+                     (json_int_t)inst->max_lag_s, "total_sessions",
                      (json_int_t)atomic_load(&inst->total_sessions),
                      "servers", servers, "kernel_forwarding",
                      rcr_kfwd_json(inst->kfwd_mode, inst->kfwd));
@@ -342,13 +350,13 @@ static const struct sl_param_spec rcr_params[] = {
      "auto: once a session has started, forward its bytes in the kernel "
      "(BPF sockhash) when nothing needs to see them (no KILL translation, "
      "no per-statement statistics); off: always in user space"},
+    {"max_replication_lag", SL_PARAM_DURATION, "0s", SL_PARAM_F_SECONDS,
+     NULL, "New sessions avoid a replica whose lag (as the monitor measures "
+     "it) is unknown or larger; the primary when none qualifies; 0: off"},
     /* MaxScale names not implemented (docs/configuration.md) */
     {"master_accept_reads", SL_PARAM_BOOL, "true", SL_PARAM_F_REFUSED,
      NULL, "only true is implemented: a service without router_options="
      "master still uses the primary when no other server is usable"},
-    {"max_replication_lag", SL_PARAM_DURATION, "0s",
-     SL_PARAM_F_SECONDS | SL_PARAM_F_REFUSED, NULL,
-     "replication lag is not considered by readconnroute"},
     SL_PARAM_END,
 };
 

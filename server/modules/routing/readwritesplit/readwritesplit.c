@@ -523,7 +523,8 @@ static const struct sl_param_spec rws_params[] = {
     {"slave_selection_criteria", SL_PARAM_ENUM, "LEAST_CURRENT_OPERATIONS",
      0, criteria_names, "How a replica is chosen for a read"},
     {"max_slave_replication_lag", SL_PARAM_DURATION, "0s", SL_PARAM_F_SECONDS,
-     NULL, "Replicas lagging more (or of unknown lag) take no reads; 0: off"},
+     NULL, "Replicas lagging more (or of unknown lag) take no reads; 0: off "
+     "(also max_replication_lag)"},
     {"master_accept_reads", SL_PARAM_BOOL, "false", 0, NULL,
      "The primary is a candidate for reads too"},
     {"max_slave_connections", SL_PARAM_STRING, "255", 0, NULL,
@@ -596,9 +597,9 @@ static const struct sl_param_spec rws_params[] = {
     {"disable_sescmd_history", SL_PARAM_BOOL, "false", 0, NULL,
      "Keep no history (no connections opened later)"},
     /* MaxScale names not implemented (docs/configuration.md) */
-    {"max_replication_lag", SL_PARAM_DURATION, "0s",
-     SL_PARAM_F_SECONDS | SL_PARAM_F_REFUSED, NULL,
-     "not implemented under this name; max_slave_replication_lag is"},
+    {"max_replication_lag", SL_PARAM_DURATION, "0s", SL_PARAM_F_SECONDS,
+     NULL, "MaxScale's current name of max_slave_replication_lag (the same "
+     "setting; set one of the two)"},
     {"optimistic_trx", SL_PARAM_BOOL, "false", SL_PARAM_F_REFUSED, NULL,
      "optimistic transaction execution is not implemented"},
     {"reuse_prepared_statements", SL_PARAM_BOOL, "false",
