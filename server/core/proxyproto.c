@@ -94,18 +94,21 @@ parse_v1(const uint8_t *buf, size_t len, struct sl_pp_header *h,
     /* the line ends at the first CRLF, within 107 bytes: the CR at
      * index 105 at the latest */
     cr = memchr(buf, '\r', len < SL_PP_V1_MAX - 1 ? len : SL_PP_V1_MAX - 1);
+    end = cr != NULL ? (size_t)(cr - buf)
+                     : (len < SL_PP_V1_MAX ? len : SL_PP_V1_MAX);
+    /* a LF or NUL before the CR is refused whether or not the CR has
+     * arrived yet, so every prefix of a header that parses needs more */
+    for (size_t i = 0; i < end; i++) {
+        if (buf[i] == '\n' || buf[i] == '\0') {
+            return fail(why, "v1 header with a stray control byte");
+        }
+    }
     if (cr == NULL) {
         if (len >= SL_PP_V1_MAX - 1) {
             return fail(why, "v1 header without CRLF within 107 bytes");
         }
-        for (size_t i = 0; i < len; i++) {
-            if (buf[i] == '\n' || buf[i] == '\0') {
-                return fail(why, "v1 header with a stray control byte");
-            }
-        }
         return SL_PP_NEED_MORE;
     }
-    end = (size_t)(cr - buf);
     if (end + 1 == len) {
         return SL_PP_NEED_MORE;
     }

@@ -165,6 +165,9 @@ test_parse_v1_malformed(void **state)
         "PROXY TCP4 10.9.8.7\n",
         "PROXY \r\n",
         "PROXYTCP4 10.9.8.7 127.0.0.1 1 2\r\n",
+        /* a bare LF inside an UNKNOWN line (fuzz_proxyproto: the line
+         * parsed whole while its prefix ending at the LF was refused) */
+        "PROXY UNKNOWN a\nb\r\n",
     };
     struct sl_pp_header h;
     const char *why;
