@@ -996,6 +996,17 @@ find_service(struct sl_config *cfg, const char *name)
     return NULL;
 }
 
+static struct sl_monitor *
+find_monitor(struct sl_config *cfg, const char *name)
+{
+    for (size_t i = 0; i < cfg->nmonitors; i++) {
+        if (strcmp(cfg->monitors[i]->name, name) == 0) {
+            return cfg->monitors[i];
+        }
+    }
+    return NULL;
+}
+
 static struct sl_filter_def *
 find_filter(struct sl_config *cfg, const char *name)
 {
@@ -1571,17 +1582,12 @@ resolve_clusters(struct loader *L)
         struct sl_service *svc = cfg->services[i];
         const struct sl_params *p = svc->params;
         const char *name = p ? sl_params_get(p, "cluster") : NULL;
-        struct sl_monitor *m = NULL;
+        struct sl_monitor *m;
 
         if (name == NULL || svc->cluster != NULL || svc->servers != NULL) {
             continue;   /* not cluster=, done before, or servers= too */
         }
-        for (size_t j = 0; j < cfg->nmonitors && m == NULL; j++) {
-            if (strcmp(cfg->monitors[j]->name, name) == 0) {
-                m = cfg->monitors[j];
-            }
-        }
-        if (m == NULL) {
+        if ((m = find_monitor(cfg, name)) == NULL) {
             sl__cfg_error(L->d, sl__params_line(p, "cluster"), "parameter "
                           "'cluster' of service '%s' refers to unknown "
                           "monitor '%s'", svc->name, name);
@@ -1611,15 +1617,11 @@ check_config_sync(struct loader *L)
     const char *cluster = p ? sl_params_get(p, "config_sync_cluster") : NULL;
     const char *user = p ? sl_params_get(p, "config_sync_user") : NULL;
     const char *db = p ? sl_params_get(p, "config_sync_db") : NULL;
-    bool found = false;
 
     if (cluster == NULL || cluster[0] == '\0') {
         return;
     }
-    for (size_t i = 0; i < L->cfg->nmonitors; i++) {
-        found |= strcmp(L->cfg->monitors[i]->name, cluster) == 0;
-    }
-    if (!found) {
+    if (find_monitor(L->cfg, cluster) == NULL) {
         sl__cfg_error(L->d, sl__params_line(p, "config_sync_cluster"),
                       "config_sync_cluster: no monitor named '%s'", cluster);
     }

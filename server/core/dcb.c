@@ -1068,7 +1068,7 @@ static bool
 keepalive_due(const struct sl_dcb *d, uint64_t now)
 {
     const struct sl_session *ses = d->session;
-    uint64_t ka, last, wrote;
+    uint64_t ka;
 
     /* not internal (tee) sessions, nor kernel-forwarded ones (their
      * stamps never move): they would be due at every sweep */
@@ -1079,13 +1079,7 @@ keepalive_due(const struct sl_dcb *d, uint64_t now)
         return false;
     }
     ka = __atomic_load_n(&ses->service->keepalive_ms, __ATOMIC_RELAXED);
-    last = atomic_load_explicit(&d->last_read_ms, memory_order_relaxed);
-    wrote = atomic_load_explicit(&d->write_progress_ms,
-                                 memory_order_relaxed);
-    if (wrote > last) {
-        last = wrote;
-    }
-    return ka > 0 && now >= last + ka;
+    return ka > 0 && now >= sl__dcb_last_io_ms(d) + ka;
 }
 
 /* Close the client DCBs of this worker that timed out (at most 64 a

@@ -95,9 +95,9 @@ struct sl_dcb {
     /* The timeout sweep (dcb.c) reads these three without the session
      * lock first (shared model: another worker writes them), so they are
      * atomic; stores are relaxed (plain moves on x86). */
-    _Atomic uint64_t last_read_ms;  /* client: last bytes read */
-    _Atomic uint64_t write_progress_ms; /* client: last write progress, or
-                                     * when the write queue became non-empty */
+    _Atomic uint64_t last_read_ms;  /* last bytes read */
+    _Atomic uint64_t write_progress_ms; /* last write progress, or when the
+                                     * write queue became non-empty */
     atomic_bool write_pending;      /* writeq.len > 0 (note_writeq) */
     /* A transform between the socket and the queues (sl_dcb_set_codec:
      * protocol compression): NULL = none. With one, reads go to rawq and
@@ -222,6 +222,18 @@ void sl__session_unlock_event(void);
 void sl__session_client_closed(struct sl_session *ses);
 /* Backend DCB hung up / failed (from dcb.c). */
 void sl__backend_dcb_failed(struct sl_backend *b, const char *reason);
+/* When d last moved a byte either way: the later of its two stamps
+ * (relaxed loads; the timeout and keepalive sweeps). */
+static inline uint64_t
+sl__dcb_last_io_ms(const struct sl_dcb *d)
+{
+    uint64_t r = atomic_load_explicit(&d->last_read_ms, memory_order_relaxed);
+    uint64_t w = atomic_load_explicit(&d->write_progress_ms,
+                                      memory_order_relaxed);
+
+    return r > w ? r : w;
+}
+
 /* connection_keepalive (the sweep, under the session lock): ping b if it
  * is ready, has nothing in flight and has been idle (no byte either way)
  * for the service's connection_keepalive. */

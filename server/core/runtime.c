@@ -352,16 +352,13 @@ persist_service(struct sl_service *svc)
 {
     char *over = NULL;
     size_t len = 0;
-    FILE *f = open_memstream(&over, &len);
+    FILE *f;
     int rc;
 
     if (svc->cluster != NULL) {   /* its cluster= names the servers */
-        if (f != NULL) {
-            fclose(f);
-        }
-        free(over);
         return sl__persist_write(svc->name, svc->params, NULL);
     }
+    f = open_memstream(&over, &len);
     if (f == NULL) {
         return -ENOMEM;
     }

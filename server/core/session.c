@@ -924,12 +924,7 @@ sl__backend_keepalive(struct sl_backend *b, uint64_t now_ms)
         ses->client->spliced || backend_pending(b)) {
         return;   /* busy, not ready, or its bytes bypass Sluice */
     }
-    last = atomic_load_explicit(&d->last_read_ms, memory_order_relaxed);
-    if (atomic_load_explicit(&d->write_progress_ms, memory_order_relaxed) >
-        last) {
-        last = atomic_load_explicit(&d->write_progress_ms,
-                                    memory_order_relaxed);
-    }
+    last = sl__dcb_last_io_ms(d);
     if (now_ms < last + ka || (buf = sl_buf_from(ping, sizeof(ping))) ==
                                   NULL) {
         return;

@@ -232,6 +232,16 @@ rws_trx_log_clear(struct rws_session *rs)
     rs->trx_log_ok = false;
 }
 
+/* Take the last logged statement back out (it is re-sent after a replay
+ * and logged again then). */
+static void
+trx_log_pop(struct rws_session *rs)
+{
+    rs->ntrx--;
+    rs->trx_bytes -= sl_buf_len(rs->trx_log[rs->ntrx].buf);
+    sl_buf_free(rs->trx_log[rs->ntrx].buf);
+}
+
 bool
 rws_trx_log_add(struct rws_session *rs, const struct sl_buf *buf)
 {
@@ -317,6 +327,16 @@ replay_timed_out(const struct rws_session *rs)
     uint64_t t = rs->inst->cfg.trx_replay_timeout_ms;
 
     return t > 0 && rws_now_us() / 1000 >= rs->replay_start_ms + t;
+}
+
+/* One more replay attempt; the first starts transaction_replay_timeout's
+ * clock. */
+static void
+count_attempt(struct rws_session *rs, uint64_t now_ms)
+{
+    if (rs->replay_attempts++ == 0) {
+        rs->replay_start_ms = now_ms;
+    }
 }
 
 static void finish_replay(struct rws_session *rs);
@@ -550,9 +570,7 @@ replay_again(struct rws_session *rs, bool rollback)
                             now_ms)) {
         return false;
     }
-    if (rs->replay_attempts++ == 0) {
-        rs->replay_start_ms = now_ms;
-    }
+    count_attempt(rs, now_ms);
     if (rollback && m >= 0 && rws_be_live(&rs->be[m])) {
         static const unsigned char rb[] = "\x09\x00\x00\x00\x03ROLLBACK";
         struct sl_buf *q = sl_buf_from(rb, sizeof(rb) - 1);
@@ -993,12 +1011,7 @@ deadlock_retry(struct rws_session *rs, struct rws_be *be,
     sl_log_ses_notice(rs->ses, "Deadlock (1213) on '%s' inside a transaction: replaying it", sl_server_name(be->srv));
     /* The statement that met the deadlock is re-sent after the replay
      * (and logged again then), not replayed. */
-    rs->ntrx--;
-    sl_buf_free(rs->trx_log[rs->ntrx].buf);
-    rs->trx_bytes = 0;
-    for (size_t i = 0; i < rs->ntrx; i++) {
-        rs->trx_bytes += sl_buf_len(rs->trx_log[i].buf);
-    }
+    trx_log_pop(rs);
     return replay_again(rs, false);
 }
 
@@ -1419,15 +1432,12 @@ master_failed(struct rws_session *rs, bool pending)
         rws_replay_allowed(c, rs->replay_attempts, rs->replay_start_ms,
                            rws_now_us() / 1000) &&
         (!pending || !rs->cur_started)) {
-        if (rs->replay_attempts++ == 0) {
-            rs->replay_start_ms = rws_now_us() / 1000;
-        }
+        count_attempt(rs, rws_now_us() / 1000);
         rs->replaying = true;
         if (pending && rs->cur != NULL && rs->ntrx > 0) {
             /* The interrupted statement is re-sent after the replay (and
              * logged again then), not replayed. */
-            rs->ntrx--;
-            sl_buf_free(rs->trx_log[rs->ntrx].buf);
+            trx_log_pop(rs);
         }
         rs->replay_failed = false;
         rs->replay_deadlock = false;
