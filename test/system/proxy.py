@@ -207,14 +207,16 @@ replication_password={st.REPL_PASSWORD}
 """ + (params.strip() + "\n" if params.strip() else "")
 
 
-def monitor_command(admin_port, cmd, *args, timeout=120):
-    """POST /v1/maxscale/modules/mariadbmon/CMD?ARG&ARG as admin on the
-    REST API at admin_port: (HTTP status, the JSON document or None)."""
-    query = "&".join(urllib.parse.quote(a, safe="") for a in args)
-    url = (f"http://{st.HOST}:{admin_port}/v1/maxscale/modules/"
-           f"mariadbmon/{cmd}" + (f"?{query}" if query else ""))
-    req = urllib.request.Request(url, data=b"", method="POST")
+def admin_rest(admin_port, method, path, body=None, timeout=30):
+    """METHOD /v1/PATH as admin on the REST API at admin_port, with `body`
+    as JSON if given: (HTTP status, the JSON document or None)."""
+    url = f"http://{st.HOST}:{admin_port}/v1/{path.lstrip('/')}"
+    data = (json.dumps(body).encode() if body is not None
+            else b"" if method != "GET" else None)
+    req = urllib.request.Request(url, data=data, method=method)
     req.add_header("Authorization", ADMIN_AUTH)
+    if body is not None:
+        req.add_header("Content-Type", "application/json")
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             text = resp.read()
@@ -222,6 +224,14 @@ def monitor_command(admin_port, cmd, *args, timeout=120):
     except urllib.error.HTTPError as exc:
         text = exc.read()
         return exc.code, json.loads(text) if text else None
+
+
+def monitor_command(admin_port, cmd, *args, timeout=120):
+    """POST /v1/maxscale/modules/mariadbmon/CMD?ARG&ARG as admin on the
+    REST API at admin_port: (HTTP status, the JSON document or None)."""
+    query = "&".join(urllib.parse.quote(a, safe="") for a in args)
+    return admin_rest(admin_port, "POST", f"maxscale/modules/mariadbmon/{cmd}"
+                      + (f"?{query}" if query else ""), timeout=timeout)
 
 
 def rw_service(name, port, params="", servers=None):

@@ -23,14 +23,12 @@ and data:
 
 import json
 import subprocess
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 import sluicetest as st
-from proxy import ADMIN_AUTH, CONFIG_REFUSED, Daemon, global_section, \
+from proxy import admin_rest, CONFIG_REFUSED, Daemon, global_section, \
     mariadbmon_section, monitor_command, server_sections
 
 pytestmark = [pytest.mark.sluice_only]
@@ -70,18 +68,7 @@ port={RW_PORT}
 
 
 def rest(method, path, body=None):
-    req = urllib.request.Request(
-        f"http://{st.HOST}:{ADMIN_PORT}/v1{path}", method=method,
-        data=json.dumps(body).encode() if body is not None else None)
-    req.add_header("Authorization", ADMIN_AUTH)
-    req.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            text = resp.read()
-            return resp.status, json.loads(text) if text else None
-    except urllib.error.HTTPError as exc:
-        text = exc.read()
-        return exc.code, json.loads(text) if text else None
+    return admin_rest(ADMIN_PORT, method, path, body, timeout=30)
 
 
 def monitor_sees(primary):

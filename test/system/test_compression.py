@@ -11,20 +11,18 @@ without does not. Hostile compressed packets (bad zlib data, lengths that
 disagree, a decompression bomb past max_allowed_packet) get 1157/1153
 and only their connection closes."""
 
-import base64
 import hashlib
 import json
 import socket
 import struct
 import subprocess
-import urllib.request
 import zlib
 
 import pymysql
 import pytest
 
 import sluicetest as st
-from proxy import Daemon, Proxy, _wait_ready, global_section, \
+from proxy import admin_rest, Daemon, Proxy, _wait_ready, global_section, \
     readconnroute_services, rw_service, server_sections, stop_proxy
 
 PRIMARY_PORT = st.port(5160)
@@ -33,7 +31,6 @@ ADMIN_PORT = st.port(5162)
 RWS_PORT = st.port(5163)
 ZBACK_PORT = st.port(5164)
 SMALL_PORT = st.port(5165)
-AUTH = "Basic " + base64.b64encode(b"admin:mariadb").decode()
 MIB = 1024 * 1024
 ROWS = 100_000
 
@@ -164,11 +161,9 @@ def blob_data():
 
 
 def rest(method, path, timeout=30):
-    req = urllib.request.Request(f"http://{st.HOST}:{ADMIN_PORT}/v1{path}",
-                                 method=method)
-    req.add_header("Authorization", AUTH)
-    with urllib.request.urlopen(req, timeout=timeout) as resp:
-        return json.loads(resp.read())
+    status, doc = admin_rest(ADMIN_PORT, method, path, timeout=timeout)
+    assert status == 200, (method, path, status, doc)
+    return doc
 
 
 def session_of(service):

@@ -23,22 +23,18 @@ The module restores db1 as primary at the end (a switchover through the
 primary monitor; a fresh sandbox if that fails).
 """
 
-import json
 import os
 import re
 import signal
 import subprocess
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 import sluicetest as st
-from proxy import ADMIN_AUTH, Daemon, global_section, mariadbmon_section, \
-    readconnroute_services, server_sections
+from proxy import Daemon, admin_rest, global_section, mariadbmon_section, \
+    monitor_command, readconnroute_services, server_sections
 
 pytestmark = pytest.mark.sluice_only
 
@@ -104,23 +100,10 @@ class Instance:
         return "".join(p.read_text(errors="replace") for p in self.logs)
 
     def rest(self, method, path, body=None, timeout=120):
-        url = f"http://{st.HOST}:{self.admin_port}/v1/{path}"
-        data = json.dumps(body).encode() if body is not None else b""
-        req = urllib.request.Request(url, data=data if method != "GET"
-                                     else None, method=method)
-        req.add_header("Authorization", ADMIN_AUTH)
-        try:
-            with urllib.request.urlopen(req, timeout=timeout) as resp:
-                text = resp.read()
-                return resp.status, json.loads(text) if text else None
-        except urllib.error.HTTPError as exc:
-            text = exc.read()
-            return exc.code, json.loads(text) if text else None
+        return admin_rest(self.admin_port, method, path, body, timeout)
 
     def command(self, cmd, *args):
-        query = "&".join(urllib.parse.quote(a, safe="") for a in args)
-        return self.rest("POST", f"maxscale/modules/mariadbmon/{cmd}"
-                         + (f"?{query}" if query else ""))
+        return monitor_command(self.admin_port, cmd, *args)
 
     def maxctrl(self, *args):
         proc = subprocess.run([str(MAXCTRL), "-u", "admin", "-p", "mariadb",

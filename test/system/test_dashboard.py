@@ -11,8 +11,6 @@ happened. Screenshots go to BUILD_DIR/test-artifacts/dashboard/.
 
 Ports st.port(5064) admin, st.port(5069) RW-Service."""
 
-import base64
-import json
 import subprocess
 import sys
 import threading
@@ -22,7 +20,7 @@ import urllib.request
 import pytest
 
 import sluicetest as st
-from proxy import Daemon, global_section, mariadbmon_section, \
+from proxy import admin_rest, Daemon, global_section, mariadbmon_section, \
     server_sections
 
 pytestmark = pytest.mark.sluice_only
@@ -32,7 +30,6 @@ RW = st.port(5069)
 SELENIUM = "selenium==4.27.1"
 VENV = st.BUILD_DIR / "browser" / "venv"
 ARTIFACTS = st.BUILD_DIR / "test-artifacts" / "dashboard"
-AUTH = "Basic " + base64.b64encode(b"admin:mariadb").decode()
 
 
 def config(run_dir):
@@ -61,17 +58,7 @@ port={RW}
 
 
 def rest(method, path):
-    req = urllib.request.Request(f"http://{st.HOST}:{ADMIN}/v1/{path}",
-                                 data=b"" if method != "GET" else None,
-                                 method=method)
-    req.add_header("Authorization", AUTH)
-    try:
-        with urllib.request.urlopen(req, timeout=120) as resp:
-            text = resp.read()
-            return resp.status, json.loads(text) if text else None
-    except urllib.error.HTTPError as exc:
-        text = exc.read()
-        return exc.code, json.loads(text) if text else None
+    return admin_rest(ADMIN, method, path, timeout=120)
 
 
 def roles():

@@ -24,28 +24,22 @@ The switchover changes the sandbox primary; the module puts db1 back
 bytes), so the services here set kernel_forwarding=auto.
 """
 
-import base64
 import hashlib
-import json
 import os
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 
 import pymysql
 import pytest
 from pymysql.constants import CLIENT
 
 import sluicetest as st
-from proxy import Daemon, global_section, mariadbmon_section, \
+from proxy import admin_rest, Daemon, global_section, mariadbmon_section, \
     readconnroute_services, server_sections
 
 PRIMARY_PORT = st.port(5070)
 REPLICA_PORT = st.port(5071)
 ADMIN_PORT = st.port(5072)
 OFF_PORT = st.port(5073)
-AUTH = "Basic " + base64.b64encode(b"admin:mariadb").decode()
 MIB = 1024 * 1024
 
 
@@ -84,17 +78,7 @@ port={OFF_PORT}
 
 
 def rest(method, path, timeout=60):
-    req = urllib.request.Request(f"http://{st.HOST}:{ADMIN_PORT}/v1{path}",
-                                 data=b"" if method == "POST" else None,
-                                 method=method)
-    req.add_header("Authorization", AUTH)
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            text = resp.read()
-            return resp.status, json.loads(text) if text else None
-    except urllib.error.HTTPError as exc:
-        text = exc.read()
-        return exc.code, json.loads(text) if text else None
+    return admin_rest(ADMIN_PORT, method, path, timeout=timeout)
 
 
 def sessions(service):

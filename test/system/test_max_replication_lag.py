@@ -24,16 +24,13 @@ max_slave_replication_lag) and a readconnroute service
 """
 
 import contextlib
-import json
 import subprocess
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 import sluicetest as st
-from proxy import ADMIN_AUTH, CONFIG_REFUSED, Daemon, global_section, \
+from proxy import admin_rest, CONFIG_REFUSED, Daemon, global_section, \
     mariadbmon_section, rw_service, server_sections
 
 pytestmark = [pytest.mark.sluice_only]
@@ -72,18 +69,7 @@ port={RCR_PORT}
 
 def rest(method, path, body=None):
     """(HTTP status, JSON document or None) of METHOD /v1PATH."""
-    req = urllib.request.Request(
-        f"http://{st.HOST}:{ADMIN_PORT}/v1{path}", method=method,
-        data=json.dumps(body).encode() if body is not None else None)
-    req.add_header("Authorization", ADMIN_AUTH)
-    req.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            text = resp.read()
-            return resp.status, json.loads(text) if text else None
-    except urllib.error.HTTPError as exc:
-        text = exc.read()
-        return exc.code, json.loads(text) if text else None
+    return admin_rest(ADMIN_PORT, method, path, body, timeout=10)
 
 
 def server_attrs(name):
