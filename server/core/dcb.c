@@ -1326,17 +1326,100 @@ listener_events(struct sl_dcb *ldcb)
     return EPOLLIN;   /* more may be waiting: back to the tail */
 }
 
+/* ---- work posted to a DCB's turn ---- */
+
+struct dcb_post {
+    struct dcb_post *next;
+    sl_dcb_fn fn;
+    void *arg;
+};
+
+/* Event bit of a DCB's queue item meaning "posts waiting" (not an epoll
+ * bit: epoll uses the low 16 and the top four). */
+#define DCB_EV_POSTED (1u << 24)
+
+/* In dcb_handler, before anything else and whether or not the DCB is
+ * closed (each post holds a reference): the posted functions, oldest
+ * first. They run in the DCB's own event turn, so never beside another
+ * worker handling the same DCB -- also when it has no session to lock (a
+ * login parked for an accounts reload). */
+static void
+run_posts(struct sl_dcb *dcb)
+{
+    struct dcb_post *p = atomic_exchange(&dcb->posts, NULL);
+    struct dcb_post *fifo = NULL;
+
+    while (p != NULL) {
+        struct dcb_post *next = p->next;
+
+        p->next = fifo;
+        fifo = p;
+        p = next;
+    }
+    while ((p = fifo) != NULL) {
+        fifo = p->next;
+        p->fn(dcb, p->arg);
+        sl_dcb_unref(dcb);
+        free(p);
+    }
+}
+
+/* A message on the DCB's worker: give the DCB a turn for its posts (the
+ * message holds a reference: a turn may have run the posts meanwhile). */
+static void
+notify_posted(void *arg)
+{
+    struct sl_dcb *dcb = arg;
+
+    sl__worker_notify(dcb->worker, &dcb->ev, DCB_EV_POSTED);
+    sl_dcb_unref(dcb);
+}
+
+int
+sl_dcb_post(struct sl_dcb *dcb, sl_dcb_fn fn, void *arg)
+{
+    struct dcb_post *p = malloc(sizeof(*p));
+    struct dcb_post *head;
+
+    if (p == NULL) {
+        return -ENOMEM;
+    }
+    p->fn = fn;
+    p->arg = arg;
+    sl_dcb_ref(dcb);
+    head = atomic_load(&dcb->posts);
+    do {
+        p->next = head;
+    } while (!atomic_compare_exchange_weak(&dcb->posts, &head, p));
+    sl_dcb_ref(dcb);
+    if (sl_worker_post(dcb->worker, notify_posted, dcb) != 0) {
+        /* cannot wake the owner: the post runs at the DCB's next event */
+        sl_dcb_unref(dcb);
+        sl_log_warn("out of memory: work for connection %s waits for its "
+                    "next event", dcb->remote);
+    }
+    return 0;
+}
+
 static uint32_t
 dcb_handler(struct sl_evq_item *it, uint32_t events)
 {
     struct sl_dcb *dcb = (struct sl_dcb *)it;
     uint32_t left = 0;
 
+    if (events & DCB_EV_POSTED) {
+        if (dcb->session != NULL) {
+            sl__session_lock_for_event(dcb->session);
+        }
+        run_posts(dcb);   /* also for a closed DCB: each holds a ref */
+        events &= ~DCB_EV_POSTED;
+    }
     if (dcb->state == DCB_CLOSED) {
+        sl__session_unlock_event();
         return 0;
     }
     if (dcb->session != NULL) {
-        sl__session_lock_for_event(dcb->session);
+        sl__session_lock_for_event(dcb->session);   /* once per turn */
     }
     if (dcb->state != DCB_CLOSED) {
         switch (dcb->role) {
@@ -1701,50 +1784,6 @@ sl_dcb_unref(struct sl_dcb *dcb)
 {
     /* the reaper frees it once it is a zombie and this reached 0 */
     atomic_fetch_sub(&dcb->refs, 1);
-}
-
-struct dcb_post {
-    struct sl_dcb *dcb;
-    sl_dcb_fn fn;
-    void *arg;
-};
-
-static void
-run_dcb_post(void *arg)
-{
-    struct dcb_post *p = arg;
-    struct sl_dcb *dcb = p->dcb;
-    bool locked = dcb->state != DCB_CLOSED && dcb->session != NULL;
-
-    if (locked) {
-        sl__session_lock_for_event(dcb->session);
-    }
-    p->fn(dcb, p->arg);
-    if (locked) {
-        sl__session_unlock_event();
-    }
-    sl_dcb_unref(dcb);
-    free(p);
-}
-
-int
-sl_dcb_post(struct sl_dcb *dcb, sl_dcb_fn fn, void *arg)
-{
-    struct dcb_post *p = malloc(sizeof(*p));
-
-    if (p == NULL) {
-        return -ENOMEM;
-    }
-    p->dcb = dcb;
-    p->fn = fn;
-    p->arg = arg;
-    sl_dcb_ref(dcb);
-    if (sl_worker_post(dcb->worker, run_dcb_post, p) != 0) {
-        sl_dcb_unref(dcb);
-        free(p);
-        return -ENOMEM;
-    }
-    return 0;
 }
 
 bool

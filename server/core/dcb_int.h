@@ -54,6 +54,9 @@ struct sl_dcb {
 
     sl_dcb_internal_fn internal_fn;
     void *internal_arg;
+    /* sl_dcb_post work waiting for this DCB's next turn (a LIFO pushed by
+     * the owner's message handler, taken whole by dcb_handler). */
+    _Atomic(struct dcb_post *) posts;
 
     char remote[256];
     /* client: the address it presented (accept()'s, or the one its PROXY
@@ -76,8 +79,9 @@ struct sl_dcb {
                                      * below writeq_low_water */
     bool accept_done;               /* client_accept ran (free hook due) */
     bool backend_inited;            /* backend_init ran */
-    bool pending_login;             /* client: counted in pending.c until
-                                     * its session is created */
+    _Atomic bool pending_login;     /* client: counted in pending.c until
+                                     * its session is created (atomic: the
+                                     * owner's sweep reads it, shared model) */
     bool spliced;                   /* in the kernel-forwarding sockhash
                                      * (splice.c): reads bypass the
                                      * protocol */
@@ -159,6 +163,11 @@ struct sl_session {
     bool counted;                   /* counted in service->sessions */
     pthread_mutex_t lock;           /* shared model: held while processing
                                      * any DCB of this session */
+    struct sl_session *lock_root;   /* whose lock that is: the session
+                                     * itself, or for an internal session
+                                     * its parent's lock_root (one of its
+                                     * references held), since the parent
+                                     * drives it from the parent's events */
     char user[388];                 /* 128 characters of utf8mb3 */
     char remote[256];
     char db[196];                   /* 64 characters of utf8mb3 */

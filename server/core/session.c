@@ -56,11 +56,14 @@ sl__session_count(void)
 void
 sl__session_lock_for_event(struct sl_session *ses)
 {
+    struct sl_session *root;
+
     if (!sl__workers_shared() || locked_ses != NULL) {
         return;
     }
-    pthread_mutex_lock(&ses->lock);
-    locked_ses = ses;
+    root = ses->lock_root != NULL ? ses->lock_root : ses;
+    pthread_mutex_lock(&root->lock);
+    locked_ses = root;
 }
 
 void
@@ -101,7 +104,13 @@ session_free(struct sl_session *ses)
         free(b->held);
         free(b);
     }
+    if (locked_ses == ses) {
+        sl__session_unlock_event();
+    }
     pthread_mutex_destroy(&ses->lock);
+    if (ses->lock_root != NULL && ses->lock_root != ses) {
+        sl__session_unref(ses->lock_root);
+    }
     free(ses);
     atomic_fetch_sub(&session_live, 1);
 }
@@ -184,6 +193,7 @@ session_alloc(struct sl_dcb *client)
     ses->service = client->service;
     ses->protocol = client->protocol;
     pthread_mutex_init(&ses->lock, NULL);
+    ses->lock_root = ses;
     snprintf(ses->remote, sizeof(ses->remote), "%s", client->remote);
     ses->peer = client->peer;
     ses->local = client->local;
@@ -439,6 +449,11 @@ sl_session_create_internal(struct sl_session *parent, struct sl_service *svc,
     ses->protocol_data = parent->protocol_data;   /* shared, not owned */
     ses->client_caps = parent->client_caps;
     pthread_mutex_init(&ses->lock, NULL);
+    /* Shared model: the parent's worker routes into this session during
+     * the parent's events, so this session's own DCB events must take the
+     * same lock (set before the router connects any backend). */
+    ses->lock_root = parent->lock_root != NULL ? parent->lock_root : parent;
+    atomic_fetch_add(&ses->lock_root->refs, 1);
     snprintf(ses->remote, sizeof(ses->remote), "%s", parent->remote);
     ses->peer = parent->peer;
     ses->local = parent->local;

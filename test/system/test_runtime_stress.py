@@ -275,14 +275,19 @@ def test_rss_flat_over_10000_patches(proxy):
     t = threading.Thread(target=client, args=(0, stop, errors, counts))
     t.start()
     figures = {}
+    # Under a sanitizer RSS is not comparable (skipped below) and each
+    # PATCH is several times slower; what is left to check there is PATCH
+    # racing the sessions, which 2,000 cover.
+    marks = (100, 1000, 2000) if sanitizer_build() else (100, 1000, 5000,
+                                                         10000)
     try:
-        for i in range(1, 10001):
+        for i in range(1, marks[-1] + 1):
             if i % 2:
                 patch("/services/Stress-RWS",
                       {"max_slave_replication_lag": f"{i % 50 + 1}s"})
             else:
                 patch("/filters/Stress-Cache", {"soft_ttl": f"{i % 7 + 1}s"})
-            if i in (100, 1000, 5000, 10000):
+            if i in marks:
                 time.sleep(1)   # let the last sessions and epochs pass
                 patch("/servers/db2", {"weight": 1})   # a write reclaims
                 figures[i] = rss_kb(proxy.pid)
