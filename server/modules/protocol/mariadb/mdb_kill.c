@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <netdb.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -548,6 +549,10 @@ deliver(struct sl_dcb *dcb, void *arg)
     job_free(j);
 }
 
+/* Job threads still running: the module must not be unloaded under them
+ * (mdb_kill_wait_jobs, from the module's process_finish). */
+static atomic_int jobs_running;
+
 static void *
 job_main(void *arg)
 {
@@ -570,6 +575,7 @@ job_main(void *arg)
     } else {
         job_free(j);
     }
+    atomic_fetch_sub(&jobs_running, 1);   /* the last thing it does */
     return NULL;
 }
 
@@ -582,9 +588,29 @@ start_job(struct kill_job *j)
 
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    atomic_fetch_add(&jobs_running, 1);
     rc = pthread_create(&th, &attr, job_main, j);
+    if (rc != 0) {
+        atomic_fetch_sub(&jobs_running, 1);
+    }
     pthread_attr_destroy(&attr);
     return rc;
+}
+
+void
+mdb_kill_wait_jobs(void)
+{
+    /* Each job is bounded by its sockets' timeouts (KILL_TIMEOUT_S per
+     * step and target); wait for them, at most 30 s. */
+    for (int i = 0; atomic_load(&jobs_running) > 0; i++) {
+        if (i == 3000) {
+            sl_log_warn("%d KILL jobs still running at exit",
+                        atomic_load(&jobs_running));
+            return;
+        }
+        usleep(10 * 1000);
+    }
+    usleep(10 * 1000);   /* the last one's return from job_main */
 }
 
 static bool

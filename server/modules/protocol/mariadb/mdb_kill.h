@@ -35,6 +35,9 @@ uint32_t mdb_kill_id(const struct sl_dcb *client);
 void mdb_kill_register(struct sl_dcb *client, const char *user);
 void mdb_kill_set_user(struct sl_dcb *client, const char *user);
 void mdb_kill_unregister(struct sl_dcb *client);
+/* At module unload: wait for the KILL job threads still running (they
+ * run this module's code), at most 30 s. */
+void mdb_kill_wait_jobs(void);
 void mdb_kill_add_backend(uint32_t id, struct sl_server *srv,
                           uint32_t tid);
 void mdb_kill_remove_backend(uint32_t id, struct sl_server *srv,

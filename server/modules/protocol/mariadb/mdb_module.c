@@ -11,6 +11,7 @@
 #include <sluice/protocol.h>
 
 #include "mdb.h"
+#include "mdb_kill.h"
 
 static void *
 service_data_create(struct sl_service *svc)
@@ -35,6 +36,15 @@ static int
 process_init(void)
 {
     return mysql_library_init(0, NULL, NULL) == 0 ? 0 : -1;
+}
+
+/* Before the module is unloaded: no KILL job thread may still run its
+ * code (a crash at exit under ASan in test_filter_tee, shared model:
+ * kill_on_client_close started a job while the daemon stopped). */
+static void
+process_finish(void)
+{
+    mdb_kill_wait_jobs();
 }
 
 static const struct sl_protocol_ops ops = {
@@ -71,5 +81,6 @@ SL_MODULE_DEFINE({
     .aliases = aliases,
     .params = NULL,
     .process_init = process_init,
+    .process_finish = process_finish,
     .ops = &ops,
 })
