@@ -69,9 +69,12 @@
  *        by kind, from routers).
  *   2.2  sl_dcb_set_codec and sl_dcb_has_codec (a transform between a
  *        DCB's socket and its queues: the MariaDB protocol compression).
+ *   2.3  sl_session_add_timer and sl_session_cancel_timer (a timer that
+ *        runs under the session's lock and keeps the session allocated:
+ *        safe in event_model=shared, unlike a plain worker timer).
  */
 #define SL_MODULE_ABI_MAJOR 2
-#define SL_MODULE_ABI_MINOR 2
+#define SL_MODULE_ABI_MINOR 3
 
 enum sl_module_type {
     SL_MODULE_PROTOCOL = 1,

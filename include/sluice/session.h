@@ -36,6 +36,7 @@
 #include <sluice/buf-t.h>
 #include <sluice/ccdefs.h>
 #include <sluice/reply.h>
+#include <sluice/worker.h>
 
 struct sl_session;
 struct sl_backend;
@@ -201,5 +202,21 @@ SL_EXPORT int sl_backend_reply(struct sl_backend *b, struct sl_buf *buf,
  */
 SL_EXPORT void sl_session_count_query(struct sl_session *ses,
                                       uint32_t qc_type);
+
+/*
+ * A timer of the session: fn(arg) after ms milliseconds, on the worker
+ * that adds it, repeating while fn returns true. Unlike a plain worker
+ * timer it is safe in both event models: fn runs under the session's lock
+ * (event_model=shared, where another worker may be handling the session's
+ * connections), never once the session is closing, and the session stays
+ * allocated until the timer has ended (so router and filter session data
+ * freed in free_session outlive it). Returns a non-zero id, 0 on failure.
+ * Call from the session's own events.
+ */
+SL_EXPORT uint64_t sl_session_add_timer(struct sl_session *ses, uint64_t ms,
+                                        sl_timer_fn fn, void *arg);
+/* Stop a timer of the session: fn is not called again. No-op for an id
+ * that has ended. Call from the session's own events (or free_session). */
+SL_EXPORT void sl_session_cancel_timer(struct sl_session *ses, uint64_t id);
 
 #endif

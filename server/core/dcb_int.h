@@ -182,6 +182,7 @@ struct sl_session {
     struct sl_session *children;    /* internal sessions of this one */
     struct sl_session *sibling;     /* next in parent->children */
     struct sl_ses_stats stats;      /* stats.c: commands being timed */
+    struct ses_timer *timers;       /* sl_session_add_timer's, running */
     struct sl_splice *splice;       /* kernel forwarding (splice.c) */
 };
 

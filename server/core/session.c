@@ -1011,3 +1011,101 @@ sl_backend_reply(struct sl_backend *b, struct sl_buf *buf,
     }
     return rc;
 }
+
+/* ---- session timers ---- */
+
+struct ses_timer {
+    struct ses_timer *next;     /* in ses->timers */
+    struct sl_session *ses;     /* referenced until the timer ends */
+    sl_timer_fn fn;
+    void *arg;
+    uint64_t id;                /* the worker timer's */
+    bool cancelled;
+};
+
+static void
+timer_unlink(struct sl_session *ses, struct ses_timer *t)
+{
+    for (struct ses_timer **pp = &ses->timers; *pp != NULL;
+         pp = &(*pp)->next) {
+        if (*pp == t) {
+            *pp = t->next;
+            return;
+        }
+    }
+}
+
+/* A timer ending without its last run (its worker stopped): release
+ * what it holds. */
+static void
+ses_timer_drop(void *arg)
+{
+    struct ses_timer *t = arg;
+    struct sl_session *ses = t->ses;
+
+    timer_unlink(ses, t);
+    free(t);
+    sl__session_unref(ses);
+}
+
+/* The worker timer: under the session's lock (shared model) call fn while
+ * the session is open and the timer not cancelled; when it ends, drop
+ * it and its reference (the session may be freed then, unlocked). */
+static bool
+ses_timer_fire(void *arg)
+{
+    struct ses_timer *t = arg;
+    struct sl_session *ses = t->ses;
+    bool again = false;
+
+    sl__session_lock_for_event(ses);
+    if (!t->cancelled && ses->state != SL_SESSION_CLOSING) {
+        again = t->fn(t->arg);
+    }
+    if (!again) {
+        timer_unlink(ses, t);
+    }
+    sl__session_unlock_event();
+    if (!again) {
+        free(t);
+        sl__session_unref(ses);
+    }
+    return again;
+}
+
+uint64_t
+sl_session_add_timer(struct sl_session *ses, uint64_t ms, sl_timer_fn fn,
+                     void *arg)
+{
+    struct ses_timer *t = calloc(1, sizeof(*t));
+
+    if (t == NULL) {
+        return 0;
+    }
+    t->ses = ses;
+    t->fn = fn;
+    t->arg = arg;
+    atomic_fetch_add(&ses->refs, 1);   /* the timer's */
+    t->id = sl__worker_add_timer_drop(ms, ses_timer_fire, ses_timer_drop, t);
+    if (t->id == 0) {
+        atomic_fetch_sub(&ses->refs, 1);   /* the caller holds one */
+        free(t);
+        return 0;
+    }
+    t->next = ses->timers;
+    ses->timers = t;
+    return t->id;
+}
+
+/* The worker timer stays queued (another worker may own it, shared
+ * model); it ends at its next expiry without calling fn. */
+void
+sl_session_cancel_timer(struct sl_session *ses, uint64_t id)
+{
+    for (struct ses_timer *t = ses->timers; t != NULL; t = t->next) {
+        if (t->id == id) {
+            t->cancelled = true;
+            return;
+        }
+    }
+}

@@ -66,6 +66,9 @@ struct wtimer {
     uint64_t id;
     sl_timer_fn fn;   /* NULL once cancelled */
     void *arg;
+    void (*drop)(void *arg);   /* if set: called for a timer that ends
+                                * without its last run (the worker stops,
+                                * or it could not be re-armed) */
 };
 
 static struct sl_worker **workers;
@@ -296,7 +299,8 @@ heap_push(struct sl_worker *w, struct wtimer t)
 }
 
 uint64_t
-sl_worker_add_timer(uint64_t ms, sl_timer_fn fn, void *arg)
+sl__worker_add_timer_drop(uint64_t ms, sl_timer_fn fn, void (*drop)(void *),
+                          void *arg)
 {
     struct sl_worker *w = tls_worker;
     struct wtimer t;
@@ -309,7 +313,14 @@ sl_worker_add_timer(uint64_t ms, sl_timer_fn fn, void *arg)
     t.id = atomic_fetch_add(&next_timer_id, 1);
     t.fn = fn;
     t.arg = arg;
+    t.drop = drop;
     return heap_push(w, t) == 0 ? t.id : 0;
+}
+
+uint64_t
+sl_worker_add_timer(uint64_t ms, sl_timer_fn fn, void *arg)
+{
+    return sl__worker_add_timer_drop(ms, fn, NULL, arg);
 }
 
 void
@@ -349,6 +360,9 @@ run_timers(struct sl_worker *w, uint64_t now_us)
             if (heap_push(w, t) != 0) {
                 sl_log_error("cannot re-arm timer %llu",
                              (unsigned long long)t.id);
+                if (t.drop != NULL) {
+                    t.drop(t.arg);
+                }
             }
         }
     }
@@ -830,6 +844,11 @@ worker_delete(struct sl_worker *w)
     sl__evq_destroy(&w->own_evq);
     pthread_mutex_destroy(&w->msg_lock);
     pthread_mutex_destroy(&w->dcb_lock);
+    for (size_t i = 0; i < w->ntimers; i++) {
+        if (w->timers[i].drop != NULL) {
+            w->timers[i].drop(w->timers[i].arg);
+        }
+    }
     free(w->timers);
     free(w);
 }

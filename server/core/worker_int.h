@@ -77,6 +77,11 @@ void sl__worker_reap_all(struct sl_worker *w);
  * generations and module instances. 0, or -ENOMEM (fn never runs: the
  * caller's object leaks, it is never freed early). Any thread. */
 int sl__worker_defer(void (*fn)(void *), void *arg);
+/* sl_worker_add_timer with a drop function, called with arg if the timer
+ * ends without its last run: the worker stops with it still queued, or it
+ * could not be re-armed (what the timer holds is released there). */
+uint64_t sl__worker_add_timer_drop(uint64_t ms, sl_timer_fn fn,
+                                   void (*drop)(void *), void *arg);
 /* Run the deferred functions whose epoch every worker has passed (all of
  * them with all=true: only once the workers have stopped). Returns how
  * many ran. Admin thread or main. */
