@@ -53,10 +53,11 @@ SL_EXPORT uint64_t sl_worker_add_timer(uint64_t ms, sl_timer_fn fn,
 SL_EXPORT void sl_worker_cancel_timer(uint64_t id);
 
 /*
- * True in event_model=shared. A timer there runs on the worker that added
- * it, without the lock of any session, while another worker may handle
- * (and free) the session: session state must not be touched from a timer
- * in that model. Any thread.
+ * True in event_model=shared. A plain worker timer there runs on the
+ * worker that added it, without the lock of any session, while another
+ * worker may handle (and free) the session: a timer that touches session
+ * state must be a session timer (sl_session_add_timer, session.h). Any
+ * thread.
  */
 SL_EXPORT bool sl_worker_shared_model(void);
 

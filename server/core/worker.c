@@ -822,6 +822,22 @@ worker_new(int index)
     return w;
 }
 
+/* The worker has stopped: its queued timers end without running; those
+ * with a drop function release what they hold (a session timer's
+ * session reference, which may free the session). */
+static void
+drop_timers(struct sl_worker *w)
+{
+    size_t n = w->ntimers;
+
+    w->ntimers = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (w->timers[i].drop != NULL) {
+            w->timers[i].drop(w->timers[i].arg);
+        }
+    }
+}
+
 static void
 worker_delete(struct sl_worker *w)
 {
@@ -844,11 +860,6 @@ worker_delete(struct sl_worker *w)
     sl__evq_destroy(&w->own_evq);
     pthread_mutex_destroy(&w->msg_lock);
     pthread_mutex_destroy(&w->dcb_lock);
-    for (size_t i = 0; i < w->ntimers; i++) {
-        if (w->timers[i].drop != NULL) {
-            w->timers[i].drop(w->timers[i].arg);
-        }
-    }
     free(w->timers);
     free(w);
 }
@@ -965,6 +976,28 @@ sl__workers_finish(void)
         if (workers[i] != NULL) {
             while (sl__evq_process_one(workers[i]->evq)) {
             }
+        }
+    }
+    /* Timers end (a session timer's reference may free its session and
+     * so make DCBs reclaimable), then every worker's zombies are freed
+     * while all workers still exist: in the shared model a zombie may be
+     * on another worker's list than the one that owns it. */
+    for (i = 0; i < nworkers; i++) {
+        if (workers[i] != NULL) {
+            drop_timers(workers[i]);
+        }
+    }
+    for (int round = 0; round < 8; round++) {
+        size_t left = 0;
+
+        for (i = 0; i < nworkers; i++) {
+            if (workers[i] != NULL) {
+                sl__worker_reap_all(workers[i]);
+                left += workers[i]->nzombies;
+            }
+        }
+        if (left == 0) {
+            break;
         }
     }
     for (i = 0; i < nworkers; i++) {

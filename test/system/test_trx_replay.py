@@ -23,7 +23,8 @@ readconnroute services; 5100-5101 belong to test_switchover):
   MR        master_failure_mode=fail_on_write (master_reconnection on)
   SafeOn    transaction_replay=true (transaction_replay_safe_commit=true)
   SafeOff   transaction_replay_safe_commit=false
-and, in a second proxy with event_model=shared (5115-5117), DlOn again.
+and, in a second proxy with event_model=shared (5115-5117), DlOn again
+(the module's own proxy uses SLUICE_TEST_EVENT_MODEL, pinned by default).
 """
 
 import threading
@@ -74,11 +75,8 @@ def proxy(tmp_path_factory):
         cur.execute("CREATE TABLE test.rp_dl (id INT PRIMARY KEY, v INT)")
         cur.execute("CREATE TABLE test.rp_nopk (v VARCHAR(32))")
     st.wait_replicated()
-    # the replays run on a session timer: event_model=pinned only (see
-    # docs/modules.md); test_deadlock_in_shared_model_reaches_client
-    # checks what shared does
     yield from running_proxy(tmp_path_factory, PRIMARY_PORT, REPLICA_PORT,
-                             extra=EXTRA, event_model="pinned")
+                             extra=EXTRA)
 
 
 def wait_routes(port, timeout=20):
@@ -368,10 +366,11 @@ def test_deadlock_replayed_with_retry_on_deadlock(proxy):
         == ((1, 11), (2, 11))
 
 
-def test_deadlock_in_shared_model_reaches_client(proxy, tmp_path):
-    """event_model=shared: no replay runs (its timer is not safe there,
-    as documented), so even with retry_on_deadlock the 1213 reaches the
-    client, and the session goes on."""
+def test_deadlock_replayed_in_shared_model(proxy, tmp_path):
+    """event_model=shared replays too: the replay runs on a session timer
+    (sl_session_add_timer, under the session's lock), so the victim's
+    transaction is replayed and neither client sees 1213 (before session
+    timers replay was off in the shared model and the 1213 came through)."""
     port = st.port(5117)
     shared = start_proxy(tmp_path, st.port(5115), st.port(5116),
                          event_model="shared",
@@ -379,7 +378,9 @@ def test_deadlock_in_shared_model_reaches_client(proxy, tmp_path):
                                           PARAMS["DlOn"]))
     try:
         wait_routes(port)
-        assert deadlock(port) == [1213]
+        assert deadlock(port) == []
+        assert primary_rows("SELECT id, v FROM test.rp_dl ORDER BY id") \
+            == ((1, 11), (2, 11))
     finally:
         problems = stop_proxy(shared)
     assert not problems, problems

@@ -423,12 +423,15 @@ rws_free_session(void *rsession)
     struct rws_session *rs = rsession;
 
     rs->closing = true;
+    /* Session timers end before the session is freed (each holds a
+     * reference), so these are no-ops unless free_session comes from
+     * somewhere else. */
     if (rs->timer != 0) {
-        sl_worker_cancel_timer(rs->timer);
+        sl_session_cancel_timer(rs->ses, rs->timer);
         rs->timer = 0;
     }
     if (rs->watch != 0) {
-        sl_worker_cancel_timer(rs->watch);
+        sl_session_cancel_timer(rs->ses, rs->watch);
         rs->watch = 0;
     }
     for (unsigned i = 0; i < rs->inst->nservers; i++) {

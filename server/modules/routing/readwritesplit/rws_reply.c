@@ -416,7 +416,7 @@ void
 rws_start_timer(struct rws_session *rs)
 {
     if (rs->timer == 0) {
-        rs->timer = sl_worker_add_timer(RWS_TIMER_MS, on_timer, rs);
+        rs->timer = sl_session_add_timer(rs->ses, RWS_TIMER_MS, on_timer, rs);
     }
 }
 
@@ -565,7 +565,7 @@ replay_again(struct rws_session *rs, bool rollback)
     uint64_t now_ms = rws_now_us() / 1000;
     int m = rs->master;
 
-    if (!c->trx_replay || !rs->trx_log_ok || sl_worker_shared_model() ||
+    if (!c->trx_replay || !rs->trx_log_ok ||
         !rws_replay_allowed(c, rs->replay_attempts, rs->replay_start_ms,
                             now_ms)) {
         return false;
@@ -943,8 +943,7 @@ replay_possible(const struct rws_session *rs)
 
     return c->trx_replay && rs->trx_log_ok && !rs->replaying &&
            rws_replay_allowed(c, rs->replay_attempts, rs->replay_start_ms,
-                              rws_now_us() / 1000) &&
-           !sl_worker_shared_model();
+                              rws_now_us() / 1000);
 }
 
 /*
@@ -965,7 +964,7 @@ read_only_refusal(struct rws_session *rs, struct rws_be *be,
 
     if ((reply->error_code != 1290 && reply->error_code != 1836) ||
         (int)be->idx != rs->master || rs->cur == NULL || rs->cur_started ||
-        rs->waiting != NULL || sl_worker_shared_model() ||
+        rs->waiting != NULL ||
         !(st & SL_SRV_RUNNING) || rws_master_usable(st) ||
         (!(st & SL_SRV_MOVING) && !rws_primary_moving(rs->inst) &&
          !(st & SL_SRV_SLAVE))) {
@@ -1233,17 +1232,17 @@ rws_watch_start(struct rws_session *rs)
 {
     uint64_t ms = rs->inst->cfg.reply_timeout_ms;
 
-    /* Not in the shared event model: the timer would read the session
-     * unlocked from another worker, and after it was freed (found by
-     * test_kill's shared-model sessions: a crash). docs/modules.md. */
-    if (rs->watch != 0 || ms == 0 || rs->closing || sl_worker_shared_model()) {
+    /* A session timer: under the session's lock in the shared event
+     * model, and the session cannot be freed under it (a plain worker
+     * timer could do both: a crash in test_kill's shared-model run). */
+    if (rs->watch != 0 || ms == 0 || rs->closing) {
         return;
     }
     /* Checked four times per period, at most every 5 s, at least every
      * 100 ms: a quiet server is noticed within 1.25 periods. */
     ms /= 4;
     ms = ms < 100 ? 100 : ms > 5000 ? 5000 : ms;
-    rs->watch = sl_worker_add_timer(ms, on_watch, rs);
+    rs->watch = sl_session_add_timer(rs->ses, ms, on_watch, rs);
 }
 
 int

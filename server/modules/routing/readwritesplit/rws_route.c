@@ -857,15 +857,13 @@ route_ps_cmd(struct rws_session *rs, struct sl_buf *buf, int cmd)
 /*
  * A server a session may send primary work to: Master, usable, and not
  * being demoted by a switchover (SL_SRV_MOVING; then what needs the
- * primary is held, see rws_hold). In event_model=shared nothing is held
- * (the hold's timer is not safe there), so a moving primary stays usable
- * until the monitor demotes it, as before.
+ * primary is held, see rws_hold).
  */
 bool
 rws_master_usable(uint32_t st)
 {
     return sl_server_is_usable(st) && (st & SL_SRV_MASTER) &&
-           (!(st & SL_SRV_MOVING) || sl_worker_shared_model());
+           !(st & SL_SRV_MOVING);
 }
 
 bool
@@ -873,7 +871,7 @@ rws_primary_moving(const struct rws_instance *inst)
 {
     for (size_t i = 0; i < inst->nservers; i++) {
         if (sl_server_status(inst->servers[i]) & SL_SRV_MOVING) {
-            return !sl_worker_shared_model();
+            return true;
         }
     }
     return false;
