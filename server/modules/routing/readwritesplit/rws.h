@@ -361,7 +361,6 @@ struct rws_session {
 
 /* readwritesplit.c */
 int rws_connect(struct rws_session *rs, unsigned idx, bool as_master);
-bool rws_be_live(const struct rws_be *be);
 
 /* The calling worker's counters of server srv. */
 struct rws_count *rws_count(const struct rws_instance *inst, unsigned srv);
@@ -477,5 +476,16 @@ struct sl_buf *rws_exec_add_types(const struct sl_buf *exec,
                                   const struct rws_ps *ps);
 /* Keep the parameter types of an execute that sends them (flag 1). */
 void rws_exec_save_types(const struct sl_buf *exec, struct rws_ps *ps);
+
+/* ---- Small helpers of the per-statement path: inline in every unit
+ * (a call across units for a test of one field would cost more than the
+ * test). */
+
+/* The connection is up (not given up or never opened). */
+static inline bool
+rws_be_live(const struct rws_be *be)
+{
+    return be->b != NULL;
+}
 
 #endif
