@@ -29,7 +29,9 @@
 
 #include <sluice/buf-t.h>
 #include <sluice/classifier.h>
+#include <sluice/mariadb.h>
 #include <sluice/reply.h>
+#include <sluice/server.h>
 
 #include "rws_select.h"
 
@@ -320,7 +322,7 @@ struct rws_session {
     bool causal_killed;           /* ... and answered 1317 instead: a
                                    * KILL QUERY interrupted its wait */
     bool gtid_unknown;            /* last write's GTID unknown: primary */
-    bool routing_read;            /* route_to: this command is a read */
+    bool routing_read;            /* rws_route_to: this command is a read */
     struct sl_buf *held;          /* a write's last answer packet(s), held
                                    * until its GTID is published */
     struct sl_reply held_reply;
@@ -353,7 +355,7 @@ struct rws_session {
     bool had_master;              /* master_reconnection=false: the
                                    * session's primary is first_master */
     unsigned first_master;
-    const struct sl_buf *log_src; /* route_to logs this (the client's
+    const struct sl_buf *log_src; /* rws_route_to logs this (the client's
                                    * COM_STMT_EXECUTE: its statement id is
                                    * the client's, translated at replay),
                                    * not the connection's copy */
@@ -374,35 +376,68 @@ void rws_send_error(struct rws_session *rs, const char *fmt, ...)
     SL_PRINTF(2, 3);
 uint64_t rws_now_us(void);
 
-/* rws_route.c */
+/* rws_route.c: route_query, the entry point. */
 int rws_route_query(void *rsession, struct sl_buf *buf);
 int rws_route_cmd(struct rws_session *rs, struct sl_buf *buf,
                   const struct sl_hint *hint);
 int rws_write(struct rws_session *rs, unsigned idx, struct sl_buf *buf,
               enum rws_kind kind, struct rws_sescmd *sc);
 void rws_push(struct rws_be *be, const struct rws_expect *e);
+/* Send the client's command (taken) to connection idx, keeping a copy
+ * for a retry or a replay (rs->cur). SL_OK. */
+int rws_route_to(struct rws_session *rs, int idx, struct sl_buf *buf,
+                 bool is_write);
+/* Transaction state before routing, from the classifier's type bits (the
+ * answers refine it: rws_refresh_trx). */
+void rws_track_trx(struct rws_session *rs, uint32_t type);
+int rws_hold(struct rws_session *rs, struct sl_buf *buf,
+             const struct sl_hint *hint);
+
+/* rws_sescmd.c: session commands and their history. */
 void rws_sescmd_unref(struct rws_session *rs, struct rws_sescmd *sc);
 void rws_replay_history(struct rws_session *rs, unsigned idx);
-int rws_master_index(struct rws_session *rs, bool connect);
-int rws_slave_index(struct rws_session *rs, int exclude);
+void rws_history_free(struct rws_session *rs);
+void rws_history_remove(struct rws_session *rs, struct rws_sescmd *sc);
+void rws_history_add(struct rws_session *rs, struct rws_sescmd *sc);
+struct rws_sescmd *rws_sescmd_new(struct rws_session *rs, int cmd);
+bool rws_sescmd_send(struct rws_session *rs, struct rws_sescmd *sc,
+                     unsigned i, struct sl_buf *out);
+/* A session command (buf taken) to every live connection; ps_id: the
+ * client's id for COM_STMT_PREPARE, else 0. SL_OK. */
+int rws_exec_sescmd(struct rws_session *rs, struct sl_buf *buf,
+                    uint32_t ps_id);
+
+/* rws_ps.c: prepared statements. */
 struct rws_ps *rws_ps_find(struct rws_session *rs, uint32_t id);
 void rws_ps_free_all(struct rws_session *rs);
-void rws_history_free(struct rws_session *rs);
+int rws_route_prepare(struct rws_session *rs, struct sl_buf *buf);
+/* COM_STMT_EXECUTE, FETCH, RESET, CLOSE, SEND_LONG_DATA (buf taken). */
+int rws_route_ps_cmd(struct rws_session *rs, struct sl_buf *buf, int cmd);
 int rws_resend(struct rws_session *rs, int idx, struct sl_buf *buf);
 /* A copy of the client's command buf (not taken) for connection idx:
  * prepared statement ids translated; NULL when idx lacks the statement. */
 struct sl_buf *rws_for_backend(struct rws_session *rs, int idx,
                                const struct sl_buf *buf);
-/* causal_reads: precede the read about to go to idx with the GTID wait
- * its mode needs there, if any. */
-void rws_causal_wait(struct rws_session *rs, int idx);
-int rws_hold(struct rws_session *rs, struct sl_buf *buf,
-             const struct sl_hint *hint);
+
+/* rws_target.c: which connection. */
+int rws_master_index(struct rws_session *rs, bool connect);
+int rws_slave_index(struct rws_session *rs, int exclude);
+/* The usable server a hint names (connected to if needed), or -1. */
+int rws_named_index(struct rws_session *rs, const char *name);
 /* Server status st may take the session's primary work. */
 bool rws_master_usable(uint32_t st);
 /* A switchover is demoting a primary of the service (and holding is
  * possible: not in event_model=shared). */
 bool rws_primary_moving(const struct rws_instance *inst);
+
+/* rws_gtid.c: causal_reads' queries and their answers. */
+/* causal_reads: precede the read about to go to idx with the GTID wait
+ * its mode needs there, if any. */
+void rws_causal_wait(struct rws_session *rs, int idx);
+/* The position a read needs (rs->req); true when the read (buf taken) is
+ * held while the primary's position is fetched (universal). */
+bool rws_causal_position(struct rws_session *rs, struct sl_buf *buf,
+                         const struct sl_hint *hint);
 
 /* rws_reply.c */
 int rws_client_reply(void *rsession, struct sl_backend *b,
@@ -486,6 +521,86 @@ static inline bool
 rws_be_live(const struct rws_be *be)
 {
     return be->b != NULL;
+}
+
+/* A command the server answers. */
+static inline bool
+rws_expects_reply(int cmd)
+{
+    return cmd != SL_COM_QUIT && cmd != SL_COM_STMT_CLOSE &&
+           cmd != SL_COM_STMT_SEND_LONG_DATA;
+}
+
+/* A statement after which the session's GTID may have moved on
+ * (causal_reads asks the primary for it). */
+static inline bool
+rws_changes_data(uint32_t type)
+{
+    return (type & (SL_QC_WRITE | SL_QC_DDL | SL_QC_UNKNOWN | SL_QC_CALL |
+                    SL_QC_LOAD_LOCAL | SL_QC_GSYSVAR_WRITE |
+                    SL_QC_CREATE_TMP_TABLE | SL_QC_DROP_TABLE |
+                    SL_QC_MULTI_STMT | SL_QC_EXEC_PREPARED)) != 0;
+}
+
+/* A statement of this type sets session state only: every connection
+ * runs it (SET, SET NAMES, SET autocommit, PREPARE ... FROM, ...). */
+static inline bool
+rws_sescmd_type(uint32_t t)
+{
+    if (!(t & (SL_QC_SESSION_WRITE | SL_QC_ENABLE_AUTOCOMMIT |
+               SL_QC_DISABLE_AUTOCOMMIT | SL_QC_PREPARE_NAMED |
+               SL_QC_DEALLOC_PREPARE))) {
+        return false;
+    }
+    if (!(t & (SL_QC_WRITE | SL_QC_DDL | SL_QC_READ | SL_QC_MULTI_STMT |
+               SL_QC_GSYSVAR_WRITE | SL_QC_UNKNOWN))) {
+        return true;
+    }
+    /* SET @a = (SELECT ...) */
+    return (t & SL_QC_USERVAR_WRITE) &&
+           !(t & (SL_QC_WRITE | SL_QC_DDL | SL_QC_MULTI_STMT));
+}
+
+/*
+ * A read-write transaction open on a primary that a switchover is
+ * demoting goes on there (*m set): the monitor drains the old primary's
+ * transactions before it sets read_only, and one still open then gets
+ * 1290 for its next write or COMMIT, which replays it on the new primary
+ * (transaction_replay; see read_only_refusal). New transactions and
+ * autocommit writes are held (rws_master_index skips a moving primary).
+ */
+static inline void
+rws_trx_on_moving_master(struct rws_session *rs, int *m)
+{
+    struct rws_be *be;
+
+    *m = -1;
+    if (!rs->trx_active || rs->trx_ro || rs->master < 0 ||
+        rs->trx_srv != rs->master) {
+        return;   /* none, or a new one: held */
+    }
+    be = &rs->be[rs->master];
+    if (rws_be_live(be) && (sl_server_status(be->srv) & SL_SRV_MOVING) &&
+        rws_primary_moving(rs->inst)) {
+        *m = rs->master;
+    }
+}
+
+/* causal_reads: a read while the write's GTID is being fetched waits for
+ * it (buf taken). */
+static inline bool
+rws_causal_hold(struct rws_session *rs, struct sl_buf *buf,
+                const struct sl_hint *hint)
+{
+    if (rws_causal_position(rs, buf, hint)) {
+        return true;
+    }
+    if (rs->inst->cfg.causal != RWS_CAUSAL_LOCAL || !rs->gtid_pending) {
+        return false;
+    }
+    rs->waiting = buf;   /* routed when the write's GTID is known */
+    rs->waiting_hint = hint != NULL ? *hint : (struct sl_hint){.type = 0};
+    return true;
 }
 
 #endif
