@@ -439,14 +439,41 @@ void rws_causal_wait(struct rws_session *rs, int idx);
 bool rws_causal_position(struct rws_session *rs, struct sl_buf *buf,
                          const struct sl_hint *hint);
 
-/* rws_reply.c */
+/* rws_gtid.c, the answers: each takes buf. */
+void rws_ask_last_gtid(struct rws_session *rs, unsigned idx);
+void rws_gtid_answer(struct rws_session *rs, struct sl_buf *buf,
+                     const struct sl_reply *reply);
+void rws_primary_pos_answer(struct rws_session *rs, struct sl_buf *buf,
+                            const struct sl_reply *reply);
+void rws_wait_answer(struct rws_session *rs, struct rws_be *be,
+                     struct sl_buf *buf, const struct sl_reply *reply);
+/* The held end of a write's answer goes to the client once its GTID is
+ * published (known) or lost (!known). */
+int rws_held_release(struct rws_session *rs, bool known);
+
+/* rws_sescmd.c, the answers. */
+/* A piece of the answer to a session command or a history replay (buf
+ * taken): to the client when this connection is the replier. */
+int rws_sescmd_answer(struct rws_session *rs, struct rws_be *be,
+                      struct rws_expect *e, struct sl_buf *buf,
+                      const struct sl_reply *reply);
+/* Session commands whose replier failed get another replier; false when
+ * the client already has part of an answer. */
+bool rws_reassign_sescmds(struct rws_session *rs, struct rws_be *failed);
+
+/* rws_ps.c, the answers. */
+/* A PREPARE's answer on connection be: its id mapped, the client given
+ * ours (buf, the first piece, when to_client; NULL otherwise). */
+void rws_prepare_answer(struct rws_session *rs, struct rws_be *be,
+                        struct rws_sescmd *sc, struct sl_buf *buf,
+                        const struct sl_reply *reply, bool to_client);
+
+/* rws_reply.c: client_reply and the safety net. */
 int rws_client_reply(void *rsession, struct sl_backend *b,
                      struct sl_buf *buf, const struct sl_reply *reply);
-bool rws_handle_error(void *rsession, struct sl_backend *b,
-                      const struct sl_buf *errpkt, const char *reason);
 void rws_queue_clear(struct rws_session *rs, struct rws_be *be);
-void rws_trx_log_clear(struct rws_session *rs);
-void rws_start_timer(struct rws_session *rs);
+/* The transaction state from the server status of an OK or EOF. */
+void rws_refresh_trx(struct rws_session *rs, const struct sl_reply *reply);
 /* Start the reply_timeout watch unless it runs (or is off). */
 void rws_watch_start(struct rws_session *rs);
 /* The reply tracker lost track (or a backend went quiet): answer the
@@ -454,7 +481,42 @@ void rws_watch_start(struct rws_session *rs);
  * close the session. */
 void rws_lost_track(struct rws_session *rs, struct rws_be *be,
                     const char *why);
+
+/* rws_error.c: failures of connections. */
+bool rws_handle_error(void *rsession, struct sl_backend *b,
+                      const struct sl_buf *errpkt, const char *reason);
+/* Let go of be's connection (closed when close_it, else the core closes
+ * it), its pending expectations, and the master role if it had it. */
+void rws_release_backend(struct rws_session *rs, struct rws_be *be,
+                         bool close_it);
+/* Close a connection whose session state diverged (never used again by
+ * the session); a read waiting on it is retried elsewhere. */
+void rws_drop_backend(struct rws_session *rs, struct rws_be *be,
+                      const char *why);
+
+/* rws_trx.c: transaction_replay and the session timer. */
+void rws_trx_log_clear(struct rws_session *rs);
 bool rws_trx_log_add(struct rws_session *rs, const struct sl_buf *buf);
+/* Start checksumming the answer to statement i of the log / hash a piece
+ * of it. */
+void rws_cks_begin(struct rws_session *rs, const struct sl_buf *buf,
+                   const struct sl_reply *reply, size_t i);
+void rws_sha_update(struct rws_session *rs, const struct sl_buf *buf);
+void rws_start_timer(struct rws_session *rs);
+/* Route the held command, if any. */
+int rws_release_waiting(struct rws_session *rs);
+void rws_replay_answer(struct rws_session *rs, struct rws_expect *e,
+                       const struct sl_buf *buf, const struct sl_reply *reply);
+/* The primary, the session's, failed; pending: with the client's answer
+ * outstanding. A replay, or master_failure_mode; false: close the
+ * session. */
+bool rws_master_failed(struct rws_session *rs, bool pending);
+/* An ERR from the primary that a replay or a hold hides from the client;
+ * true: the error is dropped. */
+bool rws_read_only_refusal(struct rws_session *rs, struct rws_be *be,
+                           const struct sl_reply *reply);
+bool rws_deadlock_retry(struct rws_session *rs, struct rws_be *be,
+                        const struct sl_reply *reply);
 
 /* rws_replay.c: transaction_replay's decisions (pure). */
 /* Another replay attempt of a transaction whose first attempt started at
@@ -566,7 +628,7 @@ rws_sescmd_type(uint32_t t)
  * demoting goes on there (*m set): the monitor drains the old primary's
  * transactions before it sets read_only, and one still open then gets
  * 1290 for its next write or COMMIT, which replays it on the new primary
- * (transaction_replay; see read_only_refusal). New transactions and
+ * (transaction_replay; see rws_read_only_refusal). New transactions and
  * autocommit writes are held (rws_master_index skips a moving primary).
  */
 static inline void
@@ -601,6 +663,23 @@ rws_causal_hold(struct rws_session *rs, struct sl_buf *buf,
     rs->waiting = buf;   /* routed when the write's GTID is known */
     rs->waiting_hint = hint != NULL ? *hint : (struct sl_hint){.type = 0};
     return true;
+}
+
+/* The causal_reads modes that read the service's acknowledged writes. */
+static inline bool
+rws_causal_service_wide(enum rws_causal m)
+{
+    return m == RWS_CAUSAL_GLOBAL || m == RWS_CAUSAL_FAST_GLOBAL ||
+           m == RWS_CAUSAL_CONSISTENT;
+}
+
+/* Errors that end a statement because someone stopped it, whatever the
+ * data: KILL QUERY (1317), KILL CONNECTION (1927), max_statement_time
+ * (1969), MySQL's max_execution_time (3024). */
+static inline bool
+rws_interrupted(uint16_t code)
+{
+    return code == 1317 || code == 1927 || code == 1969 || code == 3024;
 }
 
 #endif

@@ -487,3 +487,66 @@ rws_route_ps_cmd(struct rws_session *rs, struct sl_buf *buf, int cmd)
     }
     return route_ps_all(rs, buf, ps, cmd);
 }
+
+/* ---- PREPARE answers ---- */
+
+/* Connections that answered the PREPARE before the replier did, with
+ * another parameter count than the one the client was given: closed. */
+static void
+drop_miscounted(struct rws_session *rs, struct rws_ps *ps, unsigned replier)
+{
+    for (unsigned i = 0; i < rs->inst->nservers; i++) {
+        if (i != replier && ps->bids[i] != 0 &&
+            ps->bparams[i] != ps->params) {
+            ps->bids[i] = 0;
+            rws_drop_backend(rs, &rs->be[i], "its prepared statement has another parameter count than the one the client was given");
+        }
+    }
+}
+
+/*
+ * A connection's complete PREPARE OK: remember its statement id. The
+ * replier's parameter count is the client's and lays out every execute
+ * (the NULL bitmap, the saved types); a connection that counts otherwise
+ * (another sql_mode, another schema) would be sent executes it cannot
+ * read, so it is closed as divergent, whichever answers first.
+ */
+static void
+prepare_ok(struct rws_session *rs, struct rws_be *be, struct rws_ps *ps,
+           const struct sl_reply *reply, bool to_client)
+{
+    if (to_client) {
+        ps->params = reply->param_count;
+        ps->params_known = true;
+        ps->bids[be->idx] = reply->stmt_id;
+        drop_miscounted(rs, ps, be->idx);
+    } else if (ps->params_known && reply->param_count != ps->params) {
+        ps->bids[be->idx] = 0;
+        rws_drop_backend(rs, be, "its prepared statement has another parameter count than the one the client was given");
+    } else {
+        ps->bids[be->idx] = reply->stmt_id;
+        ps->bparams[be->idx] = reply->param_count;
+    }
+}
+
+/* The first packet of a prepare OK carries the statement id: map it and
+ * give the client our id instead. */
+void
+rws_prepare_answer(struct rws_session *rs, struct rws_be *be,
+                   struct rws_sescmd *sc, struct sl_buf *buf,
+                   const struct sl_reply *reply, bool to_client)
+{
+    struct rws_ps *ps = rws_ps_find(rs, sc->ps_id);
+    unsigned char *p;
+
+    if (reply->complete && reply->is_err && be->last_prepare == sc->ps_id) {
+        be->last_prepare = 0;   /* "-1" would name an older statement */
+    }
+    if (ps != NULL && reply->complete && !reply->is_err) {
+        prepare_ok(rs, be, ps, reply, to_client);
+    }
+    if (to_client && ps != NULL && buf != NULL && sl_buf_len(buf) >= 9 &&
+        (p = sl_buf_pullup(buf, 9)) != NULL && p[4] == 0x00) {
+        sl_mdb_put_le32(p + 5, ps->id);
+    }
+}

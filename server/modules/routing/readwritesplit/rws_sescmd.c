@@ -24,6 +24,7 @@
 #include <sluice/buf.h>
 #include <sluice/mariadb.h>
 #include <sluice/server.h>
+#include <sluice/session.h>
 
 #include "rws.h"
 
@@ -299,4 +300,93 @@ rws_exec_sescmd(struct rws_session *rs, struct sl_buf *buf, uint32_t ps_id)
         rws_send_error(rs, "Could not send a session command");
     }
     return SL_OK;
+}
+
+/* ---- answers ---- */
+
+static int8_t
+result_of(const struct sl_reply *reply)
+{
+    return reply->is_err ? 2 : 1;
+}
+
+/* Compare a connection's answer with the replier's; close it if they
+ * disagree (it no longer has the session's state). */
+static void
+check_sescmd(struct rws_session *rs, struct rws_be *be,
+             struct rws_sescmd *sc, int8_t res)
+{
+    if ((int)be->idx == sc->replier) {
+        sc->result = res;
+        for (unsigned i = 0; i < rs->inst->nservers; i++) {
+            if (sc->results[i] != 0 && sc->results[i] != res &&
+                rws_be_live(&rs->be[i])) {
+                rws_drop_backend(rs, &rs->be[i], "its session command answer differs from the master's");
+            }
+            sc->results[i] = 0;
+        }
+        return;
+    }
+    if (sc->result == 0) {
+        sc->results[be->idx] = res;   /* checked when the replier answers */
+    } else if (sc->result != res) {
+        rws_drop_backend(rs, be, "its session command answer differs from the master's");
+    }
+}
+
+int
+rws_sescmd_answer(struct rws_session *rs, struct rws_be *be,
+                  struct rws_expect *e, struct sl_buf *buf,
+                  const struct sl_reply *reply)
+{
+    struct rws_sescmd *sc = e->sc;
+    bool to_client = e->kind == RK_SESCMD && (int)be->idx == sc->replier;
+    bool first = !e->started;
+
+    if (sc->cmd == SL_COM_STMT_PREPARE) {
+        rws_prepare_answer(rs, be, sc, first ? buf : NULL, reply, to_client);
+    }
+    if (reply->complete) {
+        check_sescmd(rs, be, sc, result_of(reply));
+        if (to_client && (int)be->idx == rs->master) {
+            rws_refresh_trx(rs, reply);   /* SET autocommit=... */
+        }
+    }
+    if (to_client) {
+        return sl_session_reply(rs->ses, buf, reply);
+    }
+    sl_buf_free(buf);
+    return SL_OK;
+}
+
+/* A session command whose replier failed: another connection answers. */
+bool
+rws_reassign_sescmds(struct rws_session *rs, struct rws_be *failed)
+{
+    bool ok = true;
+
+    for (size_t k = 0; k < failed->qlen; k++) {
+        struct rws_expect *e = &failed->q[(failed->qhead + k) % failed->qcap];
+        struct rws_sescmd *sc = e->sc;
+
+        if (e->kind != RK_SESCMD || sc->replier != (int)failed->idx) {
+            continue;
+        }
+        if (e->started) {
+            return false;   /* the client has part of its answer */
+        }
+        sc->replier = -1;
+        for (unsigned i = 0; i < rs->inst->nservers && sc->replier < 0;
+             i++) {
+            struct rws_be *o = &rs->be[i];
+            for (size_t j = 0; o != failed && rws_be_live(o) && j < o->qlen;
+                 j++) {
+                if (o->q[(o->qhead + j) % o->qcap].sc == sc) {
+                    sc->replier = (int)i;
+                }
+            }
+        }
+        ok = ok && sc->replier >= 0;
+    }
+    return ok;
 }
