@@ -2,14 +2,26 @@
 /*
  * readwritesplit's internal types, shared by its source files:
  *   readwritesplit.c  module, parameters, instance, sessions, diagnostics
- *   rws_route.c       route_query: classification, targets, session
- *                     commands and their history, prepared statements
- *   rws_reply.c       client_reply, handle_error, retries, causal reads,
- *                     transaction replay
+ *   rws_route.c       route_query: classification, transaction state,
+ *                     hints, holds; rws_write and rws_route_to
+ *   rws_target.c      which connection: primary, replica, named server
+ *   rws_sescmd.c      session commands: history, its replay on new
+ *                     connections, answers compared with the replier's
+ *   rws_ps.c          prepared statements: our ids, COM_STMT_* routing,
+ *                     PREPARE answers
+ *   rws_gtid.c        causal_reads' own queries (GTID waits, @@last_gtid,
+ *                     @@gtid_binlog_pos) and their answers
+ *   rws_reply.c       client_reply: the answers' FIFO, the client's
+ *                     answers, the safety net (lost track, reply_timeout)
+ *   rws_error.c       handle_error: failed connections, read retries
+ *   rws_trx.c         transaction_replay, and the timer of held commands
  *   rws_select.c      the replica choice (pure)
  *   rws_exec.c        COM_STMT_* rewriting: ids, parameter types (pure)
  *   rws_causal.c      causal_reads positions: the service's acknowledged
  *                     GTIDs, what each server is known to have applied
+ *   rws_replay.c      transaction_replay's decisions (pure)
+ * docs/design.md (## readwritesplit, "Source layout") has the calls
+ * between them.
  *
  * Every backend connection has a FIFO of what its pending answers are for
  * (struct rws_expect): commands are pipelined, the server answers in
