@@ -475,8 +475,9 @@ bool rws_reassign_sescmds(struct rws_session *rs, struct rws_be *failed);
 
 /* rws_ps.c, the answers. */
 /* A PREPARE's answer on connection be: its id mapped, the client given
- * ours (buf, the first piece, when to_client; NULL otherwise). */
-void rws_prepare_answer(struct rws_session *rs, struct rws_be *be,
+ * ours (buf, the first piece, when to_client; NULL otherwise). false: buf
+ * could not be given our id (no memory) and must not reach the client. */
+bool rws_prepare_answer(struct rws_session *rs, struct rws_be *be,
                         struct rws_sescmd *sc, struct sl_buf *buf,
                         const struct sl_reply *reply, bool to_client);
 

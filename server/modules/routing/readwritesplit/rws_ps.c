@@ -530,8 +530,11 @@ prepare_ok(struct rws_session *rs, struct rws_be *be, struct rws_ps *ps,
 }
 
 /* The first packet of a prepare OK carries the statement id: map it and
- * give the client our id instead. */
-void
+ * give the client our id instead. false: the id could not be replaced
+ * (no memory to make the packet's header contiguous), so buf must not
+ * reach the client: its executes would name the server's id, which may
+ * be one of ours for another statement. */
+bool
 rws_prepare_answer(struct rws_session *rs, struct rws_be *be,
                    struct rws_sescmd *sc, struct sl_buf *buf,
                    const struct sl_reply *reply, bool to_client)
@@ -546,7 +549,11 @@ rws_prepare_answer(struct rws_session *rs, struct rws_be *be,
         prepare_ok(rs, be, ps, reply, to_client);
     }
     if (to_client && ps != NULL && buf != NULL && sl_buf_len(buf) >= 9 &&
-        (p = sl_buf_pullup(buf, 9)) != NULL && p[4] == 0x00) {
+        sl_buf_byte(buf, 4) == 0x00) {
+        if ((p = sl_buf_pullup(buf, 9)) == NULL) {
+            return false;
+        }
         sl_mdb_put_le32(p + 5, ps->id);
     }
+    return true;
 }

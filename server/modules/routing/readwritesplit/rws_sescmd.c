@@ -343,8 +343,13 @@ rws_sescmd_answer(struct rws_session *rs, struct rws_be *be,
     bool to_client = e->kind == RK_SESCMD && (int)be->idx == sc->replier;
     bool first = !e->started;
 
-    if (sc->cmd == SL_COM_STMT_PREPARE) {
-        rws_prepare_answer(rs, be, sc, first ? buf : NULL, reply, to_client);
+    if (sc->cmd == SL_COM_STMT_PREPARE &&
+        !rws_prepare_answer(rs, be, sc, first ? buf : NULL, reply,
+                            to_client)) {
+        sl_buf_free(buf);
+        rws_send_error(rs, "Out of memory while answering a PREPARE");
+        sl_session_close(rs->ses, "out of memory");
+        return SL_OK;
     }
     if (reply->complete) {
         check_sescmd(rs, be, sc, result_of(reply));
