@@ -423,6 +423,8 @@ replay_again(struct rws_session *rs, bool rollback)
     return true;
 }
 
+/* ---- what starts a replay ---- */
+
 /* Close the session's master connection (the switchover demoted its
  * server; an open transaction there is rolled back by the server). */
 static void
