@@ -200,17 +200,18 @@ rws_ask_last_gtid(struct rws_session *rs, unsigned idx)
 }
 
 /* The single-row, single-column answer's value into out (lenenc string
- * of the row packet: the packet before the terminator). */
-static void
+ * of the row packet: the packet before the terminator). false, out
+ * untouched, when there is no such value, it does not fit, or the answer
+ * could not be made contiguous (no memory). */
+static bool
 parse_single_value(struct sl_buf *all, char *out, size_t outlen)
 {
     size_t len = sl_buf_len(all);
     unsigned char *p = len > 0 ? sl_buf_pullup(all, len) : NULL;
     size_t off = 0, prev = 0, prev2 = 0;
 
-    out[0] = '\0';
     if (p == NULL) {
-        return;
+        return false;
     }
     while (off + 4 <= len) {
         size_t plen = sl_mdb_get_len(p + off);
@@ -225,8 +226,10 @@ parse_single_value(struct sl_buf *all, char *out, size_t outlen)
         if (n > 0 && n + sl <= plen && sl < outlen) {
             memcpy(out, p + prev2 + 4 + n, sl);
             out[sl] = '\0';
+            return true;
         }
     }
+    return false;
 }
 
 /*
@@ -252,8 +255,8 @@ take_single_value(struct rws_session *rs, struct sl_buf *buf,
     if (!reply->complete) {
         return -1;
     }
-    if (rs->gtid_buf != NULL && !reply->is_err) {
-        parse_single_value(rs->gtid_buf, out, outlen);
+    if (rs->gtid_buf != NULL && !reply->is_err &&
+        parse_single_value(rs->gtid_buf, out, outlen)) {
         got = 1;
     }
     sl_buf_free(rs->gtid_buf);
@@ -298,13 +301,14 @@ rws_primary_pos_answer(struct rws_session *rs, struct sl_buf *buf,
                        const struct sl_reply *reply)
 {
     char g[RWS_DOMAINS * 44 + 64] = "";
+    int got = take_single_value(rs, buf, reply, g, sizeof(g));
 
-    if (take_single_value(rs, buf, reply, g, sizeof(g)) < 0) {
+    if (got < 0) {
         return;
     }
-    /* a malformed answer or a domain without a slot: the primary reads */
-    rs->req_primary = reply->is_err ||
-                      !rws_pos_parse(rs->inst, g, &rs->req, true);
+    /* an error, a malformed answer, no memory or a domain without a slot:
+     * the primary reads ("" would require nothing) */
+    rs->req_primary = got == 0 || !rws_pos_parse(rs->inst, g, &rs->req, true);
     rs->pos_ready = true;
     if (!rs->replaying) {
         rws_release_waiting(rs);
