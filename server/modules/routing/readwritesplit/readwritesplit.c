@@ -249,12 +249,6 @@ rws_count_sum(const struct rws_instance *inst, unsigned srv, size_t field)
     return sum;
 }
 
-bool
-rws_be_live(const struct rws_be *be)
-{
-    return be->b != NULL;
-}
-
 void
 rws_send_error(struct rws_session *rs, const char *fmt, ...)
 {

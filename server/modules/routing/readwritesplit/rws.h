@@ -2,14 +2,26 @@
 /*
  * readwritesplit's internal types, shared by its source files:
  *   readwritesplit.c  module, parameters, instance, sessions, diagnostics
- *   rws_route.c       route_query: classification, targets, session
- *                     commands and their history, prepared statements
- *   rws_reply.c       client_reply, handle_error, retries, causal reads,
- *                     transaction replay
+ *   rws_route.c       route_query: classification, transaction state,
+ *                     hints, holds; rws_write and rws_route_to
+ *   rws_target.c      which connection: primary, replica, named server
+ *   rws_sescmd.c      session commands: history, its replay on new
+ *                     connections, answers compared with the replier's
+ *   rws_ps.c          prepared statements: our ids, COM_STMT_* routing,
+ *                     PREPARE answers
+ *   rws_gtid.c        causal_reads' own queries (GTID waits, @@last_gtid,
+ *                     @@gtid_binlog_pos) and their answers
+ *   rws_reply.c       client_reply: the answers' FIFO, the client's
+ *                     answers, the safety net (lost track, reply_timeout)
+ *   rws_error.c       handle_error: failed connections, read retries
+ *   rws_trx.c         transaction_replay, and the timer of held commands
  *   rws_select.c      the replica choice (pure)
  *   rws_exec.c        COM_STMT_* rewriting: ids, parameter types (pure)
  *   rws_causal.c      causal_reads positions: the service's acknowledged
  *                     GTIDs, what each server is known to have applied
+ *   rws_replay.c      transaction_replay's decisions (pure)
+ * docs/design.md (## readwritesplit, "Source layout") has the calls
+ * between them.
  *
  * Every backend connection has a FIFO of what its pending answers are for
  * (struct rws_expect): commands are pipelined, the server answers in
@@ -29,7 +41,9 @@
 
 #include <sluice/buf-t.h>
 #include <sluice/classifier.h>
+#include <sluice/mariadb.h>
 #include <sluice/reply.h>
+#include <sluice/server.h>
 
 #include "rws_select.h"
 
@@ -320,7 +334,7 @@ struct rws_session {
     bool causal_killed;           /* ... and answered 1317 instead: a
                                    * KILL QUERY interrupted its wait */
     bool gtid_unknown;            /* last write's GTID unknown: primary */
-    bool routing_read;            /* route_to: this command is a read */
+    bool routing_read;            /* rws_route_to: this command is a read */
     struct sl_buf *held;          /* a write's last answer packet(s), held
                                    * until its GTID is published */
     struct sl_reply held_reply;
@@ -353,7 +367,7 @@ struct rws_session {
     bool had_master;              /* master_reconnection=false: the
                                    * session's primary is first_master */
     unsigned first_master;
-    const struct sl_buf *log_src; /* route_to logs this (the client's
+    const struct sl_buf *log_src; /* rws_route_to logs this (the client's
                                    * COM_STMT_EXECUTE: its statement id is
                                    * the client's, translated at replay),
                                    * not the connection's copy */
@@ -361,7 +375,6 @@ struct rws_session {
 
 /* readwritesplit.c */
 int rws_connect(struct rws_session *rs, unsigned idx, bool as_master);
-bool rws_be_live(const struct rws_be *be);
 
 /* The calling worker's counters of server srv. */
 struct rws_count *rws_count(const struct rws_instance *inst, unsigned srv);
@@ -375,44 +388,105 @@ void rws_send_error(struct rws_session *rs, const char *fmt, ...)
     SL_PRINTF(2, 3);
 uint64_t rws_now_us(void);
 
-/* rws_route.c */
+/* rws_route.c: route_query, the entry point. */
 int rws_route_query(void *rsession, struct sl_buf *buf);
 int rws_route_cmd(struct rws_session *rs, struct sl_buf *buf,
                   const struct sl_hint *hint);
 int rws_write(struct rws_session *rs, unsigned idx, struct sl_buf *buf,
               enum rws_kind kind, struct rws_sescmd *sc);
 void rws_push(struct rws_be *be, const struct rws_expect *e);
+/* Send the client's command (taken) to connection idx, keeping a copy
+ * for a retry or a replay (rs->cur). SL_OK. */
+int rws_route_to(struct rws_session *rs, int idx, struct sl_buf *buf,
+                 bool is_write);
+/* Transaction state before routing, from the classifier's type bits (the
+ * answers refine it: rws_refresh_trx). */
+void rws_track_trx(struct rws_session *rs, uint32_t type);
+int rws_hold(struct rws_session *rs, struct sl_buf *buf,
+             const struct sl_hint *hint);
+
+/* rws_sescmd.c: session commands and their history. */
 void rws_sescmd_unref(struct rws_session *rs, struct rws_sescmd *sc);
 void rws_replay_history(struct rws_session *rs, unsigned idx);
-int rws_master_index(struct rws_session *rs, bool connect);
-int rws_slave_index(struct rws_session *rs, int exclude);
+void rws_history_free(struct rws_session *rs);
+void rws_history_remove(struct rws_session *rs, struct rws_sescmd *sc);
+void rws_history_add(struct rws_session *rs, struct rws_sescmd *sc);
+struct rws_sescmd *rws_sescmd_new(struct rws_session *rs, int cmd);
+bool rws_sescmd_send(struct rws_session *rs, struct rws_sescmd *sc,
+                     unsigned i, struct sl_buf *out);
+/* A session command (buf taken) to every live connection; ps_id: the
+ * client's id for COM_STMT_PREPARE, else 0. SL_OK. */
+int rws_exec_sescmd(struct rws_session *rs, struct sl_buf *buf,
+                    uint32_t ps_id);
+
+/* rws_ps.c: prepared statements. */
 struct rws_ps *rws_ps_find(struct rws_session *rs, uint32_t id);
 void rws_ps_free_all(struct rws_session *rs);
-void rws_history_free(struct rws_session *rs);
+int rws_route_prepare(struct rws_session *rs, struct sl_buf *buf);
+/* COM_STMT_EXECUTE, FETCH, RESET, CLOSE, SEND_LONG_DATA (buf taken). */
+int rws_route_ps_cmd(struct rws_session *rs, struct sl_buf *buf, int cmd);
 int rws_resend(struct rws_session *rs, int idx, struct sl_buf *buf);
 /* A copy of the client's command buf (not taken) for connection idx:
  * prepared statement ids translated; NULL when idx lacks the statement. */
 struct sl_buf *rws_for_backend(struct rws_session *rs, int idx,
                                const struct sl_buf *buf);
-/* causal_reads: precede the read about to go to idx with the GTID wait
- * its mode needs there, if any. */
-void rws_causal_wait(struct rws_session *rs, int idx);
-int rws_hold(struct rws_session *rs, struct sl_buf *buf,
-             const struct sl_hint *hint);
+
+/* rws_target.c: which connection. */
+int rws_master_index(struct rws_session *rs, bool connect);
+int rws_slave_index(struct rws_session *rs, int exclude);
+/* The usable server a hint names (connected to if needed), or -1. */
+int rws_named_index(struct rws_session *rs, const char *name);
 /* Server status st may take the session's primary work. */
 bool rws_master_usable(uint32_t st);
 /* A switchover is demoting a primary of the service (and holding is
  * possible: not in event_model=shared). */
 bool rws_primary_moving(const struct rws_instance *inst);
 
-/* rws_reply.c */
+/* rws_gtid.c: causal_reads' queries and their answers. */
+/* causal_reads: precede the read about to go to idx with the GTID wait
+ * its mode needs there, if any. */
+void rws_causal_wait(struct rws_session *rs, int idx);
+/* The position a read needs (rs->req); true when the read (buf taken) is
+ * held while the primary's position is fetched (universal). */
+bool rws_causal_position(struct rws_session *rs, struct sl_buf *buf,
+                         const struct sl_hint *hint);
+
+/* rws_gtid.c, the answers: each takes buf. */
+void rws_ask_last_gtid(struct rws_session *rs, unsigned idx);
+void rws_gtid_answer(struct rws_session *rs, struct sl_buf *buf,
+                     const struct sl_reply *reply);
+void rws_primary_pos_answer(struct rws_session *rs, struct sl_buf *buf,
+                            const struct sl_reply *reply);
+void rws_wait_answer(struct rws_session *rs, struct rws_be *be,
+                     struct sl_buf *buf, const struct sl_reply *reply);
+/* The held end of a write's answer goes to the client once its GTID is
+ * published (known) or lost (!known). */
+int rws_held_release(struct rws_session *rs, bool known);
+
+/* rws_sescmd.c, the answers. */
+/* A piece of the answer to a session command or a history replay (buf
+ * taken): to the client when this connection is the replier. */
+int rws_sescmd_answer(struct rws_session *rs, struct rws_be *be,
+                      struct rws_expect *e, struct sl_buf *buf,
+                      const struct sl_reply *reply);
+/* Session commands whose replier failed get another replier; false when
+ * the client already has part of an answer. */
+bool rws_reassign_sescmds(struct rws_session *rs, struct rws_be *failed);
+
+/* rws_ps.c, the answers. */
+/* A PREPARE's answer on connection be: its id mapped, the client given
+ * ours (buf, the first piece, when to_client; NULL otherwise). false: buf
+ * could not be given our id (no memory) and must not reach the client. */
+bool rws_prepare_answer(struct rws_session *rs, struct rws_be *be,
+                        struct rws_sescmd *sc, struct sl_buf *buf,
+                        const struct sl_reply *reply, bool to_client);
+
+/* rws_reply.c: client_reply and the safety net. */
 int rws_client_reply(void *rsession, struct sl_backend *b,
                      struct sl_buf *buf, const struct sl_reply *reply);
-bool rws_handle_error(void *rsession, struct sl_backend *b,
-                      const struct sl_buf *errpkt, const char *reason);
 void rws_queue_clear(struct rws_session *rs, struct rws_be *be);
-void rws_trx_log_clear(struct rws_session *rs);
-void rws_start_timer(struct rws_session *rs);
+/* The transaction state from the server status of an OK or EOF. */
+void rws_refresh_trx(struct rws_session *rs, const struct sl_reply *reply);
 /* Start the reply_timeout watch unless it runs (or is off). */
 void rws_watch_start(struct rws_session *rs);
 /* The reply tracker lost track (or a backend went quiet): answer the
@@ -420,7 +494,42 @@ void rws_watch_start(struct rws_session *rs);
  * close the session. */
 void rws_lost_track(struct rws_session *rs, struct rws_be *be,
                     const char *why);
+
+/* rws_error.c: failures of connections. */
+bool rws_handle_error(void *rsession, struct sl_backend *b,
+                      const struct sl_buf *errpkt, const char *reason);
+/* Let go of be's connection (closed when close_it, else the core closes
+ * it), its pending expectations, and the master role if it had it. */
+void rws_release_backend(struct rws_session *rs, struct rws_be *be,
+                         bool close_it);
+/* Close a connection whose session state diverged (never used again by
+ * the session); a read waiting on it is retried elsewhere. */
+void rws_drop_backend(struct rws_session *rs, struct rws_be *be,
+                      const char *why);
+
+/* rws_trx.c: transaction_replay and the session timer. */
+void rws_trx_log_clear(struct rws_session *rs);
 bool rws_trx_log_add(struct rws_session *rs, const struct sl_buf *buf);
+/* Start checksumming the answer to statement i of the log / hash a piece
+ * of it. */
+void rws_cks_begin(struct rws_session *rs, const struct sl_buf *buf,
+                   const struct sl_reply *reply, size_t i);
+void rws_sha_update(struct rws_session *rs, const struct sl_buf *buf);
+void rws_start_timer(struct rws_session *rs);
+/* Route the held command, if any. */
+int rws_release_waiting(struct rws_session *rs);
+void rws_replay_answer(struct rws_session *rs, struct rws_expect *e,
+                       const struct sl_buf *buf, const struct sl_reply *reply);
+/* The primary, the session's, failed; pending: with the client's answer
+ * outstanding. A replay, or master_failure_mode; false: close the
+ * session. */
+bool rws_master_failed(struct rws_session *rs, bool pending);
+/* An ERR from the primary that a replay or a hold hides from the client;
+ * true: the error is dropped. */
+bool rws_read_only_refusal(struct rws_session *rs, struct rws_be *be,
+                           const struct sl_reply *reply);
+bool rws_deadlock_retry(struct rws_session *rs, struct rws_be *be,
+                        const struct sl_reply *reply);
 
 /* rws_replay.c: transaction_replay's decisions (pure). */
 /* Another replay attempt of a transaction whose first attempt started at
@@ -477,5 +586,113 @@ struct sl_buf *rws_exec_add_types(const struct sl_buf *exec,
                                   const struct rws_ps *ps);
 /* Keep the parameter types of an execute that sends them (flag 1). */
 void rws_exec_save_types(const struct sl_buf *exec, struct rws_ps *ps);
+
+/* ---- Small helpers of the per-statement path: inline in every unit
+ * (a call across units for a test of one field would cost more than the
+ * test). */
+
+/* The connection is up (not given up or never opened). */
+static inline bool
+rws_be_live(const struct rws_be *be)
+{
+    return be->b != NULL;
+}
+
+/* A command the server answers. */
+static inline bool
+rws_expects_reply(int cmd)
+{
+    return cmd != SL_COM_QUIT && cmd != SL_COM_STMT_CLOSE &&
+           cmd != SL_COM_STMT_SEND_LONG_DATA;
+}
+
+/* A statement after which the session's GTID may have moved on
+ * (causal_reads asks the primary for it). */
+static inline bool
+rws_changes_data(uint32_t type)
+{
+    return (type & (SL_QC_WRITE | SL_QC_DDL | SL_QC_UNKNOWN | SL_QC_CALL |
+                    SL_QC_LOAD_LOCAL | SL_QC_GSYSVAR_WRITE |
+                    SL_QC_CREATE_TMP_TABLE | SL_QC_DROP_TABLE |
+                    SL_QC_MULTI_STMT | SL_QC_EXEC_PREPARED)) != 0;
+}
+
+/* A statement of this type sets session state only: every connection
+ * runs it (SET, SET NAMES, SET autocommit, PREPARE ... FROM, ...). */
+static inline bool
+rws_sescmd_type(uint32_t t)
+{
+    if (!(t & (SL_QC_SESSION_WRITE | SL_QC_ENABLE_AUTOCOMMIT |
+               SL_QC_DISABLE_AUTOCOMMIT | SL_QC_PREPARE_NAMED |
+               SL_QC_DEALLOC_PREPARE))) {
+        return false;
+    }
+    if (!(t & (SL_QC_WRITE | SL_QC_DDL | SL_QC_READ | SL_QC_MULTI_STMT |
+               SL_QC_GSYSVAR_WRITE | SL_QC_UNKNOWN))) {
+        return true;
+    }
+    /* SET @a = (SELECT ...) */
+    return (t & SL_QC_USERVAR_WRITE) &&
+           !(t & (SL_QC_WRITE | SL_QC_DDL | SL_QC_MULTI_STMT));
+}
+
+/*
+ * A read-write transaction open on a primary that a switchover is
+ * demoting goes on there (*m set): the monitor drains the old primary's
+ * transactions before it sets read_only, and one still open then gets
+ * 1290 for its next write or COMMIT, which replays it on the new primary
+ * (transaction_replay; see rws_read_only_refusal). New transactions and
+ * autocommit writes are held (rws_master_index skips a moving primary).
+ */
+static inline void
+rws_trx_on_moving_master(struct rws_session *rs, int *m)
+{
+    struct rws_be *be;
+
+    *m = -1;
+    if (!rs->trx_active || rs->trx_ro || rs->master < 0 ||
+        rs->trx_srv != rs->master) {
+        return;   /* none, or a new one: held */
+    }
+    be = &rs->be[rs->master];
+    if (rws_be_live(be) && (sl_server_status(be->srv) & SL_SRV_MOVING) &&
+        rws_primary_moving(rs->inst)) {
+        *m = rs->master;
+    }
+}
+
+/* causal_reads: a read while the write's GTID is being fetched waits for
+ * it (buf taken). */
+static inline bool
+rws_causal_hold(struct rws_session *rs, struct sl_buf *buf,
+                const struct sl_hint *hint)
+{
+    if (rws_causal_position(rs, buf, hint)) {
+        return true;
+    }
+    if (rs->inst->cfg.causal != RWS_CAUSAL_LOCAL || !rs->gtid_pending) {
+        return false;
+    }
+    rs->waiting = buf;   /* routed when the write's GTID is known */
+    rs->waiting_hint = hint != NULL ? *hint : (struct sl_hint){.type = 0};
+    return true;
+}
+
+/* The causal_reads modes that read the service's acknowledged writes. */
+static inline bool
+rws_causal_service_wide(enum rws_causal m)
+{
+    return m == RWS_CAUSAL_GLOBAL || m == RWS_CAUSAL_FAST_GLOBAL ||
+           m == RWS_CAUSAL_CONSISTENT;
+}
+
+/* Errors that end a statement because someone stopped it, whatever the
+ * data: KILL QUERY (1317), KILL CONNECTION (1927), max_statement_time
+ * (1969), MySQL's max_execution_time (3024). */
+static inline bool
+rws_interrupted(uint16_t code)
+{
+    return code == 1317 || code == 1927 || code == 1969 || code == 3024;
+}
 
 #endif

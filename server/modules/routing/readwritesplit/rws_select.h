@@ -4,7 +4,7 @@
  * test can exercise it without servers or sessions.
  *
  * The router fills one struct rws_cand per server of the service that may
- * take a read (see rws_route.c for which ones) and asks rws_select() for
+ * take a read (see rws_target.c for which ones) and asks rws_select() for
  * the best one under the service's slave_selection_criteria.
  */
 #ifndef RWS_SELECT_H
