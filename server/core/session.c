@@ -90,6 +90,7 @@ session_free(struct sl_session *ses)
             fs->def->ops->free_session(fs->data);
         }
         sl__inst_ref_put(fs->ref);
+        sl__obj_unref(SL_OBJ_FILTER, (void *)fs->def);
     }
     free(ses->filters);
     sl__splice_free(ses);
@@ -99,9 +100,11 @@ session_free(struct sl_session *ses)
             sl_buf_free(b->held[j]);
         }
         free(b->held);
+        sl__obj_unref(SL_OBJ_SERVER, b->server);
         free(b);
     }
     pthread_mutex_destroy(&ses->lock);
+    sl__obj_unref(SL_OBJ_SERVICE, ses->service);   /* may be the last */
     free(ses);
     atomic_fetch_sub(&session_live, 1);
 }
@@ -156,6 +159,7 @@ create_filter_sessions(struct sl_session *ses)
         fs->ses = ses;
         fs->index = i;
         fs->def = svc->filters[i];
+        sl__obj_ref(SL_OBJ_FILTER, svc->filters[i]);
         fs->ref = sl__inst_ref_get(&fs->def->ref);
         fs->data = fs->def->ops->new_session(
             fs->ref ? sl__inst_ref_instance(fs->ref) : fs->def->instance,
@@ -182,6 +186,7 @@ session_alloc(struct sl_dcb *client)
     atomic_init(&ses->refs, 1);   /* the client DCB's */
     ses->client = client;
     ses->service = client->service;
+    sl__obj_ref(SL_OBJ_SERVICE, ses->service);   /* until session_free */
     ses->protocol = client->protocol;
     pthread_mutex_init(&ses->lock, NULL);
     snprintf(ses->remote, sizeof(ses->remote), "%s", client->remote);
@@ -435,6 +440,7 @@ sl_session_create_internal(struct sl_session *parent, struct sl_service *svc,
     ses->state = SL_SESSION_STARTING;
     atomic_init(&ses->refs, 1);   /* the owner's, dropped at close */
     ses->service = svc;
+    sl__obj_ref(SL_OBJ_SERVICE, svc);   /* found in this turn */
     ses->protocol = parent->protocol;
     ses->protocol_data = parent->protocol_data;   /* shared, not owned */
     ses->client_caps = parent->client_caps;
@@ -677,6 +683,7 @@ sl_backend_connect(struct sl_session *ses, struct sl_server *srv)
         free(b);
         return NULL;
     }
+    sl__obj_ref(SL_OBJ_SERVER, srv);   /* until session_free */
     b->dcb = dcb;
     dcb->session = ses;
     dcb->protocol = ses->protocol;
