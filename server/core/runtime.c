@@ -815,6 +815,8 @@ unpublish(struct sl_config *gen, const void *obj)
     drop_from(&gen->monitors, &gen->nmonitors, obj);
     drop_from(&gen->filters, &gen->nfilters, obj);
     sl__config_publish(gen);
+    /* its address may be reused once it is freed */
+    sl__admin_set_stopped(obj, false);
 }
 
 /* ---- live parameter changes ---- */

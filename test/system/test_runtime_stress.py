@@ -19,7 +19,6 @@ allocator quarantines freed memory."""
 import base64
 import json
 import os
-import subprocess
 import threading
 import time
 import urllib.error
@@ -248,23 +247,6 @@ def test_runtime_changes_under_load(proxy):
     assert len(dyn_ok) > rounds // 2, (len(dyn_ok), rounds)
 
 
-def rss_kb(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmRSS")
-
-
-def sanitizer_build():
-    out = subprocess.run(["ldd", str(st.SLUICE_BIN)], capture_output=True,
-                         text=True).stdout
-    syms = subprocess.run(["nm", "-D", str(st.SLUICE_BIN)],
-                          capture_output=True, text=True).stdout
-    return any(s in out + syms for s in ("libasan", "libtsan", "__asan_",
-                                         "__tsan_"))
-
-
 def test_rss_flat_over_10000_patches(proxy):
     """Each PATCH replaces a router instance (readwritesplit) or a filter
     instance (cache) and their parameter sets; while a client keeps making
@@ -285,14 +267,14 @@ def test_rss_flat_over_10000_patches(proxy):
             if i in (100, 1000, 5000, 10000):
                 time.sleep(1)   # let the last sessions and epochs pass
                 patch("/servers/db2", {"weight": 1})   # a write reclaims
-                figures[i] = rss_kb(proxy.pid)
+                figures[i] = st.rss_kb(proxy.pid)
     finally:
         stop.set()
         t.join(60)
     print("RSS (kB) after N PATCHes: " +
           ", ".join(f"{n}: {kb}" for n, kb in figures.items()))
     assert not errors, errors[:10]
-    if sanitizer_build():
+    if st.sanitizer_build():
         pytest.skip("RSS not comparable under a sanitizer (quarantine); "
                     f"figures {figures}")
     assert figures[10000] <= figures[100] * 1.10, figures
