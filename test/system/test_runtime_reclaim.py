@@ -215,8 +215,9 @@ def test_rss_flat_over_create_destroy_cycles(proxy):
     figures[done] = st.rss_kb(proxy.pid)
     print(f"{done} create/destroy cycles; RSS (kB) after N cycles: " +
           ", ".join(f"{n}: {kb}" for n, kb in figures.items()))
-    assert done >= 10 * first or done == CYCLES, (done, first)
     if st.sanitizer_build():
         pytest.skip("RSS not comparable under a sanitizer (quarantine); "
                     f"figures {figures}")
+    # enough cycles for the comparison to mean something
+    assert done >= 10 * first or done == CYCLES, (done, first)
     assert figures[done] <= figures[first] * 1.10, figures
