@@ -38,28 +38,10 @@ SECONDS = float(os.environ.get("SLUICE_RECLAIM_SECONDS", "40"))
 
 @pytest.fixture(scope="module")
 def proxy(tmp_path_factory):
-    run_dir = tmp_path_factory.mktemp("reclaim")
-    text = fc.config_text(run_dir, PRIMARY, REPLICA, "")
     # query digests are kept per service name up to digest_max_entries
     # per worker: bounded, but they would blur the figures of the objects
-    text = text.replace("admin_enabled=false",
-                        f"admin_host={st.HOST}\nadmin_port={ADMIN}\n"
-                        "query_digests=false")
-    for sub in ("log", "data", "persist"):
-        (run_dir / sub).mkdir(parents=True, exist_ok=True)
-    cfg = run_dir / "sluice.cnf"
-    cfg.write_text(text)
-    daemon = fc.Daemon(st.sluice_argv("start", cfg), run_dir / "proxy.log",
-                       st.sluice_env())
-    prx = fc.Proxy(daemon, PRIMARY, REPLICA, None, run_dir)
-    try:
-        daemon.wait_ports([PRIMARY, REPLICA, ADMIN])
-        fc._wait_ready(prx)
-        yield prx
-    finally:
-        problems = fc.stop_proxy(prx)
-    if problems:
-        pytest.fail("proxy shutdown: " + "\n".join(problems), pytrace=False)
+    yield from fc.running(tmp_path_factory, PRIMARY, REPLICA,
+                          "query_digests=false\n", [], admin=ADMIN)
 
 
 class Rest:

@@ -55,7 +55,7 @@ def table():
 
 @pytest.fixture(scope="module")
 def proxy(tmp_path_factory, table):
-    sections = f"""
+    sections = """
 [Stress-Cache]
 type=filter
 module=cache
@@ -71,25 +71,8 @@ match=/stress_t/
     sections += fc.service("Stress-RWS", RWS, router="readwritesplit",
                            filters="Stress-Cache|Stress-Tee")
     sections += fc.service("Stress-Target", TARGET)
-    run_dir = tmp_path_factory.mktemp("stress")
-    text = fc.config_text(run_dir, PRIMARY, REPLICA, sections)
-    text = text.replace("admin_enabled=false",
-                        f"admin_host={st.HOST}\nadmin_port={ADMIN}")
-    for sub in ("log", "data", "persist"):
-        (run_dir / sub).mkdir(parents=True, exist_ok=True)
-    cfg = run_dir / "sluice.cnf"
-    cfg.write_text(text)
-    daemon = fc.Daemon(st.sluice_argv("start", cfg), run_dir / "proxy.log",
-                       st.sluice_env())
-    prx = fc.Proxy(daemon, PRIMARY, REPLICA, None, run_dir)
-    try:
-        daemon.wait_ports([PRIMARY, REPLICA, RWS, TARGET, ADMIN])
-        fc._wait_ready(prx)
-        yield prx
-    finally:
-        problems = fc.stop_proxy(prx)
-    if problems:
-        pytest.fail("proxy shutdown: " + "\n".join(problems), pytrace=False)
+    yield from fc.running(tmp_path_factory, PRIMARY, REPLICA, sections,
+                          [RWS, TARGET], admin=ADMIN)
 
 
 def http(method, path, body=None):
