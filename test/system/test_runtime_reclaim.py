@@ -169,6 +169,38 @@ def test_destroyed_objects_freed_after_last_session(proxy):
     assert wait_destroyed(rest, 0) == 0
 
 
+def test_unlinked_server_freed_after_last_session(proxy):
+    """A server taken out of a live service and destroyed while a session
+    still uses it: held by the session's backend and by the server list
+    its router instance was made over, freed when the session ends."""
+    rest = Rest()
+    assert wait_destroyed(rest, 0) == 0
+    port = create_set(rest, 900000)
+    rest.must(204, "DELETE", "/monitors/rc-mon-900000")
+    rest.must(204, "DELETE", "/servers/rc-msrv-900000")
+    assert wait_destroyed(rest, 0) == 0
+    conn = st.connect(port, database="test")
+    try:
+        assert st.scalar(conn, "SELECT @@server_id") == st.PRIMARY_ID
+        rest.must(204, "PATCH",
+                  "/services/rc-svc-900000/relationships/servers",
+                  {"data": [{"id": "db2", "type": "servers"}]})
+        rest.must(204, "DELETE", "/servers/rc-srv-900000")
+        assert wait_destroyed(rest, 1) == 1
+        # still connected to the destroyed server
+        assert st.scalar(conn, "SELECT @@server_id") == st.PRIMARY_ID
+    finally:
+        conn.close()
+    assert wait_destroyed(rest, 0) == 0
+    # new sessions go to the new list
+    with st.connect(port) as c2:
+        assert st.scalar(c2, "SELECT @@server_id") == 2
+    for path in ("/listeners/rc-lst-900000", "/services/rc-svc-900000",
+                 "/filters/rc-flt-900000"):
+        rest.must(204, "DELETE", path)
+    assert wait_destroyed(rest, 0) == 0
+
+
 def test_rss_flat_over_create_destroy_cycles(proxy):
     rest = Rest()
     figures = {}
