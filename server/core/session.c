@@ -93,6 +93,9 @@ session_free(struct sl_session *ses)
         sl__obj_unref(SL_OBJ_FILTER, (void *)fs->def);
     }
     free(ses->filters);
+    /* may be the service's last reference: it is freed after an epoch,
+     * so the rest of this function may still read it */
+    sl__obj_unref(SL_OBJ_SERVICE, ses->service);
     sl__splice_free(ses);
     while ((b = ses->backends) != NULL) {
         ses->backends = b->next;
@@ -104,7 +107,6 @@ session_free(struct sl_session *ses)
         free(b);
     }
     pthread_mutex_destroy(&ses->lock);
-    sl__obj_unref(SL_OBJ_SERVICE, ses->service);   /* may be the last */
     free(ses);
     atomic_fetch_sub(&session_live, 1);
 }
