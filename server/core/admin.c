@@ -438,12 +438,13 @@ dispatch(struct admin_req *r, struct conn_state *cs)
         return sl__admin_error(405, "%.16s is not supported on '%.200s'",
                            r->method, r->url);
     }
+    /* free what earlier changes unpublished and no worker can still hold
+     * (generation.c); reads too, so a destroyed object whose last session
+     * ended is freed without waiting for the next change */
+    sl__worker_reclaim(false);
     if (is_read_method(r->method)) {
         return route->handler(r);
     }
-    /* free what earlier changes unpublished and no worker can still hold
-     * (generation.c) */
-    sl__worker_reclaim(false);
     if (cs->len > 0) {
         r->body = json_loadb(cs->body, cs->len, JSON_REJECT_DUPLICATES,
                              &jerr);

@@ -591,6 +591,8 @@ sl__rest_maxscale_get(struct admin_req *r)
     json_object_set_new(attrs, "config_sync", sl__csync_json());
     json_object_set_new(attrs, "event_model", json_string(
         g->event_model == SL_EVENT_MODEL_SHARED ? "shared" : "pinned"));
+    json_object_set_new(attrs, "destroyed_objects",
+                        json_integer(sl__obj_destroyed_live()));
     return document(r, json_pack("{s:s, s:s, s:o, s:{s:o}}", "id",
                                  "maxscale", "type", "maxscale",
                                  "attributes", attrs, "links", "self",

@@ -1702,6 +1702,7 @@ create_service_instances(struct loader *L)
     for (size_t i = 0; i < cfg->nservices; i++) {
         struct sl_service *svc = cfg->services[i];
 
+        sl__service_hold_links(svc, true);   /* see sl__obj_ref */
         svc->router_instance = svc->router->create_instance(svc,
                                                             svc->params);
         if (svc->router_instance == NULL) {
@@ -1717,6 +1718,7 @@ create_service_instances(struct loader *L)
         struct sl_listener *l = cfg->listeners[i];
         struct sl_service *svc = l->service;
 
+        sl__listener_hold_links(l, true);
         if (svc->protocol) {
             if (svc->protocol != l->protocol) {
                 sl__cfg_error(L->d, section_line(L, l->name), "listener "
@@ -1774,78 +1776,13 @@ create_instances(struct loader *L)
 
 /* ---- entry points ---- */
 
-static void
-free_instances(struct sl_config *cfg)
-{
-    for (size_t i = 0; i < cfg->nmonitors; i++) {
-        struct sl_monitor *m = cfg->monitors[i];
-
-        if (m->instance && m->ops->destroy_instance) {
-            m->ops->destroy_instance(m->instance);
-        }
-        m->instance = NULL;
-    }
-    for (size_t i = 0; i < cfg->nservices; i++) {
-        struct sl_service *svc = cfg->services[i];
-
-        if (svc->protocol_data && svc->protocol->service_data_free) {
-            svc->protocol->service_data_free(svc->protocol_data);
-        }
-        svc->protocol_data = NULL;
-        sl__inst_ref_free_current(svc->router_ref);
-        svc->router_ref = NULL;
-        if (svc->router_instance && svc->router->destroy_instance) {
-            svc->router->destroy_instance(svc->router_instance);
-        }
-        svc->router_instance = NULL;
-    }
-    for (size_t i = 0; i < cfg->nfilters; i++) {
-        struct sl_filter_def *f = cfg->filters[i];
-
-        sl__inst_ref_free_current(f->ref);
-        f->ref = NULL;
-        if (f->instance && f->ops->destroy_instance) {
-            f->ops->destroy_instance(f->instance);
-        }
-        f->instance = NULL;
-    }
-}
-
 void
 sl__config_free(struct sl_config *cfg)
 {
     if (cfg == NULL) {
         return;
     }
-    free_instances(cfg);
-    for (size_t i = 0; i < cfg->nmonitors; i++) {
-        sl__params_free(cfg->monitors[i]->params);
-        free(cfg->monitors[i]->servers);
-        free(cfg->monitors[i]);
-    }
-    for (size_t i = 0; i < cfg->nlisteners; i++) {
-        sl__tls_free(cfg->listeners[i]->tls);
-        free(cfg->listeners[i]->pp_nets);
-        sl__params_free(cfg->listeners[i]->params);
-        free(cfg->listeners[i]);
-    }
-    for (size_t i = 0; i < cfg->nservices; i++) {
-        sl__params_free(cfg->services[i]->params);
-        sl__stats_obj_free(cfg->services[i]->stats);
-        free(cfg->services[i]->servers);
-        free(cfg->services[i]->filters);
-        free(cfg->services[i]);
-    }
-    for (size_t i = 0; i < cfg->nfilters; i++) {
-        sl__params_free(cfg->filters[i]->params);
-        free(cfg->filters[i]);
-    }
-    for (size_t i = 0; i < cfg->nservers; i++) {
-        sl__tls_free(cfg->servers[i]->tls);
-        sl__params_free(cfg->servers[i]->params);
-        sl__stats_obj_free(cfg->servers[i]->stats);
-        free(cfg->servers[i]);
-    }
+    sl__config_free_objects(cfg);   /* generation.c */
     free(cfg->monitors);
     free(cfg->listeners);
     free(cfg->services);
@@ -1978,31 +1915,7 @@ drop_new(struct sl_config *cfg, const struct counts *c)
     tail.nmonitors = cfg->nmonitors - c->n[K_MONITOR];
     tail.filters = TAIL_OF(cfg->filters, c->n[K_FILTER]);
     tail.nfilters = cfg->nfilters - c->n[K_FILTER];
-    free_instances(&tail);
-    for (size_t i = 0; i < tail.nmonitors; i++) {
-        sl__params_free(tail.monitors[i]->params);
-        free(tail.monitors[i]->servers);
-        free(tail.monitors[i]);
-    }
-    for (size_t i = 0; i < tail.nlisteners; i++) {
-        free(tail.listeners[i]->pp_nets);
-        sl__params_free(tail.listeners[i]->params);
-        free(tail.listeners[i]);
-    }
-    for (size_t i = 0; i < tail.nservices; i++) {
-        sl__params_free(tail.services[i]->params);
-        free(tail.services[i]->servers);
-        free(tail.services[i]->filters);
-        free(tail.services[i]);
-    }
-    for (size_t i = 0; i < tail.nfilters; i++) {
-        sl__params_free(tail.filters[i]->params);
-        free(tail.filters[i]);
-    }
-    for (size_t i = 0; i < tail.nservers; i++) {
-        sl__params_free(tail.servers[i]->params);
-        free(tail.servers[i]);
-    }
+    sl__config_free_objects(&tail);
     cfg->nservers = c->n[K_SERVER];
     cfg->nservices = c->n[K_SERVICE];
     cfg->nlisteners = c->n[K_LISTENER];

@@ -241,6 +241,23 @@ unlink_from_worker(struct sl_dcb *dcb)
     pthread_mutex_unlock(&w->dcb_lock);
 }
 
+/* The DCB holds its listener, service and server (whichever are set)
+ * until sl__dcb_free: set in a worker's turn (or on the admin thread,
+ * for listener DCBs) from objects that are held or published. */
+static void
+hold_objects(struct sl_dcb *dcb)
+{
+    if (dcb->listener != NULL) {
+        sl__obj_ref(SL_OBJ_LISTENER, dcb->listener);
+    }
+    if (dcb->service != NULL) {
+        sl__obj_ref(SL_OBJ_SERVICE, dcb->service);
+    }
+    if (dcb->server != NULL) {
+        sl__obj_ref(SL_OBJ_SERVER, dcb->server);
+    }
+}
+
 void
 sl__dcb_free(struct sl_dcb *dcb)
 {
@@ -269,6 +286,9 @@ sl__dcb_free(struct sl_dcb *dcb)
     if (dcb->session != NULL) {
         sl__session_unref(dcb->session);
     }
+    sl__obj_unref(SL_OBJ_LISTENER, dcb->listener);
+    sl__obj_unref(SL_OBJ_SERVICE, dcb->service);
+    sl__obj_unref(SL_OBJ_SERVER, dcb->server);
     free(dcb);
     atomic_fetch_sub(&dcb_live, 1);
     atomic_fetch_add(&dcb_freed, 1);
@@ -1194,6 +1214,7 @@ new_client(struct sl_dcb *ldcb, int fd, const struct sockaddr_storage *ss)
     }
     c->listener = ldcb->listener;
     c->service = ldcb->listener->service;
+    hold_objects(c);
     c->protocol = ldcb->listener->protocol;
     c->pp_pending = true;
     if (ss->ss_family == AF_UNIX) {
@@ -1554,6 +1575,7 @@ sl__dcb_connect_backend(struct sl_backend *b)
     dcb->connecting = true;   /* EPOLLOUT + SO_ERROR tell the outcome */
     dcb->is_unix = ss.ss_family == AF_UNIX;
     dcb->server = b->server;
+    hold_objects(dcb);
     dcb->backend = b;
     snprintf(dcb->remote, sizeof(dcb->remote), "%s",
              dcb->is_unix ? "localhost" : b->server->address);
@@ -1710,6 +1732,7 @@ sl__listener_start(struct sl_listener *l)
         d->owns_fd = false;
         d->listener = l;
         d->service = l->service;
+        hold_objects(d);
         d->protocol = l->protocol;
         snprintf(d->remote, sizeof(d->remote), "%s", l->name);
         sl_dcb_ref(d);   /* held by the record until the listener stops */

@@ -22,13 +22,25 @@
  * array it was made over are destroyed, again after an epoch (a worker may
  * still be reading sl_service_params() of the old set in its turn).
  *
+ * Servers, services, listeners, filters and monitors are counted the same
+ * way (sl__obj_ref, see internal.h): the configuration holds one reference
+ * and every session, backend, DCB or object that keeps a pointer beyond a
+ * worker's turn holds one. A destroyed object loses the configuration's
+ * reference after an epoch; the last holder frees it after another.
+ *
  * Context: noted per function.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#define SL_LOG_TAG "core"
+
+#include <sluice/log.h>
+
 #include "config_int.h"
+#include "stats.h"
+#include "tls.h"
 #include "worker_int.h"
 
 struct sl_inst_ref {
@@ -37,7 +49,10 @@ struct sl_inst_ref {
     const struct sl_router_ops *router;   /* one of router / filter */
     const struct sl_filter_ops *filter;
     struct sl_params *params;             /* attached when retired */
-    void *array;                          /* attached when retired */
+    struct sl_server **array;             /* attached when retired */
+    size_t narray;                        /* its servers hold a reference */
+    void *owner;                          /* retired: its service or filter,
+                                           * held until the instance goes */
 };
 
 static atomic_long inst_live;   /* instances made through a ref, not freed */
@@ -76,7 +91,12 @@ destroy_instance(struct sl_inst_ref *r)
         }
     }
     sl__params_free(r->params);
+    sl__servers_unref(r->array, r->narray);
     free(r->array);
+    if (r->owner != NULL) {
+        sl__obj_unref(r->router != NULL ? SL_OBJ_SERVICE : SL_OBJ_FILTER,
+                      r->owner);
+    }
     atomic_fetch_sub(&inst_live, 1);
     free(r);
 }
@@ -117,16 +137,23 @@ put_deferred(void *arg)
 }
 
 void
-sl__inst_ref_retire(struct sl_inst_ref *r, struct sl_params *params,
-                    void *array)
+sl__inst_ref_retire(struct sl_inst_ref *r, void *owner,
+                    struct sl_params *params, struct sl_server **array,
+                    size_t narray)
 {
     if (r == NULL) {
         sl__params_free(params);   /* nothing was made over them */
+        sl__servers_unref(array, narray);
         free(array);
         return;
     }
     r->params = params;
     r->array = array;
+    r->narray = narray;
+    r->owner = owner;   /* a module's destroy_instance may still read it */
+    if (owner != NULL) {
+        sl__obj_ref(r->router != NULL ? SL_OBJ_SERVICE : SL_OBJ_FILTER, owner);
+    }
     if (sl__worker_defer(put_deferred, r) < 0) {
         atomic_fetch_sub(&inst_live, 1);   /* leaked, see above */
     }
@@ -217,5 +244,244 @@ sl__config_publish(struct sl_config *gen)
     __atomic_store_n(&sl__config, gen, __ATOMIC_RELEASE);
     if (old != NULL && sl__worker_defer(discard_deferred, old) < 0) {
         /* out of memory: the old arrays leak (never freed early) */
+    }
+}
+
+/* ---- object references ---- */
+
+struct obj_job {
+    enum sl_obj_kind kind;
+    void *obj;
+};
+
+static atomic_long destroyed_live;   /* destroyed, not freed yet */
+
+static atomic_long *
+refs_of(enum sl_obj_kind kind, void *obj)
+{
+    switch (kind) {
+    case SL_OBJ_SERVER:
+        return &((struct sl_server *)obj)->refs;
+    case SL_OBJ_SERVICE:
+        return &((struct sl_service *)obj)->refs;
+    case SL_OBJ_LISTENER:
+        return &((struct sl_listener *)obj)->refs;
+    case SL_OBJ_FILTER:
+        return &((struct sl_filter_def *)obj)->refs;
+    case SL_OBJ_MONITOR:
+    default:
+        return &((struct sl_monitor *)obj)->refs;
+    }
+}
+
+static void
+free_object(enum sl_obj_kind kind, void *obj)
+{
+    switch (kind) {
+    case SL_OBJ_SERVER:
+        sl__server_free(obj);
+        break;
+    case SL_OBJ_SERVICE:
+        sl__service_free(obj);
+        break;
+    case SL_OBJ_LISTENER:
+        sl__listener_free(obj);
+        break;
+    case SL_OBJ_FILTER:
+        sl__filter_free(obj);
+        break;
+    case SL_OBJ_MONITOR:
+        sl__monitor_free(obj);
+        break;
+    }
+}
+
+/* Run fn(job) after an epoch; false (logged, obj leaked) when out of
+ * memory: never free early. */
+static bool
+defer_job(void (*fn)(void *), enum sl_obj_kind kind, void *obj)
+{
+    struct obj_job *j = malloc(sizeof(*j));
+
+    if (j != NULL) {
+        j->kind = kind;
+        j->obj = obj;
+        if (sl__worker_defer(fn, j) == 0) {
+            return true;
+        }
+        free(j);
+    }
+    sl_log_error("out of memory: a destroyed object is never freed");
+    return false;
+}
+
+static void
+free_job(void *arg)
+{
+    struct obj_job *j = arg;
+
+    free_object(j->kind, j->obj);
+    atomic_fetch_sub(&destroyed_live, 1);
+    free(j);
+}
+
+void
+sl__obj_ref(enum sl_obj_kind kind, void *obj)
+{
+    atomic_fetch_add_explicit(refs_of(kind, obj), 1, memory_order_relaxed);
+}
+
+void
+sl__obj_unref(enum sl_obj_kind kind, void *obj)
+{
+    /* 0 before the decrement: that was the last reference (see refs) */
+    if (obj != NULL &&
+        atomic_fetch_sub_explicit(refs_of(kind, obj), 1,
+                                  memory_order_acq_rel) == 0 &&
+        !defer_job(free_job, kind, obj)) {
+        atomic_fetch_sub(&destroyed_live, 1);
+    }
+}
+
+static void
+unref_job(void *arg)
+{
+    struct obj_job *j = arg;
+
+    sl__obj_unref(j->kind, j->obj);
+    free(j);
+}
+
+void
+sl__obj_destroyed(enum sl_obj_kind kind, void *obj)
+{
+    atomic_fetch_add(&destroyed_live, 1);
+    if (!defer_job(unref_job, kind, obj)) {
+        atomic_fetch_sub(&destroyed_live, 1);
+    }
+}
+
+long
+sl__obj_destroyed_live(void)
+{
+    return atomic_load(&destroyed_live);
+}
+
+void
+sl__servers_unref(struct sl_server *const *arr, size_t n)
+{
+    for (size_t i = 0; arr != NULL && i < n; i++) {
+        sl__obj_unref(SL_OBJ_SERVER, arr[i]);
+    }
+}
+
+/* ---- freeing objects: at exit, or when the last reference goes ---- */
+void
+sl__service_hold_links(struct sl_service *svc, bool hold)
+{
+    void (*fn)(enum sl_obj_kind, void *) = hold ? sl__obj_ref : sl__obj_unref;
+
+    if (svc->links_held == hold) {
+        return;
+    }
+    svc->links_held = hold;
+    for (size_t i = 0; i < svc->nservers; i++) {
+        fn(SL_OBJ_SERVER, svc->servers[i]);
+    }
+    for (size_t i = 0; i < svc->nfilters; i++) {
+        fn(SL_OBJ_FILTER, svc->filters[i]);
+    }
+}
+
+void
+sl__listener_hold_links(struct sl_listener *l, bool hold)
+{
+    if (l->links_held != hold) {
+        l->links_held = hold;
+        (hold ? sl__obj_ref : sl__obj_unref)(SL_OBJ_SERVICE, l->service);
+    }
+}
+
+void
+sl__service_free(struct sl_service *svc)
+{
+    if (svc->protocol_data && svc->protocol->service_data_free) {
+        svc->protocol->service_data_free(svc->protocol_data);
+    }
+    sl__inst_ref_free_current(svc->router_ref);
+    if (svc->router_instance && svc->router->destroy_instance) {
+        svc->router->destroy_instance(svc->router_instance);
+    }
+    sl__service_hold_links(svc, false);
+    sl__params_free(svc->params);
+    sl__stats_obj_free(svc->stats);
+    free(svc->servers);
+    free(svc->filters);
+    free(svc);
+}
+
+void
+sl__listener_free(struct sl_listener *l)
+{
+    sl__listener_hold_links(l, false);
+    sl__tls_free(l->tls);
+    free(l->pp_nets);
+    sl__params_free(l->params);
+    free(l);
+}
+
+void
+sl__filter_free(struct sl_filter_def *f)
+{
+    sl__inst_ref_free_current(f->ref);
+    if (f->instance && f->ops->destroy_instance) {
+        f->ops->destroy_instance(f->instance);
+    }
+    sl__params_free(f->params);
+    free(f);
+}
+
+void
+sl__server_free(struct sl_server *srv)
+{
+    sl__tls_free(srv->tls);
+    sl__params_free(srv->params);
+    sl__stats_obj_free(srv->stats);
+    free(srv);
+}
+
+/* Its thread is joined (at exit, or when it was destroyed). */
+void
+sl__monitor_free(struct sl_monitor *m)
+{
+    if (m->instance && m->ops->destroy_instance) {
+        m->ops->destroy_instance(m->instance);
+    }
+    sl__params_free(m->params);
+    free(m->servers);
+    free(m);
+}
+
+void
+sl__config_free_objects(struct sl_config *cfg)
+{
+    /* monitors first (their threads are joined, their instances may use
+     * servers), then services (their links to filters and servers are
+     * dropped, never the last reference of a published object), listeners
+     * (each drops its service's link), filters, servers */
+    for (size_t i = 0; i < cfg->nmonitors; i++) {
+        sl__monitor_free(cfg->monitors[i]);
+    }
+    for (size_t i = 0; i < cfg->nlisteners; i++) {
+        sl__listener_free(cfg->listeners[i]);
+    }
+    for (size_t i = 0; i < cfg->nservices; i++) {
+        sl__service_free(cfg->services[i]);
+    }
+    for (size_t i = 0; i < cfg->nfilters; i++) {
+        sl__filter_free(cfg->filters[i]);
+    }
+    for (size_t i = 0; i < cfg->nservers; i++) {
+        sl__server_free(cfg->servers[i]);
     }
 }

@@ -10,7 +10,8 @@
  * generation.c). Fields changed at run time are published with release
  * stores (router and filter instances through struct sl_inst_ref, freed
  * when their last session ends); the rest is immutable. A destroyed
- * object leaves the current generation at once and is freed at exit.
+ * object leaves the current generation at once and is freed, through the
+ * workers' epochs, when the last holder lets go (sl__obj_ref below).
  */
 #ifndef SLUICE_CORE_INTERNAL_H
 #define SLUICE_CORE_INTERNAL_H
@@ -89,6 +90,7 @@ struct sl_server {
     atomic_flag gtid_lock;            /* guards gtid_pos (clear = free) */
     char gtid_pos[256];               /* gtid_current_pos, monitor's view */
     struct sl_obj_slots *stats;       /* stats.c: per-worker histograms */
+    atomic_long refs;                 /* sl__obj_ref (generation.c) */
 };
 
 struct sl_inst_ref;   /* generation.c */
@@ -100,6 +102,7 @@ struct sl_filter_def {
     struct sl_params *params;
     void *instance;
     struct sl_inst_ref *ref;          /* instance for new sessions */
+    atomic_long refs;                 /* sl__obj_ref (generation.c) */
 };
 
 struct sl_service {
@@ -131,6 +134,8 @@ struct sl_service {
     struct sl_obj_slots *stats;       /* stats.c: per-worker histograms */
     /* sl_service_auth_failed, by enum sl_auth_failure (logins only). */
     atomic_ullong auth_failures[SL_AUTH_FAIL_COUNT];
+    atomic_long refs;                 /* sl__obj_ref (generation.c) */
+    bool links_held;                  /* holds its servers and filters */
 };
 
 struct sl_listener {
@@ -150,6 +155,8 @@ struct sl_listener {
      * PROXY header; none = no client may */
     struct sl_pp_net *pp_nets;
     size_t pp_nnets;
+    atomic_long refs;                 /* sl__obj_ref (generation.c) */
+    bool links_held;                  /* holds its service */
 };
 
 struct sl_monitor {
@@ -173,6 +180,7 @@ struct sl_monitor {
     atomic_ullong ops_failed[SL_MONITOR_OP_COUNT];
     atomic_ullong errors;
     bool running;                     /* has a thread (monitor.c) */
+    atomic_long refs;                 /* sl__obj_ref (generation.c) */
 };
 
 /* Everything loaded from the configuration. */
@@ -225,16 +233,73 @@ struct sl_inst_ref *sl__inst_ref_get(struct sl_inst_ref *const *slot);
 /* Drop a reference; the last one destroys the instance after an epoch.
  * Any thread. */
 void sl__inst_ref_put(struct sl_inst_ref *r);
-/* The object has published a replacement: r will also free params and
- * array (the set and server array it was made over, either may be NULL)
- * and loses the object's reference after an epoch. Admin thread. */
-void sl__inst_ref_retire(struct sl_inst_ref *r, struct sl_params *params,
-                         void *array);
+/* The object `owner` (its service or filter) has published a
+ * replacement: r will also free params and array (the set and server
+ * array it was made over, either may be NULL; narray: the array's count,
+ * whose servers lose a reference then), holds owner until the instance is
+ * destroyed, and loses the object's reference after an epoch. Admin
+ * thread. */
+void sl__inst_ref_retire(struct sl_inst_ref *r, void *owner,
+                         struct sl_params *params, struct sl_server **array,
+                         size_t narray);
 /* At exit (no sessions): free the ref of an object's current instance;
  * the instance itself is destroyed by the caller. */
 void sl__inst_ref_free_current(struct sl_inst_ref *r);
 /* Instances made through a ref and not destroyed yet (tests). */
 long sl__inst_live(void);
+
+/*
+ * Object references. Servers, services, listeners, filters and monitors
+ * are freed when nobody holds them. `refs` counts the holders beyond the
+ * configuration's own reference, so a zeroed object (as the loader makes
+ * it) has exactly that one. Holders that keep a pointer beyond a worker's
+ * turn take a reference where they are made inside a turn (or on the
+ * admin thread, the only writer): a session its service, a filter
+ * session its filter, a backend and a backend DCB their server, client
+ * and listener DCBs their listener and service, a service the servers of
+ * each array it publishes and its filters, a listener its service. A
+ * destroyed object (admin thread) leaves the published generation, then
+ * loses the configuration's reference after an epoch (a worker that
+ * loaded it from the old generation has taken its own by then); whoever
+ * drops the last reference frees it, again after an epoch. At exit,
+ * sl__config_free frees what is still published directly.
+ */
+enum sl_obj_kind {
+    SL_OBJ_SERVER,
+    SL_OBJ_SERVICE,
+    SL_OBJ_LISTENER,
+    SL_OBJ_FILTER,
+    SL_OBJ_MONITOR,
+};
+/* Take a reference (relaxed increment; obj must be held or reachable in
+ * the current turn). Any thread. */
+void sl__obj_ref(enum sl_obj_kind kind, void *obj);
+/* Drop one; NULL is ignored. Any thread. */
+void sl__obj_unref(enum sl_obj_kind kind, void *obj);
+/* obj was destroyed and left the published generation: drop the
+ * configuration's reference after an epoch. Admin thread. */
+void sl__obj_destroyed(enum sl_obj_kind kind, void *obj);
+/* Destroyed objects not freed yet (still held, or waiting for an epoch):
+ * the REST API's /v1/maxscale destroyed_objects. */
+long sl__obj_destroyed_live(void);
+/* A service takes (true) or drops (false) its references on the servers
+ * of its current array and on its filters; a listener on its service. At
+ * most once each way (links_held). Main or admin thread. */
+void sl__service_hold_links(struct sl_service *svc, bool hold);
+void sl__listener_hold_links(struct sl_listener *l, bool hold);
+/* Drop one reference on each of the first n servers of arr (the distinct
+ * servers of a published array; the rest repeats them). */
+void sl__servers_unref(struct sl_server *const *arr, size_t n);
+/* Free an object's memory (and its module instance): at exit for what is
+ * still published, or when the last reference goes. Links are dropped. */
+void sl__server_free(struct sl_server *srv);
+void sl__service_free(struct sl_service *svc);
+void sl__listener_free(struct sl_listener *l);
+void sl__filter_free(struct sl_filter_def *f);
+void sl__monitor_free(struct sl_monitor *m);
+/* Every object of cfg (not its arrays), in an order where nothing is
+ * freed before what may still use it. */
+void sl__config_free_objects(struct sl_config *cfg);
 
 /* ---- runtime side (worker.c, dcb.c, session.c, log.c) ---- */
 

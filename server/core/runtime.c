@@ -21,8 +21,9 @@
  * instance, with the array and parameter set it was made over, is freed
  * when its last session ends (struct sl_inst_ref), through the workers'
  * epochs. Destroyed objects themselves (a session may still point at its
- * service, server, listener or filter) are retired here and freed at
- * exit, after the workers have stopped.
+ * service, server, listener or filter) leave the published generation
+ * here and are freed when their last holder lets go (sl__obj_destroyed,
+ * generation.c).
  *
  * Context: the libmicrohttpd thread, except sl__admin_runtime_free (main,
  * after the workers stopped).
@@ -53,37 +54,7 @@
 #include "modcmd_int.h"
 #include "worker_int.h"
 
-/* ---- retired memory and stopped objects ---- */
-
-/* Whole destroyed objects, freed at exit with sl__config_free (params,
- * arrays, TLS, instances), like live ones. */
-enum retired_kind {
-    R_SERVER,
-    R_LISTENER,
-    R_SERVICE,
-    R_FILTER,
-    R_MONITOR,
-};
-
-struct retired {
-    enum retired_kind kind;
-    void *ptr;
-};
-
-static struct retired *retired;
-static size_t nretired;
-
-static void
-retire(enum retired_kind kind, void *ptr)
-{
-    struct retired *nr = realloc(retired, (nretired + 1) * sizeof(*nr));
-
-    if (nr == NULL) {
-        return;   /* leak rather than free memory a worker may read */
-    }
-    retired = nr;
-    retired[nretired++] = (struct retired){kind, ptr};
-}
+/* ---- deferred frees and stopped objects ---- */
 
 static void
 params_free_cb(void *p)
@@ -108,66 +79,15 @@ defer_params_free(struct sl_params *p)
     }
 }
 
-/* Move the destroyed objects into a throw-away configuration so one
- * function frees every kind of object the same way. */
-static void
-free_retired_objects(void)
-{
-    struct sl_config *c = calloc(1, sizeof(*c));
-    size_t n = nretired;
-
-    if (c == NULL) {
-        return;
-    }
-    c->servers = calloc(n + 1, sizeof(void *));
-    c->listeners = calloc(n + 1, sizeof(void *));
-    c->services = calloc(n + 1, sizeof(void *));
-    c->filters = calloc(n + 1, sizeof(void *));
-    c->monitors = calloc(n + 1, sizeof(void *));
-    if (!c->servers || !c->listeners || !c->services || !c->filters ||
-        !c->monitors) {
-        sl__config_free(c);
-        return;
-    }
-    for (size_t i = 0; i < nretired; i++) {
-        void *p = retired[i].ptr;
-
-        switch (retired[i].kind) {
-        case R_SERVER:
-            c->servers[c->nservers++] = p;
-            break;
-        case R_LISTENER:
-            c->listeners[c->nlisteners++] = p;
-            break;
-        case R_SERVICE:
-            c->services[c->nservices++] = p;
-            break;
-        case R_FILTER:
-            c->filters[c->nfilters++] = p;
-            break;
-        case R_MONITOR:
-            c->monitors[c->nmonitors++] = p;
-            break;
-        default:
-            continue;
-        }
-        retired[i].ptr = NULL;
-    }
-    sl__config_free(c);
-}
-
 /* Main, after the workers stopped. */
 void
 sl__admin_runtime_free(void)
 {
     /* the workers have stopped: every deferred free may run (each round
-     * may defer more: a retired instance losing its last reference) */
+     * may defer more: a retired instance or a destroyed object losing its
+     * last reference) */
     while (sl__worker_reclaim(true) > 0) {
     }
-    free_retired_objects();
-    free(retired);
-    retired = NULL;
-    nretired = 0;
     sl__admin_stopped_free();
 }
 
@@ -316,6 +236,11 @@ service_set_servers(struct sl_service *svc, struct sl_server **list,
     if (n == 0 && cap > 0) {
         arr[0] = NULL;
     }
+    /* the new array holds its servers (sl__obj_ref), the old one lets go
+     * with the old instance */
+    for (size_t i = 0; svc->links_held && i < n; i++) {
+        sl__obj_ref(SL_OBJ_SERVER, arr[i]);
+    }
     /* Growing: pointer first, then count; shrinking: count first. */
     if (n >= oldn) {
         __atomic_store_n(&svc->servers, arr, __ATOMIC_RELEASE);
@@ -334,6 +259,7 @@ service_set_servers(struct sl_service *svc, struct sl_server **list,
                          __ATOMIC_RELEASE);
         __atomic_store_n(&svc->servers, oldarr, __ATOMIC_RELEASE);
         __atomic_store_n(&svc->nservers, oldn, __ATOMIC_RELEASE);
+        sl__servers_unref(svc->links_held ? arr : NULL, n);
         defer_free(arr);
         snprintf(err, errlen, "router of service '%s' refused the new server "
                  "list", svc->name);
@@ -343,7 +269,8 @@ service_set_servers(struct sl_service *svc, struct sl_server **list,
     __atomic_store_n(&svc->router_ref, ref, __ATOMIC_RELEASE);
     /* the old instance was made over the old array: they go together,
      * when its last session ends */
-    sl__inst_ref_retire(oldref, NULL, oldarr);
+    sl__inst_ref_retire(oldref, svc, NULL, oldarr,
+                        svc->links_held ? oldn : 0);
     return 0;
 }
 
@@ -877,7 +804,8 @@ drop_from(void *arrp, size_t *n, const void *obj)
 }
 
 /* Publish a generation without obj (whichever array holds it). The
- * object itself stays allocated (retired): sessions may point at it. */
+ * object itself stays allocated until its holders let go: the caller
+ * hands the configuration's reference to sl__obj_destroyed. */
 static void
 unpublish(struct sl_config *gen, const void *obj)
 {
@@ -887,6 +815,8 @@ unpublish(struct sl_config *gen, const void *obj)
     drop_from(&gen->monitors, &gen->nmonitors, obj);
     drop_from(&gen->filters, &gen->nfilters, obj);
     sl__config_publish(gen);
+    /* its address may be reused once it is freed */
+    sl__admin_set_stopped(obj, false);
 }
 
 /* ---- live parameter changes ---- */
@@ -1286,7 +1216,7 @@ monitor_run(struct sl_monitor *m, bool start)
     return sl__admin_no_content();
 }
 
-/* Stop the thread, destroy the instance, retire the object. */
+/* Stop the thread, destroy the instance, let the object go. */
 static struct admin_resp
 destroy_monitor(struct sl_monitor *m)
 {
@@ -1313,7 +1243,7 @@ destroy_monitor(struct sl_monitor *m)
     unpublish(gen, m);
     sl__persist_remove(m->name);
     sl_log_notice("destroyed monitor '%s'", m->name);
-    retire(R_MONITOR, m);
+    sl__obj_destroyed(SL_OBJ_MONITOR, m);
     return sl__admin_no_content();
 }
 
@@ -1413,14 +1343,14 @@ alter_service_params(struct sl_service *svc, json_t *params)
     __atomic_store_n(&svc->params, newp, __ATOMIC_RELEASE);
     __atomic_store_n(&svc->router_instance, inst, __ATOMIC_RELEASE);
     __atomic_store_n(&svc->router_ref, ref, __ATOMIC_RELEASE);
-    sl__inst_ref_retire(oldref, oldp, NULL);
+    sl__inst_ref_retire(oldref, svc, oldp, NULL, 0);
     persist_service(svc);
     sl_log_notice("service '%s': parameters changed", svc->name);
     return applied(pending);
 }
 
 /* PATCH filters/NAME parameters: a new filter instance for new sessions
- * (existing sessions keep the old one, retired until exit). */
+ * (existing sessions keep the old one until they end). */
 static struct admin_resp
 alter_filter_params(struct sl_filter_def *f, json_t *params)
 {
@@ -1459,7 +1389,7 @@ alter_filter_params(struct sl_filter_def *f, json_t *params)
     __atomic_store_n(&f->params, newp, __ATOMIC_RELEASE);
     __atomic_store_n(&f->instance, inst, __ATOMIC_RELEASE);
     __atomic_store_n(&f->ref, ref, __ATOMIC_RELEASE);
-    sl__inst_ref_retire(oldref, oldp, NULL);
+    sl__inst_ref_retire(oldref, f, oldp, NULL, 0);
     sl__persist_write(f->name, newp, NULL);
     sl_log_notice("filter '%s': parameters changed", f->name);
     return sl__admin_no_content();
@@ -1692,7 +1622,7 @@ destroy_server(struct sl_server *srv)
     unpublish(gen, srv);
     sl__persist_remove(srv->name);
     sl_log_notice("destroyed server '%s'", srv->name);
-    retire(R_SERVER, srv);
+    sl__obj_destroyed(SL_OBJ_SERVER, srv);
     return sl__admin_no_content();
 }
 
@@ -1725,7 +1655,7 @@ destroy_listener(struct sl_listener *l)
     unpublish(gen, l);
     sl__persist_remove(l->name);
     sl_log_notice("destroyed listener '%s'", l->name);
-    retire(R_LISTENER, l);
+    sl__obj_destroyed(SL_OBJ_LISTENER, l);
     return sl__admin_no_content();
 }
 
@@ -1769,7 +1699,7 @@ destroy_object(struct admin_req *r)
         }
         unpublish(gen, svc);
         sl__persist_remove(name);
-        retire(R_SERVICE, svc);
+        sl__obj_destroyed(SL_OBJ_SERVICE, svc);
         return sl__admin_no_content();
     }
     if (strcmp(k, "filters") == 0) {
@@ -1791,7 +1721,7 @@ destroy_object(struct admin_req *r)
         }
         unpublish(gen, f);
         sl__persist_remove(name);
-        retire(R_FILTER, f);
+        sl__obj_destroyed(SL_OBJ_FILTER, f);
         return sl__admin_no_content();
     }
     if (strcmp(k, "monitors") == 0) {

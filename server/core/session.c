@@ -93,8 +93,12 @@ session_free(struct sl_session *ses)
             fs->def->ops->free_session(fs->data);
         }
         sl__inst_ref_put(fs->ref);
+        sl__obj_unref(SL_OBJ_FILTER, (void *)fs->def);
     }
     free(ses->filters);
+    /* may be the service's last reference: it is freed after an epoch,
+     * so the rest of this function may still read it */
+    sl__obj_unref(SL_OBJ_SERVICE, ses->service);
     sl__splice_free(ses);
     while ((b = ses->backends) != NULL) {
         ses->backends = b->next;
@@ -102,6 +106,7 @@ session_free(struct sl_session *ses)
             sl_buf_free(b->held[j]);
         }
         free(b->held);
+        sl__obj_unref(SL_OBJ_SERVER, b->server);
         free(b);
     }
     if (locked_ses == ses) {
@@ -165,6 +170,7 @@ create_filter_sessions(struct sl_session *ses)
         fs->ses = ses;
         fs->index = i;
         fs->def = svc->filters[i];
+        sl__obj_ref(SL_OBJ_FILTER, svc->filters[i]);
         fs->ref = sl__inst_ref_get(&fs->def->ref);
         fs->data = fs->def->ops->new_session(
             fs->ref ? sl__inst_ref_instance(fs->ref) : fs->def->instance,
@@ -191,6 +197,7 @@ session_alloc(struct sl_dcb *client)
     atomic_init(&ses->refs, 1);   /* the client DCB's */
     ses->client = client;
     ses->service = client->service;
+    sl__obj_ref(SL_OBJ_SERVICE, ses->service);   /* until session_free */
     ses->protocol = client->protocol;
     pthread_mutex_init(&ses->lock, NULL);
     ses->lock_root = ses;
@@ -445,6 +452,7 @@ sl_session_create_internal(struct sl_session *parent, struct sl_service *svc,
     ses->state = SL_SESSION_STARTING;
     atomic_init(&ses->refs, 1);   /* the owner's, dropped at close */
     ses->service = svc;
+    sl__obj_ref(SL_OBJ_SERVICE, svc);   /* found in this turn */
     ses->protocol = parent->protocol;
     ses->protocol_data = parent->protocol_data;   /* shared, not owned */
     ses->client_caps = parent->client_caps;
@@ -692,6 +700,7 @@ sl_backend_connect(struct sl_session *ses, struct sl_server *srv)
         free(b);
         return NULL;
     }
+    sl__obj_ref(SL_OBJ_SERVER, srv);   /* until session_free */
     b->dcb = dcb;
     dcb->session = ses;
     dcb->protocol = ses->protocol;

@@ -488,7 +488,9 @@ sl__worker_defer(void (*fn)(void *), void *arg)
     deferred_head = d;
     pthread_mutex_unlock(&deferred_lock);
     atomic_fetch_add(&deferred_count, 1);
-    for (int i = 0; i < nworkers; i++) {
+    /* stopped workers need no nudge, and sl__workers_finish frees them
+     * one by one while their zombies still drop references */
+    for (int i = 0; atomic_load(&running) && i < nworkers; i++) {
         if (atomic_load(&workers[i]->sleeping) &&
             atomic_load(&workers[i]->observed_epoch) < e) {
             wake(workers[i]);

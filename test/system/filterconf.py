@@ -59,21 +59,28 @@ def test_module(name):
     return st.BUILD_DIR / "test-modules" / f"lib{name}.so"
 
 
-def config_text(run_dir, primary, replica, sections, modules=None):
+def config_text(run_dir, primary, replica, sections, modules=None,
+                admin=None):
+    """The config text; admin: the REST API's port (default: no API)."""
     text = sluice_config(run_dir, primary, replica, extra="\n" + sections)
+    if admin is not None:
+        text = text.replace("admin_enabled=false",
+                            f"admin_host={st.HOST}\nadmin_port={admin}")
     if modules is not None:
         text = text.replace(f"module_dir={st.MODULE_DIR}",
                             f"module_dir={modules}")
     return text
 
 
-def start(run_dir, primary, replica, sections, ports, modules=None):
+def start(run_dir, primary, replica, sections, ports, modules=None,
+          admin=None):
     """Start Sluice; wait for the standard services and `ports`."""
     run_dir = Path(run_dir)
     for sub in ("log", "data", "persist"):
         (run_dir / sub).mkdir(parents=True, exist_ok=True)
     cfg = run_dir / "sluice.cnf"
-    cfg.write_text(config_text(run_dir, primary, replica, sections, modules))
+    cfg.write_text(config_text(run_dir, primary, replica, sections, modules,
+                               admin))
     daemon = Daemon(st.sluice_argv("start", cfg), run_dir / "proxy.log",
                     st.sluice_env())
     proxy = Proxy(daemon, primary, replica, None, run_dir)
@@ -87,10 +94,13 @@ def start(run_dir, primary, replica, sections, ports, modules=None):
 
 
 def running(tmp_path_factory, primary, replica, sections, ports,
-            modules=None):
-    """Generator for a module fixture (see proxy.running_proxy)."""
+            modules=None, admin=None):
+    """Generator for a module fixture (see proxy.running_proxy); admin:
+    the REST API's port (also waited for), default none."""
     run_dir = tmp_path_factory.mktemp(f"flt-{primary}")
-    proxy = start(run_dir, primary, replica, sections, ports, modules)
+    proxy = start(run_dir, primary, replica, sections,
+                  [*ports, *([admin] if admin is not None else [])], modules,
+                  admin)
     try:
         yield proxy
     finally:

@@ -289,3 +289,23 @@ class Writer(threading.Thread):
     def stop(self):
         self.stop_flag.set()
         self.join(timeout=30)
+
+
+def rss_kb(pid):
+    """VmRSS of process pid, in kB."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def sanitizer_build():
+    """Whether SLUICE_BIN is built with ASan or TSan (RSS figures are not
+    comparable there: freed memory is quarantined)."""
+    out = subprocess.run(["ldd", str(SLUICE_BIN)], capture_output=True,
+                         text=True).stdout
+    syms = subprocess.run(["nm", "-D", str(SLUICE_BIN)],
+                          capture_output=True, text=True).stdout
+    return any(s in out + syms for s in ("libasan", "libtsan", "__asan_",
+                                         "__tsan_"))

@@ -97,14 +97,6 @@ def test_failing_copies_do_not_reach_the_client(proxy):
                   what="the copy after a failed copy")
 
 
-def _rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmRSS")
-
-
 def _sanitized(pid):
     with open(f"/proc/{pid}/maps") as f:
         return "libasan" in f.read()
@@ -124,12 +116,12 @@ def test_slow_target_drops_copies_past_the_bound(proxy):
 
     def sample():
         while not halt.is_set():
-            peak[0] = max(peak[0], _rss_kib(pid))
+            peak[0] = max(peak[0], st.rss_kb(pid))
             time.sleep(0.02)
     with st.root(st.PRIMARY_ID) as root, \
             st.connect(TEE, database="test") as conn, conn.cursor() as cur:
         root.cursor().execute("LOCK TABLES test.tee_dst WRITE")
-        before = _rss_kib(pid)
+        before = st.rss_kb(pid)
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
         try:

@@ -281,14 +281,6 @@ def test_auth_errors_block_host(proxy):
         assert st.scalar(c, "SELECT 1") == 1
 
 
-def _rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmRSS")
-
-
 @pytest.mark.slow
 def test_slow_client_1gib_result_bounded_memory(proxy):
     """1 GiB of rows to a client that reads slowly: backpressure pauses the
@@ -310,7 +302,7 @@ def test_slow_client_1gib_result_bounded_memory(proxy):
                 break
             total += len(chunk)
             if total % (8 << 20) < (1 << 20):
-                peak = max(peak, _rss_kib(proxy.pid))
+                peak = max(peak, st.rss_kb(proxy.pid))
                 time.sleep(0.05)        # the slow part
         assert proc.wait(timeout=30) == 0, proc.stderr.read()
     finally:
@@ -343,7 +335,7 @@ def test_5000_connections(proxy):
             r.cursor().execute("SET GLOBAL max_connections = 2500")
     conns = []
     try:
-        before = _rss_kib(proxy.pid)
+        before = st.rss_kb(proxy.pid)
         errors = []
         lock = threading.Lock()
 
@@ -369,7 +361,7 @@ def test_5000_connections(proxy):
         for c in conns:
             sid = st.server_id(c)
             ids[sid] = ids.get(sid, 0) + 1
-        after = _rss_kib(proxy.pid)
+        after = st.rss_kb(proxy.pid)
         per_conn = (after - before) * 1024 / n
         print(f"{n} connections held, spread {ids}; RSS {before} -> "
               f"{after} KiB = {per_conn:.0f} bytes per client connection "
@@ -496,12 +488,12 @@ class _RssSampler(threading.Thread):
     def __init__(self, pid):
         super().__init__(daemon=True)
         self.pid = pid
-        self.peak = _rss_kib(pid)
+        self.peak = st.rss_kb(pid)
         self.halt = threading.Event()
 
     def run(self):
         while not self.halt.is_set():
-            self.peak = max(self.peak, _rss_kib(self.pid))
+            self.peak = max(self.peak, st.rss_kb(self.pid))
             time.sleep(0.02)
 
     def stop(self):
@@ -527,7 +519,7 @@ def test_streaming_while_parked_is_bounded(proxy):
     """A client parked for an account reload that streams 50 MiB ahead
     of its login: Sluice stops it at a login packet's worth, its RSS does
     not grow by the 50 MiB, and the proxy still serves others."""
-    before = _rss_kib(proxy.pid)
+    before = st.rss_kb(proxy.pid)
     sampler = _RssSampler(proxy.pid)
     sampler.start()
     with socket.create_connection((st.HOST, BASE + 5), timeout=30) as s:
@@ -673,7 +665,7 @@ def test_pipelined_commands_to_a_stuck_server_bounded(proxy):
         conn = st.connect(port)
         s = conn._sock
         cur.execute("LOCK TABLES test.pipe WRITE")
-        before = _rss_kib(proxy.pid)
+        before = st.rss_kb(proxy.pid)
         sampler = _RssSampler(proxy.pid)
         sampler.start()
         sent = [0]

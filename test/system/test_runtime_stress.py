@@ -19,7 +19,6 @@ allocator quarantines freed memory."""
 import base64
 import json
 import os
-import subprocess
 import threading
 import time
 import urllib.error
@@ -56,7 +55,7 @@ def table():
 
 @pytest.fixture(scope="module")
 def proxy(tmp_path_factory, table):
-    sections = f"""
+    sections = """
 [Stress-Cache]
 type=filter
 module=cache
@@ -72,25 +71,8 @@ match=/stress_t/
     sections += fc.service("Stress-RWS", RWS, router="readwritesplit",
                            filters="Stress-Cache|Stress-Tee")
     sections += fc.service("Stress-Target", TARGET)
-    run_dir = tmp_path_factory.mktemp("stress")
-    text = fc.config_text(run_dir, PRIMARY, REPLICA, sections)
-    text = text.replace("admin_enabled=false",
-                        f"admin_host={st.HOST}\nadmin_port={ADMIN}")
-    for sub in ("log", "data", "persist"):
-        (run_dir / sub).mkdir(parents=True, exist_ok=True)
-    cfg = run_dir / "sluice.cnf"
-    cfg.write_text(text)
-    daemon = fc.Daemon(st.sluice_argv("start", cfg), run_dir / "proxy.log",
-                       st.sluice_env())
-    prx = fc.Proxy(daemon, PRIMARY, REPLICA, None, run_dir)
-    try:
-        daemon.wait_ports([PRIMARY, REPLICA, RWS, TARGET, ADMIN])
-        fc._wait_ready(prx)
-        yield prx
-    finally:
-        problems = fc.stop_proxy(prx)
-    if problems:
-        pytest.fail("proxy shutdown: " + "\n".join(problems), pytrace=False)
+    yield from fc.running(tmp_path_factory, PRIMARY, REPLICA, sections,
+                          [RWS, TARGET], admin=ADMIN)
 
 
 def http(method, path, body=None):
@@ -248,23 +230,6 @@ def test_runtime_changes_under_load(proxy):
     assert len(dyn_ok) > rounds // 2, (len(dyn_ok), rounds)
 
 
-def rss_kb(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmRSS")
-
-
-def sanitizer_build():
-    out = subprocess.run(["ldd", str(st.SLUICE_BIN)], capture_output=True,
-                         text=True).stdout
-    syms = subprocess.run(["nm", "-D", str(st.SLUICE_BIN)],
-                          capture_output=True, text=True).stdout
-    return any(s in out + syms for s in ("libasan", "libtsan", "__asan_",
-                                         "__tsan_"))
-
-
 def test_rss_flat_over_10000_patches(proxy):
     """Each PATCH replaces a router instance (readwritesplit) or a filter
     instance (cache) and their parameter sets; while a client keeps making
@@ -278,7 +243,7 @@ def test_rss_flat_over_10000_patches(proxy):
     # Under a sanitizer RSS is not comparable (skipped below) and each
     # PATCH is several times slower; what is left to check there is PATCH
     # racing the sessions, which 1,000 cover.
-    marks = (100, 500, 1000) if sanitizer_build() else (100, 1000, 5000,
+    marks = (100, 500, 1000) if st.sanitizer_build() else (100, 1000, 5000,
                                                         10000)
     try:
         for i in range(1, marks[-1] + 1):
@@ -290,14 +255,14 @@ def test_rss_flat_over_10000_patches(proxy):
             if i in marks:
                 time.sleep(1)   # let the last sessions and epochs pass
                 patch("/servers/db2", {"weight": 1})   # a write reclaims
-                figures[i] = rss_kb(proxy.pid)
+                figures[i] = st.rss_kb(proxy.pid)
     finally:
         stop.set()
         t.join(60)
     print("RSS (kB) after N PATCHes: " +
           ", ".join(f"{n}: {kb}" for n, kb in figures.items()))
     assert not errors, errors[:10]
-    if sanitizer_build():
+    if st.sanitizer_build():
         pytest.skip("RSS not comparable under a sanitizer (quarantine); "
                     f"figures {figures}")
     assert figures[10000] <= figures[100] * 1.10, figures

@@ -12,6 +12,11 @@
  * instances (sl__worker_defer, generation.c): a deferred function does not
  * run while a worker has not started a new turn, and does soon after; a
  * retired instance is destroyed only when its last session lets go.
+ *
+ * Destroyed objects (sl__obj_destroyed): a service with a session and the
+ * server it lists are both freed only when the session lets go, the
+ * server after the service (ASan sees a use after free or a leak
+ * otherwise); the REST counter of destroyed objects comes back to zero.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -320,7 +325,7 @@ run_deferred(enum sl_event_model model)
     ses = sl__inst_ref_get(&slot);   /* a session's reference */
     assert_ptr_equal(ses, ref);
     assert_ptr_equal(sl__inst_ref_instance(ses), &instance);
-    sl__inst_ref_retire(ref, NULL, malloc(16));
+    sl__inst_ref_retire(ref, NULL, NULL, malloc(16), 0);
     sleep_ms(100);
     while (sl__worker_reclaim(false) > 0) {
     }
@@ -335,6 +340,60 @@ run_deferred(enum sl_event_model model)
     assert_int_equal(sl__inst_live(), live0);
     sl__workers_finish();
     assert_int_equal(sl__worker_deferred(), 0);
+}
+
+/* Reclaim until nothing is left or ms passed: the deferred count. */
+static size_t
+reclaim_all(int ms)
+{
+    uint64_t end = now_ms() + (uint64_t)ms;
+
+    while (sl__worker_deferred() > 0 && now_ms() < end) {
+        sl__worker_reclaim(false);
+        sleep_ms(2);
+    }
+    return sl__worker_deferred();
+}
+
+static void
+run_destroyed(enum sl_event_model model)
+{
+    struct sl_service *svc = calloc(1, sizeof(*svc));
+    struct sl_server *srv = calloc(1, sizeof(*srv));
+    long live0 = sl__obj_destroyed_live();
+
+    assert_non_null(svc);
+    assert_non_null(srv);
+    svc->servers = calloc(1, sizeof(*svc->servers));
+    assert_non_null(svc->servers);
+    svc->servers[0] = srv;
+    svc->nservers = 1;
+    start_workers(model);
+    sl__service_hold_links(svc, true);
+    sl__obj_ref(SL_OBJ_SERVICE, svc);   /* a session's */
+    sl__obj_destroyed(SL_OBJ_SERVICE, svc);
+    sl__obj_destroyed(SL_OBJ_SERVER, srv);
+    assert_int_equal(reclaim_all(5000), 0);
+    /* both held: the service by its session, the server by the service */
+    assert_int_equal(sl__obj_destroyed_live(), live0 + 2);
+    assert_int_equal(atomic_load(&svc->refs), 0);
+    assert_int_equal(atomic_load(&srv->refs), 0);
+    sl__obj_unref(SL_OBJ_SERVICE, svc);   /* the session ends */
+    assert_int_equal(reclaim_all(5000), 0);
+    assert_int_equal(sl__obj_destroyed_live(), live0);
+    sl__workers_finish();
+}
+
+static void
+test_destroyed_pinned(void **state)
+{
+    run_destroyed(SL_EVENT_MODEL_PINNED);
+}
+
+static void
+test_destroyed_shared(void **state)
+{
+    run_destroyed(SL_EVENT_MODEL_SHARED);
 }
 
 static void
@@ -358,6 +417,8 @@ main(void)
         cmocka_unit_test(test_idle_pinned),
         cmocka_unit_test(test_idle_shared),
         cmocka_unit_test(test_deferred_pinned),
+        cmocka_unit_test(test_destroyed_pinned),
+        cmocka_unit_test(test_destroyed_shared),
         cmocka_unit_test(test_deferred_shared),
     };
 
