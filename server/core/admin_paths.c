@@ -32,6 +32,7 @@
 
 #include "admin_int.h"
 #include "config_int.h"
+#include "module_int.h"
 
 static const struct sl_param_spec *
 spec_in(const struct sl_param_spec *t, const char *name)

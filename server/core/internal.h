@@ -319,7 +319,7 @@ void sl__worker_snapshot(struct sl_worker_stats *st, uint64_t session_id,
 int64_t sl__dcb_count(void);
 int64_t sl__session_count(void);
 
-/* ---- configuration side (config.c, params.c, module.c, main.c) ---- */
+/* ---- configuration side (config.c, params.c, main.c) ---- */
 
 /*
  * Load and validate a configuration file (and the persist directory if
@@ -330,17 +330,6 @@ int64_t sl__session_count(void);
  */
 struct sl_config *sl__config_load(const char *path, bool create_instances);
 void sl__config_free(struct sl_config *cfg);
-
-/* Load a module of the given type by name or alias from module_dir;
- * NULL with the reason logged (naming the file) on failure. */
-const struct sl_loaded_module *sl__module_load(const char *module_dir,
-                                               const char *name,
-                                               enum sl_module_type type);
-void sl__modules_unload(void);
-/* Check a descriptor as the loader does: NULL if acceptable, else a static
- * string saying why not. Exposed for unit tests. */
-const char *sl__module_check(const struct sl_module *m,
-                             enum sl_module_type type);
 
 /* Build a params set: validate name=value pairs against spec tables.
  * Exposed so tests and the admin API can use it. */

@@ -28,6 +28,7 @@
 #include <sluice/service.h>
 
 #include "config_int.h"
+#include "module_int.h"
 
 #ifndef SLUICE_TEST_MODULE_DIR
 #error "SLUICE_TEST_MODULE_DIR must name the test module directory"
