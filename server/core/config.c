@@ -401,51 +401,7 @@ classify(struct loader *L)
     return 0;
 }
 
-/* ---- name lookups and list splitting ---- */
-
-static struct sl_server *
-find_server(struct sl_config *cfg, const char *name)
-{
-    for (size_t i = 0; i < cfg->nservers; i++) {
-        if (strcmp(cfg->servers[i]->name, name) == 0) {
-            return cfg->servers[i];
-        }
-    }
-    return NULL;
-}
-
-static struct sl_service *
-find_service(struct sl_config *cfg, const char *name)
-{
-    for (size_t i = 0; i < cfg->nservices; i++) {
-        if (strcmp(cfg->services[i]->name, name) == 0) {
-            return cfg->services[i];
-        }
-    }
-    return NULL;
-}
-
-static struct sl_monitor *
-find_monitor(struct sl_config *cfg, const char *name)
-{
-    for (size_t i = 0; i < cfg->nmonitors; i++) {
-        if (strcmp(cfg->monitors[i]->name, name) == 0) {
-            return cfg->monitors[i];
-        }
-    }
-    return NULL;
-}
-
-static struct sl_filter_def *
-find_filter(struct sl_config *cfg, const char *name)
-{
-    for (size_t i = 0; i < cfg->nfilters; i++) {
-        if (strcmp(cfg->filters[i]->name, name) == 0) {
-            return cfg->filters[i];
-        }
-    }
-    return NULL;
-}
+/* ---- list splitting ---- */
 
 /* Calls fn for each trimmed non-empty item of a sep-separated list. */
 static int
@@ -494,10 +450,10 @@ static int
 add_server_ref(void *ctx, const char *name)
 {
     struct server_ref_ctx *c = ctx;
-    struct sl_server *srv = find_server(c->L->cfg, name);
+    struct sl_server *srv = sl__find_server(c->L->cfg, name);
 
     if (srv == NULL) {
-        if (c->allow_services && find_service(c->L->cfg, name)) {
+        if (c->allow_services && sl__find_service(c->L->cfg, name)) {
             sl__cfg_error(c->L->d, c->line, "%s: service '%s' in '%s': "
                           "services as targets are not supported yet",
                           c->what, name, c->param);
@@ -675,7 +631,8 @@ check_filter_server(void *ctx, const char *name)
 {
     struct filter_server_ctx *c = ctx;
 
-    if (strncmp(name, "->", 2) != 0 && find_server(c->L->cfg, name) == NULL) {
+    if (strncmp(name, "->", 2) != 0 &&
+        sl__find_server(c->L->cfg, name) == NULL) {
         sl__cfg_error(c->L->d, c->line, "parameter '%s' of %s refers to "
                       "unknown server '%s'", c->param, c->what, name);
     }
@@ -742,7 +699,7 @@ static int
 add_filter_ref(void *ctx, const char *name)
 {
     struct filter_ref_ctx *c = ctx;
-    struct sl_filter_def *f = find_filter(c->L->cfg, name);
+    struct sl_filter_def *f = sl__find_filter(c->L->cfg, name);
 
     if (f == NULL) {
         sl__cfg_error(c->L->d, c->line, "parameter 'filters' of service "
@@ -839,7 +796,7 @@ fill_listener(struct loader *L, struct sl_listener *l,
     bool has_sock = sl_params_has(p, "socket");
 
     l->fd = -1;
-    l->service = find_service(L->cfg, svc);
+    l->service = sl__find_service(L->cfg, svc);
     if (l->service == NULL) {
         sl__cfg_error(L->d, sl__params_line(p, "service"), "parameter "
                       "'service' of listener '%s' refers to unknown service "
@@ -1016,7 +973,7 @@ resolve_clusters(struct loader *L)
         if (name == NULL || svc->cluster != NULL || svc->servers != NULL) {
             continue;   /* not cluster=, done before, or servers= too */
         }
-        if ((m = find_monitor(cfg, name)) == NULL) {
+        if ((m = sl__find_monitor(cfg, name)) == NULL) {
             sl__cfg_error(L->d, sl__params_line(p, "cluster"), "parameter "
                           "'cluster' of service '%s' refers to unknown "
                           "monitor '%s'", svc->name, name);
@@ -1050,7 +1007,7 @@ check_config_sync(struct loader *L)
     if (cluster == NULL || cluster[0] == '\0') {
         return;
     }
-    if (find_monitor(L->cfg, cluster) == NULL) {
+    if (sl__find_monitor(L->cfg, cluster) == NULL) {
         sl__cfg_error(L->d, sl__params_line(p, "config_sync_cluster"),
                       "config_sync_cluster: no monitor named '%s'", cluster);
     }
@@ -1115,12 +1072,9 @@ build(struct loader *L)
 static int
 section_line(struct loader *L, const char *name)
 {
-    for (size_t i = 0; i < L->ini.nsections; i++) {
-        if (strcmp(L->ini.sections[i].name, name) == 0) {
-            return L->ini.sections[i].line;
-        }
-    }
-    return 0;
+    const struct sl_ini_section *s = sl__ini_section(&L->ini, name);
+
+    return s != NULL ? s->line : 0;
 }
 
 static void
@@ -1442,20 +1396,9 @@ drop_new(struct sl_config *cfg, const struct counts *c)
 static bool
 name_taken(const struct sl_config *cfg, const char *name)
 {
-    struct sl_config *c = (struct sl_config *)cfg;
-
-    for (size_t i = 0; i < c->nlisteners; i++) {
-        if (strcmp(c->listeners[i]->name, name) == 0) {
-            return true;
-        }
-    }
-    for (size_t i = 0; i < c->nmonitors; i++) {
-        if (strcmp(c->monitors[i]->name, name) == 0) {
-            return true;
-        }
-    }
-    return find_server(c, name) || find_service(c, name) ||
-           find_filter(c, name);
+    return sl__find_listener(cfg, name) || sl__find_monitor(cfg, name) ||
+           sl__find_server(cfg, name) || sl__find_service(cfg, name) ||
+           sl__find_filter(cfg, name);
 }
 
 /* Instances for the objects past the counts in c. */

@@ -118,6 +118,9 @@ const char *sl__params_same_setting(const char *name);
 void sl__params_unset(struct sl_params *p, const char *name);
 /* Line where a parameter was set, 0 for a default or unknown name. */
 int sl__params_line(const struct sl_params *p, const char *name);
+/* The row of one spec table (NULL: none) named name, or NULL. */
+const struct sl_param_spec *sl__param_spec_find(
+    const struct sl_param_spec *table, const char *name);
 /* The spec the validator matched for name, or NULL. */
 const struct sl_param_spec *sl__params_spec(const struct sl_params *p,
                                             const char *name);

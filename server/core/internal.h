@@ -20,6 +20,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <string.h>
 #include <sluice/ccdefs.h>
 #include <sluice/filter.h>
 #include <sluice/module.h>
@@ -189,6 +190,31 @@ struct sl_config {
     struct sl_filter_def **filters;
     size_t nfilters;
 };
+
+/*
+ * Finding an object by name in a generation: sl__find_server(cfg, name)
+ * and its siblings return the object called name, or NULL (also when cfg
+ * is NULL). One loop for every object array, generated per type so the
+ * callers keep their types; every object struct starts with its name.
+ * Any thread, on a generation it holds (sl__config_current() inside a
+ * worker's turn, or the admin thread's own).
+ */
+#define SL__DEFINE_FIND(fn, type, arr, n)                                   \
+    static inline type *fn(const struct sl_config *cfg, const char *name)   \
+    {                                                                       \
+        for (size_t i = 0; cfg != NULL && i < cfg->n; i++) {                \
+            if (strcmp(cfg->arr[i]->name, name) == 0) {                     \
+                return cfg->arr[i];                                         \
+            }                                                               \
+        }                                                                   \
+        return NULL;                                                        \
+    }
+SL__DEFINE_FIND(sl__find_server, struct sl_server, servers, nservers)
+SL__DEFINE_FIND(sl__find_service, struct sl_service, services, nservices)
+SL__DEFINE_FIND(sl__find_listener, struct sl_listener, listeners, nlisteners)
+SL__DEFINE_FIND(sl__find_monitor, struct sl_monitor, monitors, nmonitors)
+SL__DEFINE_FIND(sl__find_filter, struct sl_filter_def, filters, nfilters)
+#undef SL__DEFINE_FIND
 
 /* The running configuration generation: set by main before the workers
  * start, replaced at run time only through sl__config_publish (admin
