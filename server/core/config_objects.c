@@ -8,13 +8,13 @@
  * module instances itself.
  *
  * A loader makes its object and appends it to the configuration being
- * built (even when the section has errors, so later sections that name it
- * get no second error), validates the section's parameters against the
- * core's table for its kind (config_spec.c) and its module's, and fills
- * the object's fields from the validated values. Every problem goes
- * through sl__cfg_error() naming the section and parameter; a loader
- * returns -ENOMEM only when memory ran out, never for a configuration
- * error.
+ * built before looking at the section (an object whose section has errors
+ * is freed with the rest when the driver drops the load), validates the
+ * section's parameters against the core's table for its kind
+ * (config_spec.c) and its module's, and fills the object's fields from
+ * the validated values. Every problem goes through sl__cfg_error() naming
+ * the section and parameter; a loader returns -ENOMEM only when memory ran
+ * out, never for a configuration error.
  *
  * Context: main thread while loading; the admin thread for objects added
  * at run time (sl__config_add_text), on a generation not yet published.
