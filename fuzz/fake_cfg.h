@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Stand-ins for config.c's diagnostics in the state-machine fuzz targets:
- * params.c (linked for sl_params_bool) reports through them, and linking
- * config.c would pull in the whole core (workers, DCBs, sessions), whose
- * functions these targets fake. The targets never load a configuration.
+ * Stand-ins for the configuration diagnostics (config_diag.c) in the
+ * state-machine fuzz targets: params.c (linked for sl_params_bool) reports
+ * through them. They were written when the diagnostics lived in config.c,
+ * whose link would have pulled in the whole core (workers, DCBs,
+ * sessions) that these targets fake. The targets never load a
+ * configuration.
  */
 #ifndef FAKE_CFG_H
 #define FAKE_CFG_H

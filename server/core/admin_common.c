@@ -126,27 +126,6 @@ sl__admin_query_args(struct admin_req *r, const char **argv, int max)
     return c.n;
 }
 
-/* ---- lookups ---- */
-
-#define FIND(fn, type, arr, n)                                           \
-    type *fn(const char *name)                                           \
-    {                                                                    \
-        const struct sl_config *c = sl__config;                          \
-                                                                         \
-        for (size_t i = 0; c != NULL && i < c->n; i++) {       \
-            if (strcmp(c->arr[i]->name, name) == 0) {           \
-                return c->arr[i];                               \
-            }                                                            \
-        }                                                                \
-        return NULL;                                                     \
-    }
-
-FIND(sl__admin_find_server, struct sl_server, servers, nservers)
-FIND(sl__admin_find_service, struct sl_service, services, nservices)
-FIND(sl__admin_find_listener, struct sl_listener, listeners, nlisteners)
-FIND(sl__admin_find_monitor, struct sl_monitor, monitors, nmonitors)
-FIND(sl__admin_find_filter, struct sl_filter_def, filters, nfilters)
-
 /* ---- stopped state ---- */
 
 bool

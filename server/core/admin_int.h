@@ -80,11 +80,13 @@ bool sl__admin_users_default_active(void);
 
 /* ---- admin_json.c: GET resources ---- */
 json_t *sl__admin_params_json(const struct sl_params *p);
-struct sl_server *sl__admin_find_server(const char *name);
-struct sl_service *sl__admin_find_service(const char *name);
-struct sl_listener *sl__admin_find_listener(const char *name);
-struct sl_monitor *sl__admin_find_monitor(const char *name);
-struct sl_filter_def *sl__admin_find_filter(const char *name);
+/* The object called name in the running generation, or NULL (admin
+ * thread: the only writer, so it reads sl__config as it is). */
+#define sl__admin_find_server(name) sl__find_server(sl__config, (name))
+#define sl__admin_find_service(name) sl__find_service(sl__config, (name))
+#define sl__admin_find_listener(name) sl__find_listener(sl__config, (name))
+#define sl__admin_find_monitor(name) sl__find_monitor(sl__config, (name))
+#define sl__admin_find_filter(name) sl__find_filter(sl__config, (name))
 
 /* ---- admin_paths.c ---- */
 /* Check the path parameters (filebase, socket, *file, SL_PARAM_PATH) of a

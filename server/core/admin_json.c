@@ -32,6 +32,7 @@
 
 #include "admin_int.h"
 #include "config_int.h"
+#include "module_int.h"
 #include "stats.h"
 
 #define COLLECT_TIMEOUT_MS 2000

@@ -32,17 +32,7 @@
 
 #include "admin_int.h"
 #include "config_int.h"
-
-static const struct sl_param_spec *
-spec_in(const struct sl_param_spec *t, const char *name)
-{
-    for (; t && t->name; t++) {
-        if (strcmp(t->name, name) == 0) {
-            return t;
-        }
-    }
-    return NULL;
-}
+#include "module_int.h"
 
 const struct sl_param_spec *
 sl__admin_module_specs(const char *name)
@@ -71,9 +61,9 @@ is_path_param(const char *kind, const struct sl_param_spec *modspecs,
         (n >= 4 && strcmp(key + n - 4, "file") == 0)) {
         return true;
     }
-    s = spec_in(modspecs, key);
+    s = sl__param_spec_find(modspecs, key);
     if (s == NULL) {
-        s = spec_in(sl__config_core_specs(kind), key);
+        s = sl__param_spec_find(sl__config_core_specs(kind), key);
     }
     return s != NULL && s->type == SL_PARAM_PATH;
 }

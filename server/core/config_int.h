@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Internals shared by config.c, params.c, module.c, main.c, the unit tests
- * and the fuzz target: the diagnostics collector, text-based loading, the
- * validator and the loader's error-returning variant.
+ * Internals of the configuration units -- the loader (config.c,
+ * config_objects.c), the diagnostics (config_diag.c), the spec tables
+ * (config_spec.c), the validator (params.c), persistence (persist.c) --
+ * shared with main.c, the REST layer, the unit tests and the fuzz target.
+ * The module loader has its own header (module_int.h).
  *
  * Diagnostics: every configuration message goes through sl__cfg_error() or
  * sl__cfg_warn(), which prefix "FILE:LINE: " (or "FILE: " for line 0),
@@ -116,6 +118,9 @@ const char *sl__params_same_setting(const char *name);
 void sl__params_unset(struct sl_params *p, const char *name);
 /* Line where a parameter was set, 0 for a default or unknown name. */
 int sl__params_line(const struct sl_params *p, const char *name);
+/* The row of one spec table (NULL: none) named name, or NULL. */
+const struct sl_param_spec *sl__param_spec_find(
+    const struct sl_param_spec *table, const char *name);
 /* The spec the validator matched for name, or NULL. */
 const struct sl_param_spec *sl__params_spec(const struct sl_params *p,
                                             const char *name);
@@ -123,15 +128,5 @@ const struct sl_param_spec *sl__params_spec(const struct sl_params *p,
 size_t sl__edit_distance(const char *a, const char *b);
 int sl__param_parse_int(const char *s, int64_t *out);
 int sl__param_parse_count(const char *s, uint64_t *out);
-
-/* sl__module_load with the reason written to err[] instead of the log. */
-const struct sl_loaded_module *sl__module_load_err(const char *module_dir,
-                                                   const char *name,
-                                                   enum sl_module_type type,
-                                                   char *err, size_t errlen);
-const char *sl__module_type_name(enum sl_module_type type);
-/* Loaded modules, for diagnostics and the admin API. */
-size_t sl__module_count(void);
-const struct sl_loaded_module *sl__module_at(size_t i);
 
 #endif

@@ -218,7 +218,6 @@ sl__digest_done(void *entry, uint64_t gen, int worker, uint64_t ns,
     struct sl_worker *w = sl_worker_current();
     struct dg_entry *e = entry;
     struct sl_digest_row *r;
-    unsigned b = 0;
 
     if (w == NULL || sl_worker_index(w) != worker) {
         if (w != NULL && tables[sl_worker_index(w)] != NULL) {
@@ -239,10 +238,7 @@ sl__digest_done(void *entry, uint64_t gen, int worker, uint64_t ns,
     if (ns > r->max_ns) {
         r->max_ns = ns;
     }
-    while (b < SL_HIST_BUCKETS - 1 && ns > sl__hist_le_ns[b]) {
-        b++;
-    }
-    r->hist[b]++;
+    r->hist[sl__hist_bucket(ns)]++;
     if (reply == NULL || reply->is_err) {
         r->errors++;
     } else {

@@ -176,6 +176,10 @@ sl__inst_live(void)
 
 /* ---- generations ---- */
 
+/* The current generation (internal.h): main sets it before the workers
+ * start, sl__config_publish replaces it; readers use sl__config_current(). */
+struct sl_config *sl__config;
+
 static int
 dup_array(void *arrp, size_t n)
 {

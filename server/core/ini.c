@@ -106,11 +106,23 @@ sl__ini_find(const struct sl_ini_section *s, const char *name)
     return NULL;
 }
 
+const struct sl_ini_section *
+sl__ini_section(const struct sl_ini *ini, const char *name)
+{
+    for (size_t i = 0; i < ini->nsections; i++) {
+        if (strcmp(ini->sections[i].name, name) == 0) {
+            return &ini->sections[i];
+        }
+    }
+    return NULL;
+}
+
 static void
 start_section(struct parser *p, const char *s, size_t n, int line)
 {
     const char *close = memchr(s, ']', n);
     struct sl_ini *ini = p->ini;
+    const struct sl_ini_section *dup;
     char *name;
 
     p->cur = NULL;
@@ -135,13 +147,11 @@ start_section(struct parser *p, const char *s, size_t n, int line)
         free(name);
         return;
     }
-    for (size_t i = 0; i < ini->nsections; i++) {
-        if (strcmp(ini->sections[i].name, name) == 0) {
-            report(p, line, "duplicate section '[%s]' (first defined at "
-                   "line %d)", name, ini->sections[i].line);
-            free(name);
-            return;
-        }
+    if ((dup = sl__ini_section(ini, name)) != NULL) {
+        report(p, line, "duplicate section '[%s]' (first defined at line %d)",
+               name, dup->line);
+        free(name);
+        return;
     }
     if (ini->nsections == ini->cap) {
         size_t cap = ini->cap ? ini->cap * 2 : 8;

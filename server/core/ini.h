@@ -55,6 +55,9 @@ int sl__ini_parse(const char *text, size_t len, struct sl_ini *out,
                   sl_ini_error_fn err, void *ctx);
 void sl__ini_free(struct sl_ini *ini);
 
+/* The section named name (case-sensitive, as parsed), or NULL. */
+const struct sl_ini_section *sl__ini_section(const struct sl_ini *ini,
+                                             const char *name);
 /* The key's entry in a section, or NULL. */
 const struct sl_ini_kv *sl__ini_find(const struct sl_ini_section *s,
                                      const char *name);

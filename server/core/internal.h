@@ -21,6 +21,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <string.h>
 #include <sluice/ccdefs.h>
 #include <sluice/filter.h>
 #include <sluice/module.h>
@@ -197,6 +198,31 @@ struct sl_config {
     struct sl_filter_def **filters;
     size_t nfilters;
 };
+
+/*
+ * Finding an object by name in a generation: sl__find_server(cfg, name)
+ * and its siblings return the object called name, or NULL (also when cfg
+ * is NULL). One loop for every object array, generated per type so the
+ * callers keep their types; every object struct starts with its name.
+ * Any thread, on a generation it holds (sl__config_current() inside a
+ * worker's turn, or the admin thread's own).
+ */
+#define SL__DEFINE_FIND(fn, type, arr, n)                                   \
+    static inline type *fn(const struct sl_config *cfg, const char *name)   \
+    {                                                                       \
+        for (size_t i = 0; cfg != NULL && i < cfg->n; i++) {                \
+            if (strcmp(cfg->arr[i]->name, name) == 0) {                     \
+                return cfg->arr[i];                                         \
+            }                                                               \
+        }                                                                   \
+        return NULL;                                                        \
+    }
+SL__DEFINE_FIND(sl__find_server, struct sl_server, servers, nservers)
+SL__DEFINE_FIND(sl__find_service, struct sl_service, services, nservices)
+SL__DEFINE_FIND(sl__find_listener, struct sl_listener, listeners, nlisteners)
+SL__DEFINE_FIND(sl__find_monitor, struct sl_monitor, monitors, nmonitors)
+SL__DEFINE_FIND(sl__find_filter, struct sl_filter_def, filters, nfilters)
+#undef SL__DEFINE_FIND
 
 /* The running configuration generation: set by main before the workers
  * start, replaced at run time only through sl__config_publish (admin
@@ -384,7 +410,7 @@ void sl__worker_snapshot(struct sl_worker_stats *st, uint64_t session_id,
 int64_t sl__dcb_count(void);
 int64_t sl__session_count(void);
 
-/* ---- configuration side (config.c, params.c, module.c, main.c) ---- */
+/* ---- configuration side (config.c, params.c, main.c) ---- */
 
 /*
  * Load and validate a configuration file (and the persist directory if
@@ -395,17 +421,6 @@ int64_t sl__session_count(void);
  */
 struct sl_config *sl__config_load(const char *path, bool create_instances);
 void sl__config_free(struct sl_config *cfg);
-
-/* Load a module of the given type by name or alias from module_dir;
- * NULL with the reason logged (naming the file) on failure. */
-const struct sl_loaded_module *sl__module_load(const char *module_dir,
-                                               const char *name,
-                                               enum sl_module_type type);
-void sl__modules_unload(void);
-/* Check a descriptor as the loader does: NULL if acceptable, else a static
- * string saying why not. Exposed for unit tests. */
-const char *sl__module_check(const struct sl_module *m,
-                             enum sl_module_type type);
 
 /* Build a params set: validate name=value pairs against spec tables.
  * Exposed so tests and the admin API can use it. */

@@ -53,6 +53,7 @@
 #include "dcb_int.h"
 #include "internal.h"
 #include "modcmd_int.h"
+#include "module_int.h"
 #include "splice_int.h"
 #include "worker_int.h"
 

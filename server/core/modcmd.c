@@ -202,29 +202,18 @@ lookup(enum sl_modcmd_arg_type t, const char *name)
 {
     const struct sl_config *cfg = sl__config;
 
-    if (cfg == NULL) {
-        return NULL;
-    }
-#define FIND(arr, n)                                                           \
-    for (size_t i = 0; i < cfg->n; i++) {                                      \
-        if (strcmp(cfg->arr[i]->name, name) == 0) {                            \
-            return cfg->arr[i];                                                \
-        }                                                                      \
-    }                                                                          \
-    return NULL
     switch (t) {
     case SL_MODCMD_ARG_MONITOR:
-        FIND(monitors, nmonitors);
+        return sl__find_monitor(cfg, name);
     case SL_MODCMD_ARG_SERVER:
-        FIND(servers, nservers);
+        return sl__find_server(cfg, name);
     case SL_MODCMD_ARG_SERVICE:
-        FIND(services, nservices);
+        return sl__find_service(cfg, name);
     case SL_MODCMD_ARG_FILTER:
-        FIND(filters, nfilters);
+        return sl__find_filter(cfg, name);
     default:
         return NULL;
     }
-#undef FIND
 }
 
 /* Check and resolve argv[i] against spec into out. 0 or -EINVAL. */

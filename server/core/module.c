@@ -34,7 +34,7 @@
 #include <sluice/protocol.h>
 #include <sluice/router.h>
 
-#include "config_int.h"
+#include "module_int.h"
 
 #define MAX_MODULES 64
 

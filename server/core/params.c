@@ -587,15 +587,26 @@ sl_params_next(const struct sl_params *p, size_t *it, const char **name,
 
 /* ---- validation ---- */
 
+const struct sl_param_spec *
+sl__param_spec_find(const struct sl_param_spec *table, const char *name)
+{
+    for (const struct sl_param_spec *s = table; s && s->name; s++) {
+        if (strcmp(s->name, name) == 0) {
+            return s;
+        }
+    }
+    return NULL;
+}
+
 static const struct sl_param_spec *
 lookup_spec(const struct sl_param_spec *const *tables, size_t ntables,
             const char *name)
 {
     for (size_t t = 0; t < ntables; t++) {
-        for (const struct sl_param_spec *s = tables[t]; s && s->name; s++) {
-            if (strcmp(s->name, name) == 0) {
-                return s;
-            }
+        const struct sl_param_spec *s = sl__param_spec_find(tables[t], name);
+
+        if (s != NULL) {
+            return s;
         }
     }
     return NULL;

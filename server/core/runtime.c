@@ -635,17 +635,6 @@ create_object(struct admin_req *r, const char *kind, const char *svcname)
 
 /* ---- alter ---- */
 
-static const struct sl_param_spec *
-find_spec(const struct sl_param_spec *t, const char *name)
-{
-    for (; t && t->name; t++) {
-        if (strcmp(t->name, name) == 0) {
-            return t;
-        }
-    }
-    return NULL;
-}
-
 int
 sl__admin_check_params(const char *kind, const struct sl_param_spec *modspecs,
              json_t *params, FILE *f, struct admin_resp *res)
@@ -670,10 +659,10 @@ sl__admin_check_params(const char *kind, const struct sl_param_spec *modspecs,
     fclose(tmp);
     free(text);
     json_object_foreach(params, k, v) {
-        const struct sl_param_spec *s = find_spec(core, k);
+        const struct sl_param_spec *s = sl__param_spec_find(core, k);
         char val[4096];
 
-        s = s ? s : find_spec(modspecs, k);
+        s = s ? s : sl__param_spec_find(modspecs, k);
         if (s == NULL || strcmp(k, "type") == 0) {
             *res = sl__admin_error(400, "unknown parameter '%s' for %s", k,
                                kind);
@@ -751,7 +740,7 @@ alter_maxscale(json_t *params)
             }
         }
         if (i == SL_ARRAY_LEN(levels)) {
-            return find_spec(sl__config_core_specs("maxscale"), k)
+            return sl__param_spec_find(sl__config_core_specs("maxscale"), k)
                        ? sl__admin_error(400, "parameter '%s' cannot be changed "
                                      "at run time", k)
                        : sl__admin_error(400, "unknown parameter '%s'", k);
@@ -1308,9 +1297,9 @@ alter_service_params(struct sl_service *svc, json_t *params)
 
         json_array_foreach(pending, i, e) {
             const char *k = json_string_value(e);
-            bool live = find_spec(mod, k) != NULL &&
-                        find_spec(sl__config_core_specs("service"), k) ==
-                            NULL;
+            bool live = sl__param_spec_find(mod, k) != NULL &&
+                        sl__param_spec_find(sl__config_core_specs("service"),
+                                            k) == NULL;
 
             for (size_t j = 0; core_live[j]; j++) {
                 live = live || strcmp(core_live[j], k) == 0;

@@ -86,14 +86,7 @@ sl_listener_params(const struct sl_listener *l)
 struct sl_service *
 sl_service_find(const char *name)
 {
-    struct sl_config *cfg = sl__config_current();
-
-    for (size_t i = 0; cfg != NULL && i < cfg->nservices; i++) {
-        if (strcmp(cfg->services[i]->name, name) == 0) {
-            return cfg->services[i];
-        }
-    }
-    return NULL;
+    return sl__find_service(sl__config_current(), name);
 }
 
 void

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What the proxy sees, counted where it happens: response-time histograms
- * per server and per service, and query digests (stats.c, digest.c). Read
- * by the REST API (admin_metrics.c, admin_queries.c) and /metrics.
+ * per server and per service, and query digests (stats.c, digest.c, and
+ * what both use in stats_common.c). Read by the REST API
+ * (admin_metrics.c, admin_queries.c) and /metrics.
  *
  * Everything is kept per worker and merged on read. A worker writes only
  * its own slot, with relaxed atomic loads and stores (plain moves on
@@ -34,6 +35,19 @@ struct sl_server;
 #define SL_HIST_BUCKETS 21
 extern const uint64_t sl__hist_le_ns[SL_HIST_BUCKETS - 1];
 extern const char *const sl__hist_le_str[SL_HIST_BUCKETS - 1];
+
+/* The bucket of a sample of ns nanoseconds (the last: +Inf). Inline: the
+ * hot path of both stats.c and digest.c. */
+static inline unsigned
+sl__hist_bucket(uint64_t ns)
+{
+    unsigned i = 0;
+
+    while (i < SL_HIST_BUCKETS - 1 && ns > sl__hist_le_ns[i]) {
+        i++;
+    }
+    return i;
+}
 
 struct sl_hist {
     uint64_t count;

@@ -42,8 +42,8 @@
 #include <sluice/log.h>
 
 #include "buf_int.h"
-#include "config_int.h"
 #include "dcb_int.h"
+#include "module_int.h"
 #include "worker_int.h"
 
 #define MAX_EVENTS 256

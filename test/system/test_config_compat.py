@@ -188,7 +188,7 @@ def test_refused_parameter_at_sluices_value_loads(tmp_path, section,
 
 def ignored_rows():
     """(table, name, default) of every SL_PARAM_F_IGNORED row: the core's
-    tables in config.c (P(...) rows with IGN) and the modules'."""
+    tables in config_spec.c (P(...) rows with IGN) and the modules'."""
     rows = []
     rws_src = (SRC / "modules/routing/readwritesplit/"
                "readwritesplit.c").read_text()
@@ -196,7 +196,7 @@ def ignored_rows():
     rws_own = {m.group(1) for m in re.finditer(
         r'\{"(\w+)", SL_PARAM_\w+, (?:"[^"]*"|NULL),\s*([A-Z_ |0]+),',
         rws_src) if "IGNORED" not in m.group(2)}
-    core = (SRC / "core" / "config.c").read_text()
+    core = (SRC / "core" / "config_spec.c").read_text()
     tables = {"global_specs": "maxscale", "server_specs": "db1",
               "service_specs": "RW", "listener_specs": "RW-Listener",
               "monitor_specs": "Mon"}

@@ -28,6 +28,7 @@
 #include <sluice/service.h>
 
 #include "config_int.h"
+#include "module_int.h"
 
 #ifndef SLUICE_TEST_MODULE_DIR
 #error "SLUICE_TEST_MODULE_DIR must name the test module directory"
@@ -381,6 +382,37 @@ test_valid_objects(void **state)
     sl__config_free(cfg);
 }
 
+/* The finders (internal.h) over every object array, and
+ * sl_service_find, which uses them on the current generation. */
+static void
+test_find_by_name(void **state)
+{
+    struct sl_config *cfg;
+
+    (void)state;
+    cfg = load(full_config);
+    if (cfg == NULL) {
+        fail_msg("%s", diag.text);
+    }
+    assert_ptr_equal(sl__find_server(cfg, "db2"), cfg->servers[1]);
+    assert_ptr_equal(sl__find_service(cfg, "svc"), cfg->services[0]);
+    assert_ptr_equal(sl__find_listener(cfg, "l2"), cfg->listeners[1]);
+    assert_ptr_equal(sl__find_monitor(cfg, "mon"), cfg->monitors[0]);
+    assert_ptr_equal(sl__find_filter(cfg, "f1"), cfg->filters[0]);
+    /* another kind's name, a prefix, another case, no generation */
+    assert_null(sl__find_server(cfg, "svc"));
+    assert_null(sl__find_service(cfg, "db1"));
+    assert_null(sl__find_server(cfg, "db"));
+    assert_null(sl__find_listener(cfg, "L1"));
+    assert_null(sl__find_filter(NULL, "f1"));
+    assert_null(sl_service_find("svc"));
+    sl__config = cfg;
+    assert_ptr_equal(sl_service_find("svc"), cfg->services[0]);
+    assert_null(sl_service_find("mon"));
+    sl__config = NULL;
+    sl__config_free(cfg);
+}
+
 static uint64_t
 now_ms(void)
 {
@@ -594,6 +626,7 @@ main(void)
         cmocka_unit_test(test_unknown_service),
         cmocka_unit_test(test_unknown_filter),
         cmocka_unit_test(test_duplicates),
+        cmocka_unit_test(test_find_by_name),
         cmocka_unit_test(test_bad_values),
         cmocka_unit_test(test_unknown_module),
         cmocka_unit_test(test_types),

@@ -19,8 +19,8 @@
 
 #include <sluice/filter.h>
 
-#include "config_int.h"
 #include "internal.h"
+#include "module_int.h"
 
 #ifndef SLUICE_TEST_MODULE_DIR
 #error "SLUICE_TEST_MODULE_DIR must name the test module directory"
