@@ -20,6 +20,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <sluice/classifier.h>
+
 #include "stats.h"
 
 static double
@@ -40,7 +42,8 @@ main(int argc, char **argv)
     uint64_t h = 0;
     uint64_t n = 0;
     uint64_t sink = 0;
-    double t0, t1, canon_ns, clock_ns;
+    double t0, t1, canon_ns, clock_ns, kind_ns;
+    struct sl_qc_result qc;
     struct timespec ts;
 
     for (int i = 0; i < 64; i++) {
@@ -53,7 +56,7 @@ main(int argc, char **argv)
         for (int i = 0; i < 1000; i++) {
             const char *s = sql[(n + (uint64_t)i) % 64];
 
-            sl__qc_canonical(s, strlen(s), out, sizeof(out), &h);
+            sl__qc_canonical(s, strlen(s), out, sizeof(out), &h, NULL);
             sink += h;
         }
         n += 1000;
@@ -77,8 +80,23 @@ main(int argc, char **argv)
         t1 = cpu_now();
     } while (t1 - t0 < secs);
     clock_ns = (t1 - t0) * 1e9 / (double)n;
+    n = 0;
+    t0 = cpu_now();
+    do {
+        for (int i = 0; i < 1000; i++) {
+            const char *s = sql[(n + (uint64_t)i) % 64];
+
+            sl_qc_classify(s, strlen(s), &qc);
+            sink += (uint64_t)sl__stats_query_kind(qc.type);
+        }
+        n += 1000;
+        t1 = cpu_now();
+    } while (t1 - t0 < secs);
+    kind_ns = (t1 - t0) * 1e9 / (double)n;
     printf("canonical text + hash: %6.0f ns/statement (\"%s\")\n", canon_ns,
            out);
+    printf("kind (classifier):     %6.0f ns/statement (readconnroute only)\n",
+           kind_ns);
     printf("six clock reads:       %6.0f ns/statement\n", clock_ns);
     printf("sum:                   %6.0f ns/statement (%llu)\n",
            canon_ns + clock_ns, (unsigned long long)(sink & 1));

@@ -148,13 +148,10 @@ hash_unlink(struct dg_table *t, struct dg_entry *e)
 }
 
 void *
-sl__digest_take(struct sl_session *ses, const char *sql, size_t len,
-                uint64_t *gen)
+sl__digest_take(struct sl_session *ses, int worker, const char *text,
+                uint64_t h, uint64_t *gen)
 {
-    struct sl_worker *w = sl_worker_current();
-    struct dg_table *t = w ? table_of(sl_worker_index(w)) : NULL;
-    char text[sizeof(((struct sl_digest_row *)0)->text)];
-    uint64_t h;
+    struct dg_table *t = table_of(worker);
     uint64_t key;
     struct dg_entry *e;
     struct dg_entry **bp;
@@ -162,7 +159,6 @@ sl__digest_take(struct sl_session *ses, const char *sql, size_t len,
     if (t == NULL || sl__stats_cfg.max_entries == 0) {
         return NULL;
     }
-    sl__qc_canonical(sql, len, text, sizeof(text), &h);
     key = mix(mix(mix(h, ses->user), ses->db), ses->service->name);
     bp = &t->buckets[key & (t->nbuckets - 1)];
     for (e = *bp; e != NULL; e = e->hnext) {

@@ -35,6 +35,7 @@
 #include <sluice/mariadb.h>
 #include <sluice/params.h>
 #include <sluice/reply.h>
+#include <sluice/router.h>
 #include <sluice/worker.h>
 
 #include "dcb_int.h"
@@ -337,6 +338,34 @@ query_sql(const struct sl_buf *buf, char *tmp, size_t tmplen, size_t *len)
     return tmp;
 }
 
+/* A COM_QUERY with query_digests on: its canonical text, its digest
+ * entry (into *entry, *gen), and its kind counted for a router that does
+ * not classify (one lexing pass for both). */
+static void
+query_digest(struct sl_session *ses, const struct sl_buf *buf, int wi,
+             bool timed, void **entry, uint64_t *gen)
+{
+    char tmp[16384];
+    char text[sizeof(((struct sl_digest_row *)0)->text)];
+    size_t len = 0;
+    const char *sql = query_sql(buf, tmp, sizeof(tmp), &len);
+    bool count = !(ses->service->router->capabilities & SL_RCAP_QUERY_KINDS);
+    struct sl_obj_stats *o;
+    uint64_t h;
+    int kind;
+
+    if (sql == NULL || (!timed && !count)) {
+        return;
+    }
+    sl__qc_canonical(sql, len, text, sizeof(text), &h, count ? &kind : NULL);
+    if (count && (o = obj_slot(&ses->service->stats, wi)) != NULL) {
+        BUMP(o->queries[kind], 1);
+    }
+    if (timed) {
+        *entry = sl__digest_take(ses, wi, text, h, gen);
+    }
+}
+
 void
 sl__stats_query(struct sl_session *ses, const struct sl_buf *buf)
 {
@@ -344,30 +373,30 @@ sl__stats_query(struct sl_session *ses, const struct sl_buf *buf)
     struct sl_worker *w;
     uint8_t cmd;
     unsigned i;
+    bool timed;
 
     if (ses->reply_fn != NULL || st->load_data || ses->service == NULL ||
         (!sl__stats_cfg.histograms && !sl__stats_cfg.digests)) {
         return;
     }
     cmd = command_byte(buf);
-    if (!answered(cmd) || st->n == SL_STATS_PENDING ||
-        (w = sl_worker_current()) == NULL) {
+    if (!answered(cmd) || (w = sl_worker_current()) == NULL) {
         return;
     }
+    timed = st->n < SL_STATS_PENDING;
     i = (st->head + st->n) % SL_STATS_PENDING;
-    st->q[i].t0 = sl__stats_now_ns();
-    st->q[i].entry = NULL;
-    st->q[i].worker = sl_worker_index(w);
-    if (cmd == SL_COM_QUERY && sl__stats_cfg.digests) {
-        char tmp[16384];
-        size_t len = 0;
-        const char *sql = query_sql(buf, tmp, sizeof(tmp), &len);
-
-        if (sql != NULL) {
-            st->q[i].entry = sl__digest_take(ses, sql, len, &st->q[i].gen);
-        }
+    if (timed) {
+        st->q[i].t0 = sl__stats_now_ns();
+        st->q[i].entry = NULL;
+        st->q[i].worker = sl_worker_index(w);
     }
-    st->n++;
+    if (cmd == SL_COM_QUERY && sl__stats_cfg.digests) {
+        query_digest(ses, buf, sl_worker_index(w), timed, &st->q[i].entry,
+                     &st->q[i].gen);
+    }
+    if (timed) {
+        st->n++;
+    }
 }
 
 static void

@@ -161,16 +161,20 @@ void sl__digest_snapshot_free(struct sl_digest_snapshot *s);
 int sl__digest_reset(void);
 
 /* The worker-local parts digest.c keeps (stats.c calls these). */
-void *sl__digest_take(struct sl_session *ses, const char *sql, size_t len,
-                      uint64_t *gen);
+/* The entry of canonical text (its hash h) for ses on worker (the
+ * calling one), counted as seen; NULL when digests keep no entries. */
+void *sl__digest_take(struct sl_session *ses, int worker, const char *text,
+                      uint64_t h, uint64_t *gen);
 void sl__digest_done(void *entry, uint64_t gen, int worker, uint64_t ns,
                      const struct sl_reply *reply);
 
 /* classifier.c: the canonical text of sql (literals as ?, IN lists of
  * literals as (...), comments dropped, one space between tokens) into
  * out (NUL-terminated, truncated to outlen-1); *hash covers all of it,
- * truncated or not. Its length. */
+ * truncated or not. Its length. With kind: the statement's SL_STATS_Q_*
+ * from the leading keyword of each ';'-separated statement (for routers
+ * that do not classify; docs/metrics.md has the table), in the same pass. */
 size_t sl__qc_canonical(const char *sql, size_t len, char *out,
-                        size_t outlen, uint64_t *hash);
+                        size_t outlen, uint64_t *hash, int *kind);
 
 #endif

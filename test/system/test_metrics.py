@@ -13,6 +13,8 @@ causal_reads=none so no GTID probe adds to the server counts); a second
 Sluice with threads=1 and digest_max_entries=5 on 5065..5068.
 Issue 22's second part: the monitor test's Sluice (mariadbmon) has its
 admin on st.port(5200); st.port(5219) is a server nobody listens on.
+Its third part: a Sluice with query_digests and latency_histograms off on
+st.port(5300..5303) (admin, primary, replica, RW).
 The switchover it runs puts db1 back as the primary."""
 
 import base64
@@ -503,37 +505,80 @@ def test_worker_loop_time_adds_up_to_wall_time(sluice):
 
 
 
+def kind_mix(cur):
+    """5 reads, 3 writes, 5 session statements and 1 other."""
+    for i in range(5):
+        cur.execute(f"SELECT v FROM {TABLE} WHERE id = %s", (i + 1,))
+    cur.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} "
+                "(id INT PRIMARY KEY, v INT)")
+    cur.execute("SET @metrics_v = 1")
+    cur.execute("BEGIN")
+    for i in range(2):
+        cur.execute(f"UPDATE {TABLE} SET v = v + 1 WHERE id = %s",
+                    (i + 1,))
+    cur.execute("COMMIT")
+    cur.execute("PREPARE metrics_s FROM 'SELECT 1'")
+    cur.execute("EXECUTE metrics_s")
+    cur.execute("DEALLOCATE PREPARE metrics_s")
+
+
+KIND_MIX = {"read": 5, "write": 3, "session": 5, "other": 1}
+
+
+def kind_deltas(service, before, after):
+    name = "sluice_service_queries_total"
+    return {k: val(after, name, service=service, kind=k)
+            - val(before, name, service=service, kind=k) for k in KIND_MIX}
+
+
 def test_queries_counted_by_kind(sluice):
-    """Through readwritesplit: 5 SELECTs count as read, 2 UPDATEs and a
-    CREATE TABLE IF NOT EXISTS as write, SET @v and BEGIN/COMMIT as
-    session, exactly; readconnroute (no classifier) counts nothing."""
-    with st.connect(RW) as c, c.cursor() as cur:
-        cur.execute("SELECT 1")
-        m0 = parse(scrape())
-        for i in range(5):
-            cur.execute(f"SELECT v FROM {TABLE} WHERE id = %s", (i + 1,))
-        cur.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} "
-                    "(id INT PRIMARY KEY, v INT)")
-        cur.execute("SET @metrics_v = 1")
-        cur.execute("BEGIN")
-        for i in range(2):
-            cur.execute(f"UPDATE {TABLE} SET v = v + 1 WHERE id = %s",
-                        (i + 1,))
-        cur.execute("COMMIT")
-        m1 = parse(scrape())
-    with st.connect(PRIMARY) as c, c.cursor() as cur:
-        cur.execute("SELECT 1")
-    m2 = parse(scrape())
+    """The same mix through readwritesplit (which classifies each
+    statement) and readconnroute (counted by the core from the digest's
+    lexing pass): 5 SELECTs count as read, 2 UPDATEs and a CREATE TABLE
+    IF NOT EXISTS as write, SET @v, BEGIN, COMMIT, PREPARE and DEALLOCATE
+    as session, EXECUTE as other, exactly, in both services."""
+    for port, service in ((RW, "RW-Service"), (PRIMARY, "Primary-Service")):
+        with st.connect(port) as c, c.cursor() as cur:
+            cur.execute("SELECT 1")
+            m0 = parse(scrape())
+            kind_mix(cur)
+            m1 = parse(scrape())
+        assert kind_deltas(service, m0, m1) == KIND_MIX, service
 
-    def delta(kind, service="RW-Service", a=m0, b=m1):
-        name = "sluice_service_queries_total"
-        return (val(b, name, service=service, kind=kind)
-                - val(a, name, service=service, kind=kind))
 
-    assert (delta("read"), delta("write"), delta("session"),
-            delta("other")) == (5, 3, 3, 0)
-    for kind in ("read", "write", "session", "other"):
-        assert delta(kind, "Primary-Service", m0, m2) == 0, kind
+OFF_ADMIN, OFF_PRIMARY, OFF_REPLICA, OFF_RW = (
+    st.port(5300), st.port(5301), st.port(5302), st.port(5303))
+
+
+def test_switches_off_leave_kinds_to_classifying_routers(tmp_path_factory,
+                                                         table):
+    """query_digests=false latency_histograms=false: readconnroute's
+    service has no sluice_service_queries_total samples at all (nobody
+    counts them, so no zeros pretend otherwise), readwritesplit still
+    counts the mix exactly, no histogram moves and the digest table
+    answers 409."""
+    prx = start(tmp_path_factory, "metrics-off",
+                (OFF_PRIMARY, OFF_REPLICA, OFF_RW, OFF_ADMIN),
+                extra="query_digests=false\nlatency_histograms=false")
+    try:
+        with st.connect(OFF_RW) as c, c.cursor() as cur:
+            cur.execute("SELECT 1")
+            m0 = parse(scrape(port=OFF_ADMIN))
+            kind_mix(cur)
+            m1 = parse(scrape(port=OFF_ADMIN))
+        assert kind_deltas("RW-Service", m0, m1) == KIND_MIX
+        with st.connect(OFF_PRIMARY) as c, c.cursor() as cur:
+            kind_mix(cur)
+        m2 = parse(scrape(port=OFF_ADMIN))
+        assert not [k for k in m2 if k[0] == "sluice_service_queries_total"
+                    and ("service", "Primary-Service") in k[1]]
+        assert val(m2, "sluice_service_response_seconds_count",
+                   service="Primary-Service") == 0
+        status, _, _ = request("GET", "/v1/sluice/queries", port=OFF_ADMIN)
+        assert status == 409
+    finally:
+        problems = px.stop_proxy(prx)
+    assert not problems, problems
 
 
 PROMETHEUS_ACCEPT = ("application/openmetrics-text;version=1.0.0,"
