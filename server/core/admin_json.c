@@ -400,6 +400,44 @@ session_attrs(const struct sl_session_info *ses, void *arg)
         "kernel_forwarding", kfwd_json(ses)));
 }
 
+/* A worker's attributes.stats: MaxScale's thread fields that Sluice
+ * measures (docs/rest-api.md says which it leaves out), plus its own. */
+static json_t *
+thread_stats(const struct sl_worker_stats *st)
+{
+    json_t *o = json_pack(
+        "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I,"
+        " s:I}",
+        "current_descriptors", (json_int_t)(st->listeners + st->clients +
+                                            st->backends + st->other),
+        "total_descriptors", (json_int_t)st->total_descriptors,
+        "listeners", (json_int_t)st->listeners,
+        "sessions", (json_int_t)st->clients,
+        "backend_connections", (json_int_t)st->backends,
+        "zombies", (json_int_t)st->zombies,
+        "event_queue_length", (json_int_t)st->event_queue_length,
+        "bytes_read", (json_int_t)st->bytes_read,
+        "bytes_written", (json_int_t)st->bytes_written,
+        "reads", (json_int_t)st->reads,
+        "writes", (json_int_t)st->writes,
+        "errors", (json_int_t)st->errors,
+        "hangups", (json_int_t)st->hangups,
+        "accepts", (json_int_t)st->accepts);
+
+    json_object_set_new(o, "events", json_integer((json_int_t)st->events));
+    json_object_set_new(o, "avg_event_queue_length", json_integer(
+        st->polls ? (json_int_t)((st->events + st->polls / 2) / st->polls)
+                  : 0));
+    json_object_set_new(o, "max_event_queue_length",
+                        json_integer((json_int_t)st->max_batch));
+    if (st->has_load) {
+        json_object_set_new(o, "load", json_pack(
+            "{s:i, s:i, s:i}", "last_second", (int)st->load[0],
+            "last_minute", (int)st->load[1], "last_hour", (int)st->load[2]));
+    }
+    return o;
+}
+
 /* Runs on a worker: describe its own sessions or DCB counts (through the
  * core's snapshot, sl__worker_snapshot). */
 static void
@@ -413,17 +451,7 @@ collect_on_worker(void *arg)
     sl__worker_snapshot(&st, c->session_id,
                         c->want_sessions ? session_attrs : NULL, out);
     if (!c->want_sessions) {
-        json_object_set_new(out, "stats", json_pack(
-            "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
-            "current_descriptors", (json_int_t)(st.listeners + st.clients +
-                                                st.backends + st.other),
-            "listeners", (json_int_t)st.listeners,
-            "sessions", (json_int_t)st.clients,
-            "backend_connections", (json_int_t)st.backends,
-            "zombies", (json_int_t)st.zombies,
-            "event_queue_length", (json_int_t)st.event_queue_length,
-            "bytes_read", (json_int_t)st.bytes_read,
-            "bytes_written", (json_int_t)st.bytes_written));
+        json_object_set_new(out, "stats", thread_stats(&st));
     }
     pthread_mutex_lock(&c->lock);
     c->results[sl_worker_index(w)] = out;

@@ -546,6 +546,96 @@ def test_queries_counted_by_kind(sluice):
         assert kind_deltas(service, m0, m1) == KIND_MIX, service
 
 
+def threads():
+    """{worker id: attributes.stats} from GET /v1/maxscale/threads."""
+    status, body, _ = request("GET", "/v1/maxscale/threads")
+    assert status == 200, body
+    return {t["id"]: t["attributes"]["stats"]
+            for t in json.loads(body)["data"]}
+
+
+def test_thread_stats_count_accepts_descriptors_and_hangups(sluice):
+    """GET /v1/maxscale/threads: 6 connections held open through
+    readconnroute add exactly 6 accepts in all, and on each worker exactly
+    as many accepts as sessions it gained; its total_descriptors grow by
+    at least its new sessions plus backend connections; 4 clients that
+    drop the TCP connection after the handshake add 4 more accepts and
+    4 to 8 hangups (EPOLLRDHUP, maybe EPOLLHUP too); reads and writes
+    grow; the average batch is within 1..max; the load is a percentage
+    for the last second, minute and hour; GET .../threads/ID is one of
+    them and an unknown id 404. maxctrl list threads shows the load
+    columns and show threads every worker."""
+    import socket
+
+    t0 = threads()
+    conns = [st.connect(PRIMARY) for _ in range(6)]
+    try:
+        for c in conns:
+            with c.cursor() as cur:
+                cur.execute("SELECT @@server_id")
+                assert cur.fetchone()[0] == st.PRIMARY_ID
+        t1 = threads()
+    finally:
+        for c in conns:
+            c.close()
+    assert sum(t1[w]["accepts"] - t0[w]["accepts"] for w in t0) == 6
+    for w in t0:
+        gained = t1[w]["sessions"] - t0[w]["sessions"]
+        assert t1[w]["accepts"] - t0[w]["accepts"] == gained, (w, t0, t1)
+        assert (t1[w]["total_descriptors"] - t0[w]["total_descriptors"]
+                >= gained + t1[w]["backend_connections"]
+                - t0[w]["backend_connections"]), (w, t0, t1)
+        assert t1[w]["reads"] >= t0[w]["reads"]
+        assert t1[w]["writes"] >= t0[w]["writes"]
+    assert sum(t1[w]["reads"] - t0[w]["reads"] for w in t0) >= 12
+    deadline = time.time() + 5     # the first load sample: a second in
+    while not all("load" in s for s in t1.values()) and \
+            time.time() < deadline:
+        time.sleep(0.2)
+        t1 = threads()
+    for s in t1.values():
+        assert 1 <= s["avg_event_queue_length"] <= s["max_event_queue_length"]
+        load = s["load"]
+        assert set(load) == {"last_second", "last_minute", "last_hour"}
+        assert all(0 <= v <= 100 for v in load.values()), load
+        for k in ("max_exec_time", "max_queue_time"):
+            assert k not in s   # not measured: left out, never a 0
+    # The 6 sessions gone (their closes counted) before the next baseline.
+    deadline = time.time() + 5
+    while sum(s["sessions"] for s in t1.values()) > \
+            sum(s["sessions"] for s in t0.values()) and time.time() < deadline:
+        time.sleep(0.1)
+        t1 = threads()
+    time.sleep(0.2)
+    t1 = threads()
+    for _ in range(4):
+        with socket.create_connection((st.HOST, PRIMARY)) as raw:
+            assert raw.recv(4096)          # the server handshake
+    deadline = time.time() + 5
+    while True:
+        t2 = threads()
+        hangups = sum(t2[w]["hangups"] - t1[w]["hangups"] for w in t1)
+        if hangups >= 4 or time.time() > deadline:
+            break
+        time.sleep(0.1)
+    assert sum(t2[w]["accepts"] - t1[w]["accepts"] for w in t1) == 4
+    assert 4 <= hangups <= 8, hangups
+    status, body, _ = request("GET", "/v1/maxscale/threads/0")
+    assert status == 200 and json.loads(body)["data"]["id"] == "0"
+    status, _, _ = request("GET", "/v1/maxscale/threads/99")
+    assert status == 404
+    out = subprocess.run([str(MAXCTRL), "-u", "admin", "-p", "mariadb",
+                          "--hosts", f"{st.HOST}:{ADMIN}", "list", "threads"],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert "Load (1s)" in out.stdout and "Total Descriptors" in out.stdout
+    out = subprocess.run([str(MAXCTRL), "-u", "admin", "-p", "mariadb",
+                          "--hosts", f"{st.HOST}:{ADMIN}", "show", "threads"],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("stats.accepts") == len(t0), out.stdout
+
+
 OFF_ADMIN, OFF_PRIMARY, OFF_REPLICA, OFF_RW = (
     st.port(5300), st.port(5301), st.port(5302), st.port(5303))
 
