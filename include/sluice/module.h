@@ -69,6 +69,10 @@
  *        by kind, from routers).
  *   2.2  sl_dcb_set_codec and sl_dcb_has_codec (a transform between a
  *        DCB's socket and its queues: the MariaDB protocol compression).
+ *        Later, without a bump (a new flag bit, nothing moved): router
+ *        capability SL_RCAP_QUERY_KINDS. The core now counts statements
+ *        by kind for routers without it, so a router that calls
+ *        sl_session_count_query must set it (else they count twice).
  */
 #define SL_MODULE_ABI_MAJOR 2
 #define SL_MODULE_ABI_MINOR 2
