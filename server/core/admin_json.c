@@ -405,26 +405,29 @@ session_attrs(const struct sl_session_info *ses, void *arg)
 static json_t *
 thread_stats(const struct sl_worker_stats *st)
 {
-    json_t *o = json_pack(
-        "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I,"
-        " s:I}",
-        "current_descriptors", (json_int_t)(st->listeners + st->clients +
-                                            st->backends + st->other),
-        "total_descriptors", (json_int_t)st->total_descriptors,
-        "listeners", (json_int_t)st->listeners,
-        "sessions", (json_int_t)st->clients,
-        "backend_connections", (json_int_t)st->backends,
-        "zombies", (json_int_t)st->zombies,
-        "event_queue_length", (json_int_t)st->event_queue_length,
-        "bytes_read", (json_int_t)st->bytes_read,
-        "bytes_written", (json_int_t)st->bytes_written,
-        "reads", (json_int_t)st->reads,
-        "writes", (json_int_t)st->writes,
-        "errors", (json_int_t)st->errors,
-        "hangups", (json_int_t)st->hangups,
-        "accepts", (json_int_t)st->accepts);
+    const struct {
+        const char *name;
+        uint64_t value;
+    } counts[] = {
+        {"current_descriptors", (uint64_t)(st->listeners + st->clients +
+                                           st->backends + st->other)},
+        {"total_descriptors", st->total_descriptors},
+        {"listeners", (uint64_t)st->listeners},
+        {"sessions", (uint64_t)st->clients},
+        {"backend_connections", (uint64_t)st->backends},
+        {"zombies", st->zombies},
+        {"event_queue_length", st->event_queue_length},
+        {"bytes_read", st->bytes_read}, {"bytes_written", st->bytes_written},
+        {"reads", st->reads}, {"writes", st->writes}, {"errors", st->errors},
+        {"hangups", st->hangups}, {"accepts", st->accepts},
+        {"events", st->events},
+    };
+    json_t *o = json_object();
 
-    json_object_set_new(o, "events", json_integer((json_int_t)st->events));
+    for (size_t i = 0; i < SL_ARRAY_LEN(counts); i++) {
+        json_object_set_new(o, counts[i].name,
+                            json_integer((json_int_t)counts[i].value));
+    }
     json_object_set_new(o, "avg_event_queue_length", json_integer(
         st->polls ? (json_int_t)((st->events + st->polls / 2) / st->polls)
                   : 0));
