@@ -175,6 +175,19 @@ kw_init(void)
     }
 }
 
+/* The keyword table, built once; the flag spares the data path a call to
+ * pthread_once per statement. */
+static void
+kw_ensure(void)
+{
+    static bool ready;
+
+    if (!__atomic_load_n(&ready, __ATOMIC_ACQUIRE)) {
+        pthread_once(&kw_once, kw_init);
+        __atomic_store_n(&ready, true, __ATOMIC_RELEASE);
+    }
+}
+
 /* True when s[0..n) equals the upper-case word kw, ignoring case. */
 static bool
 ci_equal(const char *s, const char *kw, size_t n)
@@ -1652,7 +1665,7 @@ sl_qc_classify(const char *sql, size_t len, struct sl_qc_result *out)
     struct qc q = {.p = sql, .end = sql + len, .out = out};
     struct tok t;
 
-    pthread_once(&kw_once, kw_init);
+    kw_ensure();
     out->type = 0;
     out->op = SL_QC_OP_UNDEFINED;
     out->hint.type = SL_HINT_NONE;
@@ -1914,7 +1927,7 @@ sl__qc_canonical(const char *sql, size_t len, char *out, size_t outlen,
     bool after_into = false;
     int all = -1;        /* merged over the statements */
 
-    pthread_once(&kw_once, kw_init);
+    kw_ensure();
     dummy.hint.type = SL_HINT_NONE;
     if (sql == NULL) {
         q.p = q.end = "";
@@ -1948,8 +1961,7 @@ sl__qc_canonical(const char *sql, size_t len, char *out, size_t outlen,
             canon_tok(&c, ";", 1, true, false);
             semi = false;
         }
-        prev_in = t.type == T_WORD && t.n == 2 &&
-                  strncasecmp(t.s, "IN", 2) == 0;
+        prev_in = t.type == T_WORD && t.kw == KW_IN;
         switch (t.type) {
         case T_STRING:
         case T_NUMBER:

@@ -56,6 +56,7 @@ struct dg_table {
     uint64_t dropped;
     uint64_t next_gen;
     struct dg_entry *free_list;      /* emptied by a reset (hnext) */
+    int64_t wall_offset_ms;          /* unix time minus the monotonic */
 };
 
 /* Worker-owned: tables[i] is touched by worker i only. */
@@ -71,12 +72,21 @@ mix(uint64_t h, const char *s)
 }
 
 static uint64_t
-now_ms(void)
+wall_ms(void)
 {
     struct timespec ts;
 
     clock_gettime(CLOCK_REALTIME, &ts);
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Unix time in ms from the worker's turn clock (no clock read per
+ * statement); the offset is taken when the table is made, so a step of
+ * the wall clock afterwards is not followed (seen times are for people). */
+static uint64_t
+now_ms(const struct dg_table *t)
+{
+    return (uint64_t)((int64_t)sl_worker_now_ms() + t->wall_offset_ms);
 }
 
 static struct dg_table *
@@ -101,6 +111,7 @@ table_of(int w)
     }
     t->nbuckets = nb;
     t->next_gen = 1;
+    t->wall_offset_ms = (int64_t)wall_ms() - (int64_t)sl_monotonic_ms();
     tables[w] = t;
     return t;
 }
@@ -194,7 +205,7 @@ sl__digest_take(struct sl_session *ses, int worker, const char *text,
         snprintf(e->row.service, sizeof(e->row.service), "%s",
                  ses->service->name);
         e->row.key = key;
-        e->row.first_seen_ms = now_ms();
+        e->row.first_seen_ms = now_ms(t);
         e->hnext = *bp;
         *bp = e;
     } else {
@@ -202,7 +213,7 @@ sl__digest_take(struct sl_session *ses, int worker, const char *text,
     }
     lru_push(t, e);
     e->row.count++;
-    e->row.last_seen_ms = now_ms();
+    e->row.last_seen_ms = now_ms(t);
     *gen = e->gen;
     return e;
 }

@@ -76,6 +76,30 @@ sl__stats_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+/*
+ * The clock reading of the hook that began the current call chain on this
+ * thread: a command entering a session (sl__stats_query; the chain ends
+ * when sl_session_route_query returns) or a backend's complete answer
+ * (sl__stats_backend_reply; until sl_backend_reply returns). A backend
+ * write or an answer to the client inside the chain is the same instant
+ * to well under a microsecond, and reuses it instead of reading the
+ * clock again: two clock reads per routed statement instead of four.
+ * 0 outside a chain.
+ */
+static __thread uint64_t chain_ns;
+
+static inline uint64_t
+chain_now(void)
+{
+    return chain_ns != 0 ? chain_ns : sl__stats_now_ns();
+}
+
+void
+sl__stats_chain_end(void)
+{
+    chain_ns = 0;
+}
+
 /* Relaxed single-writer increment: a plain load, add and store. */
 #define BUMP(field, by)                                                   \
     __atomic_store_n(&(field),                                            \
@@ -386,7 +410,7 @@ sl__stats_query(struct sl_session *ses, const struct sl_buf *buf)
     timed = st->n < SL_STATS_PENDING;
     i = (st->head + st->n) % SL_STATS_PENDING;
     if (timed) {
-        st->q[i].t0 = sl__stats_now_ns();
+        st->q[i].t0 = chain_ns = sl__stats_now_ns();
         st->q[i].entry = NULL;
         st->q[i].worker = sl_worker_index(w);
     }
@@ -403,7 +427,7 @@ static void
 pop(struct sl_session *ses, const struct sl_reply *reply)
 {
     struct sl_ses_stats *st = &ses->stats;
-    uint64_t ns = sl__stats_now_ns() - st->q[st->head].t0;
+    uint64_t ns = chain_now() - st->q[st->head].t0;
     bool err = reply == NULL || reply->is_err;
 
     if (sl__stats_cfg.histograms && ses->service != NULL) {
@@ -453,7 +477,7 @@ sl__stats_backend_write(struct sl_backend *b, const struct sl_buf *buf)
 {
     if (sl__stats_cfg.histograms && b->t_sent == 0 &&
         answered(command_byte(buf))) {
-        b->t_sent = sl__stats_now_ns();
+        b->t_sent = chain_now();
     }
 }
 
@@ -462,8 +486,8 @@ sl__stats_backend_reply(struct sl_backend *b, const struct sl_reply *reply)
 {
     if (reply != NULL && reply->complete && b->t_sent != 0 &&
         b->server != NULL) {
-        obj_record(&b->server->stats, sl__stats_now_ns() - b->t_sent,
-                   reply->is_err);
+        chain_ns = sl__stats_now_ns();
+        obj_record(&b->server->stats, chain_ns - b->t_sent, reply->is_err);
         b->t_sent = 0;
     }
 }

@@ -98,6 +98,10 @@ void sl__stats_client_reply(struct sl_session *ses,
 /* A command the client will not get an answer for from a backend (an
  * error Sluice made up): ends the oldest pending command as an error. */
 void sl__stats_client_error(struct sl_session *ses);
+/* The end of the call chain sl__stats_query or sl__stats_backend_reply
+ * began (session.c, when sl_session_route_query or sl_backend_reply
+ * returns): later hooks read the clock again. */
+void sl__stats_chain_end(void);
 /* A command goes to a backend / its answer is complete. */
 void sl__stats_backend_write(struct sl_backend *b, const struct sl_buf *buf);
 void sl__stats_backend_reply(struct sl_backend *b,
