@@ -170,7 +170,15 @@ sl__digest_take(struct sl_session *ses, int worker, const char *text,
     if (t == NULL || sl__stats_cfg.max_entries == 0) {
         return NULL;
     }
-    key = mix(mix(mix(h, ses->user), ses->db), ses->service->name);
+    if (!ses->stats.seed_ok) {
+        ses->stats.seed = mix(mix(mix(0xcbf29ce484222325ULL, ses->user),
+                                  ses->db), ses->service->name);
+        ses->stats.seed_ok = true;
+    }
+    /* the text's hash and the names': an odd multiply keeps both in the
+     * low bits the buckets use */
+    key = (h ^ ses->stats.seed) * 0x9e3779b97f4a7c15ULL;
+    key ^= key >> 29;
     bp = &t->buckets[key & (t->nbuckets - 1)];
     for (e = *bp; e != NULL; e = e->hnext) {
         if (e->key == key && e->svc == ses->service &&

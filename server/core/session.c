@@ -598,12 +598,14 @@ void
 sl_session_set_user(struct sl_session *ses, const char *user)
 {
     snprintf(ses->user, sizeof(ses->user), "%s", user ? user : "");
+    ses->stats.seed_ok = false;     /* the digest key's names changed */
 }
 
 void
 sl_session_set_db(struct sl_session *ses, const char *db)
 {
     snprintf(ses->db, sizeof(ses->db), "%s", db ? db : "");
+    ses->stats.seed_ok = false;
 }
 
 bool

@@ -76,6 +76,9 @@ struct sl_ses_stats {
     uint8_t head;
     uint8_t n;
     bool load_data;           /* LOAD DATA LOCAL: packets are not commands */
+    bool seed_ok;             /* seed is the hash of user, db, service */
+    uint64_t seed;            /* digest.c: hashed once, not per statement;
+                               * sl_session_set_user/_db clear seed_ok */
 };
 
 /* Configuration (main thread, before the workers start). */

@@ -263,6 +263,24 @@ def test_literals_and_in_lists_share_a_digest(sluice):
     assert (bad["count"], bad["errors"]) == (2, 2)
 
 
+def test_database_change_starts_another_digest(sluice):
+    """The same statement before and after USE (and COM_INIT_DB) counts in
+    one row per database: the session's hashed names follow the change
+    (through readconnroute, whose digests also count kinds)."""
+    reset()
+    with st.connect(PRIMARY) as c, c.cursor() as cur:
+        cur.execute("SELECT 1")
+        cur.execute("USE test")
+        cur.execute("SELECT 1")
+        cur.execute("SELECT 1")
+        c.select_db("information_schema")
+        cur.execute("SELECT 1")
+    rows = {d["attributes"]["database"]: d["attributes"]["count"]
+            for d in queries(service="Primary-Service")[
+                "data"] if d["attributes"]["digest_text"] == "SELECT ?"}
+    assert rows == {"": 1, "test": 2, "information_schema": 1}, rows
+
+
 def test_queries_sorted_limited_filtered_and_reset(sluice):
     reset()
     with st.connect(RW) as c, c.cursor() as cur:
