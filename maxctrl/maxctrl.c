@@ -188,6 +188,7 @@ usage(FILE *f)
         "                            service, listener, monitor, filter,\n"
         "                            session, module or thread\n"
         "  show maxscale             the global settings and state\n"
+        "  show threads              every worker thread in detail\n"
         "  list queries [--sort KEY] [--limit N]\n"
         "                            query digests, by KEY: count,\n"
         "                            total_time (default), avg_time,\n"

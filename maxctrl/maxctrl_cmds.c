@@ -264,9 +264,12 @@ static const struct {
     {"threads", "maxscale/threads", {
         {"Id", "id"},
         {"Current Descriptors", "attributes/stats/current_descriptors"},
+        {"Total Descriptors", "attributes/stats/total_descriptors"},
         {"Sessions", "attributes/stats/sessions"},
-        {"Backend Connections", "attributes/stats/backend_connections"},
-        {"Zombies", "attributes/stats/zombies"}}, 5},
+        {"Load (1s)", "attributes/stats/load/last_second"},
+        {"Load (1m)", "attributes/stats/load/last_minute"},
+        {"Load (1h)", "attributes/stats/load/last_hour"},
+        {"Zombies", "attributes/stats/zombies"}}, 8},
     {"users", "users/inet", {
         {"Name", "id"}, {"Type", "type"},
         {"Privileges", "attributes/account"}}, 3},
@@ -388,6 +391,8 @@ cmd_show(int argc, char **argv)
 
     if (argc >= 1 && strcmp(argv[0], "maxscale") == 0) {
         snprintf(path, sizeof(path), "maxscale");
+    } else if (argc >= 1 && strcmp(argv[0], "threads") == 0) {
+        snprintf(path, sizeof(path), "maxscale/threads");   /* all */
     } else {
         size_t i;
 
@@ -398,7 +403,7 @@ cmd_show(int argc, char **argv)
         }
         if (argc < 2 || i == ARRAY_LEN(kinds)) {
             mc_error("usage: show server|service|listener|monitor|filter|"
-                     "session|module NAME, or show maxscale");
+                     "session|module|thread NAME, or show maxscale|threads");
             return 1;
         }
         snprintf(path, sizeof(path), "%s/%s", kinds[i][1], argv[1]);
@@ -408,6 +413,16 @@ cmd_show(int argc, char **argv)
     }
     if (mc_opts.json) {
         print_json(doc);
+    } else if (json_is_array(json_object_get(doc, "data"))) {
+        size_t i;
+        json_t *one;
+
+        json_array_foreach(json_object_get(doc, "data"), i, one) {
+            if (i > 0) {
+                putchar('\n');
+            }
+            show_resource(one);
+        }
     } else {
         show_resource(json_object_get(doc, "data"));
     }

@@ -71,7 +71,11 @@
  *        DCB's socket and its queues: the MariaDB protocol compression).
  *   2.3  sl_session_add_timer and sl_session_cancel_timer (a timer that
  *        runs under the session's lock and keeps the session allocated:
- *        safe in event_model=shared, unlike a plain worker timer).
+ *        safe in event_model=shared, unlike a plain worker timer);
+ *        router capability SL_RCAP_QUERY_KINDS (a new flag bit): the core
+ *        now counts statements by kind for routers without it, so a
+ *        router that calls sl_session_count_query must set it (else they
+ *        count twice).
  */
 #define SL_MODULE_ABI_MAJOR 2
 #define SL_MODULE_ABI_MINOR 3

@@ -29,6 +29,11 @@ enum sl_router_caps {
     SL_RCAP_TRANSACTION_TRACKING = 1u << 1,
     SL_RCAP_SESSION_STATE_TRACKING = 1u << 2,
     SL_RCAP_REPLY_TRACKING = 1u << 3,
+    /* The router counts every COM_QUERY by kind itself
+     * (sl_session_count_query). Without it the core counts them from
+     * the digest's lexing pass when query_digests=true (docs/metrics.md);
+     * a router that sets it must count every COM_QUERY it gets. */
+    SL_RCAP_QUERY_KINDS = 1u << 4,
 };
 
 struct sl_router_ops {

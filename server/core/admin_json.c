@@ -401,6 +401,47 @@ session_attrs(const struct sl_session_info *ses, void *arg)
         "kernel_forwarding", kfwd_json(ses)));
 }
 
+/* A worker's attributes.stats: MaxScale's thread fields that Sluice
+ * measures (docs/rest-api.md says which it leaves out), plus its own. */
+static json_t *
+thread_stats(const struct sl_worker_stats *st)
+{
+    const struct {
+        const char *name;
+        uint64_t value;
+    } counts[] = {
+        {"current_descriptors", (uint64_t)(st->listeners + st->clients +
+                                           st->backends + st->other)},
+        {"total_descriptors", st->total_descriptors},
+        {"listeners", (uint64_t)st->listeners},
+        {"sessions", (uint64_t)st->clients},
+        {"backend_connections", (uint64_t)st->backends},
+        {"zombies", st->zombies},
+        {"event_queue_length", st->event_queue_length},
+        {"bytes_read", st->bytes_read}, {"bytes_written", st->bytes_written},
+        {"reads", st->reads}, {"writes", st->writes}, {"errors", st->errors},
+        {"hangups", st->hangups}, {"accepts", st->accepts},
+        {"events", st->events},
+    };
+    json_t *o = json_object();
+
+    for (size_t i = 0; i < SL_ARRAY_LEN(counts); i++) {
+        json_object_set_new(o, counts[i].name,
+                            json_integer((json_int_t)counts[i].value));
+    }
+    json_object_set_new(o, "avg_event_queue_length", json_integer(
+        st->polls ? (json_int_t)((st->events + st->polls / 2) / st->polls)
+                  : 0));
+    json_object_set_new(o, "max_event_queue_length",
+                        json_integer((json_int_t)st->max_batch));
+    if (st->has_load) {
+        json_object_set_new(o, "load", json_pack(
+            "{s:i, s:i, s:i}", "last_second", (int)st->load[0],
+            "last_minute", (int)st->load[1], "last_hour", (int)st->load[2]));
+    }
+    return o;
+}
+
 /* Runs on a worker: describe its own sessions or DCB counts (through the
  * core's snapshot, sl__worker_snapshot). */
 static void
@@ -414,17 +455,7 @@ collect_on_worker(void *arg)
     sl__worker_snapshot(&st, c->session_id,
                         c->want_sessions ? session_attrs : NULL, out);
     if (!c->want_sessions) {
-        json_object_set_new(out, "stats", json_pack(
-            "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
-            "current_descriptors", (json_int_t)(st.listeners + st.clients +
-                                                st.backends + st.other),
-            "listeners", (json_int_t)st.listeners,
-            "sessions", (json_int_t)st.clients,
-            "backend_connections", (json_int_t)st.backends,
-            "zombies", (json_int_t)st.zombies,
-            "event_queue_length", (json_int_t)st.event_queue_length,
-            "bytes_read", (json_int_t)st.bytes_read,
-            "bytes_written", (json_int_t)st.bytes_written));
+        json_object_set_new(out, "stats", thread_stats(&st));
     }
     pthread_mutex_lock(&c->lock);
     c->results[sl_worker_index(w)] = out;

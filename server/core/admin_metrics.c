@@ -21,6 +21,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include <sluice/router.h>
 #include <sluice/server.h>
 
 #include "admin_int.h"
@@ -408,11 +409,14 @@ service_metrics(FILE *f, const struct sl_config *c)
                c->services[i]->name, "%llu", (unsigned long long)err);
     }
     family(f, "sluice_service_queries_total", "counter",
-           "Statements a router classified, by kind (read, write, "
-           "session, other; readwritesplit)");
+           "Text statements by kind (read, write, session, other)");
     for (size_t i = 0; i < c->nservices; i++) {
         uint64_t q[SL_STATS_Q_KINDS];
 
+        if (!(c->services[i]->router->capabilities & SL_RCAP_QUERY_KINDS) &&
+            !sl__stats_cfg.digests) {
+            continue;   /* nobody counts them: no sample, not a 0 */
+        }
         sl__stats_obj_queries(&c->services[i]->stats, q);
         for (int k = 0; k < SL_STATS_Q_KINDS; k++) {
             fprintf(f, "sluice_service_queries_total{service=\"");

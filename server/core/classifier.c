@@ -175,6 +175,19 @@ kw_init(void)
     }
 }
 
+/* The keyword table, built once; the flag spares the data path a call to
+ * pthread_once per statement. */
+static void
+kw_ensure(void)
+{
+    static bool ready;
+
+    if (!__atomic_load_n(&ready, __ATOMIC_ACQUIRE)) {
+        pthread_once(&kw_once, kw_init);
+        __atomic_store_n(&ready, true, __ATOMIC_RELEASE);
+    }
+}
+
 /* True when s[0..n) equals the upper-case word kw, ignoring case. */
 static bool
 ci_equal(const char *s, const char *kw, size_t n)
@@ -1652,7 +1665,7 @@ sl_qc_classify(const char *sql, size_t len, struct sl_qc_result *out)
     struct qc q = {.p = sql, .end = sql + len, .out = out};
     struct tok t;
 
-    pthread_once(&kw_once, kw_init);
+    kw_ensure();
     out->type = 0;
     out->op = SL_QC_OP_UNDEFINED;
     out->hint.type = SL_HINT_NONE;
@@ -1823,9 +1836,81 @@ canon_in_list(struct qc *q)
     return false;
 }
 
+/* The kind (SL_STATS_Q_*) a statement's leading keyword gives, as
+ * sl__stats_query_kind(classify) would for the common statements; the
+ * second token and a few body tokens refine it (kind_refine). */
+static int
+lead_kind(unsigned kw)
+{
+    switch (kw) {
+    case KW_SELECT: case KW_SHOW: case KW_DESC: case KW_DESCRIBE:
+    case KW_EXPLAIN: case KW_WITH: case KW_VALUES: case KW_HELP:
+        return SL_STATS_Q_READ;
+    case KW_SET: case KW_USE: case KW_BEGIN: case KW_START:
+    case KW_COMMIT: case KW_ROLLBACK: case KW_PREPARE: case KW_DEALLOCATE:
+        return SL_STATS_Q_SESSION;
+    case KW_EXECUTE:
+        return SL_STATS_Q_OTHER;
+    default:
+        return SL_STATS_Q_WRITE;   /* DML, DDL, admin, unknown: the primary */
+    }
+}
+
+/* The kind after the statement's token number pos (1: the second) t. */
+static int
+kind_refine(int kind, unsigned lead_kw, int pos, const struct tok *t,
+            bool after_into)
+{
+    if (pos == 1) {
+        switch (lead_kw) {
+        case KW_SET:
+            /* SET GLOBAL x, SET PERSIST x, SET @@global.x: server-wide */
+            if ((t->type == T_WORD &&
+                 (t->kw == KW_GLOBAL || t->kw == KW_PERSIST ||
+                  t->kw == KW_PERSIST_ONLY)) ||
+                (t->type == T_SYSVAR &&
+                 ((t->n > 7 && strncasecmp(t->s, "global.", 7) == 0) ||
+                  (t->n > 8 && strncasecmp(t->s, "persist.", 8) == 0)))) {
+                return SL_STATS_Q_WRITE;
+            }
+            break;
+        case KW_START:     /* START SLAVE, START REPLICA ... */
+            return t->type == T_WORD && t->kw == KW_TRANSACTION
+                       ? kind : SL_STATS_Q_WRITE;
+        case KW_ROLLBACK:  /* ROLLBACK TO SAVEPOINT */
+        case KW_BEGIN:     /* BEGIN NOT ATOMIC */
+            return t->type == T_WORD && (t->kw == KW_TO || t->kw == KW_NOT)
+                       ? SL_STATS_Q_WRITE : kind;
+        case KW_DROP:      /* DROP PREPARE */
+            return t->type == T_WORD && t->kw == KW_PREPARE
+                       ? SL_STATS_Q_SESSION : kind;
+        default:
+            break;
+        }
+    }
+    /* A read that assigns a user variable (@a := ..., INTO @a). */
+    if (kind == SL_STATS_Q_READ &&
+        (t->type == T_ASSIGN || (after_into && t->type == T_USERVAR))) {
+        return SL_STATS_Q_SESSION;
+    }
+    return kind;
+}
+
+/* Of two statements' kinds, the one sl__stats_query_kind would report for
+ * their OR-ed type bits: write, then session, then read, then other. */
+static int
+kind_merge(int a, int b)
+{
+    static const int rank[SL_STATS_Q_KINDS] = {
+        [SL_STATS_Q_WRITE] = 3, [SL_STATS_Q_SESSION] = 2,
+        [SL_STATS_Q_READ] = 1, [SL_STATS_Q_OTHER] = 0};
+
+    return a < 0 || rank[b] > rank[a] ? b : a;
+}
+
 size_t
 sl__qc_canonical(const char *sql, size_t len, char *out, size_t outlen,
-                 uint64_t *hash)
+                 uint64_t *hash, int *kind)
 {
     struct sl_qc_result dummy;
     struct qc q = {.p = sql, .end = sql + len, .out = &dummy};
@@ -1836,8 +1921,13 @@ sl__qc_canonical(const char *sql, size_t len, char *out, size_t outlen,
     bool semi = false;   /* a ';' to write before the next token */
     bool prev_word = false;
     const char *prev_end = NULL;
+    int pos = 0;         /* tokens of the current statement so far */
+    int lead = -1;       /* its kind so far (-1: no token yet) */
+    unsigned lead_kw = KW_NONE;
+    bool after_into = false;
+    int all = -1;        /* merged over the statements */
 
-    pthread_once(&kw_once, kw_init);
+    kw_ensure();
     dummy.hint.type = SL_HINT_NONE;
     if (sql == NULL) {
         q.p = q.end = "";
@@ -1851,14 +1941,27 @@ sl__qc_canonical(const char *sql, size_t len, char *out, size_t outlen,
         prev_end = q.p;
         if (is_punct(&t, ';')) {
             semi = c.len > 0;
+            if (lead >= 0) {
+                all = kind_merge(all, lead);
+            }
+            pos = 0;
+            lead = -1;
             continue;
         }
+        if (pos == 0 && !is_punct(&t, '(')) {
+            lead_kw = t.type == T_WORD ? t.kw : KW_NONE;
+            lead = lead_kind(lead_kw);
+            pos = 1;
+        } else if (pos > 0) {
+            lead = kind_refine(lead, lead_kw, pos, &t, after_into);
+            pos = 2;
+        }
+        after_into = t.type == T_WORD && t.kw == KW_INTO;
         if (semi) {
             canon_tok(&c, ";", 1, true, false);
             semi = false;
         }
-        prev_in = t.type == T_WORD && t.n == 2 &&
-                  strncasecmp(t.s, "IN", 2) == 0;
+        prev_in = t.type == T_WORD && t.kw == KW_IN;
         switch (t.type) {
         case T_STRING:
         case T_NUMBER:
@@ -1917,5 +2020,11 @@ sl__qc_canonical(const char *sql, size_t len, char *out, size_t outlen,
         out[c.len] = '\0';
     }
     *hash = c.hash;
+    if (kind != NULL) {
+        if (lead >= 0) {
+            all = kind_merge(all, lead);
+        }
+        *kind = all < 0 ? SL_STATS_Q_WRITE : all;   /* empty: as classify */
+    }
     return c.len;
 }

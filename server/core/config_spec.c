@@ -109,7 +109,8 @@ static const struct sl_param_spec global_specs[] = {
     P("writeq_low_water", SL_PARAM_SIZE, "1024", 0,
       "Resume reading when the write queue drains below this"),
     P("query_digests", SL_PARAM_BOOL, "true", 0,
-      "Keep per-statement statistics (GET /v1/sluice/queries)"),
+      "Keep per-statement statistics (GET /v1/sluice/queries); also "
+      "counts statements by kind for routers that do not classify"),
     P("digest_max_entries", SL_PARAM_COUNT, "1000", 0,
       "Query digests each worker keeps (least recently seen evicted)"),
     P("latency_histograms", SL_PARAM_BOOL, "true", 0,

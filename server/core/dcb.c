@@ -125,6 +125,7 @@ dcb_alloc_on(enum sl_dcb_role role, int fd, struct sl_worker *w)
     /* Connection setup and teardown only, never per packet; the main
      * thread adds listener DCBs to running workers, hence the lock. */
     pthread_mutex_lock(&w->dcb_lock);
+    w->total_dcbs++;
     dcb->list_next = w->dcbs;
     if (w->dcbs != NULL) {
         w->dcbs->list_prev = dcb;
@@ -1342,6 +1343,9 @@ listener_events(struct sl_dcb *ldcb)
             }
             return 0;
         }
+        if (sl_worker_current() != NULL) {
+            sl_worker_current()->accepts++;
+        }
         accept_one(ldcb, fd, &ss);
     }
     return EPOLLIN;   /* more may be waiting: back to the tail */
@@ -2199,7 +2203,18 @@ sl__worker_snapshot(struct sl_worker_stats *st, uint64_t session_id,
             session_info(d->session, fn, arg);
         }
     }
+    st->total_descriptors = w->total_dcbs;
     pthread_mutex_unlock(&w->dcb_lock);
     st->zombies = w->nzombies;
     st->event_queue_length = sl__evq_count(w->evq);
+    st->reads = w->ev_reads;
+    st->writes = w->ev_writes;
+    st->errors = w->ev_errors;
+    st->hangups = w->ev_hangups;
+    st->accepts = w->accepts;
+    st->events = w->events;
+    st->polls = w->polls;
+    st->max_batch = w->max_batch;
+    st->has_load = sl__worker_load(w, &st->load[0], &st->load[1],
+                                   &st->load[2]);
 }

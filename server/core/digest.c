@@ -56,6 +56,7 @@ struct dg_table {
     uint64_t dropped;
     uint64_t next_gen;
     struct dg_entry *free_list;      /* emptied by a reset (hnext) */
+    int64_t wall_offset_ms;          /* unix time minus the monotonic */
 };
 
 /* Worker-owned: tables[i] is touched by worker i only. */
@@ -71,12 +72,21 @@ mix(uint64_t h, const char *s)
 }
 
 static uint64_t
-now_ms(void)
+wall_ms(void)
 {
     struct timespec ts;
 
     clock_gettime(CLOCK_REALTIME, &ts);
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Unix time in ms from the worker's turn clock (no clock read per
+ * statement); the offset is taken when the table is made, so a step of
+ * the wall clock afterwards is not followed (seen times are for people). */
+static uint64_t
+now_ms(const struct dg_table *t)
+{
+    return (uint64_t)((int64_t)sl_worker_now_ms() + t->wall_offset_ms);
 }
 
 static struct dg_table *
@@ -101,6 +111,7 @@ table_of(int w)
     }
     t->nbuckets = nb;
     t->next_gen = 1;
+    t->wall_offset_ms = (int64_t)wall_ms() - (int64_t)sl_monotonic_ms();
     tables[w] = t;
     return t;
 }
@@ -148,13 +159,10 @@ hash_unlink(struct dg_table *t, struct dg_entry *e)
 }
 
 void *
-sl__digest_take(struct sl_session *ses, const char *sql, size_t len,
-                uint64_t *gen)
+sl__digest_take(struct sl_session *ses, int worker, const char *text,
+                uint64_t h, uint64_t *gen)
 {
-    struct sl_worker *w = sl_worker_current();
-    struct dg_table *t = w ? table_of(sl_worker_index(w)) : NULL;
-    char text[sizeof(((struct sl_digest_row *)0)->text)];
-    uint64_t h;
+    struct dg_table *t = table_of(worker);
     uint64_t key;
     struct dg_entry *e;
     struct dg_entry **bp;
@@ -162,8 +170,15 @@ sl__digest_take(struct sl_session *ses, const char *sql, size_t len,
     if (t == NULL || sl__stats_cfg.max_entries == 0) {
         return NULL;
     }
-    sl__qc_canonical(sql, len, text, sizeof(text), &h);
-    key = mix(mix(mix(h, ses->user), ses->db), ses->service->name);
+    if (!ses->stats.seed_ok) {
+        ses->stats.seed = mix(mix(mix(0xcbf29ce484222325ULL, ses->user),
+                                  ses->db), ses->service->name);
+        ses->stats.seed_ok = true;
+    }
+    /* the text's hash and the names': an odd multiply keeps both in the
+     * low bits the buckets use */
+    key = (h ^ ses->stats.seed) * 0x9e3779b97f4a7c15ULL;
+    key ^= key >> 29;
     bp = &t->buckets[key & (t->nbuckets - 1)];
     for (e = *bp; e != NULL; e = e->hnext) {
         if (e->key == key && e->svc == ses->service &&
@@ -198,7 +213,7 @@ sl__digest_take(struct sl_session *ses, const char *sql, size_t len,
         snprintf(e->row.service, sizeof(e->row.service), "%s",
                  ses->service->name);
         e->row.key = key;
-        e->row.first_seen_ms = now_ms();
+        e->row.first_seen_ms = now_ms(t);
         e->hnext = *bp;
         *bp = e;
     } else {
@@ -206,7 +221,7 @@ sl__digest_take(struct sl_session *ses, const char *sql, size_t len,
     }
     lru_push(t, e);
     e->row.count++;
-    e->row.last_seen_ms = now_ms();
+    e->row.last_seen_ms = now_ms(t);
     *gen = e->gen;
     return e;
 }

@@ -379,6 +379,13 @@ struct sl_worker_stats {
     uint64_t bytes_written;
     size_t zombies;
     size_t event_queue_length;
+    uint64_t total_descriptors;       /* DCBs created on the worker */
+    uint64_t reads, writes, errors, hangups;   /* epoll events by bit */
+    uint64_t accepts;                 /* client connections accepted */
+    uint64_t events, polls, max_batch;   /* events, waits with events,
+                                          * most events in one wait */
+    bool has_load;                    /* load[] sampled yet */
+    unsigned load[3];                 /* percent: second, minute, hour */
 };
 
 /* One client session as seen by its worker; the strings and the backends

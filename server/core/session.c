@@ -357,12 +357,16 @@ filter_up(struct sl_session *ses, size_t i, struct sl_buf *buf,
 int
 sl_session_route_query(struct sl_session *ses, struct sl_buf *buf)
 {
+    int rc;
+
     if (ses->state == SL_SESSION_CLOSING) {
         sl_buf_free(buf);
         return SL_ERROR;
     }
     sl__stats_query(ses, buf);
-    return filter_down(ses, 0, buf);
+    rc = filter_down(ses, 0, buf);
+    sl__stats_chain_end();
+    return rc;
 }
 
 int
@@ -617,12 +621,14 @@ void
 sl_session_set_user(struct sl_session *ses, const char *user)
 {
     snprintf(ses->user, sizeof(ses->user), "%s", user ? user : "");
+    ses->stats.seed_ok = false;     /* the digest key's names changed */
 }
 
 void
 sl_session_set_db(struct sl_session *ses, const char *db)
 {
     snprintf(ses->db, sizeof(ses->db), "%s", db ? db : "");
+    ses->stats.seed_ok = false;
 }
 
 bool
@@ -1010,11 +1016,13 @@ sl_backend_reply(struct sl_backend *b, struct sl_buf *buf,
     }
     sl__stats_backend_reply(b, reply);
     if (ses->state == SL_SESSION_CLOSING || b->state == SL_BACKEND_CLOSED) {
+        sl__stats_chain_end();
         sl_buf_free(buf);
         return SL_OK;
     }
     rc = ses->service->router->client_reply(ses->router_session, b, buf,
                                             reply);
+    sl__stats_chain_end();
     if (rc == SL_ERROR) {
         sl_session_close(ses, "router failed to handle a reply");
     }

@@ -32,6 +32,7 @@
 #include <sluice/classifier.h>
 #include <sluice/mariadb.h>
 #include <sluice/reply.h>
+#include <sluice/router.h>
 #include <sluice/worker.h>
 
 #include "dcb_int.h"
@@ -45,6 +46,30 @@ sl__stats_now_ns(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * The clock reading of the hook that began the current call chain on this
+ * thread: a command entering a session (sl__stats_query; the chain ends
+ * when sl_session_route_query returns) or a backend's complete answer
+ * (sl__stats_backend_reply; until sl_backend_reply returns). A backend
+ * write or an answer to the client inside the chain is the same instant
+ * to well under a microsecond, and reuses it instead of reading the
+ * clock again: two clock reads per routed statement instead of four.
+ * 0 outside a chain.
+ */
+static __thread uint64_t chain_ns;
+
+static inline uint64_t
+chain_now(void)
+{
+    return chain_ns != 0 ? chain_ns : sl__stats_now_ns();
+}
+
+void
+sl__stats_chain_end(void)
+{
+    chain_ns = 0;
 }
 
 /* Relaxed single-writer increment: a plain load, add and store. */
@@ -298,6 +323,34 @@ query_sql(const struct sl_buf *buf, char *tmp, size_t tmplen, size_t *len)
     return tmp;
 }
 
+/* A COM_QUERY with query_digests on: its canonical text, its digest
+ * entry (into *entry, *gen), and its kind counted for a router that does
+ * not classify (one lexing pass for both). */
+static void
+query_digest(struct sl_session *ses, const struct sl_buf *buf, int wi,
+             bool timed, void **entry, uint64_t *gen)
+{
+    char tmp[16384];
+    char text[sizeof(((struct sl_digest_row *)0)->text)];
+    size_t len = 0;
+    const char *sql = query_sql(buf, tmp, sizeof(tmp), &len);
+    bool count = !(ses->service->router->capabilities & SL_RCAP_QUERY_KINDS);
+    struct sl_obj_stats *o;
+    uint64_t h;
+    int kind;
+
+    if (sql == NULL || (!timed && !count)) {
+        return;
+    }
+    sl__qc_canonical(sql, len, text, sizeof(text), &h, count ? &kind : NULL);
+    if (count && (o = obj_slot(&ses->service->stats, wi)) != NULL) {
+        BUMP(o->queries[kind], 1);
+    }
+    if (timed) {
+        *entry = sl__digest_take(ses, wi, text, h, gen);
+    }
+}
+
 void
 sl__stats_query(struct sl_session *ses, const struct sl_buf *buf)
 {
@@ -305,37 +358,37 @@ sl__stats_query(struct sl_session *ses, const struct sl_buf *buf)
     struct sl_worker *w;
     uint8_t cmd;
     unsigned i;
+    bool timed;
 
     if (ses->reply_fn != NULL || st->load_data || ses->service == NULL ||
         (!sl__stats_cfg.histograms && !sl__stats_cfg.digests)) {
         return;
     }
     cmd = command_byte(buf);
-    if (!answered(cmd) || st->n == SL_STATS_PENDING ||
-        (w = sl_worker_current()) == NULL) {
+    if (!answered(cmd) || (w = sl_worker_current()) == NULL) {
         return;
     }
+    timed = st->n < SL_STATS_PENDING;
     i = (st->head + st->n) % SL_STATS_PENDING;
-    st->q[i].t0 = sl__stats_now_ns();
-    st->q[i].entry = NULL;
-    st->q[i].worker = sl_worker_index(w);
-    if (cmd == SL_COM_QUERY && sl__stats_cfg.digests) {
-        char tmp[16384];
-        size_t len = 0;
-        const char *sql = query_sql(buf, tmp, sizeof(tmp), &len);
-
-        if (sql != NULL) {
-            st->q[i].entry = sl__digest_take(ses, sql, len, &st->q[i].gen);
-        }
+    if (timed) {
+        st->q[i].t0 = chain_ns = sl__stats_now_ns();
+        st->q[i].entry = NULL;
+        st->q[i].worker = sl_worker_index(w);
     }
-    st->n++;
+    if (cmd == SL_COM_QUERY && sl__stats_cfg.digests) {
+        query_digest(ses, buf, sl_worker_index(w), timed, &st->q[i].entry,
+                     &st->q[i].gen);
+    }
+    if (timed) {
+        st->n++;
+    }
 }
 
 static void
 pop(struct sl_session *ses, const struct sl_reply *reply)
 {
     struct sl_ses_stats *st = &ses->stats;
-    uint64_t ns = sl__stats_now_ns() - st->q[st->head].t0;
+    uint64_t ns = chain_now() - st->q[st->head].t0;
     bool err = reply == NULL || reply->is_err;
 
     if (sl__stats_cfg.histograms && ses->service != NULL) {
@@ -385,7 +438,7 @@ sl__stats_backend_write(struct sl_backend *b, const struct sl_buf *buf)
 {
     if (sl__stats_cfg.histograms && b->t_sent == 0 &&
         answered(command_byte(buf))) {
-        b->t_sent = sl__stats_now_ns();
+        b->t_sent = chain_now();
     }
 }
 
@@ -394,8 +447,8 @@ sl__stats_backend_reply(struct sl_backend *b, const struct sl_reply *reply)
 {
     if (reply != NULL && reply->complete && b->t_sent != 0 &&
         b->server != NULL) {
-        obj_record(&b->server->stats, sl__stats_now_ns() - b->t_sent,
-                   reply->is_err);
+        chain_ns = sl__stats_now_ns();
+        obj_record(&b->server->stats, chain_ns - b->t_sent, reply->is_err);
         b->t_sent = 0;
     }
 }

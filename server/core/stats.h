@@ -90,6 +90,9 @@ struct sl_ses_stats {
     uint8_t head;
     uint8_t n;
     bool load_data;           /* LOAD DATA LOCAL: packets are not commands */
+    bool seed_ok;             /* seed is the hash of user, db, service */
+    uint64_t seed;            /* digest.c: hashed once, not per statement;
+                               * sl_session_set_user/_db clear seed_ok */
 };
 
 /* Configuration (main thread, before the workers start). */
@@ -112,6 +115,10 @@ void sl__stats_client_reply(struct sl_session *ses,
 /* A command the client will not get an answer for from a backend (an
  * error Sluice made up): ends the oldest pending command as an error. */
 void sl__stats_client_error(struct sl_session *ses);
+/* The end of the call chain sl__stats_query or sl__stats_backend_reply
+ * began (session.c, when sl_session_route_query or sl_backend_reply
+ * returns): later hooks read the clock again. */
+void sl__stats_chain_end(void);
 /* A command goes to a backend / its answer is complete. */
 void sl__stats_backend_write(struct sl_backend *b, const struct sl_buf *buf);
 void sl__stats_backend_reply(struct sl_backend *b,
@@ -175,16 +182,20 @@ void sl__digest_snapshot_free(struct sl_digest_snapshot *s);
 int sl__digest_reset(void);
 
 /* The worker-local parts digest.c keeps (stats.c calls these). */
-void *sl__digest_take(struct sl_session *ses, const char *sql, size_t len,
-                      uint64_t *gen);
+/* The entry of canonical text (its hash h) for ses on worker (the
+ * calling one), counted as seen; NULL when digests keep no entries. */
+void *sl__digest_take(struct sl_session *ses, int worker, const char *text,
+                      uint64_t h, uint64_t *gen);
 void sl__digest_done(void *entry, uint64_t gen, int worker, uint64_t ns,
                      const struct sl_reply *reply);
 
 /* classifier.c: the canonical text of sql (literals as ?, IN lists of
  * literals as (...), comments dropped, one space between tokens) into
  * out (NUL-terminated, truncated to outlen-1); *hash covers all of it,
- * truncated or not. Its length. */
+ * truncated or not. Its length. With kind: the statement's SL_STATS_Q_*
+ * from the leading keyword of each ';'-separated statement (for routers
+ * that do not classify; docs/metrics.md has the table), in the same pass. */
 size_t sl__qc_canonical(const char *sql, size_t len, char *out,
-                        size_t outlen, uint64_t *hash);
+                        size_t outlen, uint64_t *hash, int *kind);
 
 #endif

@@ -587,6 +587,29 @@ wake_one_sleeper(struct sl_worker *self)
     }
 }
 
+/* The MaxScale-style event counters of one epoll event (own DCBs). */
+static inline void
+count_event(struct sl_worker *w, uint32_t ev)
+{
+    w->events++;
+    w->ev_reads += (ev & EPOLLIN) != 0;
+    w->ev_writes += (ev & EPOLLOUT) != 0;
+    w->ev_errors += (ev & EPOLLERR) != 0;
+    w->ev_hangups += (ev & (EPOLLHUP | EPOLLRDHUP)) != 0;
+}
+
+/* One epoll_wait's worth of events (n of them for DCBs). */
+static inline void
+count_batch(struct sl_worker *w, uint64_t n)
+{
+    if (n > 0) {
+        w->polls++;
+        if (n > w->max_batch) {
+            w->max_batch = n;
+        }
+    }
+}
+
 static void
 harvest_shared(struct sl_worker *w)
 {
@@ -596,10 +619,9 @@ harvest_shared(struct sl_worker *w)
 
     for (i = 0; i < n; i++) {
         sl__evq_notify(&shared_evq, evs[i].data.ptr, evs[i].events);
+        count_event(w, evs[i].events);
     }
-    if (n > 0) {
-        w->events += (uint64_t)n;
-    }
+    count_batch(w, n > 0 ? (uint64_t)n : 0);
     if (sl__evq_count(&shared_evq) > 1) {
         wake_one_sleeper(w);
     }
@@ -622,6 +644,7 @@ poll_events(struct sl_worker *w, int timeout)
     uint64_t seen = atomic_load(&w->observed_epoch);
     bool msgs = false;
     uint64_t t0, t1;
+    uint64_t own = 0;
     int n;
     int i;
 
@@ -649,9 +672,11 @@ poll_events(struct sl_worker *w, int timeout)
             harvest_shared(w);
         } else {
             sl__evq_notify(w->evq, p, evs[i].events);
-            w->events++;
+            count_event(w, evs[i].events);
+            own++;
         }
     }
+    count_batch(w, own);
     return msgs || messages_waiting(w);
 }
 
@@ -666,6 +691,67 @@ loop_done(struct sl_worker *w)
     }
     return w->nzombies == 0 && !messages_queued(w) &&
            (sl__workers_shared() || sl__evq_count(w->evq) == 0);
+}
+
+/* Once a second or so (a turn ends at least every idle timeout): the busy
+ * share since the last sample into the minute ring; each 60 samples,
+ * their average into the hour ring. */
+static void
+load_sample(struct sl_worker *w, uint64_t now_us)
+{
+    uint64_t wall = now_us - w->load_t0_us;
+    uint64_t busy;
+    unsigned sum = 0;
+
+    if (w->load_t0_us == 0) {
+        w->load_t0_us = now_us;
+        w->load_busy0_us = w->busy_us;
+        return;
+    }
+    if (wall < 1000000u) {
+        return;
+    }
+    busy = w->busy_us - w->load_busy0_us;
+    w->load_sec[w->load_nsec % 60] =
+        (uint8_t)(busy >= wall ? 100 : busy * 100 / wall);
+    w->load_nsec++;
+    w->load_t0_us = now_us;
+    w->load_busy0_us = w->busy_us;
+    if (w->load_nsec % 60 == 0) {
+        for (int i = 0; i < 60; i++) {
+            sum += w->load_sec[i];
+        }
+        w->load_min[w->load_nmin % 60] = (uint8_t)(sum / 60);
+        w->load_nmin++;
+    }
+}
+
+bool
+sl__worker_load(const struct sl_worker *w, unsigned *second,
+                unsigned *minute, unsigned *hour)
+{
+    unsigned ns = w->load_nsec < 60 ? w->load_nsec : 60;
+    unsigned nm = w->load_nmin < 60 ? w->load_nmin : 60;
+    unsigned sum = 0;
+
+    if (ns == 0) {
+        return false;
+    }
+    *second = w->load_sec[(w->load_nsec - 1) % 60];
+    for (unsigned i = 0; i < ns; i++) {
+        sum += w->load_sec[i];
+    }
+    *minute = sum / ns;
+    if (nm == 0) {
+        *hour = *minute;   /* less than a minute yet: what there is */
+        return true;
+    }
+    sum = 0;
+    for (unsigned i = 0; i < nm; i++) {
+        sum += w->load_min[i];
+    }
+    *hour = sum / nm;
+    return true;
 }
 
 static void
@@ -694,6 +780,7 @@ loop_turn(struct sl_worker *w)
         w->busy_us += end - start - (w->idle_us - idle0);
     }
     w->turn_end_us = end;
+    load_sample(w, end);
 }
 
 /*

@@ -57,7 +57,30 @@ struct sl_worker {
     uint64_t timers_run;           /* timer callbacks run */
     uint64_t timer_lag_us;         /* their lateness past the deadline */
     uint64_t events;               /* epoll events taken (own DCBs) */
+
+    /* GET /v1/maxscale/threads (MaxScale's thread stats): the worker's
+     * own fields too, read by a job on the worker (admin_json.c). */
+    uint64_t ev_reads;             /* events with EPOLLIN */
+    uint64_t ev_writes;            /* with EPOLLOUT */
+    uint64_t ev_errors;            /* with EPOLLERR */
+    uint64_t ev_hangups;           /* with EPOLLHUP or EPOLLRDHUP */
+    uint64_t polls;                /* epoll_waits that returned events */
+    uint64_t max_batch;            /* most events one of them returned */
+    uint64_t accepts;              /* client connections accepted here */
+    uint64_t total_dcbs;           /* DCBs created here (under dcb_lock) */
+    /* Load: busy share of the wall time, sampled once a second or so. */
+    uint64_t load_t0_us;           /* start of the current sample */
+    uint64_t load_busy0_us;        /* busy_us then */
+    uint8_t load_sec[60];          /* percent, the last 60 samples */
+    uint8_t load_min[60];          /* their averages, the last 60 minutes */
+    unsigned load_nsec;            /* samples taken (ring index: % 60) */
+    unsigned load_nmin;            /* minutes completed */
 };
+
+/* The worker's load in percent over its last sample (about a second),
+ * minute and hour; false before the first sample. Worker only. */
+bool sl__worker_load(const struct sl_worker *w, unsigned *second,
+                     unsigned *minute, unsigned *hour);
 
 /* True in event_model=shared. */
 bool sl__workers_shared(void);

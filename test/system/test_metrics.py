@@ -13,6 +13,8 @@ causal_reads=none so no GTID probe adds to the server counts); a second
 Sluice with threads=1 and digest_max_entries=5 on 5065..5068.
 Issue 22's second part: the monitor test's Sluice (mariadbmon) has its
 admin on st.port(5200); st.port(5219) is a server nobody listens on.
+Its third part: a Sluice with query_digests and latency_histograms off on
+st.port(5300..5303) (admin, primary, replica, RW).
 The switchover it runs puts db1 back as the primary."""
 
 import base64
@@ -261,6 +263,24 @@ def test_literals_and_in_lists_share_a_digest(sluice):
     assert (bad["count"], bad["errors"]) == (2, 2)
 
 
+def test_database_change_starts_another_digest(sluice):
+    """The same statement before and after USE (and COM_INIT_DB) counts in
+    one row per database: the session's hashed names follow the change
+    (through readconnroute, whose digests also count kinds)."""
+    reset()
+    with st.connect(PRIMARY) as c, c.cursor() as cur:
+        cur.execute("SELECT 1")
+        cur.execute("USE test")
+        cur.execute("SELECT 1")
+        cur.execute("SELECT 1")
+        c.select_db("information_schema")
+        cur.execute("SELECT 1")
+    rows = {d["attributes"]["database"]: d["attributes"]["count"]
+            for d in queries(service="Primary-Service")[
+                "data"] if d["attributes"]["digest_text"] == "SELECT ?"}
+    assert rows == {"": 1, "test": 2, "information_schema": 1}, rows
+
+
 def test_queries_sorted_limited_filtered_and_reset(sluice):
     reset()
     with st.connect(RW) as c, c.cursor() as cur:
@@ -503,37 +523,170 @@ def test_worker_loop_time_adds_up_to_wall_time(sluice):
 
 
 
+def kind_mix(cur):
+    """5 reads, 3 writes, 5 session statements and 1 other."""
+    for i in range(5):
+        cur.execute(f"SELECT v FROM {TABLE} WHERE id = %s", (i + 1,))
+    cur.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} "
+                "(id INT PRIMARY KEY, v INT)")
+    cur.execute("SET @metrics_v = 1")
+    cur.execute("BEGIN")
+    for i in range(2):
+        cur.execute(f"UPDATE {TABLE} SET v = v + 1 WHERE id = %s",
+                    (i + 1,))
+    cur.execute("COMMIT")
+    cur.execute("PREPARE metrics_s FROM 'SELECT 1'")
+    cur.execute("EXECUTE metrics_s")
+    cur.execute("DEALLOCATE PREPARE metrics_s")
+
+
+KIND_MIX = {"read": 5, "write": 3, "session": 5, "other": 1}
+
+
+def kind_deltas(service, before, after):
+    name = "sluice_service_queries_total"
+    return {k: val(after, name, service=service, kind=k)
+            - val(before, name, service=service, kind=k) for k in KIND_MIX}
+
+
 def test_queries_counted_by_kind(sluice):
-    """Through readwritesplit: 5 SELECTs count as read, 2 UPDATEs and a
-    CREATE TABLE IF NOT EXISTS as write, SET @v and BEGIN/COMMIT as
-    session, exactly; readconnroute (no classifier) counts nothing."""
-    with st.connect(RW) as c, c.cursor() as cur:
-        cur.execute("SELECT 1")
-        m0 = parse(scrape())
-        for i in range(5):
-            cur.execute(f"SELECT v FROM {TABLE} WHERE id = %s", (i + 1,))
-        cur.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} "
-                    "(id INT PRIMARY KEY, v INT)")
-        cur.execute("SET @metrics_v = 1")
-        cur.execute("BEGIN")
-        for i in range(2):
-            cur.execute(f"UPDATE {TABLE} SET v = v + 1 WHERE id = %s",
-                        (i + 1,))
-        cur.execute("COMMIT")
-        m1 = parse(scrape())
-    with st.connect(PRIMARY) as c, c.cursor() as cur:
-        cur.execute("SELECT 1")
-    m2 = parse(scrape())
+    """The same mix through readwritesplit (which classifies each
+    statement) and readconnroute (counted by the core from the digest's
+    lexing pass): 5 SELECTs count as read, 2 UPDATEs and a CREATE TABLE
+    IF NOT EXISTS as write, SET @v, BEGIN, COMMIT, PREPARE and DEALLOCATE
+    as session, EXECUTE as other, exactly, in both services."""
+    for port, service in ((RW, "RW-Service"), (PRIMARY, "Primary-Service")):
+        with st.connect(port) as c, c.cursor() as cur:
+            cur.execute("SELECT 1")
+            m0 = parse(scrape())
+            kind_mix(cur)
+            m1 = parse(scrape())
+        assert kind_deltas(service, m0, m1) == KIND_MIX, service
 
-    def delta(kind, service="RW-Service", a=m0, b=m1):
-        name = "sluice_service_queries_total"
-        return (val(b, name, service=service, kind=kind)
-                - val(a, name, service=service, kind=kind))
 
-    assert (delta("read"), delta("write"), delta("session"),
-            delta("other")) == (5, 3, 3, 0)
-    for kind in ("read", "write", "session", "other"):
-        assert delta(kind, "Primary-Service", m0, m2) == 0, kind
+def threads():
+    """{worker id: attributes.stats} from GET /v1/maxscale/threads."""
+    status, body, _ = request("GET", "/v1/maxscale/threads")
+    assert status == 200, body
+    return {t["id"]: t["attributes"]["stats"]
+            for t in json.loads(body)["data"]}
+
+
+def test_thread_stats_count_accepts_descriptors_and_hangups(sluice):
+    """GET /v1/maxscale/threads: 6 connections held open through
+    readconnroute add exactly 6 accepts in all, and on each worker exactly
+    as many accepts as sessions it gained; its total_descriptors grow by
+    at least its new sessions plus backend connections; 4 clients that
+    drop the TCP connection after the handshake add 4 more accepts and
+    4 to 8 hangups (EPOLLRDHUP, maybe EPOLLHUP too); reads and writes
+    grow; the average batch is within 1..max; the load is a percentage
+    for the last second, minute and hour; GET .../threads/ID is one of
+    them and an unknown id 404. maxctrl list threads shows the load
+    columns and show threads every worker."""
+    import socket
+
+    t0 = threads()
+    conns = [st.connect(PRIMARY) for _ in range(6)]
+    try:
+        for c in conns:
+            with c.cursor() as cur:
+                cur.execute("SELECT @@server_id")
+                assert cur.fetchone()[0] == st.PRIMARY_ID
+        t1 = threads()
+    finally:
+        for c in conns:
+            c.close()
+    assert sum(t1[w]["accepts"] - t0[w]["accepts"] for w in t0) == 6
+    for w in t0:
+        gained = t1[w]["sessions"] - t0[w]["sessions"]
+        assert t1[w]["accepts"] - t0[w]["accepts"] == gained, (w, t0, t1)
+        assert (t1[w]["total_descriptors"] - t0[w]["total_descriptors"]
+                >= gained + t1[w]["backend_connections"]
+                - t0[w]["backend_connections"]), (w, t0, t1)
+        assert t1[w]["reads"] >= t0[w]["reads"]
+        assert t1[w]["writes"] >= t0[w]["writes"]
+    assert sum(t1[w]["reads"] - t0[w]["reads"] for w in t0) >= 12
+    deadline = time.time() + 5     # the first load sample: a second in
+    while not all("load" in s for s in t1.values()) and \
+            time.time() < deadline:
+        time.sleep(0.2)
+        t1 = threads()
+    for s in t1.values():
+        assert 1 <= s["avg_event_queue_length"] <= s["max_event_queue_length"]
+        load = s["load"]
+        assert set(load) == {"last_second", "last_minute", "last_hour"}
+        assert all(0 <= v <= 100 for v in load.values()), load
+        for k in ("max_exec_time", "max_queue_time"):
+            assert k not in s   # not measured: left out, never a 0
+    # The 6 sessions gone (their closes counted) before the next baseline.
+    deadline = time.time() + 5
+    while sum(s["sessions"] for s in t1.values()) > \
+            sum(s["sessions"] for s in t0.values()) and time.time() < deadline:
+        time.sleep(0.1)
+        t1 = threads()
+    time.sleep(0.2)
+    t1 = threads()
+    for _ in range(4):
+        with socket.create_connection((st.HOST, PRIMARY)) as raw:
+            assert raw.recv(4096)          # the server handshake
+    deadline = time.time() + 5
+    while True:
+        t2 = threads()
+        hangups = sum(t2[w]["hangups"] - t1[w]["hangups"] for w in t1)
+        if hangups >= 4 or time.time() > deadline:
+            break
+        time.sleep(0.1)
+    assert sum(t2[w]["accepts"] - t1[w]["accepts"] for w in t1) == 4
+    assert 4 <= hangups <= 8, hangups
+    status, body, _ = request("GET", "/v1/maxscale/threads/0")
+    assert status == 200 and json.loads(body)["data"]["id"] == "0"
+    status, _, _ = request("GET", "/v1/maxscale/threads/99")
+    assert status == 404
+    out = subprocess.run([str(MAXCTRL), "-u", "admin", "-p", "mariadb",
+                          "--hosts", f"{st.HOST}:{ADMIN}", "list", "threads"],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert "Load (1s)" in out.stdout and "Total Descriptors" in out.stdout
+    out = subprocess.run([str(MAXCTRL), "-u", "admin", "-p", "mariadb",
+                          "--hosts", f"{st.HOST}:{ADMIN}", "show", "threads"],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("stats.accepts") == len(t0), out.stdout
+
+
+OFF_ADMIN, OFF_PRIMARY, OFF_REPLICA, OFF_RW = (
+    st.port(5300), st.port(5301), st.port(5302), st.port(5303))
+
+
+def test_switches_off_leave_kinds_to_classifying_routers(tmp_path_factory,
+                                                         table):
+    """query_digests=false latency_histograms=false: readconnroute's
+    service has no sluice_service_queries_total samples at all (nobody
+    counts them, so no zeros pretend otherwise), readwritesplit still
+    counts the mix exactly, no histogram moves and the digest table
+    answers 409."""
+    prx = start(tmp_path_factory, "metrics-off",
+                (OFF_PRIMARY, OFF_REPLICA, OFF_RW, OFF_ADMIN),
+                extra="query_digests=false\nlatency_histograms=false")
+    try:
+        with st.connect(OFF_RW) as c, c.cursor() as cur:
+            cur.execute("SELECT 1")
+            m0 = parse(scrape(port=OFF_ADMIN))
+            kind_mix(cur)
+            m1 = parse(scrape(port=OFF_ADMIN))
+        assert kind_deltas("RW-Service", m0, m1) == KIND_MIX
+        with st.connect(OFF_PRIMARY) as c, c.cursor() as cur:
+            kind_mix(cur)
+        m2 = parse(scrape(port=OFF_ADMIN))
+        assert not [k for k in m2 if k[0] == "sluice_service_queries_total"
+                    and ("service", "Primary-Service") in k[1]]
+        assert val(m2, "sluice_service_response_seconds_count",
+                   service="Primary-Service") == 0
+        status, _, _ = request("GET", "/v1/sluice/queries", port=OFF_ADMIN)
+        assert status == 409
+    finally:
+        problems = px.stop_proxy(prx)
+    assert not problems, problems
 
 
 PROMETHEUS_ACCEPT = ("application/openmetrics-text;version=1.0.0,"

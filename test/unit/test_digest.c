@@ -5,7 +5,9 @@
  * kind become ?, IN lists of literals collapse whatever their length,
  * comments and spacing do not matter, names and strings inside backticks
  * are kept, the hash depends on the whole text even when it is truncated,
- * and quantiles interpolate inside a bucket within min and max.
+ * quantiles interpolate inside a bucket within min and max, and the kind
+ * the canonical pass derives (for routers that do not classify) is the
+ * one readwritesplit's full classification gives.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +18,8 @@
 
 #include <cmocka.h>
 
+#include <sluice/classifier.h>
+
 #include "stats.h"
 
 static const char *
@@ -24,7 +28,8 @@ canon(const char *sql, uint64_t *hash)
     static char out[1024];
     uint64_t h;
 
-    sl__qc_canonical(sql, strlen(sql), out, sizeof(out), hash ? hash : &h);
+    sl__qc_canonical(sql, strlen(sql), out, sizeof(out), hash ? hash : &h,
+                     NULL);
     return out;
 }
 
@@ -86,11 +91,11 @@ test_truncated_text_full_hash(void **state)
     (void)state;
     memset(sql, 0, sizeof(sql));
     strcpy(sql, "SELECT aaaaaaaaaaaaaaaaaaaaaaaa, b FROM t");
-    n = sl__qc_canonical(sql, strlen(sql), out, sizeof(out), &h1);
+    n = sl__qc_canonical(sql, strlen(sql), out, sizeof(out), &h1, NULL);
     assert_int_equal(n, 15);
     assert_int_equal(strlen(out), 15);
     strcpy(sql, "SELECT aaaaaaaaaaaaaaaaaaaaaaaa, c FROM t");
-    sl__qc_canonical(sql, strlen(sql), out, sizeof(out), &h2);
+    sl__qc_canonical(sql, strlen(sql), out, sizeof(out), &h2, NULL);
     assert_true(h1 != h2);
 }
 
@@ -114,6 +119,55 @@ test_quantiles(void **state)
     assert_true(sl__hist_quantile(&h, 0.5, 0, 0) == 0.0);
 }
 
+/* The quick kind (leading keyword, refined by a few tokens) agrees with
+ * sl__stats_query_kind of the classifier's type bits, statement by
+ * statement: the metric means the same through either router. */
+static void
+test_kind_matches_classifier(void **state)
+{
+    static const char *const sql[] = {
+        "SELECT 1", "select * from t for update", "SELECT @a:=1",
+        "SELECT 1 INTO @x", "SET @a=1", "SET autocommit=0",
+        "SET GLOBAL x=1", "SET @@global.x=1", "SET SESSION x=1",
+        "SET NAMES utf8", "SET PERSIST x=1", "SET TRANSACTION READ ONLY",
+        "USE test", "BEGIN", "START TRANSACTION", "COMMIT", "ROLLBACK",
+        "ROLLBACK TO SAVEPOINT a", "SAVEPOINT a", "RELEASE SAVEPOINT a",
+        "PREPARE s FROM 'select 1'", "EXECUTE s", "DEALLOCATE PREPARE s",
+        "DROP PREPARE s", "XA START 'x'", "XA COMMIT 'x'",
+        "INSERT INTO t VALUES(1)", "UPDATE t SET a=1", "DELETE FROM t",
+        "REPLACE INTO t VALUES (1)", "CREATE TABLE t(a int)",
+        "DROP TABLE t", "ALTER TABLE t ADD b int", "TRUNCATE t",
+        "CALL p()", "LOAD DATA LOCAL INFILE 'x' INTO TABLE t",
+        "SHOW TABLES", "DESC t", "EXPLAIN SELECT 1",
+        "WITH a AS (SELECT 1) SELECT * FROM a", "(SELECT 1)", "DO 1",
+        "KILL 3", "FLUSH TABLES", "LOCK TABLES t READ", "UNLOCK TABLES",
+        "HANDLER t OPEN", "CHECK TABLE t", "OPTIMIZE TABLE t",
+        "GRANT ALL ON *.* TO x", "HELP 'x'", "VALUES (1)", "TABLE t",
+        "SELECT 1; INSERT INTO t VALUES(1)", "SET @a=1; SELECT 1",
+        "SELECT 1; SELECT 2;", "FOO", "", "/* c */ SELECT 1",
+        "/*!40101 SET NAMES utf8 */", "SELECT LAST_INSERT_ID()",
+        "START SLAVE", "STOP SLAVE", "BEGIN NOT ATOMIC SELECT 1; END",
+        "INSERT INTO t SELECT * FROM u",
+    };
+    char out[1024];
+    uint64_t h;
+    struct sl_qc_result qc;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(sql) / sizeof(sql[0]); i++) {
+        int kind = -1;
+
+        sl__qc_canonical(sql[i], strlen(sql[i]), out, sizeof(out), &h,
+                         &kind);
+        sl_qc_classify(sql[i], strlen(sql[i]), &qc);
+        if (kind != sl__stats_query_kind(qc.type)) {
+            fail_msg("\"%s\": %s, the classifier says %s", sql[i],
+                     kind >= 0 ? sl__stats_q_names[kind] : "none",
+                     sl__stats_q_names[sl__stats_query_kind(qc.type)]);
+        }
+    }
+}
+
 int
 main(void)
 {
@@ -122,6 +176,7 @@ main(void)
         cmocka_unit_test(test_same_digest_same_hash),
         cmocka_unit_test(test_truncated_text_full_hash),
         cmocka_unit_test(test_quantiles),
+        cmocka_unit_test(test_kind_matches_classifier),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -611,7 +611,8 @@ static const struct sl_param_spec rws_params[] = {
 
 static const struct sl_router_ops rws_ops = {
     .size = sizeof(struct sl_router_ops),
-    .capabilities = SL_RCAP_TRANSACTION_TRACKING | SL_RCAP_REPLY_TRACKING,
+    .capabilities = SL_RCAP_TRANSACTION_TRACKING | SL_RCAP_REPLY_TRACKING |
+                    SL_RCAP_QUERY_KINDS,
     .create_instance = rws_create_instance,
     .destroy_instance = rws_destroy_instance,
     .new_session = rws_new_session,
