@@ -642,7 +642,6 @@ def test_wrong_key_refused(tmp_path):
     enc = subprocess.run([str(PASSWD), str(other), "pw"], check=True,
                          capture_output=True, text=True).stdout.strip()
     text = base_config(tmp_path, extra_global=f"secretsdir={keydir}")
-    text = text.replace(f"[RW]\ntype=service", "[RW]\ntype=service", 1)
     text = text.replace(f"password={st.SERVICE_PASSWORD}\n\n[RW-Listener]",
                         f"password={enc}\n\n[RW-Listener]")
     cfg, status, out = check(tmp_path, text)

@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 
 import sluicetest as st
-from proxy import PROXY, running_proxy
+from proxy import running_proxy
 
 DRIVER_SRC = Path(__file__).resolve().parent / "drivers"
 DRIVER_DIR = st.BUILD_DIR / "drivers"

@@ -20,7 +20,6 @@ Ports st.port(5040..5045)."""
 
 import os
 import signal
-import socket
 import struct
 import subprocess
 import threading
@@ -377,10 +376,7 @@ def test_kill_inside_lock_table_alter_table(port, how, blocked):
     holder = st.connect(port, database="test")
     victim = st.connect(port, database="test")
     try:
-        if blocked == "own_lock_alter":
-            lock_by, other = victim, holder
-        else:
-            lock_by, other = holder, victim
+        lock_by = victim if blocked == "own_lock_alter" else holder
         with lock_by.cursor() as cur:
             cur.execute("LOCK TABLE kill_t WRITE")
         if blocked == "own_lock_alter":

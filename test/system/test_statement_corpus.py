@@ -32,7 +32,6 @@ Ports: st.port(5020..5025).
 import os
 import signal
 import socket
-import struct
 import threading
 import time
 from pathlib import Path
