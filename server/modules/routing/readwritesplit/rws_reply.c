@@ -1407,6 +1407,78 @@ retry_read(struct rws_session *rs, struct rws_be *failed)
     return rws_resend(rs, idx, again) == SL_OK;
 }
 
+/*
+ * The primary's connection failed before its TCP connect finished (the
+ * server died and the monitor has not noticed yet): nothing sent to it
+ * reached a server, so the outcome of the pending statement is known.
+ */
+static bool
+never_connected(const struct sl_buf *errpkt, const char *reason)
+{
+    return errpkt == NULL && reason != NULL &&
+           strncmp(reason, SL_BACKEND_CONNECT_FAILED,
+                   strlen(SL_BACKEND_CONNECT_FAILED)) == 0;
+}
+
+/*
+ * A text statement outside a transaction that never reached the dead
+ * primary goes back to the router: held (delayed_retry) until a primary
+ * is usable, then routed as if it had just arrived. false when it cannot
+ * be (no hold possible, a prepared statement's packet rewritten for that
+ * connection, a transaction to replay instead).
+ */
+static bool
+route_unsent(struct rws_session *rs)
+{
+    struct sl_buf *buf = rs->cur;
+
+    if (buf == NULL || !rs->inst->cfg.delayed_retry || rs->trx_active ||
+        rs->replaying || rs->waiting != NULL || rs->cur_started ||
+        sl_mdb_command(buf) != SL_COM_QUERY) {
+        return false;
+    }
+    rs->cur = NULL;
+    sl_log_ses_info(rs->ses, "Primary connection refused before the statement was sent: holding it for a primary");
+    return rws_hold(rs, buf, NULL) == SL_OK;
+}
+
+/*
+ * The answer to the client's statement died with the primary and its
+ * outcome cannot be known: the client connection is closed without an
+ * answer, so the client's own library reports what a server that died
+ * gives, ERROR 2013 (Lost connection to server during query). An ERR
+ * packet carrying 2013 would be read by libmariadb as 2027 (malformed
+ * packet), and 1927 would say the statement was killed, which it may
+ * not have been.
+ */
+static void
+close_unanswered(struct rws_session *rs, const char *why)
+{
+    sl_log_ses_warn(rs->ses, "%s", why);
+    sl_session_close(rs->ses, why);
+}
+
+/*
+ * A statement outside a transaction whose answer the dead primary never
+ * sent. A read is sent again elsewhere (retry_failed_reads): 1, the
+ * session goes on. A write may have run (its OK was lost, and the GTID
+ * it would have carried with it, so nothing tells), so it is never sent
+ * again: the session closes unanswered (close_unanswered): 0. -1:
+ * neither (inside a transaction, or no read retry possible).
+ */
+static int
+lost_autocommit(struct rws_session *rs)
+{
+    if (rs->cur == NULL || rs->trx_active || rs->cur_target < 0) {
+        return -1;
+    }
+    if (rs->cur_is_read) {
+        return retry_read(rs, &rs->be[rs->cur_target]) ? 1 : -1;
+    }
+    close_unanswered(rs, "Primary lost during a write outside a transaction: its outcome is unknown, not retried");
+    return 0;
+}
+
 static bool
 master_failed(struct rws_session *rs, bool pending)
 {
@@ -1424,9 +1496,8 @@ master_failed(struct rws_session *rs, bool pending)
         rs->trx_active && !rs->trx_ro && rws_is_commit(rs->cur)) {
         /* transaction_replay_safe_commit: the COMMIT may have committed;
          * replaying it could commit the transaction twice */
-        sl_session_send_error(rs->ses, 2013, "HY000", "Lost connection to the primary during COMMIT: the transaction's outcome is unknown and it was not replayed (transaction_replay_safe_commit)");
-        sl_log_ses_warn(rs->ses, "Primary lost during COMMIT: not replaying the transaction (transaction_replay_safe_commit)");
-        return false;
+        close_unanswered(rs, "Primary lost during COMMIT: the transaction's outcome is unknown, not replayed (transaction_replay_safe_commit)");
+        return true;
     }
     if (c->trx_replay && rs->trx_active && !rs->trx_ro && rs->trx_log_ok &&
         rws_replay_allowed(c, rs->replay_attempts, rs->replay_start_ms,
@@ -1449,6 +1520,9 @@ master_failed(struct rws_session *rs, bool pending)
     }
     if (c->failure_mode == RWS_FAIL_INSTANTLY) {
         return false;
+    }
+    if (pending && lost_autocommit(rs) >= 0) {
+        return true;   /* read re-sent, or the session closed */
     }
     if (pending) {
         rws_send_error(rs, "Lost connection to the master server");
@@ -1487,8 +1561,15 @@ rws_handle_error(void *rsession, struct sl_backend *b,
         return false;
     }
     if (sl_session_state(rs->ses) == SL_SESSION_STARTING &&
-        (was_master || any_live_backend(rs) < 0)) {
+        (was_master || any_live_backend(rs) < 0) &&
+        !(never_connected(errpkt, reason) &&
+          rs->inst->cfg.failure_mode != RWS_FAIL_INSTANTLY &&
+          any_live_backend(rs) >= 0)) {
         return false;   /* login failed (e.g. unknown database) */
+    }
+    if (was_master && pending && never_connected(errpkt, reason) &&
+        route_unsent(rs)) {
+        return true;
     }
     if (was_master) {
         return master_failed(rs, pending);
