@@ -291,11 +291,12 @@ class Writer(threading.Thread):
         self.join(timeout=30)
 
 
-def sysbench_rw(command, *args, tables=2, table_size=10000, timeout=None):
-    """sysbench oltp_read_write COMMAND as the app user on sbtest: `run`
-    starts it (a Popen, output on its stdout), anything else runs to the
-    end (a CompletedProcess)."""
-    argv = ["sysbench", "oltp_read_write", f"--tables={tables}",
+def sysbench_rw(command, *args, tables=2, table_size=10000, timeout=None,
+                script="oltp_read_write"):
+    """sysbench oltp_read_write (or `script`) COMMAND as the app user on
+    sbtest: `run` starts it (a Popen, output on its stdout), anything else
+    runs to the end (a CompletedProcess)."""
+    argv = ["sysbench", script, f"--tables={tables}",
             f"--table-size={table_size}", f"--mysql-user={APP_USER}",
             f"--mysql-password={APP_PASSWORD}", "--mysql-db=sbtest",
             *args, command]
