@@ -248,6 +248,15 @@ def ids_on(sid, table, tag):
         return {r[0] for r in cur.fetchall()}
 
 
+def close_quietly(conn):
+    """Close a client connection that may be broken already."""
+    try:
+        if conn is not None:
+            conn.close()
+    except Exception:  # noqa: BLE001 - broken already
+        pass
+
+
 class Writer(threading.Thread):
     """INSERTs (id, tag) rows into `table` one by one through `port`,
     reconnecting after an error; `acked` holds every id whose INSERT
@@ -278,11 +287,7 @@ class Writer(threading.Thread):
             except Exception:  # noqa: BLE001 - counted; we reconnect
                 self.errors += 1
                 self.next_id += 1
-                try:
-                    if conn is not None:
-                        conn.close()
-                except Exception:  # noqa: BLE001
-                    pass
+                close_quietly(conn)
                 conn = None
                 time.sleep(0.05)
 
@@ -305,6 +310,22 @@ def sysbench_rw(command, *args, tables=2, table_size=10000, timeout=None,
                                 stderr=subprocess.STDOUT, text=True)
     return subprocess.run(argv, capture_output=True, text=True,
                           timeout=timeout)
+
+
+def prepare_rw_load(table, tables=2, table_size=10000):
+    """Fresh sbtest tables (sysbench prepare on db1 directly) and an
+    empty (id, tag) `table` for a TrxWriter, on every server."""
+    direct = ["--mysql-host=127.0.0.1", f"--mysql-port={SERVERS[1]}"]
+    sysbench_rw("cleanup", *direct, tables=tables, table_size=table_size,
+                timeout=120)
+    proc = sysbench_rw("prepare", *direct, tables=tables,
+                       table_size=table_size, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with root(1) as c:
+        c.cursor().execute(f"CREATE TABLE IF NOT EXISTS {table} "
+                           "(id INT PRIMARY KEY, tag VARCHAR(32))")
+        c.cursor().execute(f"DELETE FROM {table}")
+    wait_replicated(timeout=60)
 
 
 def sysbench_counters(output):
@@ -377,11 +398,7 @@ class TrxWriter(threading.Thread):
             except Exception as exc:  # noqa: BLE001 - counted
                 self.errors.append((stmt, ids, repr(exc)))
                 self.next_id += 2   # their fate is unknown: never reused
-                try:
-                    if conn is not None:
-                        conn.close()
-                except Exception:  # noqa: BLE001
-                    pass
+                close_quietly(conn)
                 conn = None
                 time.sleep(0.05)
 
@@ -394,17 +411,16 @@ def repair_diverged(old, new, tables):
     """What an operator does with an old primary that binlogged a
     transaction the new primary never received (kill -9 under load; the
     client never got its OK): make `tables` on it equal to the new
-    primary's without binlogging, forget its binlog and start from where
-    the new primary's replication stopped. The monitor then rejoins it.
-    Prints how many rows differed."""
+    primary's without binlogging, forget its binlog and take the new
+    primary's current GTID position. The monitor then rejoins it. Only
+    while nothing writes to the new primary (the rows and the position
+    must be of one moment). Prints how many rows differed."""
     with root(new) as c, c.cursor() as cur:
         rows = {}
         for t in tables:
             cur.execute(f"SELECT * FROM {t}")
             rows[t] = set(cur.fetchall())
-        # where its replication stopped when it was promoted: the last
-        # transaction of the old primary it has; it has everything after
-        pos = scalar(c, "SELECT @@gtid_slave_pos")
+        pos = scalar(c, "SELECT @@gtid_current_pos")
     differ = 0
     with root(old) as c, c.cursor() as cur:
         cur.execute("SET SESSION sql_log_bin=0")

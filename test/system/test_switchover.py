@@ -18,13 +18,12 @@ SLUICE_SWITCHOVER_PARAMS replaces the service's extra parameter lines
 
 import os
 import time
-from pathlib import Path
 
 import pytest
 
 import sluicetest as st
-from proxy import Daemon, global_section, mariadbmon_section, \
-    monitor_command, rw_service, server_sections
+from proxy import MonitoredSluice, global_section, mariadbmon_section, \
+    rw_service, server_sections
 
 pytestmark = [pytest.mark.slow, pytest.mark.sluice_only]
 
@@ -58,25 +57,6 @@ switchover_timeout=20s
     return text
 
 
-class Sluice:
-    def __init__(self, run_dir):
-        self.run_dir = Path(run_dir)
-        for sub in ("log", "data", "persist"):
-            (self.run_dir / sub).mkdir(parents=True, exist_ok=True)
-        cfg = self.run_dir / "sluice.cnf"
-        cfg.write_text(config(self.run_dir))
-        self.daemon = Daemon(st.sluice_argv("start", cfg),
-                             self.run_dir / "proxy.log", st.sluice_env())
-        self.daemon.wait_ports([RW_PORT, ADMIN_PORT])
-
-    def log(self):
-        return self.daemon.log_path.read_text(errors="replace")
-
-    def command(self, cmd, *args, timeout=120):
-        """POST a mariadbmon command: (HTTP status, JSON document)."""
-        return monitor_command(ADMIN_PORT, cmd, *args, timeout=timeout)
-
-
 def sysbench(command, *args, timeout):
     return st.sysbench_rw(command, *args, tables=TABLES,
                           table_size=TABLE_SIZE, timeout=timeout)
@@ -84,16 +64,10 @@ def sysbench(command, *args, timeout):
 
 @pytest.fixture(scope="module")
 def sl(tmp_path_factory):
-    direct = ["--mysql-host=127.0.0.1", f"--mysql-port={st.SERVERS[1]}"]
-    sysbench("cleanup", *direct, timeout=120)
-    proc = sysbench("prepare", *direct, timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    with st.root(1) as c:
-        c.cursor().execute("CREATE TABLE IF NOT EXISTS test.swo "
-                           "(id INT PRIMARY KEY, tag VARCHAR(32))")
-        c.cursor().execute("DELETE FROM test.swo")
-    st.wait_replicated(timeout=60)
-    s = Sluice(tmp_path_factory.mktemp("switchover"))
+    st.prepare_rw_load("test.swo", TABLES, TABLE_SIZE)
+    run_dir = tmp_path_factory.mktemp("switchover")
+    s = MonitoredSluice(run_dir, config(run_dir), [RW_PORT, ADMIN_PORT],
+                        ADMIN_PORT)
     try:
         st.wait_until(lambda: "primary is now 'db1'" in s.log(), 30,
                       what="the monitor to see db1 primary")
