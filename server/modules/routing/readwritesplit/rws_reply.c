@@ -1425,15 +1425,19 @@ never_connected(const struct sl_buf *errpkt, const char *reason)
  * primary goes back to the router: held (delayed_retry) until a primary
  * is usable, then routed as if it had just arrived. false when it cannot
  * be (no hold possible, a prepared statement's packet rewritten for that
- * connection, a transaction to replay instead).
+ * connection, a transaction to replay instead). A routing hint is not
+ * kept: the statement is routed by its text.
  */
 static bool
 route_unsent(struct rws_session *rs)
 {
     struct sl_buf *buf = rs->cur;
 
-    if (buf == NULL || !rs->inst->cfg.delayed_retry || rs->trx_active ||
-        rs->replaying || rs->waiting != NULL || rs->cur_started ||
+    /* (the conditions under which rws_hold holds; and, as for the other
+     * holds, not in event_model=shared: its timer is not safe there) */
+    if (buf == NULL || !rs->inst->cfg.delayed_retry || rs->no_hold ||
+        rs->waiting != NULL || sl_worker_shared_model() || rs->trx_active ||
+        rs->replaying || rs->cur_started ||
         sl_mdb_command(buf) != SL_COM_QUERY) {
         return false;
     }
@@ -1463,8 +1467,9 @@ close_unanswered(struct rws_session *rs, const char *why)
  * sent. A read is sent again elsewhere (retry_failed_reads): 1, the
  * session goes on. A write may have run (its OK was lost, and the GTID
  * it would have carried with it, so nothing tells), so it is never sent
- * again: the session closes unanswered (close_unanswered): 0. -1:
- * neither (inside a transaction, or no read retry possible).
+ * again: with fail_on_write the session closes unanswered
+ * (close_unanswered): 0. -1: neither (inside a transaction, no read retry
+ * possible, or error_on_write).
  */
 static int
 lost_autocommit(struct rws_session *rs)
@@ -1474,6 +1479,9 @@ lost_autocommit(struct rws_session *rs)
     }
     if (rs->cur_is_read) {
         return retry_read(rs, &rs->be[rs->cur_target]) ? 1 : -1;
+    }
+    if (rs->inst->cfg.failure_mode != RWS_FAIL_ON_WRITE) {
+        return -1;   /* error_on_write: ERROR 1105, the session goes on */
     }
     close_unanswered(rs, "Primary lost during a write outside a transaction: its outcome is unknown, not retried");
     return 0;
