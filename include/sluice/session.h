@@ -187,6 +187,9 @@ SL_EXPORT void sl_backend_ready(struct sl_backend *b);
  * server's error packet. Calls the router's handle_error. */
 SL_EXPORT void sl_backend_failed(struct sl_backend *b, struct sl_buf *errpkt,
                                  const char *reason);
+/* The reason a backend gets from the core (as its prefix) when its TCP
+ * connect failed: nothing it was given reached the server. */
+#define SL_BACKEND_CONNECT_FAILED "connect to server"
 /* Backend protocol -> core: a piece of an answer; takes buf (whole
  * packets). Calls the router's client_reply. */
 SL_EXPORT int sl_backend_reply(struct sl_backend *b, struct sl_buf *buf,

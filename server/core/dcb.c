@@ -888,7 +888,7 @@ connect_done(struct sl_dcb *dcb)
         err = errno;
     }
     if (err != 0) {
-        snprintf(why, sizeof(why), "connect to server '%s' failed: %s",
+        snprintf(why, sizeof(why), SL_BACKEND_CONNECT_FAILED " '%s' failed: %s",
                  dcb->server != NULL ? dcb->server->name : "?",
                  strerror(err));
         sl__backend_dcb_failed(dcb->backend, why);

@@ -234,6 +234,31 @@ def monitor_command(admin_port, cmd, *args, timeout=120):
                       + (f"?{query}" if query else ""), timeout=timeout)
 
 
+class MonitoredSluice:
+    """The one Sluice of a test module that drives mariadbmon: `text`
+    written to RUN_DIR/sluice.cnf and started (log in RUN_DIR/proxy.log),
+    ready once `ports` accept; log() reads its log, command() POSTs a
+    mariadbmon command through the REST API on `admin_port`."""
+
+    def __init__(self, run_dir, text, ports, admin_port):
+        self.run_dir = Path(run_dir)
+        self.admin_port = admin_port
+        for sub in ("log", "data", "persist"):
+            (self.run_dir / sub).mkdir(parents=True, exist_ok=True)
+        cfg = self.run_dir / "sluice.cnf"
+        cfg.write_text(text)
+        self.daemon = Daemon(st.sluice_argv("start", cfg),
+                             self.run_dir / "proxy.log", st.sluice_env())
+        self.daemon.wait_ports(list(ports))
+
+    def log(self):
+        return self.daemon.log_path.read_text(errors="replace")
+
+    def command(self, cmd, *args, timeout=120):
+        """POST a mariadbmon command: (HTTP status, JSON document)."""
+        return monitor_command(self.admin_port, cmd, *args, timeout=timeout)
+
+
 def rw_service(name, port, params="", servers=None):
     """A readwritesplit service NAME over `servers` (default: the three
     sandbox servers) with extra `params` lines, and its TCP listener

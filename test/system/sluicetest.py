@@ -248,6 +248,15 @@ def ids_on(sid, table, tag):
         return {r[0] for r in cur.fetchall()}
 
 
+def close_quietly(conn):
+    """Close a client connection that may be broken already."""
+    try:
+        if conn is not None:
+            conn.close()
+    except Exception:  # noqa: BLE001 - broken already
+        pass
+
+
 class Writer(threading.Thread):
     """INSERTs (id, tag) rows into `table` one by one through `port`,
     reconnecting after an error; `acked` holds every id whose INSERT
@@ -278,11 +287,7 @@ class Writer(threading.Thread):
             except Exception:  # noqa: BLE001 - counted; we reconnect
                 self.errors += 1
                 self.next_id += 1
-                try:
-                    if conn is not None:
-                        conn.close()
-                except Exception:  # noqa: BLE001
-                    pass
+                close_quietly(conn)
                 conn = None
                 time.sleep(0.05)
 
@@ -309,3 +314,153 @@ def sanitizer_build():
                           capture_output=True, text=True).stdout
     return any(s in out + syms for s in ("libasan", "libtsan", "__asan_",
                                          "__tsan_"))
+
+
+def sysbench_rw(command, *args, tables=2, table_size=10000, timeout=None,
+                script="oltp_read_write"):
+    """sysbench oltp_read_write (or `script`) COMMAND as the app user on
+    sbtest: `run` starts it (a Popen, output on its stdout), anything else
+    runs to the end (a CompletedProcess)."""
+    argv = ["sysbench", script, f"--tables={tables}",
+            f"--table-size={table_size}", f"--mysql-user={APP_USER}",
+            f"--mysql-password={APP_PASSWORD}", "--mysql-db=sbtest",
+            *args, command]
+    if command == "run":
+        return subprocess.Popen(argv, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+    return subprocess.run(argv, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def prepare_rw_load(table, tables=2, table_size=10000):
+    """Fresh sbtest tables (sysbench prepare on db1 directly) and an
+    empty (id, tag) `table` for a TrxWriter, on every server."""
+    direct = ["--mysql-host=127.0.0.1", f"--mysql-port={SERVERS[1]}"]
+    sysbench_rw("cleanup", *direct, tables=tables, table_size=table_size,
+                timeout=120)
+    proc = sysbench_rw("prepare", *direct, tables=tables,
+                       table_size=table_size, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with root(1) as c:
+        c.cursor().execute(f"CREATE TABLE IF NOT EXISTS {table} "
+                           "(id INT PRIMARY KEY, tag VARCHAR(32))")
+        c.cursor().execute(f"DELETE FROM {table}")
+    wait_replicated(timeout=60)
+
+
+def sysbench_counters(output):
+    """The totals of a sysbench run's summary: queries, transactions,
+    ignored errors, reconnects (those it printed)."""
+    stats = {}
+    for key in ("queries", "transactions", "ignored errors", "reconnects"):
+        m = re.search(rf"^\s*{key}:\s+(\d+)\s+\(([\d.]+) per sec\.\)",
+                      output, re.M)
+        if m:
+            stats[key] = int(m.group(1))
+    return stats
+
+
+def sysbench_interval_p99(output):
+    """[(second, p99 ms, errors/s, reconnects/s)] from sysbench's interval
+    reports (--report-interval=1 --percentile=99)."""
+    rows = []
+    for m in re.finditer(r"^\[ (\d+)s \].*?lat \(ms,99%\): ([\d.]+) "
+                         r"err/s: ([\d.]+) reconn/s: ([\d.]+)", output, re.M):
+        rows.append((int(m.group(1)), float(m.group(2)),
+                     float(m.group(3)), float(m.group(4))))
+    return rows
+
+
+class TrxWriter(threading.Thread):
+    """Inserts (id, tag) rows into `table` through `port`, every other
+    time two rows in an explicit transaction; `acked` holds every id whose
+    INSERT (or COMMIT) returned OK, `errors` the errors seen as (statement
+    that failed, ids whose fate is unknown, repr of the exception); the
+    connection is opened again after one, and those ids are never used
+    again."""
+
+    def __init__(self, port, table, tag):
+        super().__init__(daemon=True)
+        self.port, self.table, self.tag = port, table, tag
+        self.next_id = 1
+        self.acked = []
+        self.errors = []
+        self.stop_flag = threading.Event()
+
+    def run(self):
+        conn = None
+        n = 0
+        while not self.stop_flag.is_set():
+            ids = [self.next_id]
+            stmt = "connect"
+            try:
+                if conn is None:
+                    conn = connect(self.port, connect_timeout=5,
+                                   read_timeout=30, write_timeout=30)
+                with conn.cursor() as cur:
+                    insert = f"INSERT INTO {self.table} VALUES (%s, %s)"
+                    if n % 2:
+                        ids.append(self.next_id + 1)
+                        stmt = "BEGIN"
+                        cur.execute("BEGIN")
+                        for i in ids:
+                            stmt = "INSERT in a transaction"
+                            cur.execute(insert, (i, self.tag))
+                        stmt = "COMMIT"
+                        cur.execute("COMMIT")
+                    else:
+                        stmt = "autocommit INSERT"
+                        cur.execute(insert, (ids[0], self.tag))
+                self.acked.extend(ids)
+                self.next_id += len(ids)
+                n += 1
+                time.sleep(0.005)
+            except Exception as exc:  # noqa: BLE001 - counted
+                self.errors.append((stmt, ids, repr(exc)))
+                self.next_id += 2   # their fate is unknown: never reused
+                close_quietly(conn)
+                conn = None
+                time.sleep(0.05)
+
+    def stop(self):
+        self.stop_flag.set()
+        self.join(timeout=60)
+
+
+def repair_diverged(old, new, tables):
+    """What an operator does with an old primary that binlogged a
+    transaction the new primary never received (kill -9 under load; the
+    client never got its OK): make `tables` on it equal to the new
+    primary's without binlogging, forget its binlog and take the new
+    primary's current GTID position. The monitor then rejoins it. Only
+    while nothing writes to the new primary (the rows and the position
+    must be of one moment). Prints how many rows differed."""
+    with root(new) as c, c.cursor() as cur:
+        rows = {}
+        for t in tables:
+            cur.execute(f"SELECT * FROM {t}")
+            rows[t] = set(cur.fetchall())
+        pos = scalar(c, "SELECT @@gtid_current_pos")
+    differ = 0
+    with root(old) as c, c.cursor() as cur:
+        cur.execute("SET SESSION sql_log_bin=0")
+        cur.execute("SET GLOBAL read_only=1")
+        cur.execute("STOP SLAVE")
+        cur.execute("RESET SLAVE ALL")
+        cur.execute("BEGIN")
+        for t in tables:
+            cur.execute(f"SELECT * FROM {t}")
+            mine = set(cur.fetchall())
+            if mine == rows[t]:
+                continue
+            differ += len(mine ^ rows[t])
+            cur.execute(f"DELETE FROM {t}")
+            if rows[t]:
+                marks = ", ".join(["%s"] * len(next(iter(rows[t]))))
+                cur.executemany(f"INSERT INTO {t} VALUES ({marks})",
+                                sorted(rows[t]))
+        c.commit()
+        cur.execute("RESET MASTER")
+        cur.execute("SET GLOBAL gtid_slave_pos = %s", (pos,))
+    print(f"db{old} diverged: {differ} row(s) differed from db{new}'s "
+          f"in {', '.join(tables)}; made equal")

@@ -371,33 +371,6 @@ def diverged_count(insts, sid):
                for i in insts)
 
 
-def repair_diverged(old, new):
-    """What an operator does with an old primary that binlogged a
-    transaction the new primary never received (kill -9 under load,
-    asynchronous replication; the client never got its OK): drop the
-    extra rows without binlogging, forget the binlog and start from where
-    the new primary's replication stopped. The monitor then rejoins it."""
-    keep = set()
-    with st.root(new) as c, c.cursor() as cur:
-        cur.execute("SELECT id FROM test.coop")
-        keep = {r[0] for r in cur.fetchall()}
-        # where its replication stopped when it was promoted: the last
-        # transaction of the old primary it has; it has everything after
-        pos = st.scalar(c, "SELECT @@gtid_slave_pos")
-    with st.root(old) as c, c.cursor() as cur:
-        cur.execute("SET SESSION sql_log_bin=0")
-        cur.execute("SET GLOBAL read_only=1")
-        cur.execute("STOP SLAVE")
-        cur.execute("RESET SLAVE ALL")
-        cur.execute("SELECT id FROM test.coop")
-        extra = {r[0] for r in cur.fetchall()} - keep
-        for i in extra:
-            cur.execute("DELETE FROM test.coop WHERE id = %s", (i,))
-        cur.execute("RESET MASTER")
-        cur.execute("SET GLOBAL gtid_slave_pos = %s", (pos,))
-    print(f"db{old} diverged: {len(extra)} unacknowledged row(s) dropped")
-
-
 @pytest.mark.slow
 def test_failover_rounds_under_load(trio):
     doubles = 0
@@ -464,7 +437,7 @@ def test_failover_rounds_under_load(trio):
                       what=f"db{old} rejoined to db{new} or refused")
         if not st.replicates_from(old, new):
             repairs += 1
-            repair_diverged(old, new)
+            st.repair_diverged(old, new, ["test.coop"])
             st.wait_until(lambda: st.replicates_from(old, new) and
                           st.read_only(old), 30,
                           what=f"repaired db{old} rejoined to db{new}")

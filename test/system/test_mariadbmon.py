@@ -21,13 +21,12 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from pathlib import Path
 
 import pytest
 
 import sluicetest as st
-from proxy import Daemon, global_section, mariadbmon_section, \
-    monitor_command, readconnroute_services, server_sections
+from proxy import MonitoredSluice, global_section, mariadbmon_section, \
+    readconnroute_services, server_sections
 
 pytestmark = pytest.mark.sluice_only
 
@@ -54,25 +53,6 @@ failover_timeout=20s
 """)
     text += readconnroute_services(servers, PRIMARY_PORT, REPLICA_PORT)
     return text
-
-
-class Sluice:
-    def __init__(self, run_dir):
-        self.run_dir = Path(run_dir)
-        for sub in ("log", "data", "persist"):
-            (self.run_dir / sub).mkdir(parents=True, exist_ok=True)
-        cfg = self.run_dir / "sluice.cnf"
-        cfg.write_text(config(self.run_dir))
-        self.daemon = Daemon(st.sluice_argv("start", cfg),
-                             self.run_dir / "proxy.log", st.sluice_env())
-        self.daemon.wait_ports([PRIMARY_PORT, REPLICA_PORT, ADMIN_PORT])
-
-    def log(self):
-        return self.daemon.log_path.read_text(errors="replace")
-
-    def command(self, cmd, *args, timeout=120):
-        """POST a mariadbmon command: (HTTP status, JSON document)."""
-        return monitor_command(ADMIN_PORT, cmd, *args, timeout=timeout)
 
 
 def error_detail(doc):
@@ -102,7 +82,9 @@ def sl(tmp_path_factory):
                            "(id INT PRIMARY KEY, tag VARCHAR(32))")
         c.cursor().execute("DELETE FROM test.mmon")
     st.wait_replicated()
-    s = Sluice(tmp_path_factory.mktemp("mariadbmon"))
+    run_dir = tmp_path_factory.mktemp("mariadbmon")
+    s = MonitoredSluice(run_dir, config(run_dir), [PRIMARY_PORT, REPLICA_PORT, ADMIN_PORT],
+                        ADMIN_PORT)
     try:
         wait_topology(1)
         yield s

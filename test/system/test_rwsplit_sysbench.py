@@ -10,7 +10,6 @@ needs goes to the primary, which is their point but not what this run
 measures (test_rwsplit_causal.py measures the default's share). Slow: skipped with SLUICE_SKIP_SLOW=1."""
 
 import os
-import re
 import subprocess
 
 import pytest
@@ -68,16 +67,6 @@ def sysbench(command, *args, timeout):
                           timeout=timeout)
 
 
-def counters(output):
-    stats = {}
-    for key in ("queries", "transactions", "ignored errors", "reconnects"):
-        m = re.search(rf"^\s*{key}:\s+(\d+)\s+\(([\d.]+) per sec\.\)",
-                      output, re.M)
-        if m:
-            stats[key] = int(m.group(1))
-    return stats
-
-
 def status(sid, name):
     with st.root(sid) as conn:
         return int(st.scalar(conn, "SELECT VARIABLE_VALUE FROM "
@@ -104,7 +93,7 @@ def run(seconds, *extra, port=RW_PORT):
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     assert "FATAL" not in out, out
-    stats = counters(proc.stdout)
+    stats = st.sysbench_counters(proc.stdout)
     assert set(stats) == {"queries", "transactions", "ignored errors",
                           "reconnects"}, out
     # "ignored errors" are the server's own deadlocks (1213) and lock wait

@@ -524,6 +524,11 @@ void rws_replay_answer(struct rws_session *rs, struct rws_expect *e,
  * outstanding. A replay, or master_failure_mode; false: close the
  * session. */
 bool rws_master_failed(struct rws_session *rs, bool pending);
+/* rws_error.c: a statement lost with the primary outside a transaction
+ * (a read re-sent: 1; the session closed unanswered: 0; neither: -1),
+ * and closing the session so the client sees a lost connection. */
+int rws_lost_autocommit(struct rws_session *rs);
+void rws_close_unanswered(struct rws_session *rs, const char *why);
 /* An ERR from the primary that a replay or a hold hides from the client;
  * true: the error is dropped. */
 bool rws_read_only_refusal(struct rws_session *rs, struct rws_be *be,

@@ -120,6 +120,84 @@ retry_read(struct rws_session *rs, struct rws_be *failed)
     return rws_resend(rs, idx, again) == SL_OK;
 }
 
+/*
+ * The primary's connection failed before its TCP connect finished (the
+ * server died and the monitor has not noticed yet): nothing sent to it
+ * reached a server, so the outcome of the pending statement is known.
+ */
+static bool
+never_connected(const struct sl_buf *errpkt, const char *reason)
+{
+    return errpkt == NULL && reason != NULL &&
+           strncmp(reason, SL_BACKEND_CONNECT_FAILED,
+                   strlen(SL_BACKEND_CONNECT_FAILED)) == 0;
+}
+
+/*
+ * A text statement outside a transaction that never reached the dead
+ * primary goes back to the router: held (delayed_retry) until a primary
+ * is usable, then routed as if it had just arrived. false when it cannot
+ * be (no hold possible, a prepared statement's packet rewritten for that
+ * connection, a transaction to replay instead). A routing hint is not
+ * kept: the statement is routed by its text.
+ */
+static bool
+route_unsent(struct rws_session *rs)
+{
+    struct sl_buf *buf = rs->cur;
+
+    /* the conditions under which rws_hold holds */
+    if (buf == NULL || !rs->inst->cfg.delayed_retry || rs->no_hold ||
+        rs->waiting != NULL || rs->trx_active || rs->replaying ||
+        rs->cur_started || sl_mdb_command(buf) != SL_COM_QUERY) {
+        return false;
+    }
+    rs->cur = NULL;
+    sl_log_ses_info(rs->ses, "Primary connection refused before the statement was sent: holding it for a primary");
+    return rws_hold(rs, buf, NULL) == SL_OK;
+}
+
+/*
+ * The answer to the client's statement died with the primary and its
+ * outcome cannot be known: the client connection is closed without an
+ * answer, so the client's own library reports what a server that died
+ * gives, ERROR 2013 (Lost connection to server during query). An ERR
+ * packet carrying 2013 would be read by libmariadb as 2027 (malformed
+ * packet), and 1927 would say the statement was killed, which it may
+ * not have been.
+ */
+void
+rws_close_unanswered(struct rws_session *rs, const char *why)
+{
+    sl_log_ses_warn(rs->ses, "%s", why);
+    sl_session_close(rs->ses, why);
+}
+
+/*
+ * A statement outside a transaction whose answer the dead primary never
+ * sent. A read is sent again elsewhere (retry_failed_reads): 1, the
+ * session goes on. A write may have run (its OK was lost, and the GTID
+ * it would have carried with it, so nothing tells), so it is never sent
+ * again: with fail_on_write the session closes unanswered
+ * (rws_close_unanswered): 0. -1: neither (inside a transaction, no read
+ * retry possible, or error_on_write).
+ */
+int
+rws_lost_autocommit(struct rws_session *rs)
+{
+    if (rs->cur == NULL || rs->trx_active || rs->cur_target < 0) {
+        return -1;
+    }
+    if (rs->cur_is_read) {
+        return retry_read(rs, &rs->be[rs->cur_target]) ? 1 : -1;
+    }
+    if (rs->inst->cfg.failure_mode != RWS_FAIL_ON_WRITE) {
+        return -1;   /* error_on_write: ERROR 1105, the session goes on */
+    }
+    rws_close_unanswered(rs, "Primary lost during a write outside a transaction: its outcome is unknown, not retried");
+    return 0;
+}
+
 bool
 rws_handle_error(void *rsession, struct sl_backend *b,
                  const struct sl_buf *errpkt, const char *reason)
@@ -150,8 +228,15 @@ rws_handle_error(void *rsession, struct sl_backend *b,
         return false;
     }
     if (sl_session_state(rs->ses) == SL_SESSION_STARTING &&
-        (was_master || any_live_backend(rs) < 0)) {
+        (was_master || any_live_backend(rs) < 0) &&
+        !(never_connected(errpkt, reason) &&
+          rs->inst->cfg.failure_mode != RWS_FAIL_INSTANTLY &&
+          any_live_backend(rs) >= 0)) {
         return false;   /* login failed (e.g. unknown database) */
+    }
+    if (was_master && pending && never_connected(errpkt, reason) &&
+        route_unsent(rs)) {
+        return true;
     }
     if (was_master) {
         return rws_master_failed(rs, pending);

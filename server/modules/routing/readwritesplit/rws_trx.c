@@ -531,9 +531,8 @@ rws_master_failed(struct rws_session *rs, bool pending)
         rs->trx_active && !rs->trx_ro && rws_is_commit(rs->cur)) {
         /* transaction_replay_safe_commit: the COMMIT may have committed;
          * replaying it could commit the transaction twice */
-        sl_session_send_error(rs->ses, 2013, "HY000", "Lost connection to the primary during COMMIT: the transaction's outcome is unknown and it was not replayed (transaction_replay_safe_commit)");
-        sl_log_ses_warn(rs->ses, "Primary lost during COMMIT: not replaying the transaction (transaction_replay_safe_commit)");
-        return false;
+        rws_close_unanswered(rs, "Primary lost during COMMIT: the transaction's outcome is unknown, not replayed (transaction_replay_safe_commit)");
+        return true;
     }
     if (c->trx_replay && rs->trx_active && !rs->trx_ro && rs->trx_log_ok &&
         rws_replay_allowed(c, rs->replay_attempts, rs->replay_start_ms,
@@ -556,6 +555,9 @@ rws_master_failed(struct rws_session *rs, bool pending)
     }
     if (c->failure_mode == RWS_FAIL_INSTANTLY) {
         return false;
+    }
+    if (pending && rws_lost_autocommit(rs) >= 0) {
+        return true;   /* read re-sent, or the session closed */
     }
     if (pending) {
         rws_send_error(rs, "Lost connection to the master server");
