@@ -163,11 +163,14 @@ class Proxy:
 
 def global_section(run_dir, admin_port, threads=2, extra=""):
     """The [maxscale] section of a test's own config: every directory
-    below run_dir, the REST API on admin_port, then the `extra` lines."""
+    below run_dir, the REST API on admin_port, the event model of
+    SLUICE_TEST_EVENT_MODEL (unless `extra` sets one), then the `extra`
+    lines."""
+    model = "" if "event_model=" in extra else f"event_model={EVENT_MODEL}\n"
     text = f"""\
 [maxscale]
 threads={threads}
-module_dir={st.MODULE_DIR}
+{model}module_dir={st.MODULE_DIR}
 logdir={run_dir}/log
 datadir={run_dir}/data
 persistdir={run_dir}/persist
