@@ -142,6 +142,8 @@ struct admin_resp sl__rest_users_write(struct admin_req *r);
 struct admin_resp sl__rest_metrics_get(struct admin_req *r);
 /* GET, DELETE /v1/sluice/queries. */
 struct admin_resp sl__rest_queries(struct admin_req *r);
+/* admin_logs.c: GET /v1/maxscale/logs/data (alias .../entries). */
+struct admin_resp sl__rest_log_data(struct admin_req *r);
 /* admin_static.c: the dashboard's files ("/", /dashboard/...). */
 void sl__admin_static_init(const char *dir);
 bool sl__admin_static_path(const char *url);

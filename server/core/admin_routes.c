@@ -29,6 +29,8 @@ static const struct sl_admin_route routes[] = {
     {"GET", "maxscale/modules/*", sl__rest_modules_get, SL_ADMIN_ROLE_BASIC},
     {"GET", "maxscale/modules/*/*", sl__rest_modcmd, SL_ADMIN_ROLE_BASIC},
     {"GET", "maxscale/logs", sl__rest_logs_get, SL_ADMIN_ROLE_BASIC},
+    {"GET", "maxscale/logs/data|entries", sl__rest_log_data,
+     SL_ADMIN_ROLE_BASIC},
     {"GET", KINDS, sl__rest_objects_get, SL_ADMIN_ROLE_BASIC},
     {"GET", KINDS "/*", sl__rest_objects_get, SL_ADMIN_ROLE_BASIC},
     {"GET", "sessions", sl__rest_sessions_get, SL_ADMIN_ROLE_BASIC},
@@ -36,7 +38,7 @@ static const struct sl_admin_route routes[] = {
     {"GET", "users/**", sl__rest_users_get, SL_ADMIN_ROLE_BASIC},
     {"GET", "sluice/queries", sl__rest_queries, SL_ADMIN_ROLE_BASIC},
     /* writes */
-    {"POST", "maxscale/logs/rotate", sl__rest_log_rotate,
+    {"POST", "maxscale/logs/rotate|flush", sl__rest_log_rotate,
      SL_ADMIN_ROLE_ADMIN},
     {"POST", "maxscale/modules/*/*", sl__rest_modcmd, SL_ADMIN_ROLE_ADMIN},
     {"POST|PATCH|DELETE", "users/**", sl__rest_users_write,

@@ -179,6 +179,10 @@ def test_single_resources(sluice):
     assert logs["attributes"]["log_file"] == ""
     assert isinstance(logs["attributes"]["log"], list)
     assert http("POST", "/maxscale/logs/rotate")[0] == 204
+    assert http("POST", "/maxscale/logs/flush")[0] == 204
+    # no log file to page through: a 409 that says so
+    status, doc = http("GET", "/maxscale/logs/data")
+    assert status == 409 and "standard output" in doc["errors"][0]["detail"]
 
 
 def test_counters_move_with_sessions(sluice):

@@ -8,6 +8,7 @@ changing where new connections go (proven by @@server_id)."""
 import base64
 import json
 import os
+import re
 import stat
 import subprocess
 import time
@@ -382,6 +383,62 @@ def test_files_with_secrets_are_private(file_logging):
 
 
 # ---- paths through the API stay in Sluice's own directories ----
+
+def log_data(query=""):
+    status, doc = http_at(FILE_ADMIN, "GET", "/maxscale/logs/data" + query)
+    assert status == 200, doc
+    assert doc["data"]["id"] == doc["data"]["type"] == "log_data"
+    return doc
+
+
+def test_log_data_pages_backwards(file_logging):
+    """GET /maxscale/logs/data (MaxScale's log entries): the newest page
+    ends with what was just logged, prev links page backwards without gaps
+    or overlap, priority filters, and bad parameters are 400s."""
+    assert http_at(FILE_ADMIN, "POST", "/maxscale/logs/flush")[0] == 204
+    doc = log_data()
+    log = doc["data"]["attributes"]["log"]
+    assert 1 < len(log) <= 50
+    assert log[-1]["priority"] == "notice"
+    assert log[-1]["message"] == "[admin] log rotated through the REST API"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d",
+                        log[-1]["timestamp"])
+    ids = [int(e["id"]) for e in log]
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)
+    text = (file_logging / "log" / "sluice.log").read_bytes()
+    for e in log:   # an id is the offset of the entry's line in the file
+        line = text[int(e["id"]):].split(b"\n", 1)[0].decode()
+        assert line.startswith(e["timestamp"]) and \
+            line.endswith(e["message"]), (e, line)
+    # the six entries up to the flush, as two pages of three (a cursor
+    # just past its offset keeps later lines out)
+    cur = int(log[-1]["id"]) + 1
+    six = [e["id"] for e in log_data(f"?page[cursor]={cur}&page[size]=6")
+           ["data"]["attributes"]["log"]]
+    assert len(six) == 6 and six[-1] == log[-1]["id"]
+    newest = log_data(f"?page%5Bcursor%5D={cur}&page%5Bsize%5D=3")
+    prev = newest["links"]["prev"]
+    assert "page%5Bcursor%5D=" in prev
+    older = log_data(prev.split("/v1/maxscale/logs/data", 1)[1])
+    got = [e["id"] for e in older["data"]["attributes"]["log"] +
+           newest["data"]["attributes"]["log"]]
+    assert got == six, (got, six)
+    # a cursor is an id: the entries before it
+    before = log_data(f"?page[cursor]={six[-1]}&page[size]=2")
+    assert [e["id"] for e in before["data"]["attributes"]["log"]] == six[3:5]
+    notices = log_data("?priority=notice&page[size]=20")
+    assert notices["data"]["attributes"]["log"]
+    assert {e["priority"] for e in notices["data"]["attributes"]["log"]} \
+        == {"notice"}
+    assert "priority=notice" in notices["links"]["self"]
+    for bad in ("?page[size]=0", "?page[size]=x", "?page[cursor]=-1",
+                "?priority=loud", "?priority=notice,"):
+        status, doc = http_at(FILE_ADMIN, "GET", "/maxscale/logs/data" + bad)
+        assert status == 400 and doc["errors"][0]["detail"], (bad, doc)
+    # MaxScale's other name for the same resource
+    alias = http_at(FILE_ADMIN, "GET", "/maxscale/logs/entries?page[size]=2")
+    assert alias[0] == 200 and len(alias[1]["data"]["attributes"]["log"]) == 2
+
 
 def test_runtime_paths_restricted(sluice, tmp_path):
     outside = tmp_path / "outside"
