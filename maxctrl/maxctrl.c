@@ -234,7 +234,9 @@ usage(FILE *f)
         "                            run a module command\n"
         "  stop TYPE NAME            stop a service, listener or monitor\n"
         "  start TYPE NAME           start it again\n"
-        "  rotate logs               make Sluice reopen its log file\n",
+        "  rotate logs               make Sluice reopen its log file\n"
+        "  classify STATEMENT        how Sluice's query classifier sees "
+        "it\n",
         f);
 }
 

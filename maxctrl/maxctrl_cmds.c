@@ -744,6 +744,51 @@ cmd_stop_start(const char *verb, int argc, char **argv)
     return send_simple("PUT", path, NULL);
 }
 
+/* classify STATEMENT...: the words joined by spaces, percent-encoded. */
+static int
+cmd_classify(int argc, char **argv)
+{
+    char *path = NULL;
+    size_t len = 0;
+    FILE *f;
+    json_t *doc;
+    int rc;
+
+    if (argc < 1) {
+        mc_error("usage: classify STATEMENT");
+        return 1;
+    }
+    f = open_memstream(&path, &len);
+    fputs("maxscale/query_classifier/classify?sql=", f);
+    for (int i = 0; i < argc; i++) {
+        for (const unsigned char *c = (const unsigned char *)argv[i]; *c;
+             c++) {
+            if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+                (*c >= '0' && *c <= '9') || strchr("-_.~", *c)) {
+                fputc(*c, f);
+            } else {
+                fprintf(f, "%%%02X", *c);
+            }
+        }
+        if (i + 1 < argc) {
+            fputs("%20", f);
+        }
+    }
+    fclose(f);
+    rc = mc_request("GET", path, NULL, &doc);
+    free(path);
+    if (rc < 0) {
+        return 1;
+    }
+    if (mc_opts.json) {
+        print_json(doc);
+    } else {
+        show_resource(json_object_get(doc, "data"));
+    }
+    json_decref(doc);
+    return 0;
+}
+
 static int
 cmd_call(int argc, char **argv)
 {
@@ -813,6 +858,9 @@ mc_run(int argc, char **argv)
     }
     if (strcmp(cmd, "call") == 0) {
         return cmd_call(argc, argv);
+    }
+    if (strcmp(cmd, "classify") == 0) {
+        return cmd_classify(argc, argv);
     }
     if (strcmp(cmd, "rotate") == 0 && argc >= 1 &&
         strcmp(argv[0], "logs") == 0) {

@@ -144,6 +144,8 @@ struct admin_resp sl__rest_metrics_get(struct admin_req *r);
 struct admin_resp sl__rest_queries(struct admin_req *r);
 /* admin_logs.c: GET /v1/maxscale/logs/data (alias .../entries). */
 struct admin_resp sl__rest_log_data(struct admin_req *r);
+/* admin_qc.c: GET /v1/maxscale/query_classifier/classify|cache. */
+struct admin_resp sl__rest_query_classifier(struct admin_req *r);
 /* admin_static.c: the dashboard's files ("/", /dashboard/...). */
 void sl__admin_static_init(const char *dir);
 bool sl__admin_static_path(const char *url);

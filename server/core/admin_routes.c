@@ -31,6 +31,8 @@ static const struct sl_admin_route routes[] = {
     {"GET", "maxscale/logs", sl__rest_logs_get, SL_ADMIN_ROLE_BASIC},
     {"GET", "maxscale/logs/data|entries", sl__rest_log_data,
      SL_ADMIN_ROLE_BASIC},
+    {"GET", "maxscale/query_classifier/classify|cache",
+     sl__rest_query_classifier, SL_ADMIN_ROLE_BASIC},
     {"GET", KINDS, sl__rest_objects_get, SL_ADMIN_ROLE_BASIC},
     {"GET", KINDS "/*", sl__rest_objects_get, SL_ADMIN_ROLE_BASIC},
     {"GET", "sessions", sl__rest_sessions_get, SL_ADMIN_ROLE_BASIC},

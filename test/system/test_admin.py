@@ -15,6 +15,7 @@ import subprocess
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 import pytest
@@ -183,6 +184,47 @@ def test_single_resources(sluice):
     # no log file to page through: a 409 that says so
     status, doc = http("GET", "/maxscale/logs/data")
     assert status == 409 and "standard output" in doc["errors"][0]["detail"]
+
+
+def classify(sql):
+    status, doc = http("GET", "/maxscale/query_classifier/classify?sql="
+                       + urllib.parse.quote(sql))
+    assert status == 200, doc
+    assert doc["data"]["id"] == doc["data"]["type"] == "classify"
+    return doc["data"]["attributes"]
+
+
+def test_query_classifier_resources(sluice):
+    """MaxScale's classify resource answers with what Sluice's classifier
+    routes by; its cache resource is empty (Sluice keeps no cache)."""
+    a = classify("SELECT c FROM test.t1 WHERE id = 42 AND s = 'x'")
+    assert a["canonical"] == "SELECT c FROM test.t1 WHERE id = ? AND s = ?"
+    assert a["operation"] == "QUERY_OP_SELECT"
+    assert a["type_mask"] == "QUERY_TYPE_READ"
+    assert a["parse_result"] == "QC_QUERY_TOKENIZED"
+    assert a["tables"] == ["test.t1"] and "hint" not in a
+    a = classify("INSERT INTO t2 VALUES (1), (2)")
+    assert a["operation"] == "QUERY_OP_INSERT" and a["tables"] == ["t2"]
+    assert "QUERY_TYPE_WRITE" in a["type_mask"].split("|")
+    a = classify("SELECT id FROM t3 WHERE id IN (1, 2, 3) FOR UPDATE")
+    assert set(a["type_mask"].split("|")) == {"QUERY_TYPE_READ",
+                                              "QUERY_TYPE_MASTER_READ"}
+    a = classify("SELECT 1 -- maxscale route to server db2")
+    assert a["hint"] == {"type": "route to server", "server": "db2"}
+    a = classify("SET autocommit=0")
+    assert a["operation"] == "QUERY_OP_SET"
+    assert "QUERY_TYPE_DISABLE_AUTOCOMMIT" in a["type_mask"].split("|")
+    status, doc = http("GET", "/maxscale/query_classifier/classify")
+    assert status == 400 and "missing" in doc["errors"][0]["detail"]
+    out = maxctrl("classify", "SELECT a FROM t9 WHERE b = 'x y' -- maxscale "
+                  "route to master")
+    assert out.returncode == 0, out.stderr
+    assert "SELECT a FROM t9 WHERE b = ?" in out.stdout
+    assert "QUERY_OP_SELECT" in out.stdout and "route to master" in \
+        out.stdout
+    status, doc = http("GET", "/maxscale/query_classifier/cache")
+    assert status == 200 and doc["data"] == [] and \
+        doc["meta"]["cache"] is False
 
 
 def test_counters_move_with_sessions(sluice):
