@@ -226,6 +226,17 @@ service_json(struct admin_req *r, void *obj)
         "statistics", "connections", (json_int_t)atomic_load(&s->sessions),
         "total_connections",
         (json_int_t)atomic_load(&s->total_sessions));
+    {
+        char date[64];
+        struct tm tm;
+
+        gmtime_r(&s->created_at, &tm);
+        strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+        json_object_set_new(attrs, "started", json_string(date));
+        json_object_set_new(json_object_get(attrs, "statistics"),
+                            "max_connections", json_integer(
+                                (json_int_t)atomic_load(&s->peak_sessions)));
+    }
     json_object_set_new(attrs, "response_time", sl__admin_hist_json(&s->stats));
     {
         uint64_t failed = 0;
@@ -383,22 +394,43 @@ kfwd_json(const struct sl_session_info *ses)
                      "server_packets", (json_int_t)st->server_packets);
 }
 
+/* The wall-clock time ms_ago milliseconds ago as an HTTP date (MaxScale's
+ * format for `connected`, `started`), into buf. */
+static const char *
+http_date_ms_ago(uint64_t ms_ago, char *buf, size_t len)
+{
+    struct timespec now;
+    struct tm tm;
+    time_t t;
+
+    clock_gettime(CLOCK_REALTIME, &now);
+    t = (time_t)(((uint64_t)now.tv_sec * 1000 +
+                  (uint64_t)now.tv_nsec / 1000000 - ms_ago) / 1000);
+    gmtime_r(&t, &tm);
+    strftime(buf, len, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+    return buf;
+}
+
 static void
 session_attrs(const struct sl_session_info *ses, void *arg)
 {
     json_t *backends = json_array();
+    char date[64];
 
     for (size_t i = 0; i < ses->nbackends; i++) {
         json_array_append_new(backends, json_string(ses->backends[i]));
     }
     json_array_append_new(arg, json_pack(
-        "{s:I, s:s, s:s, s:s, s:s, s:s, s:o, s:I, s:I, s:o}",
+        "{s:I, s:s, s:s, s:s, s:s, s:s, s:o, s:I, s:I, s:o, s:s, s:f, s:f}",
         "id", (json_int_t)ses->id, "service", ses->service,
         "state", ses->state, "user", ses->user, "remote", ses->remote,
         "database", ses->db, "backends", backends,
         "bytes_read", (json_int_t)ses->bytes_read,
         "bytes_written", (json_int_t)ses->bytes_written,
-        "kernel_forwarding", kfwd_json(ses)));
+        "kernel_forwarding", kfwd_json(ses),
+        "connected", http_date_ms_ago(ses->alive_ms, date, sizeof(date)),
+        "seconds_alive", (double)ses->alive_ms / 1000.0,
+        "idle", (double)ses->idle_ms / 1000.0));
 }
 
 /* A worker's attributes.stats: MaxScale's thread fields that Sluice

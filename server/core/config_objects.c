@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <strings.h>
 #include <unistd.h>
 
@@ -751,6 +752,7 @@ load_service(struct loader *L, const struct sl_ini_section *s)
         return -ENOMEM;
     }
     snprintf(svc->name, sizeof(svc->name), "%s", s->name);
+    svc->created_at = time(NULL);
     snprintf(what, sizeof(what), "service '%s'", s->name);
     svc->params = section_params(L, s, what, false);
     if (svc->params == NULL) {

@@ -2158,6 +2158,12 @@ session_info(struct sl_session *ses, sl_session_info_fn fn, void *arg)
         .bytes_read = ses->client->bytes_read,
         .bytes_written = ses->client->bytes_written,
     };
+    uint64_t now = sl_worker_now_ms();
+    uint64_t io = sl__dcb_last_io_ms(ses->client);
+
+    info.alive_ms = now > ses->client->accept_ms
+                        ? now - ses->client->accept_ms : 0;
+    info.idle_ms = now > io ? now - io : 0;
 
     for (struct sl_backend *b = ses->backends;
          b != NULL && info.nbackends < SL_ARRAY_LEN(names); b = b->next) {

@@ -126,6 +126,9 @@ struct sl_service {
     void *protocol_data;              /* protocol's service_data_create */
     atomic_llong sessions;
     atomic_ullong total_sessions;
+    atomic_llong peak_sessions;       /* most at once (max_connections in
+                                       * MaxScale's statistics) */
+    time_t created_at;                /* wall clock, REST `started` */
     uint64_t connection_timeout_ms;   /* idle client sessions, 0 = never */
     uint64_t net_write_timeout_ms;    /* stalled client writes, 0 = never */
     uint64_t keepalive_ms;            /* connection_keepalive, 0 = off */
@@ -401,6 +404,8 @@ struct sl_session_info {
     size_t nbackends;
     uint64_t bytes_read;
     uint64_t bytes_written;
+    uint64_t alive_ms;                /* since the client was accepted */
+    uint64_t idle_ms;                 /* since the client's last byte */
     bool has_kfwd;                    /* kernel forwarded at some point */
     struct sl_splice_stats kfwd;      /* then its counters (splice.c) */
 };

@@ -184,6 +184,21 @@ create_filter_sessions(struct sl_session *ses)
     return true;
 }
 
+/* One more session of svc: the counts, and the peak (a CAS only when a
+ * new peak is reached). */
+static void
+count_session(struct sl_service *svc)
+{
+    long long n = atomic_fetch_add(&svc->sessions, 1) + 1;
+    long long peak = atomic_load_explicit(&svc->peak_sessions,
+                                          memory_order_relaxed);
+
+    atomic_fetch_add(&svc->total_sessions, 1);
+    while (n > peak && !atomic_compare_exchange_weak(&svc->peak_sessions,
+                                                     &peak, n)) {
+    }
+}
+
 static struct sl_session *
 session_alloc(struct sl_dcb *client)
 {
@@ -250,8 +265,7 @@ sl_session_create(struct sl_dcb *client)
     }
     client->session = ses;
     sl__session_lock_for_event(ses);   /* before any backend is polled */
-    atomic_fetch_add(&svc->sessions, 1);
-    atomic_fetch_add(&svc->total_sessions, 1);
+    count_session(svc);
     if (!create_filter_sessions(ses)) {
         sl_session_send_error(ses, 1105, "HY000",
                               "Failed to create filter session");
@@ -480,8 +494,7 @@ sl_session_create_internal(struct sl_session *parent, struct sl_service *svc,
     snprintf(ses->user, sizeof(ses->user), "%s", parent->user);
     snprintf(ses->db, sizeof(ses->db), "%s", parent->db);
     atomic_fetch_add(&session_live, 1);
-    atomic_fetch_add(&svc->sessions, 1);
-    atomic_fetch_add(&svc->total_sessions, 1);
+    count_session(svc);
     if (!create_filter_sessions(ses) ||
         (ses->router_session = svc->router->new_session(
              router_instance(ses), ses)) == NULL) {

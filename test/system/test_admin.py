@@ -8,6 +8,7 @@ line and a non-zero exit; a flood of bad requests does not disturb
 client traffic."""
 
 import base64
+import email.utils
 import json
 import os
 import socket
@@ -240,6 +241,11 @@ def test_counters_move_with_sessions(sluice):
             before_srv["total_connections"] + 3
         svc = get("/services/Primary-Service")["data"]["attributes"]
         assert svc["connections"] == before_svc["connections"] + 3
+        # the peak: at least the three open at once, never below now
+        assert svc["statistics"]["max_connections"] >= \
+            max(3, svc["connections"])
+        started = email.utils.parsedate_to_datetime(svc["started"])
+        assert 0 <= time.time() - started.timestamp() < 3600
         sessions = get("/sessions")["data"]
         mine = [s for s in sessions
                 if s["attributes"]["service"] == "Primary-Service"]
@@ -261,6 +267,30 @@ def test_counters_move_with_sessions(sluice):
                   ["attributes"]["connections"]
                   == before_svc["connections"], 10,
                   what="sessions to close")
+
+
+def test_session_times(sluice):
+    """A session's `connected`, `seconds_alive` and `idle` (MaxScale's
+    session attributes) follow the client: idle grows while it waits and
+    drops when it sends."""
+    with st.connect(PRIMARY) as conn:
+        assert st.server_id(conn) == st.PRIMARY_ID
+        cid = st.scalar(conn, "SELECT 1")
+        assert cid == 1
+        mine = [x for x in get("/sessions")["data"]
+                if x["attributes"]["service"] == "Primary-Service"]
+        sid = max(int(x["id"]) for x in mine)   # the newest is this one
+        time.sleep(1.5)
+        a = get(f"/sessions/{sid}")["data"]["attributes"]
+        assert 1.4 <= a["idle"] < 30, a
+        assert a["seconds_alive"] >= a["idle"]
+        connected = email.utils.parsedate_to_datetime(a["connected"])
+        assert -2 <= time.time() - connected.timestamp() - \
+            a["seconds_alive"] <= 2, a
+        st.scalar(conn, "SELECT 2")
+        b = get(f"/sessions/{sid}")["data"]["attributes"]
+        assert b["idle"] < 1.0 <= a["idle"], (a, b)
+        assert b["seconds_alive"] >= a["seconds_alive"]
 
 
 def rw_stats():
