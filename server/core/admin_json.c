@@ -121,6 +121,49 @@ document(struct admin_req *r, json_t *data)
 
 /* ---- servers ---- */
 
+/* MaxScale's server attributes that come from its monitor (the server's
+ * entry in monitor_diagnostics.servers of the monitor watching it), as an
+ * object to merge into the server's attributes; empty when no monitor
+ * watches it or the monitor does not report them. */
+static json_t *
+server_monitor_facts(const struct sl_server *s)
+{
+    static const char *const keys[] = {
+        "gtid_binlog_pos", "master_id", "node_id", "uptime",
+        "slave_connections", "lock_held", "last_event", "triggered_at",
+    };
+    const struct sl_config *c = sl__config;
+    json_t *facts = json_object();
+
+    for (size_t i = 0; i < c->nmonitors; i++) {
+        const struct sl_monitor *m = c->monitors[i];
+        json_t *diag = NULL;
+        json_t *one;
+        size_t k;
+
+        for (size_t j = 0; j < m->nservers && diag == NULL; j++) {
+            if (m->servers[j] == s && m->ops->diagnostics && m->instance) {
+                diag = m->ops->diagnostics(m->instance);
+            }
+        }
+        json_array_foreach(json_object_get(diag, "servers"), k, one) {
+            if (json_is_string(json_object_get(one, "name")) &&
+                strcmp(json_string_value(json_object_get(one, "name")),
+                       s->name) == 0) {
+                for (size_t n = 0; n < SL_ARRAY_LEN(keys); n++) {
+                    json_t *v = json_object_get(one, keys[n]);
+
+                    if (v != NULL) {
+                        json_object_set(facts, keys[n], v);
+                    }
+                }
+            }
+        }
+        json_decref(diag);
+    }
+    return facts;
+}
+
 static json_t *
 server_json(struct admin_req *r, void *obj)
 {
@@ -133,6 +176,7 @@ server_json(struct admin_req *r, void *obj)
     uint64_t wr = atomic_load(&s->routed_writes);
     json_t *attrs;
     json_t *rels;
+    json_t *monitor_facts;
 
     for (size_t i = 0; i < c->nservices; i++) {
         for (size_t j = 0; j < c->services[i]->nservers; j++) {
@@ -153,6 +197,7 @@ server_json(struct admin_req *r, void *obj)
         }
     }
     sl_server_status_str(sl_server_status(s), state, sizeof(state));
+    monitor_facts = server_monitor_facts(s);
     attrs = json_pack(
         "{s:s, s:o, s:I, s:I, s:s, s:o, s:{s:I, s:I, s:I, s:I, s:I}}",
         "state", state, "parameters", sl__admin_params_json(s->params),
@@ -176,6 +221,8 @@ server_json(struct admin_req *r, void *obj)
     }
     sl_server_gtid_pos(s, state, sizeof(state));
     json_object_set_new(attrs, "gtid_current_pos", json_string(state));
+    json_object_update(attrs, monitor_facts);   /* the monitor's own */
+    json_decref(monitor_facts);
     rels = json_object();
     if (json_array_size(svcs)) {
         json_object_set_new(rels, "services", json_pack("{s:o}", "data",

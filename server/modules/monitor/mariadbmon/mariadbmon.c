@@ -258,13 +258,15 @@ query_vars(struct mmon_instance *inst, int i)
 
     if (mysql_query(c, "SELECT @@read_only, @@server_id, @@version, "
                        "@@gtid_current_pos, @@gtid_binlog_pos, "
-                       "@@gtid_slave_pos") != 0 ||
+                       "@@gtid_slave_pos, (SELECT VARIABLE_VALUE FROM "
+                       "information_schema.GLOBAL_STATUS WHERE "
+                       "VARIABLE_NAME = 'UPTIME')") != 0 ||
         (res = mysql_store_result(c)) == NULL) {
         unsigned err = mysql_errno(c);
         return err >= MMON_CR_MIN ? err : 0;
     }
     row = mysql_fetch_row(res);
-    if (row != NULL && mysql_num_fields(res) == 6) {
+    if (row != NULL && mysql_num_fields(res) == 7) {
         v->read_only = atoi(col(row, 0)) != 0;
         v->server_id = strtoll(col(row, 1), NULL, 10);
         sl_server_set_server_id(inst->servers[i].srv, v->server_id);
@@ -274,6 +276,7 @@ query_vars(struct mmon_instance *inst, int i)
         sl_server_set_gtid_pos(inst->servers[i].srv, col(row, 3));
         mmon_gtid_parse(col(row, 4), &v->binlog_pos);
         mmon_gtid_parse(col(row, 5), &v->slave_pos);
+        v->uptime = row[6] ? strtoll(row[6], NULL, 10) : -1;
     }
     mysql_free_result(res);
     return 0;
@@ -683,6 +686,50 @@ enforce_read_only(struct mmon_instance *inst)
     }
 }
 
+/* MaxScale's server attributes that the core copies into the server's
+ * REST resource (admin_json.c, server_monitor_facts): node_id, master_id,
+ * uptime, slave_connections. */
+static void
+server_facts(const struct mmon_instance *inst, int i, json_t *entry)
+{
+    const struct mmon_view *v = &inst->views[i];
+    const struct mmon_slave_conn *sc = &v->slave;
+    json_t *conns = json_array();
+    char pos[512];
+
+    if (entry == NULL) {
+        json_decref(conns);
+        return;
+    }
+    if (sc->present) {
+        const struct sl_server *m =
+            sc->master >= 0 ? inst->servers[sc->master].srv : NULL;
+
+        json_array_append_new(conns, json_pack(
+            "{s:s, s:s?, s:i, s:s, s:s, s:o, s:I, s:s}",
+            "connection_name", "", "master_host",
+            m ? sl_server_address(m) : NULL, "master_port",
+            m ? sl_server_port(m) : 0, "slave_io_running",
+            sc->io_running ? "Yes" : sc->io_connecting ? "Connecting" : "No",
+            "slave_sql_running", sc->sql_running ? "Yes" : "No",
+            "seconds_behind_master",
+            sc->lag >= 0 ? json_integer(sc->lag) : json_null(),
+            "master_server_id",
+            (json_int_t)(sc->master >= 0 ? inst->views[sc->master].server_id
+                                         : -1),
+            "gtid_io_pos", mmon_gtid_format(&sc->io_pos, pos, sizeof(pos))));
+    }
+    json_object_set_new(entry, "node_id", json_integer(
+        v->running ? (json_int_t)v->server_id : -1));
+    json_object_set_new(entry, "master_id", json_integer(
+        sc->present && sc->master >= 0
+            ? (json_int_t)inst->views[sc->master].server_id : -1));
+    json_object_set_new(entry, "uptime", v->running && v->uptime >= 0
+                                             ? json_integer(v->uptime)
+                                             : json_null());
+    json_object_set_new(entry, "slave_connections", conns);
+}
+
 static void
 update_snapshot(struct mmon_instance *inst)
 {
@@ -707,6 +754,7 @@ update_snapshot(struct mmon_instance *inst)
                 v->slave.io_running ? "Yes" :
                 v->slave.io_connecting ? "Connecting" : "No",
             "last_error", inst->servers[i].last_error));
+        server_facts(inst, i, json_array_get(arr, json_array_size(arr) - 1));
         if (inst->coop != MMON_COOP_NONE) {
             json_object_set_new(locks, SRVNAME(inst, i), json_string(
                 lock_name(inst->servers[i].lock)));

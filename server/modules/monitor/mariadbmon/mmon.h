@@ -50,6 +50,7 @@ struct mmon_view {
     struct mmon_gtid_pos binlog_pos;    /* @@gtid_binlog_pos */
     struct mmon_gtid_pos slave_pos;     /* @@gtid_slave_pos */
     struct mmon_slave_conn slave;       /* default (or first) connection */
+    int64_t uptime;          /* Uptime (s), -1 unknown */
 };
 
 /* Parse "0-1-10,1-2-5" (empty allowed). 0 or -EINVAL. */
