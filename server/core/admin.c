@@ -41,6 +41,7 @@
 
 #include "admin_int.h"
 #include "config_int.h"
+#include "proxyproto.h"
 #include "worker_int.h"
 
 #define ADMIN_CONN_LIMIT 64
@@ -55,6 +56,9 @@ struct conn_state {
     bool too_large;
     bool refused;      /* answered from the headers (admit) */
     bool is_admin;     /* the authenticated role allows writes */
+    bool auth_failed;  /* refused for its credentials (always audited) */
+    char user[128];    /* the basic-auth user, for the audit file */
+    struct timespec start;
 };
 
 static struct MHD_Daemon *daemon_;
@@ -68,6 +72,13 @@ static bool listen_loopback;   /* admin_host is 127.x or ::1 */
 static bool listen_any;        /* admin_host is 0.0.0.0 or :: */
 static char *allowed_hosts;    /* admin_allowed_hosts, or NULL */
 static bool metrics_public;    /* admin_metrics_public */
+static bool log_auth_failures = true;   /* admin_log_auth_failures */
+static bool gui = true;        /* admin_gui: serve the dashboard */
+static bool secure_gui;        /* admin_secure_gui: only over TLS */
+static struct sl_pp_net *rw_hosts;   /* admin_readwrite_hosts */
+static size_t n_rw_hosts;
+static struct sl_pp_net *ro_hosts;   /* admin_readonly_hosts */
+static size_t n_ro_hosts;
 
 static enum MHD_Result
 send_resp(struct MHD_Connection *conn, struct admin_resp res)
@@ -143,7 +154,8 @@ peer_is_local(struct MHD_Connection *conn)
 
 /* The caller's role: 1 admin, 0 read-only, or -1 with *err set (401). */
 static int
-authenticate(struct MHD_Connection *conn, struct admin_resp *err)
+authenticate(struct MHD_Connection *conn, struct conn_state *cs,
+             struct admin_resp *err)
 {
     char *pass = NULL;
     char *user;
@@ -155,14 +167,19 @@ authenticate(struct MHD_Connection *conn, struct admin_resp *err)
     user = MHD_basic_auth_get_username_password(conn, &pass);
     if (user == NULL) {
         *err = sl__admin_error(401, "authentication required");
+        cs->auth_failed = true;
         free(pass);
         return -1;
     }
+    snprintf(cs->user, sizeof(cs->user), "%s", user);
     role = sl__admin_users_check(user, pass ? pass : "", peer_is_local(conn));
     free(pass);
     if (role < 0) {
-        sl_log_warn("REST API: authentication failed for '%.64s'", user);
+        if (log_auth_failures) {
+            sl_log_warn("REST API: authentication failed for '%.64s'", user);
+        }
         *err = sl__admin_error(401, "invalid user name or password");
+        cs->auth_failed = true;
     }
     free(user);
     return role;
@@ -328,10 +345,60 @@ required_role(const char *method, const char *url)
     return role;
 }
 
+/* The client's address as text ("" if unknown). */
+static void
+client_address(struct MHD_Connection *conn, char *buf, size_t len)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+
+    buf[0] = '\0';
+    if (sa != NULL && sa->sa_family == AF_INET) {
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)
+                               ->sin_addr, buf, (socklen_t)len);
+    } else if (sa != NULL && sa->sa_family == AF_INET6) {
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)
+                                ->sin6_addr, buf, (socklen_t)len);
+    }
+}
+
+/* admin_readwrite_hosts / admin_readonly_hosts: may this client make this
+ * kind of request? false with *err set (403). */
+static bool
+host_list_admits(struct MHD_Connection *conn, bool write,
+                 struct admin_resp *err)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+    bool ro;
+
+    if (sa == NULL) {
+        *err = sl__admin_error(403, "the client's address is unknown");
+        return false;
+    }
+    if (sl__pp_networks_match(rw_hosts, n_rw_hosts, sa)) {
+        return true;
+    }
+    ro = sl__pp_networks_match(ro_hosts, n_ro_hosts, sa);
+    if (!write && ro) {
+        return true;
+    }
+    *err = sl__admin_error(403, write && ro
+                           ? "this address may only read (see "
+                             "admin_readwrite_hosts)"
+                           : "this address may not use the REST API (see "
+                             "admin_readwrite_hosts and "
+                             "admin_readonly_hosts)");
+    return false;
+}
+
 static int
 admit(struct MHD_Connection *conn, const char *method, const char *url,
-      bool *is_admin, struct admin_resp *err)
+      struct conn_state *cs, struct admin_resp *err)
 {
+    bool *is_admin = &cs->is_admin;
     const char *host = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                    "Host");
     const char *cl = MHD_lookup_connection_value(
@@ -344,7 +411,21 @@ admit(struct MHD_Connection *conn, const char *method, const char *url,
                            "API (see admin_allowed_hosts)", host);
         return -1;
     }
+    if (!host_list_admits(conn, write, err)) {
+        return -1;
+    }
     if (!write && sl__admin_static_path(url)) {
+        if (!gui) {
+            *err = sl__admin_error(404, "the dashboard is off "
+                                   "(admin_gui=false)");
+            return -1;
+        }
+        if (secure_gui && tls_cert == NULL) {
+            *err = sl__admin_error(403, "the dashboard is served over HTTPS "
+                                   "only (admin_secure_gui=true): configure "
+                                   "admin_ssl_cert and admin_ssl_key");
+            return -1;
+        }
         *is_admin = false;   /* the dashboard's files: no data in them */
         return 0;
     }
@@ -357,7 +438,7 @@ admit(struct MHD_Connection *conn, const char *method, const char *url,
                            "Sec-Fetch-Site is not this API)");
         return -1;
     }
-    if ((role = authenticate(conn, err)) < 0) {
+    if ((role = authenticate(conn, cs, err)) < 0) {
         return -1;
     }
     /* the one role check: what the route's row requires */
@@ -485,6 +566,25 @@ take_upload(struct conn_state *cs, const char *upload, size_t size)
     return 0;
 }
 
+/* The audit row of a request that is being answered (admin_audit.c). */
+static void
+audit(struct MHD_Connection *conn, struct conn_state *cs, const char *method,
+      const char *url, int status)
+{
+    struct timespec now;
+    char addr[INET6_ADDRSTRLEN];
+
+    if (!sl__admin_audit_enabled()) {
+        return;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    client_address(conn, addr, sizeof(addr));
+    sl__admin_audit(method, url, cs->user, addr, status,
+                    (double)(now.tv_sec - cs->start.tv_sec) +
+                        (double)(now.tv_nsec - cs->start.tv_nsec) / 1e9,
+                    cs->body, cs->len, cs->auth_failed);
+}
+
 /*
  * libmicrohttpd's access handler: called once with the headers only
  * (*con_cls NULL: admit or refuse at once), then once per body chunk, then
@@ -506,8 +606,10 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url,
         if (cs == NULL) {
             return MHD_NO;
         }
-        if (admit(conn, method, url, &cs->is_admin, &res) < 0) {
+        clock_gettime(CLOCK_MONOTONIC, &cs->start);
+        if (admit(conn, method, url, cs, &res) < 0) {
             cs->refused = true;
+            audit(conn, cs, method, url, res.status);
             return send_resp(conn, res);
         }
         return MHD_YES;
@@ -532,6 +634,7 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url,
     sl__csync_unlock();
     json_decref(r.body);
     free(r.pathbuf);
+    audit(conn, cs, method, url, res.status);
     return send_resp(conn, res);
 }
 
@@ -655,6 +758,29 @@ sl__admin_start(const struct sl_config *cfg)
     }
     auth_required = sl_params_bool(g->params, "admin_auth");
     metrics_public = sl_params_bool(g->params, "admin_metrics_public");
+    log_auth_failures = sl_params_bool(g->params, "admin_log_auth_failures");
+    gui = sl_params_bool(g->params, "admin_gui");
+    secure_gui = sl_params_bool(g->params, "admin_secure_gui");
+    {
+        char err[256];
+
+        free(rw_hosts);
+        free(ro_hosts);
+        if (sl__host_list_parse(sl_params_get(g->params,
+                                              "admin_readwrite_hosts"),
+                                &rw_hosts, &n_rw_hosts, err,
+                                sizeof(err)) < 0 ||
+            sl__host_list_parse(sl_params_get(g->params,
+                                              "admin_readonly_hosts"),
+                                &ro_hosts, &n_ro_hosts, err,
+                                sizeof(err)) < 0) {
+            sl_log_error("REST API: %s", err);   /* the loader checked */
+            return -EINVAL;
+        }
+    }
+    if (sl__admin_audit_configure(g->params, g->logdir) < 0) {
+        return -EINVAL;
+    }
     sl__admin_static_init(sl_params_get(g->params, "admin_dashboard_dir"));
     rc = resolve_addr(g->admin_host, g->admin_port, &ss);
     if (rc < 0) {
@@ -696,6 +822,7 @@ sl__admin_start(const struct sl_config *cfg)
 void
 sl__admin_stop(void)
 {
+    sl__admin_audit_close();
     if (daemon_ != NULL) {
         MHD_stop_daemon(daemon_);
         daemon_ = NULL;

@@ -144,6 +144,20 @@ struct admin_resp sl__rest_metrics_get(struct admin_req *r);
 struct admin_resp sl__rest_queries(struct admin_req *r);
 /* admin_logs.c: GET /v1/maxscale/logs/data (alias .../entries). */
 struct admin_resp sl__rest_log_data(struct admin_req *r);
+/* admin_audit.c: the REST API audit file (admin_audit*). Configured at
+ * start; _alter takes admin_audit, admin_audit_file or
+ * admin_audit_exclude_methods from PATCH /v1/maxscale (0, or -1 with *err
+ * set); _reopen follows log rotation. */
+int sl__admin_audit_configure(const struct sl_params *p, const char *logdir);
+int sl__admin_audit_alter(const char *key, json_t *v, struct admin_resp *err);
+bool sl__admin_audit_enabled(void);
+void sl__admin_audit_reopen(void);
+void sl__admin_audit_close(void);
+/* One row: the request, who made it from where, its status and how long
+ * it took; body (len bytes) with its passwords masked. */
+void sl__admin_audit(const char *method, const char *url, const char *user,
+                     const char *client, int status, double seconds,
+                     const char *body, size_t len, bool auth_failed);
 /* admin_qc.c: GET /v1/maxscale/query_classifier/classify|cache. */
 struct admin_resp sl__rest_query_classifier(struct admin_req *r);
 /* admin_static.c: the dashboard's files ("/", /dashboard/...). */

@@ -56,6 +56,17 @@ void sl__cfg_error(struct sl_cfg_diag *d, int line, const char *fmt, ...)
 void sl__cfg_warn(struct sl_cfg_diag *d, int line, const char *fmt, ...)
     SL_PRINTF(3, 4);
 void sl__cfg_diag_free(struct sl_cfg_diag *d);
+
+/* config_objects.c, for the loader and the REST API alike:
+ * admin_audit_exclude_methods: the bit mask of a comma list of HTTP
+ * methods (bit i for sl__http_methods[i]); 0, or -1 for an unknown name. */
+extern const char *const sl__http_methods[];
+int sl__http_methods_parse(const char *list, unsigned *mask);
+/* admin_readwrite_hosts / admin_readonly_hosts: addresses, address/prefix,
+ * "localhost", "%" (any); as sl__pp_networks_parse (proxyproto.h). */
+struct sl_pp_net;
+int sl__host_list_parse(const char *value, struct sl_pp_net **out,
+                        size_t *n, char *err, size_t errlen);
 /* A parameter accepted for MaxScale compatibility with no effect: a
  * warning, and a line in d->ignored for the --config-check summary. */
 void sl__cfg_ignored(struct sl_cfg_diag *d, int line, const char *name,

@@ -228,6 +228,108 @@ resolve_log_throttling(struct loader *L, struct sl_global *g)
     g->log_throttle_suppress_ms = suppress;
 }
 
+const char *const sl__http_methods[] = {
+    "GET", "PUT", "POST", "PATCH", "DELETE", "HEAD", "OPTIONS", "CONNECT",
+    "TRACE", NULL,
+};
+
+int
+sl__http_methods_parse(const char *list, unsigned *mask)
+{
+    char buf[256];
+    char *rest = buf;
+    char *w;
+
+    *mask = 0;
+    if (list == NULL || list[0] == '\0') {
+        return 0;
+    }
+    if (strlen(list) >= sizeof(buf)) {
+        return -1;
+    }
+    strcpy(buf, list);
+    while ((w = strsep(&rest, ",")) != NULL) {
+        int i = 0;
+
+        while (*w == ' ') {
+            w++;
+        }
+        for (char *e = w + strlen(w); e > w && e[-1] == ' ';) {
+            *--e = '\0';
+        }
+        while (sl__http_methods[i] && strcasecmp(sl__http_methods[i], w)) {
+            i++;
+        }
+        if (sl__http_methods[i] == NULL) {
+            return -1;
+        }
+        *mask |= 1u << i;
+    }
+    return 0;
+}
+
+int
+sl__host_list_parse(const char *value, struct sl_pp_net **out, size_t *n,
+                    char *err, size_t errlen)
+{
+    char buf[1024];
+    size_t j = 0;
+
+    /* MaxScale's "%" (any address) is the networks parser's "*" */
+    for (const char *c = value ? value : ""; *c && j + 1 < sizeof(buf);
+         c++) {
+        bool alone = *c == '%' && (c == value || strchr(", \t", c[-1])) &&
+                     (c[1] == '\0' || strchr(", \t", c[1]));
+
+        if (*c == '%' && !alone) {
+            snprintf(err, errlen, "'%%' stands only for any address: give "
+                     "addresses or address/prefix networks");
+            return -1;
+        }
+        buf[j++] = alone ? '*' : *c;
+    }
+    buf[j] = '\0';
+    if (value && strlen(value) >= sizeof(buf)) {
+        snprintf(err, errlen, "the list is longer than %zu characters",
+                 sizeof(buf) - 1);
+        return -1;
+    }
+    return sl__pp_networks_parse(buf, out, n, err, errlen);
+}
+
+/* admin_readwrite_hosts, admin_readonly_hosts, admin_audit_exclude_methods:
+ * checked here so a bad value names its file and line. */
+static void
+check_admin_lists(struct loader *L, const struct sl_params *p)
+{
+    static const char *const lists[] = {"admin_readwrite_hosts",
+                                        "admin_readonly_hosts"};
+    unsigned mask;
+
+    for (size_t i = 0; i < SL_ARRAY_LEN(lists); i++) {
+        struct sl_pp_net *nets = NULL;
+        size_t n = 0;
+        char err[256];
+
+        if (sl__host_list_parse(sl_params_get(p, lists[i]), &nets, &n, err,
+                                sizeof(err)) < 0) {
+            sl__cfg_error(L->d, sl__params_line(p, lists[i]),
+                          "invalid value for parameter '%s' in section "
+                          "'maxscale': %s", lists[i], err);
+        }
+        free(nets);
+    }
+    if (sl__http_methods_parse(sl_params_get(p, "admin_audit_exclude_methods"),
+                               &mask) < 0) {
+        sl__cfg_error(L->d, sl__params_line(p, "admin_audit_exclude_methods"),
+                      "invalid value '%s' for parameter "
+                      "'admin_audit_exclude_methods' in section 'maxscale' "
+                      "(a comma-separated list of GET, PUT, POST, PATCH, "
+                      "DELETE, HEAD, OPTIONS, CONNECT, TRACE)",
+                      sl_params_get(p, "admin_audit_exclude_methods"));
+    }
+}
+
 static void
 fill_global(struct loader *L, struct sl_global *g)
 {
@@ -274,6 +376,7 @@ fill_global(struct loader *L, struct sl_global *g)
     }
     g->admin_port = (int)port;
     g->admin_enabled = sl_params_bool(p, "admin_enabled");
+    check_admin_lists(L, p);
 }
 
 int

@@ -724,6 +724,27 @@ alter_maxscale(json_t *params)
     json_object_foreach(params, k, v) {
         size_t i;
 
+        if (strncmp(k, "admin_audit", 11) == 0 &&
+            (k[11] == '\0' || strcmp(k + 11, "_file") == 0 ||
+             strcmp(k + 11, "_exclude_methods") == 0)) {
+            struct admin_resp err;
+
+            if (strcmp(k, "admin_audit_file") == 0) {
+                /* under logdir or admin_secure_paths, as any path an
+                 * admin gives at run time (admin_paths.c) */
+                json_t *one = json_pack("{s:O}", k, v);
+                int rc = sl__admin_check_paths("maxscale", NULL, one, &err);
+
+                json_decref(one);
+                if (rc < 0) {
+                    return err;
+                }
+            }
+            if (sl__admin_audit_alter(k, v, &err) < 0) {
+                return err;
+            }
+            continue;
+        }
         /* passive: applied once the whole body has been accepted */
         if (strcmp(k, "passive") == 0) {
             passive = bool_value(v);
@@ -1901,6 +1922,7 @@ struct admin_resp
 sl__rest_log_rotate(struct admin_req *r)
 {
     sl__log_reopen();
+    sl__admin_audit_reopen();
     sl_log_notice("log rotated through the REST API");
     return sl__admin_no_content();
 }

@@ -6,6 +6,7 @@ readconnroute's choices for new connections; a service's router_options
 changing where new connections go (proven by @@server_id)."""
 
 import base64
+import csv
 import json
 import os
 import re
@@ -438,6 +439,132 @@ def test_log_data_pages_backwards(file_logging):
     # MaxScale's other name for the same resource
     alias = http_at(FILE_ADMIN, "GET", "/maxscale/logs/entries?page[size]=2")
     assert alias[0] == 200 and len(alias[1]["data"]["attributes"]["log"]) == 2
+
+
+def audit_rows(path):
+    with open(path, newline="") as f:
+        return list(csv.reader(f))
+
+
+def raw_http(port, method, path, body=None, auth=b"admin:mariadb"):
+    req = urllib.request.Request(
+        f"http://{st.HOST}:{port}/v1{path}", method=method,
+        data=json.dumps(body).encode() if body is not None else None)
+    req.add_header("Authorization",
+                   "Basic " + base64.b64encode(auth).decode())
+    req.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def test_admin_audit_file(file_logging):
+    """admin_audit (turned on at run time): one CSV row per request with
+    user, client, URI, method and code, passwords masked; excluded methods
+    left out except failed logins; the file must lie under logdir."""
+    audit = file_logging / "log" / "admin_audit.csv"
+    try:
+        status, doc = http_at(FILE_ADMIN, "PATCH", "/maxscale", {"data": {
+            "attributes": {"parameters": {"admin_audit": True}}}})
+        assert status == 204, doc
+        assert raw_http(FILE_ADMIN, "GET", "/servers") == 200
+        assert raw_http(FILE_ADMIN, "POST", "/users/inet", {"data": {
+            "id": "audited", "attributes": {"password": "s3cret-pw",
+                                            "account": "basic"}}}) == 204
+        assert raw_http(FILE_ADMIN, "GET", "/servers",
+                        auth=b"admin:wrong") == 401
+        rows = audit_rows(audit)
+        assert rows[0] == ["Timestamp", "Duration", "User", "Host", "URI",
+                           "Method", "Status", "Response code", "Body"]
+        got = [(r[2], r[3], r[4], r[5], r[7]) for r in rows[1:]]
+        assert got[-3:] == [
+            ("admin", "127.0.0.1", "/v1/servers", "GET", "200"),
+            ("admin", "127.0.0.1", "/v1/users/inet", "POST", "204"),
+            ("admin", "127.0.0.1", "/v1/servers", "GET", "401")], got
+        assert "s3cret-pw" not in audit.read_text()
+        assert json.loads(rows[-2][8])["data"]["attributes"]["password"] \
+            == "*****"
+        status, doc = http_at(FILE_ADMIN, "PATCH", "/maxscale", {"data": {
+            "attributes": {"parameters": {
+                "admin_audit_exclude_methods": "GET"}}}})
+        assert status == 204, doc
+        n = len(audit_rows(audit))
+        assert raw_http(FILE_ADMIN, "GET", "/servers") == 200
+        assert raw_http(FILE_ADMIN, "GET", "/servers",
+                        auth=b"admin:wrong") == 401
+        rows = audit_rows(audit)
+        assert len(rows) == n + 1 and rows[-1][7] == "401", rows[-2:]
+        # outside logdir and admin_secure_paths: refused, file unchanged
+        status, doc = http_at(FILE_ADMIN, "PATCH", "/maxscale", {"data": {
+            "attributes": {"parameters": {
+                "admin_audit_file": "/etc/sluice-audit.csv"}}}})
+        assert status == 403, doc
+        assert not os.path.exists("/etc/sluice-audit.csv")
+        status, doc = http_at(FILE_ADMIN, "PATCH", "/maxscale", {"data": {
+            "attributes": {"parameters": {
+                "admin_audit_exclude_methods": "GETT"}}}})
+        assert status == 400, doc
+    finally:
+        http_at(FILE_ADMIN, "PATCH", "/maxscale", {"data": {"attributes": {
+            "parameters": {"admin_audit": False,
+                           "admin_audit_exclude_methods": ""}}}})
+        http_at(FILE_ADMIN, "DELETE", "/users/inet/audited")
+    n = len(audit_rows(audit))
+    assert raw_http(FILE_ADMIN, "POST", "/maxscale/logs/flush") == 204
+    assert len(audit_rows(audit)) == n   # off: nothing more
+
+
+HOSTS_ADMIN = st.port(5663)
+HOSTS_PRIMARY = st.port(5664)
+HOSTS_REPLICA = st.port(5665)
+
+
+def test_admin_hosts_and_gui(tmp_path):
+    """admin_readonly_hosts: 127.0.0.1 may read, not write (403), while
+    admin_readwrite_hosts names another address; admin_secure_gui without
+    TLS keeps the dashboard off (403); admin_gui=false answers 404."""
+    run_dir = tmp_path / "hosts"
+    text = px.sluice_config(run_dir, HOSTS_PRIMARY, HOSTS_REPLICA).replace(
+        "admin_enabled=false",
+        f"admin_host={st.HOST}\nadmin_port={HOSTS_ADMIN}\n"
+        "admin_readwrite_hosts=127.0.0.2\n"
+        "admin_readonly_hosts=127.0.0.0/24, ::1\n"
+        "admin_secure_gui=true")
+    prx = px.start_with_admin(run_dir, text, HOSTS_PRIMARY, HOSTS_REPLICA,
+                              HOSTS_ADMIN)
+    try:
+        assert raw_http(HOSTS_ADMIN, "GET", "/servers") == 200
+        assert raw_http(HOSTS_ADMIN, "PATCH", "/maxscale", {"data": {
+            "attributes": {"parameters": {"log_info": False}}}}) == 403
+        with pytest.raises(urllib.error.HTTPError) as exc:
+            urllib.request.urlopen(f"http://{st.HOST}:{HOSTS_ADMIN}/",
+                                   timeout=10)
+        assert exc.value.code == 403
+        assert "HTTPS only" in exc.value.read().decode()
+    finally:
+        problems = px.stop_proxy(prx)
+    assert not problems, problems
+    # the dashboard off altogether; a bad host list refused with its line
+    text = text.replace("admin_secure_gui=true", "admin_gui=false")
+    prx = px.start_with_admin(run_dir, text, HOSTS_PRIMARY, HOSTS_REPLICA,
+                              HOSTS_ADMIN)
+    try:
+        with pytest.raises(urllib.error.HTTPError) as exc:
+            urllib.request.urlopen(f"http://{st.HOST}:{HOSTS_ADMIN}/",
+                                   timeout=10)
+        assert exc.value.code == 404
+    finally:
+        problems = px.stop_proxy(prx)
+    assert not problems, problems
+    cfg = run_dir / "bad.cnf"
+    cfg.write_text(text.replace("admin_readonly_hosts=127.0.0.0/24, ::1",
+                                "admin_readonly_hosts=10.0.%.1"))
+    status, out = px.run_sluice("check", cfg)
+    assert status == px.CONFIG_REFUSED, out
+    assert "parameter 'admin_readonly_hosts'" in out and \
+        "'%' stands only for any address" in out, out
 
 
 def test_runtime_paths_restricted(sluice, tmp_path):
