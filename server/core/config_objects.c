@@ -672,6 +672,15 @@ fill_server(struct loader *L, struct sl_server *srv,
                      sl_params_get(p, "socket"), "socket", what,
                      sl__params_line(p, "socket"));
     }
+    if (sl_params_has(p, "monitoruser") != sl_params_has(p, "monitorpw")) {
+        const char *set = sl_params_has(p, "monitoruser") ? "monitoruser"
+                                                         : "monitorpw";
+
+        sl__cfg_error(L->d, sl__params_line(p, set), "parameter '%s' in %s "
+                      "needs '%s' too (the monitor's credentials for this "
+                      "server)", set, what,
+                      set[7] == 'u' ? "monitorpw" : "monitoruser");
+    }
     sl__tls_configure(L->d, p, false, what, &srv->tls);
     check_authenticator(L, p, what);
 }

@@ -277,12 +277,11 @@ static const struct sl_param_spec server_specs[] = {
       "server ranks are not implemented"),
     P("priority", SL_PARAM_INT, "0", IGN,
       "used only by galeramon, which Sluice does not have"),
-    P("monitoruser", SL_PARAM_STRING, NULL, REF,
-      "per-server monitor credentials are not implemented; set user and "
-      "password on the monitor"),
-    P("monitorpw", SL_PARAM_PASSWORD, NULL, REF,
-      "per-server monitor credentials are not implemented; set user and "
-      "password on the monitor"),
+    P("monitoruser", SL_PARAM_STRING, NULL, 0,
+      "The account the monitor uses for this server instead of its own "
+      "user (with monitorpw)"),
+    P("monitorpw", SL_PARAM_PASSWORD, NULL, 0,
+      "The password of monitoruser (may be encrypted)"),
     P("extra_port", SL_PARAM_COUNT, "0", REF,
       "the server's extra port is not used"),
     P("proxy_protocol", SL_PARAM_BOOL, "false", 0,

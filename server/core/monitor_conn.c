@@ -139,6 +139,13 @@ sl_monitor_connect(const struct sl_monitor *mon, struct sl_server *srv,
     unsigned rto = ms_to_seconds(sl_monitor_read_timeout_ms(mon));
     unsigned wto = ms_to_seconds(wms);
     unsigned proto = sock ? MYSQL_PROTOCOL_SOCKET : MYSQL_PROTOCOL_TCP;
+    const struct sl_params *sp = sl_server_params(srv);
+    /* the server's own monitoruser/monitorpw (set together) win */
+    bool own = sp != NULL && sl_params_has(sp, "monitoruser");
+    const char *user = own ? sl_params_get(sp, "monitoruser")
+                           : sl_monitor_user(mon);
+    const char *password = own ? sl_params_get(sp, "monitorpw")
+                               : sl_monitor_password(mon);
     MYSQL *c = mysql_init(NULL);
 
     if (c == NULL) {
@@ -158,7 +165,7 @@ sl_monitor_connect(const struct sl_monitor *mon, struct sl_server *srv,
         return NULL;
     }
     if (mysql_real_connect(c, sock ? NULL : sl_server_address(srv),
-                           sl_monitor_user(mon), sl_monitor_password(mon),
+                           user, password,
                            NULL, sock ? 0 : (unsigned)sl_server_port(srv),
                            sock, 0) == NULL) {
         *err = mysql_errno(c);

@@ -3,20 +3,28 @@
 server: `node_id` (its @@server_id), `master_id` (its primary's), `uptime`
 (the server's own Uptime), `gtid_binlog_pos` and `slave_connections`
 (the replica's connection to its primary), checked against what each
-sandbox server itself reports."""
+sandbox server itself reports. And a server's own monitor credentials
+(`monitoruser`/`monitorpw`), proven by the user of the monitor's
+connection in the server's PROCESSLIST."""
 
 import pymysql
 import pytest
 
 import sluicetest as st
-from proxy import MonitoredSluice, admin_rest, global_section, \
-    mariadbmon_section, readconnroute_services, server_sections
+from proxy import CONFIG_REFUSED, MonitoredSluice, admin_rest, \
+    global_section, mariadbmon_section, readconnroute_services, run_sluice, \
+    server_sections
 
 pytestmark = pytest.mark.sluice_only
 
 PRIMARY_PORT = st.port(5660)
 REPLICA_PORT = st.port(5661)
 ADMIN_PORT = st.port(5662)
+CRED_PRIMARY = st.port(5666)
+CRED_REPLICA = st.port(5667)
+CRED_ADMIN = st.port(5668)
+MON_USER = "sl_mon_db2"
+MON_PW = "mon-db2-pw"
 
 
 @pytest.fixture(scope="module")
@@ -71,3 +79,63 @@ def test_server_facts_from_the_monitor(sl):
             "Yes"
         assert conn["slave_sql_running"] == "Yes"
         assert conn["seconds_behind_master"] == 0
+
+
+def monitor_users(sid):
+    """The users of the connections on server sid that run no statement of
+    ours (the monitors' and the replication threads')."""
+    with st.root(sid) as c, c.cursor() as cur:
+        cur.execute("SELECT DISTINCT USER FROM information_schema.PROCESSLIST"
+                    " WHERE ID <> CONNECTION_ID()")
+        return {r[0] for r in cur.fetchall()}
+
+
+def test_per_server_monitor_credentials(tmp_path):
+    """db2 is monitored as its own monitoruser, db3 with a wrong monitorpw
+    (Auth Error), db1 with the monitor's account; monitoruser without
+    monitorpw is refused with its line."""
+    with st.root(1) as c, c.cursor() as cur:
+        cur.execute(f"CREATE OR REPLACE USER '{MON_USER}'@'%' IDENTIFIED BY "
+                    f"'{MON_PW}'")
+        cur.execute(f"GRANT ALL ON *.* TO '{MON_USER}'@'%'")
+    st.wait_replicated()
+    servers = server_sections((1, 2, 3))
+    servers = servers.replace(
+        f"port={st.SERVERS[2]}\n",
+        f"port={st.SERVERS[2]}\nmonitoruser={MON_USER}\n"
+        f"monitorpw={MON_PW}\n").replace(
+        f"port={st.SERVERS[3]}\n",
+        f"port={st.SERVERS[3]}\nmonitoruser={MON_USER}\n"
+        "monitorpw=wrong\n")
+    run_dir = tmp_path / "creds"
+    text = global_section(run_dir, CRED_ADMIN) + servers
+    text += mariadbmon_section("db1,db2,db3", "200ms", "")
+    text += readconnroute_services("db1,db2,db3", CRED_PRIMARY,
+                                   CRED_REPLICA)
+    s = MonitoredSluice(run_dir, text, [CRED_PRIMARY, CRED_REPLICA,
+                                        CRED_ADMIN], CRED_ADMIN)
+    try:
+        def state(name):
+            status, doc = admin_rest(CRED_ADMIN, "GET", f"servers/{name}")
+            assert status == 200, doc
+            return doc["data"]["attributes"]["state"]
+        st.wait_until(lambda: "Slave" in state("db2") and
+                      "Master" in state("db1") and
+                      "Auth Error" in state("db3"), 10,
+                      what="db2 monitored as its own user, db3 refused")
+        assert MON_USER in monitor_users(2)
+        assert MON_USER not in monitor_users(1)
+        status, doc = admin_rest(CRED_ADMIN, "GET", "servers/db2")
+        assert doc["data"]["attributes"]["parameters"]["monitorpw"] == \
+            "*****"
+    finally:
+        problems = s.daemon.stop()
+        with st.root(1) as c, c.cursor() as cur:
+            cur.execute(f"DROP USER IF EXISTS '{MON_USER}'@'%'")
+    assert not problems, "\n".join(problems)
+    bad = run_dir / "bad.cnf"
+    bad.write_text(text.replace("monitorpw=wrong\n", ""))
+    status, out = run_sluice("check", bad)
+    assert status == CONFIG_REFUSED, out
+    assert "parameter 'monitoruser' in server 'db3' needs 'monitorpw'" \
+        in out, out
