@@ -625,6 +625,83 @@ check_authenticator(struct loader *L, const struct sl_params *p,
 
 /* ---- servers ---- */
 
+/*
+ * replication_custom_options: "MASTER_X = value[, ...]" only, a value being
+ * a number, a word or a '...' string (no backslash), so what mariadbmon
+ * appends to its CHANGE MASTER TO cannot end the statement or start
+ * another. The options mariadbmon sets itself are refused. NULL or why.
+ */
+static const char *
+custom_options_error(const char *v)
+{
+    static const char *const own[] = {
+        "MASTER_HOST", "MASTER_PORT", "MASTER_USER", "MASTER_PASSWORD",
+        "MASTER_USE_GTID", "MASTER_CONNECT_RETRY",
+    };
+
+    for (;;) {
+        const char *name;
+        size_t n;
+
+        while (*v == ' ') {
+            v++;
+        }
+        name = v;
+        if (strncasecmp(v, "MASTER_", 7) != 0) {
+            return "each option must be MASTER_NAME=value";
+        }
+        while ((*v >= 'A' && *v <= 'Z') || (*v >= 'a' && *v <= 'z') ||
+               (*v >= '0' && *v <= '9') || *v == '_') {
+            v++;
+        }
+        n = (size_t)(v - name);
+        for (size_t i = 0; i < SL_ARRAY_LEN(own); i++) {
+            if (n == strlen(own[i]) && strncasecmp(name, own[i], n) == 0) {
+                return "MASTER_HOST, MASTER_PORT, MASTER_USER, "
+                       "MASTER_PASSWORD, MASTER_USE_GTID and "
+                       "MASTER_CONNECT_RETRY are set by the monitor";
+            }
+        }
+        while (*v == ' ') {
+            v++;
+        }
+        if (*v++ != '=') {
+            return "each option must be MASTER_NAME=value";
+        }
+        while (*v == ' ') {
+            v++;
+        }
+        if (*v == '\'') {
+            for (v++; *v != '\''; v++) {
+                if (*v == '\0' || *v == '\\') {
+                    return "a quoted value must end with ' and have no "
+                           "backslash";
+                }
+            }
+            v++;
+        } else {
+            const char *start = v;
+
+            while ((*v >= 'A' && *v <= 'Z') || (*v >= 'a' && *v <= 'z') ||
+                   (*v >= '0' && *v <= '9') || *v == '_' || *v == '.') {
+                v++;
+            }
+            if (v == start) {
+                return "a value must be a number, a word or a 'string'";
+            }
+        }
+        while (*v == ' ') {
+            v++;
+        }
+        if (*v == '\0') {
+            return NULL;
+        }
+        if (*v++ != ',') {
+            return "options are separated by commas";
+        }
+    }
+}
+
 static void
 fill_server(struct loader *L, struct sl_server *srv,
             const struct sl_ini_section *s, const char *what)
@@ -671,6 +748,28 @@ fill_server(struct loader *L, struct sl_server *srv,
         copy_checked(L, srv->socket, sizeof(srv->socket),
                      sl_params_get(p, "socket"), "socket", what,
                      sl__params_line(p, "socket"));
+    }
+    if (sl_params_has(p, "replication_custom_options")) {
+        const char *why = custom_options_error(
+            sl_params_get(p, "replication_custom_options"));
+
+        if (why != NULL) {
+            sl__cfg_error(L->d, sl__params_line(p,
+                                                "replication_custom_options"),
+                          "invalid value for parameter "
+                          "'replication_custom_options' in %s: %s", what,
+                          why);
+        }
+    }
+    if (sl_params_has(p, "private_address") &&
+        strspn(sl_params_get(p, "private_address"),
+               "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+               "0123456789.-:") !=
+            strlen(sl_params_get(p, "private_address"))) {
+        sl__cfg_error(L->d, sl__params_line(p, "private_address"),
+                      "invalid value '%s' for parameter 'private_address' in "
+                      "%s (a host name or an IP address)",
+                      sl_params_get(p, "private_address"), what);
     }
     if (sl_params_has(p, "monitoruser") != sl_params_has(p, "monitorpw")) {
         const char *set = sl_params_has(p, "monitoruser") ? "monitoruser"

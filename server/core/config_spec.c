@@ -293,10 +293,12 @@ static const struct sl_param_spec server_specs[] = {
       "disk space monitoring is not implemented"),
     P("max_routing_connections", SL_PARAM_COUNT, "0", REF,
       "connection limits per server are not implemented"),
-    P("replication_custom_options", SL_PARAM_STRING, NULL, REF,
-      "custom CHANGE MASTER options are not implemented"),
-    P("private_address", SL_PARAM_STRING, NULL, REF,
-      "private addresses for replication are not implemented"),
+    P("replication_custom_options", SL_PARAM_STRING, NULL, 0,
+      "More CHANGE MASTER TO options (MASTER_X=value, ...) mariadbmon "
+      "uses when it makes this server a replica"),
+    P("private_address", SL_PARAM_STRING, NULL, 0,
+      "The address replicas use to reach this server (mariadbmon's "
+      "CHANGE MASTER TO MASTER_HOST), when not address"),
     SL_TLS_PARAM_SPECS("connections to the server"),
     SL_PARAM_END,
 };

@@ -23,6 +23,9 @@ ADMIN_PORT = st.port(5662)
 CRED_PRIMARY = st.port(5666)
 CRED_REPLICA = st.port(5667)
 CRED_ADMIN = st.port(5668)
+OPT_PRIMARY = st.port(5669)
+OPT_REPLICA = st.port(5670)
+OPT_ADMIN = st.port(5671)
 MON_USER = "sl_mon_db2"
 MON_PW = "mon-db2-pw"
 
@@ -139,3 +142,74 @@ def test_per_server_monitor_credentials(tmp_path):
     assert status == CONFIG_REFUSED, out
     assert "parameter 'monitoruser' in server 'db3' needs 'monitorpw'" \
         in out, out
+
+
+def slave_status(sid):
+    return server_says(sid, "SHOW SLAVE STATUS")
+
+
+def repair_db3():
+    with st.root(3) as c, c.cursor() as cur:
+        cur.execute("STOP SLAVE")
+        cur.execute(f"CHANGE MASTER TO MASTER_HOST='{st.HOST}', "
+                    f"MASTER_PORT={st.SERVERS[1]}, MASTER_USER="
+                    f"'{st.REPL_USER}', MASTER_PASSWORD='{st.REPL_PASSWORD}',"
+                    " MASTER_USE_GTID=slave_pos, MASTER_DELAY=0")
+        cur.execute("START SLAVE")
+    st.wait_until(lambda: st.replicates_from(3, 1), 30,
+                  what="db3 replicating from db1 again")
+
+
+def test_private_address_and_custom_options(tmp_path):
+    """A rejoin points db3 at db1's private_address with db3's
+    replication_custom_options (MASTER_DELAY=3): both are in
+    db3's SHOW SLAVE STATUS. The private address is one nobody listens on,
+    so db3's IO thread cannot connect (which proves it is the one used);
+    the test then repairs db3. Options that could end the statement are
+    refused with their line."""
+    servers = server_sections((1, 2, 3))
+    servers = servers.replace(
+        f"port={st.SERVERS[1]}\n",
+        f"port={st.SERVERS[1]}\nprivate_address=127.0.0.3\n").replace(
+        f"port={st.SERVERS[3]}\n",
+        f"port={st.SERVERS[3]}\n"
+        "replication_custom_options=MASTER_DELAY = 3\n")
+    run_dir = tmp_path / "opts"
+    text = global_section(run_dir, OPT_ADMIN) + servers
+    text += mariadbmon_section("db1,db2,db3", "200ms", "")
+    text += readconnroute_services("db1,db2,db3", OPT_PRIMARY, OPT_REPLICA)
+    with st.root(3) as c, c.cursor() as cur:
+        cur.execute("STOP SLAVE")
+        cur.execute("RESET SLAVE ALL")
+    s = MonitoredSluice(run_dir, text, [OPT_PRIMARY, OPT_REPLICA, OPT_ADMIN],
+                        OPT_ADMIN)
+    try:
+        st.wait_until(lambda: admin_rest(OPT_ADMIN, "GET", "servers/db3")[1]
+                      ["data"]["attributes"].get("node_id") == 3, 10,
+                      what="the monitor to see db3")
+        status, doc = s.command("rejoin", "Cluster-Monitor", "db3")
+        assert status in (200, 204), doc
+        got = slave_status(3)
+        assert got["Master_Host"] == "127.0.0.3", got
+        assert got["Master_Port"] == st.SERVERS[1]
+        assert int(got["SQL_Delay"]) == 3, got
+        # db2 still replicates from db1's address and is seen as its replica
+        assert st.replicates_from(2, 1)
+        assert admin_rest(OPT_ADMIN, "GET", "servers/db2")[1]["data"][
+            "attributes"]["master_id"] == 1
+    finally:
+        problems = s.daemon.stop()
+        repair_db3()
+    assert not problems, "\n".join(problems)
+    for bad, why in (("MASTER_HEARTBEAT_PERIOD=1; DROP TABLE t",
+                      "options are separated by commas"),
+                     ("MASTER_HOST='x'", "are set by the monitor"),
+                     ("MASTER_SSL_CA='/a\\'b'", "no backslash")):
+        cfg = run_dir / "bad.cnf"
+        cfg.write_text(text.replace(
+            "replication_custom_options=MASTER_DELAY = 3",
+            f"replication_custom_options={bad}"))
+        status, out = run_sluice("check", cfg)
+        assert status == CONFIG_REFUSED, out
+        assert "parameter 'replication_custom_options' in server 'db3'" in \
+            out and why in out, (bad, out)

@@ -161,10 +161,16 @@ same_endpoint(const char *host, int port, struct sl_server *srv)
     bool loop_h = strcmp(host, "127.0.0.1") == 0 ||
                   strcmp(host, "localhost") == 0;
 
+    const struct sl_params *sp = sl_server_params(srv);
+    const char *priv = sp && sl_params_has(sp, "private_address")
+                           ? sl_params_get(sp, "private_address") : NULL;
+
     if (port != sl_server_port(srv)) {
         return false;
     }
-    return strcasecmp(a, host) == 0 || (loop_a && loop_h);
+    /* replicas set up by the monitor name its private_address */
+    return strcasecmp(a, host) == 0 || (loop_a && loop_h) ||
+           (priv != NULL && strcasecmp(priv, host) == 0);
 }
 
 static int

@@ -32,6 +32,7 @@
 #include <time.h>
 
 #include <sluice/log.h>
+#include <sluice/params.h>
 #include <sluice/worker.h>
 
 #include "mmon_int.h"
@@ -196,12 +197,17 @@ redirect(struct mmon_instance *inst, int i, int target,
          const struct mmon_gtid_pos *slave_pos, char *err, size_t errlen)
 {
     struct sl_server *t = inst->servers[target].srv;
+    const struct sl_params *tp = sl_server_params(t);
+    const struct sl_params *ip = sl_server_params(inst->servers[i].srv);
     char user[600], pw[600], host[600], gtid[1024];
-    char sql[3000];
+    char sql[4000];
 
     sql_quote(inst->repl_user, user, sizeof(user));
     sql_quote(inst->repl_password, pw, sizeof(pw));
-    sql_quote(sl_server_address(t), host, sizeof(host));
+    /* the primary's private_address when it has one (MaxScale's) */
+    sql_quote(tp && sl_params_has(tp, "private_address")
+                  ? sl_params_get(tp, "private_address")
+                  : sl_server_address(t), host, sizeof(host));
     if (inst->enforce_read_only_slaves &&
         mmon_exec(inst, i, "SET GLOBAL read_only=1", err, errlen) < 0) {
         return -1;
@@ -220,10 +226,15 @@ redirect(struct mmon_instance *inst, int i, int target,
             return -1;
         }
     }
+    /* the replica's replication_custom_options, checked at load time
+     * (config_objects.c) to be MASTER_x = value pairs only */
     snprintf(sql, sizeof(sql), "CHANGE MASTER TO MASTER_HOST='%s', "
              "MASTER_PORT=%d, MASTER_USER='%s', MASTER_PASSWORD='%s', "
-             "MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1", host,
-             sl_server_port(t), user, pw);
+             "MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1%s%s", host,
+             sl_server_port(t), user, pw,
+             ip && sl_params_has(ip, "replication_custom_options") ? ", " : "",
+             ip && sl_params_has(ip, "replication_custom_options")
+                 ? sl_params_get(ip, "replication_custom_options") : "");
     if (mmon_exec(inst, i, sql, err, errlen) < 0 ||
         mmon_exec(inst, i, "START SLAVE", err, errlen) < 0) {
         return -1;
