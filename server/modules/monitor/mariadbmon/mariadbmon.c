@@ -364,6 +364,140 @@ role_bits(struct mmon_instance *inst, int i)
     return bits;
 }
 
+/* ---- script, events (mmon_script.c) ---- */
+
+/* "[address]:port" of server i appended to a comma list. */
+static void
+script_list_add(struct mmon_instance *inst, int i, char *buf, size_t len)
+{
+    size_t o = strlen(buf);
+    struct sl_server *srv = inst->servers[i].srv;
+
+    snprintf(buf + o, len - o, "%s[%s]:%d", o ? "," : "",
+             sl_server_address(srv), sl_server_port(srv));
+}
+
+/*
+ * Queue the script for server i's event, with every variable as it is
+ * now (statuses published this tick): the run happens once the tick (or
+ * the command) has released the instance lock, never under it.
+ */
+static void
+script_queue(struct mmon_instance *inst, int i, enum mmon_event ev)
+{
+    char initiator[600] = "", parent[600] = "", children[4096] = "";
+    char nodes[4096] = "", list[4096] = "", masters[4096] = "";
+    char slaves[4096] = "", creds[600];
+    struct mmon_script_vars vars;
+    struct mmon_script_job *jobs;
+    struct mmon_script_job job;
+    size_t argc = 0;
+
+    if (inst->script_argv == NULL ||
+        !(inst->script_events & ((1ull << ev) | (1ull << MMON_EV_COUNT)))) {
+        return;
+    }
+    script_list_add(inst, i, initiator, sizeof(initiator));
+    if (inst->servers[i].parent >= 0) {
+        script_list_add(inst, inst->servers[i].parent, parent, sizeof(parent));
+    }
+    for (int j = 0; j < inst->n; j++) {
+        uint32_t st = sl_server_status(inst->servers[j].srv);
+
+        if (j != i && inst->views[j].running &&
+            inst->views[j].slave.present && inst->views[j].slave.master == i) {
+            script_list_add(inst, j, children, sizeof(children));
+        }
+        script_list_add(inst, j, list, sizeof(list));
+        if (st & SL_SRV_RUNNING) {
+            script_list_add(inst, j, nodes, sizeof(nodes));
+        }
+        if ((st & (SL_SRV_RUNNING | SL_SRV_MASTER)) ==
+            (SL_SRV_RUNNING | SL_SRV_MASTER)) {
+            script_list_add(inst, j, masters, sizeof(masters));
+        }
+        if ((st & (SL_SRV_RUNNING | SL_SRV_SLAVE)) ==
+            (SL_SRV_RUNNING | SL_SRV_SLAVE)) {
+            script_list_add(inst, j, slaves, sizeof(slaves));
+        }
+    }
+    snprintf(creds, sizeof(creds), "%s:%s", sl_monitor_user(inst->mon),
+             sl_monitor_password(inst->mon));
+    vars = (struct mmon_script_vars){
+        .initiator = initiator, .parent = parent, .children = children,
+        .event = mmon_event_names[ev], .credentials = creds,
+        .nodelist = nodes, .list = list, .masterlist = masters,
+        .slavelist = slaves, .syncedlist = "",
+    };
+    while (inst->script_argv[argc] != NULL) {
+        argc++;
+    }
+    memset(&job, 0, sizeof(job));
+    job.argv = calloc(argc + 1, sizeof(*job.argv));
+    for (size_t k = 0; job.argv != NULL && k < argc; k++) {
+        if ((job.argv[k] = mmon_script_subst(inst->script_argv[k],
+                                             &vars)) == NULL) {
+            mmon_script_free_argv(job.argv);
+            job.argv = NULL;
+        }
+    }
+    jobs = job.argv ? realloc(inst->jobs, (inst->njobs + 1) * sizeof(*jobs))
+                    : NULL;
+    if (jobs == NULL) {
+        mmon_script_free_argv(job.argv);
+        sl_log_error("Monitor '%s': out of memory: script for event %s of '%s' not run", MONNAME(inst), mmon_event_names[ev], SRVNAME(inst, i));
+        return;
+    }
+    snprintf(job.who, sizeof(job.who), "Monitor '%s' script (%s of '%s')",
+             MONNAME(inst), mmon_event_names[ev], SRVNAME(inst, i));
+    inst->jobs = jobs;
+    inst->jobs[inst->njobs++] = job;
+}
+
+/* Compare each server's status with what the events last saw. */
+static void
+script_events(struct mmon_instance *inst)
+{
+    for (int i = 0; i < inst->n; i++) {
+        struct mmon_server *ms = &inst->servers[i];
+        uint32_t now = sl_server_status(ms->srv);
+        enum mmon_event ev;
+
+        if (inst->views[i].running) {
+            ms->parent = inst->views[i].slave.present
+                             ? inst->views[i].slave.master : -1;
+        }
+        ev = mmon_event_of(ms->ev_status, now);
+        ms->ev_status = now;
+        if (ev != MMON_EV_NONE) {
+            sl_log_notice("Monitor '%s': server '%s' event %s", MONNAME(inst), SRVNAME(inst, i), mmon_event_names[ev]);
+            script_queue(inst, i, ev);
+        }
+    }
+}
+
+/* Run the queued scripts, one after the other; the lock is NOT held, so
+ * commands and diagnostics go on meanwhile. Monitor thread. */
+static void
+script_run_queued(struct mmon_instance *inst)
+{
+    struct mmon_script_job *jobs;
+    size_t n;
+
+    pthread_mutex_lock(&inst->lock);
+    jobs = inst->jobs;
+    n = inst->njobs;
+    inst->jobs = NULL;
+    inst->njobs = 0;
+    pthread_mutex_unlock(&inst->lock);
+    for (size_t k = 0; k < n; k++) {
+        mmon_script_run(jobs[k].argv, inst->script_timeout_ms, jobs[k].who,
+                        sl_monitor_password(inst->mon));
+        mmon_script_free_argv(jobs[k].argv);
+    }
+    free(jobs);
+}
+
 static void
 publish(struct mmon_instance *inst)
 {
@@ -386,6 +520,7 @@ publish(struct mmon_instance *inst)
             sl_log_notice("Server '%s' changed state: %s -> %s", sl_server_name(srv), status_text(old, a, sizeof(a)), status_text(now, b, sizeof(b)));
         }
     }
+    script_events(inst);
 }
 
 /* ---- cooperative_monitoring_locks ---- */
@@ -750,6 +885,7 @@ mmon_tick(void *instance)
     publish(inst);
     update_snapshot(inst);
     pthread_mutex_unlock(&inst->lock);
+    script_run_queued(inst);
 }
 
 /* servers_no_promotion: mark the listed servers. */
@@ -797,6 +933,31 @@ read_params(struct mmon_instance *inst, const struct sl_params *p)
     parse_no_promotion(inst, p);
 }
 
+/* script, events, script_timeout. -1 (logged, naming the parameter) when
+ * the command line cannot be split or its program cannot be run: MaxScale
+ * refuses such a monitor too. */
+static int
+read_script(struct mmon_instance *inst, const struct sl_params *p)
+{
+    const char *cmd = sl_params_get(p, "script");
+    char err[256];
+
+    inst->script_events = sl_params_enum_mask(p, "events");
+    inst->script_timeout_ms = sl_params_duration_ms(p, "script_timeout");
+    if (cmd == NULL || cmd[0] == '\0') {
+        return 0;
+    }
+    if (mmon_script_split(cmd, &inst->script_argv, err, sizeof(err)) < 0) {
+        sl_log_error("Monitor '%s': parameter 'script': %s", MONNAME(inst), err);
+        return -1;
+    }
+    if (!mmon_script_executable(inst->script_argv[0])) {
+        sl_log_error("Monitor '%s': parameter 'script': '%s' is not an executable file (absolute path, or a program in PATH)", MONNAME(inst), inst->script_argv[0]);
+        return -1;
+    }
+    return 0;
+}
+
 static void *
 mmon_create_instance(struct sl_monitor *mon, const struct sl_params *p)
 {
@@ -824,7 +985,17 @@ mmon_create_instance(struct sl_monitor *mon, const struct sl_params *p)
     inst->primary = -1;
     inst->lost = -1;
     inst->rand_state = (unsigned)sl_monotonic_us() ^ (unsigned)getpid();
+    for (size_t i = 0; i < n; i++) {
+        inst->servers[i].parent = -1;
+    }
     read_params(inst, p);
+    if (read_script(inst, p) < 0) {
+        mmon_script_free_argv(inst->script_argv);
+        free(inst->servers);
+        free(inst->views);
+        free(inst);
+        return NULL;
+    }
     pthread_mutex_init(&inst->lock, NULL);
     pthread_mutex_init(&inst->snap_lock, NULL);
     pthread_mutex_lock(&instances_lock);
@@ -855,6 +1026,11 @@ mmon_destroy_instance(void *instance)
         close_conn(&inst->servers[i]);
     }
     json_decref(inst->snapshot);
+    for (size_t k = 0; k < inst->njobs; k++) {
+        mmon_script_free_argv(inst->jobs[k].argv);
+    }
+    free(inst->jobs);
+    mmon_script_free_argv(inst->script_argv);
     pthread_mutex_destroy(&inst->lock);
     pthread_mutex_destroy(&inst->snap_lock);
     free(inst->servers);
@@ -1167,6 +1343,14 @@ static const struct sl_param_spec mmon_params[] = {
      "promotion SQL files are not implemented"},
     {"demotion_sql_file", SL_PARAM_PATH, NULL, SL_PARAM_F_REFUSED, NULL,
      "demotion SQL files are not implemented"},
+    {"script", SL_PARAM_STRING, NULL, 0, NULL,
+     "Command run on server events ($INITIATOR, $EVENT, $PARENT, $CHILDREN, "
+     "$CREDENTIALS, $LIST, $NODELIST, $MASTERLIST, $SLAVELIST, $SYNCEDLIST "
+     "substituted), split into arguments without a shell"},
+    {"events", SL_PARAM_ENUM_MASK, "all", 0, mmon_event_names,
+     "Events that run the script (all: every event)"},
+    {"script_timeout", SL_PARAM_DURATION, "90s", SL_PARAM_F_SECONDS, NULL,
+     "Time a script may run; then SIGTERM, one second later SIGKILL"},
     {"master_conditions", SL_PARAM_STRING, NULL, SL_PARAM_F_REFUSED, NULL,
      "master_conditions is not implemented"},
     {"slave_conditions", SL_PARAM_STRING, NULL, SL_PARAM_F_REFUSED, NULL,

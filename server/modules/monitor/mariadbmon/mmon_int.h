@@ -19,6 +19,7 @@
 #include <sluice/server.h>
 
 #include "mmon.h"
+#include "mmon_script.h"
 
 /* cooperative_monitoring_locks: the lock on one server, seen this tick. */
 enum mmon_lock {
@@ -42,7 +43,15 @@ struct mmon_server {
     bool diverged_logged;        /* "cannot rejoin" said once */
     bool ro_enforced_logged;
     enum mmon_lock lock;         /* cooperative lock, this tick */
+    uint32_t ev_status;          /* status the script events last saw */
+    int parent;                  /* last known master index, -1 none */
     char last_error[256];
+};
+
+/* A script run waiting for the end of the tick: argv substituted. */
+struct mmon_script_job {
+    char **argv;
+    char who[160];
 };
 
 struct mmon_instance {
@@ -77,6 +86,14 @@ struct mmon_instance {
     uint64_t failover_timeout_ms;
     char repl_user[256];
     char repl_password[256];
+
+    /* script, events, script_timeout (mmon_script.c): events found by
+     * publish() wait here, under lock, and run after the tick unlocks. */
+    char **script_argv;          /* NULL: no script */
+    uint64_t script_events;      /* enum mask over mmon_event_names */
+    uint64_t script_timeout_ms;
+    struct mmon_script_job *jobs;
+    size_t njobs;
 
     pthread_mutex_t snap_lock;
     json_t *snapshot;            /* diagnostics, under snap_lock */

@@ -1,0 +1,261 @@
+# SPDX-License-Identifier: Apache-2.0
+"""mariadbmon parameters a MaxScale user relies on (issue 18), on the real
+sandbox cluster: monitor scripts (`script`, `events`, `script_timeout`)
+run on server events with MaxScale's substitutions, and what is refused.
+
+One Sluice for the module (ports st.port(5580..5582)); its monitor runs a
+script that appends its argv, one line per run, to a file; the tests read
+that file. A replica is stopped and started with scripts/sandbox
+stop-server/start-server; db1 stays the primary throughout.
+"""
+
+import os
+import stat
+import time
+
+import pytest
+
+import proxy as px
+import sluicetest as st
+from proxy import MonitoredSluice, global_section, mariadbmon_section, \
+    readconnroute_services, server_sections
+
+pytestmark = pytest.mark.sluice_only
+
+PRIMARY_PORT = st.port(5580)
+REPLICA_PORT = st.port(5581)
+ADMIN_PORT = st.port(5582)
+# a second Sluice while the module's runs
+T_PRIMARY_PORT = st.port(5583)
+T_REPLICA_PORT = st.port(5584)
+T_ADMIN_PORT = st.port(5585)
+
+
+def ep(sid):
+    """A server as MaxScale's script variables write it."""
+    return f"[{st.HOST}]:{st.SERVERS[sid]}"
+
+
+def write_script(path, out):
+    """A script that appends its arguments (tab-separated) to `out` and
+    prints a line the monitor must log at warning level."""
+    path.write_text(f"""#!/bin/sh
+printf '%s' "$#" >> '{out}'
+for a in "$@"; do printf '\\t%s' "$a" >> '{out}'; done
+printf '\\n' >> '{out}'
+echo "warning: script saw $2"
+exit 7
+""")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+
+
+def runs(out):
+    """[(event, initiator, [args...]), ...] in the order they ran."""
+    if not out.exists():
+        return []
+    rows = []
+    for line in out.read_text().splitlines():
+        fields = line.split("\t")
+        args = fields[1:]
+        assert int(fields[0]) == len(args), line
+        rows.append(args)
+    return rows
+
+
+@pytest.fixture(scope="module")
+def sl(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("mmonparams")
+    script = run_dir / "event.sh"
+    out = run_dir / "events.txt"
+    write_script(script, out)
+    servers = "db1,db2,db3"
+    # Quoting as MaxScale splits it: 'a b' stays one argument, and no
+    # shell sees the line (the ';' and the '$HOME' reach the script as
+    # they are written).
+    cmd = (f"{script} initiator=$INITIATOR $EVENT parent=$PARENT "
+           "children=$CHILDREN nodes=$NODELIST all=$LIST "
+           "masters=$MASTERLIST slaves=$SLAVELIST synced=$SYNCEDLIST "
+           "creds=$CREDENTIALS 'two words' x;y $HOME")
+    text = global_section(run_dir, ADMIN_PORT) + server_sections((1, 2, 3))
+    text += mariadbmon_section(servers, "500ms", f"""
+script={cmd}
+events=slave_down,slave_up,master_up,server_up,lost_slave,new_slave
+script_timeout=10s
+""")
+    text += readconnroute_services(servers, PRIMARY_PORT, REPLICA_PORT)
+    s = MonitoredSluice(run_dir, text, [PRIMARY_PORT, REPLICA_PORT,
+                                        ADMIN_PORT], ADMIN_PORT)
+    s.out = out
+    s.run_dir = run_dir
+    try:
+        yield s
+    finally:
+        problems = s.daemon.stop()
+        if not st.healthy_topology(1):
+            st.sandbox_cmd("start-server", 3)
+    assert not problems, "\n".join(problems)
+
+
+def by_event(rows, event, sid):
+    return [r for r in rows if r[1] == event
+            and r[0] == f"initiator={ep(sid)}"]
+
+
+def test_script_on_startup_events(sl):
+    """The first tick raises master_up for db1 and slave_up for the
+    replicas (the servers were Down before), each run with the variables
+    of that moment."""
+    st.wait_until(lambda: len(runs(sl.out)) >= 3, 20,
+                  what="three start-up script runs")
+    rows = runs(sl.out)
+    (m,) = by_event(rows, "master_up", 1)
+    assert m[2] == "parent="
+    # db2 and db3 replicate from db1: its children (order of servers=)
+    assert m[3] == f"children={ep(2)},{ep(3)}"
+    assert m[4] == f"nodes={ep(1)},{ep(2)},{ep(3)}"
+    assert m[5] == f"all={ep(1)},{ep(2)},{ep(3)}"
+    assert m[6] == f"masters={ep(1)}"
+    assert m[7] == f"slaves={ep(2)},{ep(3)}"
+    assert m[8] == "synced="
+    assert m[9] == f"creds={st.SERVICE_USER}:{st.SERVICE_PASSWORD}"
+    assert m[10:] == ["two words", "x;y", "$HOME"]
+    (s2,) = by_event(rows, "slave_up", 2)
+    assert s2[2] == f"parent={ep(1)}" and s2[3] == "children="
+    assert len(by_event(rows, "slave_up", 3)) == 1
+    log = sl.log()
+    # output logged at the level it names, exit status logged, and the
+    # monitor password never in the log (the command line is masked)
+    assert "warning : [mariadbmon] Monitor 'Cluster-Monitor' script (master_up of " \
+           "'db1'): script saw master_up" in log, log[-3000:]
+    assert "exited with status 7" in log
+    assert st.SERVICE_PASSWORD not in log
+
+
+def test_script_slave_down_and_up(sl):
+    st.wait_until(lambda: len(runs(sl.out)) >= 3, 20, what="start-up runs")
+    before = len(runs(sl.out))
+    st.sandbox_cmd("stop-server", 3)
+    try:
+        st.wait_until(lambda: by_event(runs(sl.out)[before:], "slave_down",
+                                       3), 30, what="slave_down of db3")
+        (down,) = by_event(runs(sl.out)[before:], "slave_down", 3)
+        assert down[2] == f"parent={ep(1)}"   # its last known primary
+        assert down[4] == f"nodes={ep(1)},{ep(2)}"
+        assert down[7] == f"slaves={ep(2)}"
+        # routing follows, whatever the script did
+        with st.connect(REPLICA_PORT) as c:
+            assert st.server_id(c) == 2
+        mid = len(runs(sl.out))
+    finally:
+        st.sandbox_cmd("start-server", 3)
+    st.wait_until(lambda: by_event(runs(sl.out)[mid:], "slave_up", 3), 30,
+                  what="slave_up of db3")
+    (up,) = by_event(runs(sl.out)[mid:], "slave_up", 3)
+    assert up[4] == f"nodes={ep(1)},{ep(2)},{ep(3)}"
+    # events= lists no *_down but slave_down, and only db3 changed
+    assert {r[1] for r in runs(sl.out)[before:]} == {"slave_down",
+                                                     "slave_up"}
+
+
+def base(run_dir, params):
+    text = global_section(run_dir, T_ADMIN_PORT) + server_sections((1, 2, 3))
+    return text + mariadbmon_section("db1,db2,db3", "500ms", params)
+
+
+@pytest.mark.parametrize("params,message", [
+    ("script=/nonexistent/notify.sh $EVENT",
+     "parameter 'script': '/nonexistent/notify.sh' is not an executable"),
+    ("script=/bin/echo 'unclosed", "parameter 'script': unclosed ' quote"),
+])
+def test_bad_script_refused_at_startup(tmp_path, params, message):
+    """The monitor is not created (MaxScale refuses it too): the daemon
+    exits with the config status, naming the monitor's section line and
+    the parameter."""
+    for sub in ("log", "data", "persist"):
+        (tmp_path / sub).mkdir()
+    text = base(tmp_path, params)
+    cfg = tmp_path / "bad.cnf"
+    cfg.write_text(text)
+    status, out = px.run_sluice("start", cfg)
+    out += (tmp_path / "log" / "sluice.log").read_text() \
+        if (tmp_path / "log" / "sluice.log").exists() else ""
+    line = text.splitlines().index("[Cluster-Monitor]") + 1
+    assert status == px.CONFIG_REFUSED, out
+    assert f"{cfg}:{line}: monitor module 'mariadbmon' refused to create " \
+           "monitor 'Cluster-Monitor'" in out, out
+    assert message in out, out
+
+
+def test_bad_events_refused(tmp_path):
+    text = base(tmp_path, "script=/bin/true\nevents=master_down,bogus")
+    cfg = tmp_path / "ev.cnf"
+    cfg.write_text(text)
+    status, out = px.run_sluice("check", cfg)
+    line = text.splitlines().index("events=master_down,bogus") + 1
+    assert status == px.CONFIG_REFUSED, out
+    assert f"{cfg}:{line}: invalid value 'master_down,bogus' for " \
+        "parameter 'events'" in out, out
+
+
+def test_script_refused_on_basicmon(tmp_path):
+    """Only mariadbmon runs scripts: on another monitor module `script`
+    is refused with FILE:LINE, never accepted and ignored."""
+    text = base(tmp_path, "").replace("module=mariadbmon", "module=basicmon")
+    text = text.replace("replication_user=", "#").replace(
+        "replication_password=", "#") + "script=/bin/true\n"
+    cfg = tmp_path / "basic.cnf"
+    cfg.write_text(text)
+    status, out = px.run_sluice("check", cfg)
+    line = text.splitlines().index("script=/bin/true") + 1
+    assert status == px.CONFIG_REFUSED, out
+    assert f"{cfg}:{line}: parameter 'script' in " in out, out
+    assert "only mariadbmon runs monitor scripts" in out, out
+
+
+def test_script_timeout_bounds_the_tick(tmp_path):
+    """A script that ignores SIGTERM gets SIGTERM at script_timeout and
+    SIGKILL one second later; nothing of it is left running."""
+    run_dir = tmp_path
+    for sub in ("log", "data", "persist"):
+        (run_dir / sub).mkdir()
+    hang = run_dir / "hang.sh"
+    marker = run_dir / "started"
+    hang.write_text(f"#!/bin/sh\ntrap '' TERM\ntouch {marker}\n"
+                    "while :; do sleep 0.2; done\n")
+    hang.chmod(0o755)
+    text = base(run_dir, f"script={hang}\nevents=master_up\n"
+                "script_timeout=1s")
+    text += readconnroute_services("db1,db2,db3", T_PRIMARY_PORT,
+                                   T_REPLICA_PORT)
+    cfg = run_dir / "t.cnf"
+    cfg.write_text(text)
+    d = px.Daemon(st.sluice_argv("start", cfg), run_dir / "out.log",
+                  st.sluice_env())
+    try:
+        d.wait_ports([T_PRIMARY_PORT, T_ADMIN_PORT])
+        st.wait_until(marker.exists, 20, what="the script to start")
+        t0 = time.monotonic()
+        st.wait_until(lambda: "did not stop on SIGTERM: SIGKILL" in
+                      (run_dir / "out.log").read_text(), 10,
+                      what="SIGKILL of the script")
+        killed_after = time.monotonic() - t0
+        log = (run_dir / "out.log").read_text()
+        assert "still running after script_timeout (1000 ms): SIGTERM" in log
+        assert "was killed by signal 9" in log
+        assert killed_after < 5, killed_after
+        # no script process left behind
+        time.sleep(0.5)
+        left = [p for p in os.listdir("/proc") if p.isdigit() and
+                str(hang) in _cmdline(p)]
+        assert not left, left
+    finally:
+        problems = d.stop()
+    assert not problems, problems
+
+
+def _cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
