@@ -133,7 +133,6 @@ REFUSED = [
     ("db1", "disk_space_threshold=/data:80"),
     ("Mon", "enforce_simple_topology=true"),
     ("Mon", "handle_events=true"),
-    ("Mon", "master_conditions=connected_slave"),
     ("RW", "idle_session_pool_time=1s"),
     ("RW", "user_accounts_file=/tmp/users.json"),
     ("RW", "auth_all_servers=true"),

@@ -29,6 +29,10 @@ ADMIN_PORT = st.port(5582)
 T_PRIMARY_PORT = st.port(5583)
 T_REPLICA_PORT = st.port(5584)
 T_ADMIN_PORT = st.port(5585)
+# the conditions' Sluice
+C_PRIMARY_PORT = st.port(5586)
+C_REPLICA_PORT = st.port(5587)
+C_ADMIN_PORT = st.port(5588)
 
 
 def ep(sid):
@@ -148,13 +152,20 @@ def test_script_slave_down_and_up(sl):
         mid = len(runs(sl.out))
     finally:
         st.sandbox_cmd("start-server", 3)
-    st.wait_until(lambda: by_event(runs(sl.out)[mid:], "slave_up", 3), 30,
-                  what="slave_up of db3")
-    (up,) = by_event(runs(sl.out)[mid:], "slave_up", 3)
-    assert up[4] == f"nodes={ep(1)},{ep(2)},{ep(3)}"
-    # events= lists no *_down but slave_down, and only db3 changed
-    assert {r[1] for r in runs(sl.out)[before:]} == {"slave_down",
-                                                     "slave_up"}
+    # db3 answers either with its replication already running (slave_up)
+    # or a moment before its slave threads start (server_up, then
+    # new_slave: MaxScale raises the same pair in that case)
+    st.wait_until(lambda: by_event(runs(sl.out)[mid:], "slave_up", 3) or
+                  by_event(runs(sl.out)[mid:], "new_slave", 3), 30,
+                  what="slave_up (or server_up + new_slave) of db3")
+    after = [r[1] for r in runs(sl.out)[mid:] if r[0] ==
+             f"initiator={ep(3)}"]
+    assert after in (["slave_up"], ["server_up", "new_slave"]), after
+    last = runs(sl.out)[-1]
+    assert last[4] == f"nodes={ep(1)},{ep(2)},{ep(3)}"
+    assert last[7] == f"slaves={ep(2)},{ep(3)}"
+    # only db3 changed, and events= filtered nothing it raised
+    assert {r[0] for r in runs(sl.out)[before:]} == {f"initiator={ep(3)}"}
 
 
 def base(run_dir, params):
@@ -259,3 +270,133 @@ def _cmdline(pid):
             return f.read().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return ""
+
+
+# ---- master_conditions, slave_conditions ----
+
+def state(admin_port, name):
+    status, doc = px.admin_rest(admin_port, "GET", f"servers/{name}")
+    assert status == 200, (status, doc)
+    return set(doc["data"]["attributes"]["state"].split(", "))
+
+
+def states(admin_port):
+    return {n: state(admin_port, n) for n in ("db1", "db2", "db3")}
+
+
+NORMAL = {"db1": {"Master", "Running"}, "db2": {"Slave", "Running"},
+          "db3": {"Slave", "Running"}}
+
+
+@pytest.fixture(scope="module")
+def cond_sl(sl, tmp_path_factory):
+    """A second Sluice: master_conditions=connecting_slave,running_slave
+    (a running replica must be replicating from the primary) and
+    slave_conditions=writable_master (no Slave without a Master). The
+    module's first Sluice (`sl`, the defaults) is the control."""
+    run_dir = tmp_path_factory.mktemp("mmonconds")
+    text = global_section(run_dir, C_ADMIN_PORT) + server_sections((1, 2, 3))
+    text += mariadbmon_section("db1,db2,db3", "500ms", """
+master_conditions=connecting_slave,running_slave
+slave_conditions=writable_master
+""")
+    text += readconnroute_services("db1,db2,db3", C_PRIMARY_PORT,
+                                   C_REPLICA_PORT)
+    s = MonitoredSluice(run_dir, text, [C_PRIMARY_PORT, C_REPLICA_PORT,
+                                        C_ADMIN_PORT], C_ADMIN_PORT)
+    try:
+        st.wait_until(lambda: states(C_ADMIN_PORT) == NORMAL, 20,
+                      what="db1 Master, db2 and db3 Slave")
+        yield s
+    finally:
+        problems = s.daemon.stop()
+    assert not problems, "\n".join(problems)
+
+
+def sql_thread(sid, start):
+    with st.root(sid) as c:
+        c.cursor().execute(("START" if start else "STOP")
+                           + " SLAVE SQL_THREAD")
+
+
+def test_conditions_in_rest(cond_sl):
+    status, doc = px.admin_rest(C_ADMIN_PORT, "GET",
+                                "monitors/Cluster-Monitor")
+    params = doc["data"]["attributes"]["parameters"]
+    assert params["master_conditions"] == "connecting_slave,running_slave"
+    assert params["slave_conditions"] == "writable_master"
+    status, doc = px.admin_rest(ADMIN_PORT, "GET", "monitors/Cluster-Monitor")
+    params = doc["data"]["attributes"]["parameters"]
+    assert params["master_conditions"] == \
+        "primary_monitor_master,disk_space_ok"
+    assert params["slave_conditions"] == "none"
+
+
+def test_master_needs_a_replicating_replica(cond_sl):
+    sql_thread(3, False)
+    try:
+        # db2 still replicates: db1 stays Master
+        st.wait_until(lambda: state(C_ADMIN_PORT, "db3") == {"Running"},
+                      10, what="db3 no longer Slave")
+        time.sleep(1.5)
+        assert state(C_ADMIN_PORT, "db1") == {"Master", "Running"}
+        sql_thread(2, False)
+        st.wait_until(lambda: state(C_ADMIN_PORT, "db1") == {"Running"},
+                      10, what="db1 losing Master")
+        # the control, with the default conditions, keeps its Master
+        assert state(ADMIN_PORT, "db1") == {"Master", "Running"}
+        assert "primary candidate 'db1' is not published Master: no " \
+               "replica is replicating and running" in cond_sl.log()
+        # no Master: the master service reaches no server
+        with pytest.raises(Exception):
+            with st.connect(C_PRIMARY_PORT, connect_timeout=3) as c:
+                st.server_id(c)
+        with st.connect(PRIMARY_PORT) as c:
+            assert st.server_id(c) == 1
+    finally:
+        sql_thread(2, True)
+        sql_thread(3, True)
+    st.wait_until(lambda: states(C_ADMIN_PORT) == NORMAL, 20,
+                  what="db1 Master again")
+    with st.connect(C_PRIMARY_PORT) as c:
+        assert st.server_id(c) == 1
+
+
+def test_slave_needs_writable_master(cond_sl, sl):
+    with st.root(1) as c:
+        c.cursor().execute("SET GLOBAL read_only=1")
+    try:
+        # no writable primary: no Master, and (writable_master) no Slave
+        st.wait_until(lambda: states(C_ADMIN_PORT) == {
+            "db1": {"Running"}, "db2": {"Running"}, "db3": {"Running"}},
+            10, what="no Master and no Slave")
+        # the control (slave_conditions=none) keeps its replicas
+        st.wait_until(lambda: states(ADMIN_PORT) == {
+            "db1": {"Running"}, "db2": {"Slave", "Running"},
+            "db3": {"Slave", "Running"}}, 10, what="control replicas kept")
+        with st.connect(REPLICA_PORT) as c:
+            assert st.server_id(c) in (2, 3)
+    finally:
+        with st.root(1) as c:
+            c.cursor().execute("SET GLOBAL read_only=0")
+    st.wait_until(lambda: states(C_ADMIN_PORT) == NORMAL, 20,
+                  what="roles back")
+    with st.connect(C_REPLICA_PORT) as c:
+        assert st.server_id(c) in (2, 3)
+    # On the control, db1 lost and regained Master: the events were raised
+    # but events= does not list them, so the script did not run.
+    st.wait_until(lambda: "server 'db1' event new_master" in sl.log(), 10,
+                  what="new_master of db1 on the control")
+    assert "server 'db1' event lost_master" in sl.log()
+    assert not [r for r in runs(sl.out) if r[1] in ("lost_master",
+                                                    "new_master")]
+
+
+def test_bad_conditions_refused(tmp_path):
+    text = base(tmp_path, "master_conditions=connected_slave,bogus")
+    cfg = tmp_path / "mc.cnf"
+    cfg.write_text(text)
+    status, out = px.run_sluice("check", cfg)
+    assert status == px.CONFIG_REFUSED, out
+    assert "invalid value 'connected_slave,bogus' for parameter " \
+           "'master_conditions'" in out, out

@@ -325,6 +325,7 @@ probe_server(struct mmon_instance *inst, int i)
         }
     }
     inst->views[i].running = true;
+    ms->last_slave = inst->views[i].slave;
 }
 
 void
@@ -354,14 +355,95 @@ role_bits(struct mmon_instance *inst, int i)
     }
     bits = SL_SRV_RUNNING;
     if (i == inst->primary) {
-        bits |= SL_SRV_MASTER;
-    } else if (mmon_is_replica(v, inst->n, i)) {
+        if (inst->master_ok) {
+            bits |= SL_SRV_MASTER;
+        }
+    } else if (mmon_is_replica(v, inst->n, i) &&
+               mmon_slave_conds_ok(v, inst->n, i, inst->primary,
+                                   inst->master_ok, inst->slave_conds,
+                                   inst->coop_ok)) {
         bits |= SL_SRV_SLAVE;
         if (mmon_count_replicas(v, inst->n, i) > 0) {
             bits |= SL_SRV_RELAY;
         }
     }
     return bits;
+}
+
+/* ---- master_conditions, slave_conditions (mmon_conds.c) ---- */
+
+/* MaxScale's name: the primary monitor holds it on the primary server, so
+ * secondary monitors (Sluice's or MaxScale's) publish the same primary. */
+#define MMON_MASTER_LOCK "maxscale_mariadbmonitor_master"
+
+static long long query_int(struct mmon_instance *inst, int i,
+                           const char *sql);
+
+/*
+ * With cooperative locks: the primary monitor takes MMON_MASTER_LOCK on
+ * the primary candidate's monitor connection (and gives it up anywhere
+ * else); a secondary monitor holds none and looks whether another
+ * connection holds it on its own candidate. True when the candidate is
+ * the primary monitor's choice (always true without cooperative locks).
+ */
+static bool
+update_master_lock(struct mmon_instance *inst)
+{
+    int p = inst->primary;
+    bool take = inst->primary_monitor && p >= 0 && inst->views[p].running;
+    bool ok;
+
+    if (inst->coop == MMON_COOP_NONE) {
+        return true;
+    }
+    for (int i = 0; i < inst->n; i++) {
+        struct mmon_server *ms = &inst->servers[i];
+
+        if (ms->conn == NULL) {
+            ms->master_lock_held = false;   /* went with the connection */
+        } else if (ms->master_lock_held && (!take || i != p)) {
+            query_int(inst, i, "SELECT RELEASE_LOCK('" MMON_MASTER_LOCK "')");
+            ms->master_lock_held = false;
+        }
+    }
+    if (p < 0 || !inst->views[p].running) {
+        return false;
+    }
+    if (take) {
+        ok = query_int(inst, p, "SELECT IF(IS_USED_LOCK('" MMON_MASTER_LOCK
+                       "') = CONNECTION_ID(), 1, GET_LOCK('" MMON_MASTER_LOCK
+                       "', 0))") == 1;
+        inst->servers[p].master_lock_held = ok;
+        return true;   /* the primary monitor's own choice */
+    }
+    ok = query_int(inst, p, "SELECT IFNULL(IS_USED_LOCK('" MMON_MASTER_LOCK
+                   "') <> CONNECTION_ID(), 0)") == 1;
+    return ok;
+}
+
+/* Before each publish: may the candidate be Master, with the reason
+ * logged once when it may not. */
+static void
+update_conditions(struct mmon_instance *inst)
+{
+    struct mmon_slave_conn last[inst->n > 0 ? inst->n : 1];
+    char why[256] = "";
+    bool was = inst->master_ok;
+
+    for (int i = 0; i < inst->n; i++) {
+        last[i] = inst->views[i].running ? inst->views[i].slave
+                                         : inst->servers[i].last_slave;
+    }
+    inst->coop_ok = update_master_lock(inst);
+    inst->master_ok = mmon_master_conds_ok(inst->views, last, inst->n,
+                                           inst->primary, inst->master_conds,
+                                           inst->coop_ok, why, sizeof(why));
+    if (inst->primary >= 0 && !inst->master_ok &&
+        (was || strcmp(why, inst->master_why) != 0)) {
+        sl_log_warn("Monitor '%s': primary candidate '%s' is not published Master: %s", MONNAME(inst), SRVNAME(inst, inst->primary), why);
+    }
+    snprintf(inst->master_why, sizeof(inst->master_why), "%s",
+             inst->master_ok ? "" : why);
 }
 
 /* ---- script, events (mmon_script.c) ---- */
@@ -501,6 +583,7 @@ script_run_queued(struct mmon_instance *inst)
 static void
 publish(struct mmon_instance *inst)
 {
+    update_conditions(inst);
     for (int i = 0; i < inst->n; i++) {
         struct sl_server *srv = inst->servers[i].srv;
         uint32_t bits = role_bits(inst, i);
@@ -924,6 +1007,9 @@ read_params(struct mmon_instance *inst, const struct sl_params *p)
     inst->failover_timeout_ms = sl_params_duration_ms(p, "failover_timeout");
     inst->coop = (enum mmon_coop)sl_params_enum(p,
                                                 "cooperative_monitoring_locks");
+    inst->master_conds = (unsigned)sl_params_enum_mask(p,
+                                                       "master_conditions");
+    inst->slave_conds = (unsigned)sl_params_enum_mask(p, "slave_conditions");
     /* MaxScale: without replication_user the monitor's own account is
      * used in CHANGE MASTER TO. */
     snprintf(inst->repl_user, sizeof(inst->repl_user), "%s",
@@ -1351,10 +1437,16 @@ static const struct sl_param_spec mmon_params[] = {
      "Events that run the script (all: every event)"},
     {"script_timeout", SL_PARAM_DURATION, "90s", SL_PARAM_F_SECONDS, NULL,
      "Time a script may run; then SIGTERM, one second later SIGKILL"},
-    {"master_conditions", SL_PARAM_STRING, NULL, SL_PARAM_F_REFUSED, NULL,
-     "master_conditions is not implemented"},
-    {"slave_conditions", SL_PARAM_STRING, NULL, SL_PARAM_F_REFUSED, NULL,
-     "slave_conditions is not implemented"},
+    {"master_conditions", SL_PARAM_ENUM_MASK,
+     "primary_monitor_master,disk_space_ok", 0, mmon_master_cond_names,
+     "What the primary must also have to be Master: a replica connecting, "
+     "connected or running; the primary monitor's choice; disk space "
+     "(always ok: no disk space monitoring); none"},
+    {"slave_conditions", SL_PARAM_ENUM_MASK, "none", 0, mmon_slave_cond_names,
+     "What a replica must also have to be Slave: linked_master (both "
+     "threads running up to a running primary), running_master, "
+     "writable_master (the primary is Master), primary_monitor_master; "
+     "none"},
     SL_PARAM_END,
 };
 

@@ -19,6 +19,7 @@
 #include <sluice/server.h>
 
 #include "mmon.h"
+#include "mmon_conds.h"
 #include "mmon_script.h"
 
 /* cooperative_monitoring_locks: the lock on one server, seen this tick. */
@@ -45,6 +46,8 @@ struct mmon_server {
     enum mmon_lock lock;         /* cooperative lock, this tick */
     uint32_t ev_status;          /* status the script events last saw */
     int parent;                  /* last known master index, -1 none */
+    struct mmon_slave_conn last_slave;  /* as of the last good probe */
+    bool master_lock_held;       /* MMON_MASTER_LOCK on this connection */
     char last_error[256];
 };
 
@@ -86,6 +89,13 @@ struct mmon_instance {
     uint64_t failover_timeout_ms;
     char repl_user[256];
     char repl_password[256];
+
+    /* master_conditions, slave_conditions (mmon_conds.c) */
+    unsigned master_conds;
+    unsigned slave_conds;
+    bool master_ok;              /* the candidate may be Master this tick */
+    bool coop_ok;                /* primary_monitor_master holds */
+    char master_why[256];        /* why not, logged once per change */
 
     /* script, events, script_timeout (mmon_script.c): events found by
      * publish() wait here, under lock, and run after the tick unlocks. */
