@@ -9,9 +9,14 @@ that file. A replica is stopped and started with scripts/sandbox
 stop-server/start-server; db1 stays the primary throughout.
 """
 
+import base64
+import json
 import os
 import stat
+import subprocess
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 
@@ -400,3 +405,207 @@ def test_bad_conditions_refused(tmp_path):
     assert status == px.CONFIG_REFUSED, out
     assert "invalid value 'connected_slave,bogus' for parameter " \
            "'master_conditions'" in out, out
+
+
+# ---- async commands, fetch-cmd-result, cancel-cmd, reset-replication ----
+
+MAXCTRL = st.BUILD_DIR / "bin" / "maxctrl"
+
+
+def maxctrl(admin_port, *args, user="admin", password="mariadb"):
+    return subprocess.run([str(MAXCTRL), "-u", user, "-p", password,
+                           "--hosts", f"{st.HOST}:{admin_port}", *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+def fetch(admin_port=ADMIN_PORT):
+    return px.monitor_command(admin_port, "fetch-cmd-result",
+                              "Cluster-Monitor")
+
+
+def primary_id(port=PRIMARY_PORT):
+    with st.connect(port, connect_timeout=3, read_timeout=5) as c:
+        return st.server_id(c)
+
+
+def wait_primary(sid, port=PRIMARY_PORT, timeout=30):
+    others = [s for s in (1, 2, 3) if s != sid]
+    st.wait_until(lambda: not st.read_only(sid) and all(
+        st.replicates_from(s, sid) for s in others), timeout,
+        what=f"db{sid} primary, the others replicating from it")
+    st.wait_until(lambda: primary_id(port) == sid, timeout,
+                  what=f"the master service to reach db{sid}")
+
+
+def error_detail(doc):
+    return doc["errors"][0]["detail"] if doc and doc.get("errors") else ""
+
+
+def test_async_switchover(sl):
+    status, doc = fetch()
+    assert (status, doc) == (200, {"meta": "No manual command results "
+                                           "are available."})
+    t0 = time.monotonic()
+    proc = maxctrl(ADMIN_PORT, "call", "command", "mariadbmon",
+                   "async-switchover", "Cluster-Monitor", "db2", "db1")
+    returned = time.monotonic() - t0
+    try:
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.strip() == "OK"
+        # a second command while the first is pending or running: refused
+        status, doc = sl.command("switchover", "Cluster-Monitor", "db3")
+        assert status == 400 and ("is pending" in error_detail(doc) or
+                                  "is running" in error_detail(doc)), \
+            (status, doc)
+        first = fetch()
+        assert first[0] == 200 and first[1]["meta"] in (
+            "Command 'switchover' is pending.",
+            "Command 'switchover' is still running.",
+            "switchover completed successfully."), first
+        st.wait_until(lambda: fetch()[1]["meta"] ==
+                      "switchover completed successfully.", 60,
+                      what="the switchover's result")
+        wait_primary(2)
+        print(f"async-switchover returned after {returned:.3f}s; first "
+              f"fetch-cmd-result: {first[1]['meta']!r}")
+        assert returned < 2, returned
+        # a failing one: db2 is the primary now
+        status, doc = sl.command("async-switchover", "Cluster-Monitor",
+                                 "db2")
+        assert status == 204, (status, doc)
+        st.wait_until(lambda: fetch()[0] == 400, 30,
+                      what="the failed switchover's result")
+        assert "switchover failed: 'db2' cannot be promoted" in \
+            error_detail(fetch()[1])
+    finally:
+        status, doc = sl.command("switchover", "Cluster-Monitor", "db1")
+    assert status == 200, (status, doc)
+    wait_primary(1)
+    assert fetch()[1]["meta"] == "switchover completed successfully."
+
+
+def test_commands_need_admin(sl):
+    status, _ = px.admin_rest(ADMIN_PORT, "POST", "users/inet", {"data": {
+        "id": "viewer", "attributes": {"password": "v-pw",
+                                       "account": "basic"}}})
+    assert status == 204
+    try:
+        for cmd in ("async-switchover", "async-failover", "async-rejoin",
+                    "reset-replication", "cancel-cmd"):
+            args = ["Cluster-Monitor"] + (["db3"] if cmd == "async-rejoin"
+                                          else [])
+            proc = maxctrl(ADMIN_PORT, "call", "command", "mariadbmon", cmd,
+                           *args, user="viewer", password="v-pw")
+            assert proc.returncode != 0, (cmd, proc.stdout)
+            assert "read-only (basic) access" in proc.stderr, \
+                (cmd, proc.stderr)
+            # the REST API's answer itself: 403
+            req = urllib.request.Request(
+                f"http://{st.HOST}:{ADMIN_PORT}/v1/maxscale/modules/"
+                f"mariadbmon/{cmd}?" + "&".join(args), data=b"",
+                method="POST")
+            req.add_header("Authorization", "Basic " + base64.b64encode(
+                b"viewer:v-pw").decode())
+            with pytest.raises(urllib.error.HTTPError) as exc:
+                urllib.request.urlopen(req, timeout=10)
+            assert exc.value.code == 403, cmd
+        # fetch-cmd-result only reports: a read-only user may GET it
+        url = (f"http://{st.HOST}:{ADMIN_PORT}/v1/maxscale/modules/"
+               "mariadbmon/fetch-cmd-result?Cluster-Monitor")
+        req = urllib.request.Request(url, method="GET")
+        req.add_header("Authorization", "Basic " + base64.b64encode(
+            b"viewer:v-pw").decode())
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            assert resp.status == 200
+            assert "meta" in json.loads(resp.read())
+        # nothing moved
+        assert primary_id() == 1 and st.healthy_topology(1)
+    finally:
+        px.admin_rest(ADMIN_PORT, "DELETE", "users/inet/viewer")
+
+
+def test_cancel_cmd(tmp_path):
+    """A monitor ticking every 10 s leaves an async command pending for
+    seconds: cancel-cmd drops it, and nothing changes."""
+    for sub in ("log", "data", "persist"):
+        (tmp_path / sub).mkdir()
+    text = base(tmp_path, "").replace("monitor_interval=500ms",
+                                      "monitor_interval=10s")
+    text += readconnroute_services("db1,db2,db3", T_PRIMARY_PORT,
+                                   T_REPLICA_PORT)
+    cfg = tmp_path / "c.cnf"
+    cfg.write_text(text)
+    d = px.Daemon(st.sluice_argv("start", cfg), tmp_path / "out.log",
+                  st.sluice_env())
+    try:
+        d.wait_ports([T_PRIMARY_PORT, T_ADMIN_PORT])
+        st.wait_until(lambda: primary_id(T_PRIMARY_PORT) == 1, 20,
+                      what="the first tick")
+        status, doc = px.monitor_command(T_ADMIN_PORT, "async-switchover",
+                                         "Cluster-Monitor", "db2")
+        assert status == 204, (status, doc)
+        assert fetch(T_ADMIN_PORT)[1]["meta"] == \
+            "Command 'switchover' is pending."
+        status, doc = px.monitor_command(T_ADMIN_PORT, "cancel-cmd",
+                                         "Cluster-Monitor")
+        assert status == 204, (status, doc)
+        status, doc = fetch(T_ADMIN_PORT)
+        assert status == 400 and error_detail(doc) == \
+            "switchover was cancelled before it started.", (status, doc)
+        status, doc = px.monitor_command(T_ADMIN_PORT, "cancel-cmd",
+                                         "Cluster-Monitor")
+        assert status == 400 and "no command to cancel" in \
+            error_detail(doc), (status, doc)
+        time.sleep(11)   # past the next tick: the cancelled one never ran
+        assert primary_id(T_PRIMARY_PORT) == 1 and st.healthy_topology(1)
+        assert "running the scheduled switchover" not in \
+            (tmp_path / "out.log").read_text()
+    finally:
+        problems = d.stop()
+    assert not problems, problems
+
+
+def binlogs(sid):
+    with st.root(sid) as c, c.cursor() as cur:
+        cur.execute("SHOW BINARY LOGS")
+        n = len(cur.fetchall())
+        cur.execute("SELECT @@gtid_binlog_pos, @@gtid_slave_pos")
+        return (n,) + cur.fetchone()
+
+
+def test_reset_replication(sl):
+    """Destructive, as in MaxScale: binary logs deleted and GTIDs reset on
+    every server, replication restarted from the primary; data kept."""
+    with st.root(1) as c:
+        c.cursor().execute("FLUSH BINARY LOGS")
+    before = {sid: binlogs(sid) for sid in (1, 2, 3)}
+    assert before[1][0] >= 2, before
+    status, doc = sl.command("reset-replication", "Cluster-Monitor", "db1")
+    assert (status, doc) == (200, {"meta": {"primary": "db1"}}), (status,
+                                                                   doc)
+    wait_primary(1)
+    after = {sid: binlogs(sid) for sid in (1, 2, 3)}
+    for sid in (1, 2, 3):
+        assert after[sid][0] == 1, after     # one fresh binary log
+        assert after[sid][2] in ("0-1-0", ""), after
+    # replication works from the new start: a write through Sluice
+    token = int(time.time() * 1000) % 1000000000
+    with st.connect(PRIMARY_PORT) as c, c.cursor() as cur:
+        cur.execute("CREATE TABLE IF NOT EXISTS test.mmon_reset "
+                    "(id INT PRIMARY KEY, sid INT)")
+        cur.execute("DELETE FROM test.mmon_reset")
+        cur.execute("INSERT INTO test.mmon_reset VALUES (%s, @@server_id)",
+                    (token,))
+        c.commit()
+
+    def replicated(sid):
+        with st.root(sid) as c:
+            return st.scalar(c, "SELECT sid FROM test.mmon_reset "
+                             "WHERE id=%s", (token,)) == 1
+
+    for sid in (2, 3):
+        st.wait_until(lambda sid=sid: replicated(sid), 10,
+                      what=f"the write on db{sid}")
+    assert binlogs(1)[1].startswith("0-1-"), binlogs(1)
+    assert "reset-replication done: 'db1' is the primary" in sl.log()
+    assert fetch()[1]["meta"] == "reset-replication completed successfully."

@@ -953,6 +953,8 @@ update_snapshot(struct mmon_instance *inst)
     pthread_mutex_unlock(&inst->snap_lock);
 }
 
+static void run_scheduled(struct mmon_instance *inst);
+
 static void
 mmon_tick(void *instance)
 {
@@ -968,6 +970,7 @@ mmon_tick(void *instance)
     publish(inst);
     update_snapshot(inst);
     pthread_mutex_unlock(&inst->lock);
+    run_scheduled(inst);
     script_run_queued(inst);
 }
 
@@ -1084,6 +1087,7 @@ mmon_create_instance(struct sl_monitor *mon, const struct sl_params *p)
     }
     pthread_mutex_init(&inst->lock, NULL);
     pthread_mutex_init(&inst->snap_lock, NULL);
+    pthread_mutex_init(&inst->cmd_lock, NULL);
     pthread_mutex_lock(&instances_lock);
     if (ninstances < sizeof(instances) / sizeof(instances[0])) {
         instances[ninstances++] = inst;
@@ -1119,6 +1123,7 @@ mmon_destroy_instance(void *instance)
     mmon_script_free_argv(inst->script_argv);
     pthread_mutex_destroy(&inst->lock);
     pthread_mutex_destroy(&inst->snap_lock);
+    pthread_mutex_destroy(&inst->cmd_lock);
     free(inst->servers);
     free(inst->views);
     free(inst);
@@ -1184,7 +1189,15 @@ server_index(struct mmon_instance *inst, struct sl_server *srv)
     return -1;
 }
 
-enum cmd_kind { CMD_SWITCHOVER, CMD_FAILOVER, CMD_REJOIN, CMD_RELEASE };
+enum cmd_kind { CMD_SWITCHOVER, CMD_FAILOVER, CMD_REJOIN, CMD_RELEASE,
+                CMD_RESET };
+
+static const char *const cmd_names[] = {"switchover", "failover", "rejoin",
+                                        "release-locks",
+                                        "reset-replication"};
+
+/* fetch-cmd-result's view of inst->cmd. */
+enum mmon_cmd_state { CMD_NONE, CMD_SCHEDULED, CMD_RUNNING, CMD_DONE };
 
 /* May this instance change the cluster now? err[] says why not. */
 static bool
@@ -1256,13 +1269,116 @@ run_locked(struct mmon_instance *inst, enum cmd_kind kind, int a, int b,
             return -1;
         }
         return mmon_rejoin(inst, a, err, errlen);
+    case CMD_RESET:
+        return mmon_reset_replication(inst, a, err, errlen);
     }
     return -1;
 }
 
+/* A command, with the instance locked around it and the views fresh
+ * before and published after. Any thread. */
 static int
-run_command(enum cmd_kind kind, const struct sl_modcmd_arg *args, int nargs,
-            void **output, char **error)
+execute(struct mmon_instance *inst, enum cmd_kind kind, int a, int b,
+        char *err, size_t errlen)
+{
+    int rc;
+
+    pthread_mutex_lock(&inst->lock);
+    mmon_probe_all(inst);
+    update_locks(inst);
+    update_primary(inst);
+    rc = run_locked(inst, kind, a, b, err, errlen);
+    mmon_probe_all(inst);
+    if (kind != CMD_RELEASE) {
+        update_locks(inst);
+    }
+    update_primary(inst);
+    publish(inst);
+    update_snapshot(inst);
+    pthread_mutex_unlock(&inst->lock);
+    return rc;
+}
+
+/* The latest manual command's end, for fetch-cmd-result. */
+static void
+cmd_done(struct mmon_instance *inst, int rc, const char *err)
+{
+    pthread_mutex_lock(&inst->cmd_lock);
+    inst->cmd.state = CMD_DONE;
+    inst->cmd.ok = rc >= 0;
+    if (rc >= 0) {
+        snprintf(inst->cmd.result, sizeof(inst->cmd.result),
+                 "%s completed successfully.", inst->cmd.name);
+    } else {
+        snprintf(inst->cmd.result, sizeof(inst->cmd.result), "%s failed: %s",
+                 inst->cmd.name, err);
+    }
+    pthread_mutex_unlock(&inst->cmd_lock);
+}
+
+/*
+ * Claim the manual command slot for `kind` (scheduled or running now).
+ * -EBUSY with *error set while another manual command is pending or
+ * running: one at a time, as in MaxScale.
+ */
+static int
+cmd_claim(struct mmon_instance *inst, enum cmd_kind kind, int a, int b,
+          bool async, char **error)
+{
+    int rc = 0;
+
+    pthread_mutex_lock(&inst->cmd_lock);
+    if (inst->cmd.state == CMD_SCHEDULED || inst->cmd.state == CMD_RUNNING) {
+        if (asprintf(error, "cannot run '%s': the command '%s' is %s on "
+                     "monitor '%s' (fetch-cmd-result shows its result, "
+                     "cancel-cmd cancels it while it is pending)",
+                     cmd_names[kind], inst->cmd.name,
+                     inst->cmd.state == CMD_SCHEDULED ? "pending"
+                                                      : "running",
+                     MONNAME(inst)) < 0) {
+            *error = NULL;
+        }
+        rc = -EBUSY;
+    } else {
+        inst->cmd.state = async ? CMD_SCHEDULED : CMD_RUNNING;
+        inst->cmd.kind = kind;
+        inst->cmd.a = a;
+        inst->cmd.b = b;
+        inst->cmd.ok = false;
+        inst->cmd.result[0] = '\0';
+        snprintf(inst->cmd.name, sizeof(inst->cmd.name), "%s",
+                 cmd_names[kind]);
+    }
+    pthread_mutex_unlock(&inst->cmd_lock);
+    return rc;
+}
+
+/* Monitor thread, after a tick: run a scheduled async command. */
+static void
+run_scheduled(struct mmon_instance *inst)
+{
+    char err[1024] = "";
+    int kind, a, b;
+    int rc;
+
+    pthread_mutex_lock(&inst->cmd_lock);
+    if (inst->cmd.state != CMD_SCHEDULED) {
+        pthread_mutex_unlock(&inst->cmd_lock);
+        return;
+    }
+    inst->cmd.state = CMD_RUNNING;
+    kind = inst->cmd.kind;
+    a = inst->cmd.a;
+    b = inst->cmd.b;
+    pthread_mutex_unlock(&inst->cmd_lock);
+    sl_log_notice("Monitor '%s': running the scheduled %s", MONNAME(inst), cmd_names[kind]);
+    rc = execute(inst, (enum cmd_kind)kind, a, b, err, sizeof(err));
+    cmd_done(inst, rc, err);
+}
+
+static int
+run_command(enum cmd_kind kind, bool async, const struct sl_modcmd_arg *args,
+            int nargs, void **output, char **error)
 {
     struct mmon_instance *inst = find_instance(args[0].v.monitor);
     char err[1024] = "";
@@ -1286,25 +1402,29 @@ run_command(enum cmd_kind kind, const struct sl_modcmd_arg *args, int nargs,
             return -EINVAL;
         }
     }
-    pthread_mutex_lock(&inst->lock);
-    mmon_probe_all(inst);
-    update_locks(inst);
-    update_primary(inst);
-    rc = run_locked(inst, kind, idx[0], idx[1], err, sizeof(err));
-    mmon_probe_all(inst);
-    if (kind != CMD_RELEASE) {
-        update_locks(inst);
+    if (kind == CMD_RELEASE) {
+        /* not a cluster operation: no slot, no result to fetch */
+        rc = execute(inst, kind, idx[0], idx[1], err, sizeof(err));
+    } else {
+        if ((rc = cmd_claim(inst, kind, idx[0], idx[1], async, error)) < 0) {
+            return rc;
+        }
+        if (async) {
+            /* The monitor thread runs it after its next tick. */
+            sl_log_notice("Monitor '%s': %s scheduled (async-%s)", MONNAME(inst), cmd_names[kind], cmd_names[kind]);
+            return 0;
+        }
+        rc = execute(inst, kind, idx[0], idx[1], err, sizeof(err));
+        cmd_done(inst, rc, err);
     }
-    update_primary(inst);
-    publish(inst);
-    update_snapshot(inst);
-    pthread_mutex_unlock(&inst->lock);
     if (rc < 0) {
         *error = strdup(err);
         return -EIO;
     }
+    pthread_mutex_lock(&inst->lock);
     *output = json_pack("{s:s?}", "primary", inst->primary >= 0 ?
                         SRVNAME(inst, inst->primary) : NULL);
+    pthread_mutex_unlock(&inst->lock);
     return 0;
 }
 
@@ -1312,29 +1432,147 @@ static int
 cmd_switchover(const struct sl_modcmd_arg *args, int nargs, void **output,
                char **error)
 {
-    return run_command(CMD_SWITCHOVER, args, nargs, output, error);
+    return run_command(CMD_SWITCHOVER, false, args, nargs, output, error);
 }
 
 static int
 cmd_failover(const struct sl_modcmd_arg *args, int nargs, void **output,
              char **error)
 {
-    return run_command(CMD_FAILOVER, args, nargs, output, error);
+    return run_command(CMD_FAILOVER, false, args, nargs, output, error);
 }
 
 static int
 cmd_rejoin(const struct sl_modcmd_arg *args, int nargs, void **output,
            char **error)
 {
-    return run_command(CMD_REJOIN, args, nargs, output, error);
+    return run_command(CMD_REJOIN, false, args, nargs, output, error);
 }
 
 static int
 cmd_release_locks(const struct sl_modcmd_arg *args, int nargs,
                   void **output, char **error)
 {
-    return run_command(CMD_RELEASE, args, nargs, output, error);
+    return run_command(CMD_RELEASE, false, args, nargs, output, error);
 }
+
+static int
+cmd_reset_replication(const struct sl_modcmd_arg *args, int nargs,
+                      void **output, char **error)
+{
+    return run_command(CMD_RESET, false, args, nargs, output, error);
+}
+
+static int
+cmd_async_switchover(const struct sl_modcmd_arg *args, int nargs,
+                     void **output, char **error)
+{
+    return run_command(CMD_SWITCHOVER, true, args, nargs, output, error);
+}
+
+static int
+cmd_async_failover(const struct sl_modcmd_arg *args, int nargs,
+                   void **output, char **error)
+{
+    return run_command(CMD_FAILOVER, true, args, nargs, output, error);
+}
+
+static int
+cmd_async_rejoin(const struct sl_modcmd_arg *args, int nargs, void **output,
+                 char **error)
+{
+    return run_command(CMD_REJOIN, true, args, nargs, output, error);
+}
+
+static int
+cmd_async_reset_replication(const struct sl_modcmd_arg *args, int nargs,
+                            void **output, char **error)
+{
+    return run_command(CMD_RESET, true, args, nargs, output, error);
+}
+
+/*
+ * fetch-cmd-result: the latest manual command (async or not) — pending,
+ * running, "NAME completed successfully." or, for a failure, the error
+ * (the call fails with it, as the command itself would have).
+ */
+static int
+cmd_fetch_result(const struct sl_modcmd_arg *args, int nargs, void **output,
+                 char **error)
+{
+    struct mmon_instance *inst = find_instance(args[0].v.monitor);
+    int rc = 0;
+
+    (void)nargs;
+    if (inst == NULL) {
+        *error = strdup("the monitor is not a mariadbmon monitor");
+        return -EINVAL;
+    }
+    pthread_mutex_lock(&inst->cmd_lock);
+    switch (inst->cmd.state) {
+    case CMD_NONE:
+        *output = json_string("No manual command results are available.");
+        break;
+    case CMD_SCHEDULED:
+        *output = json_sprintf("Command '%s' is pending.", inst->cmd.name);
+        break;
+    case CMD_RUNNING:
+        *output = json_sprintf("Command '%s' is still running.",
+                               inst->cmd.name);
+        break;
+    default:
+        if (inst->cmd.ok) {
+            *output = json_string(inst->cmd.result);
+        } else {
+            *error = strdup(inst->cmd.result);
+            rc = -EIO;
+        }
+        break;
+    }
+    pthread_mutex_unlock(&inst->cmd_lock);
+    return rc;
+}
+
+/* cancel-cmd: drop a scheduled command that has not started. */
+static int
+cmd_cancel(const struct sl_modcmd_arg *args, int nargs, void **output,
+           char **error)
+{
+    struct mmon_instance *inst = find_instance(args[0].v.monitor);
+    int rc = 0;
+
+    (void)nargs;
+    (void)output;
+    if (inst == NULL) {
+        *error = strdup("the monitor is not a mariadbmon monitor");
+        return -EINVAL;
+    }
+    pthread_mutex_lock(&inst->cmd_lock);
+    if (inst->cmd.state == CMD_SCHEDULED) {
+        inst->cmd.state = CMD_DONE;
+        inst->cmd.ok = false;
+        snprintf(inst->cmd.result, sizeof(inst->cmd.result),
+                 "%s was cancelled before it started.", inst->cmd.name);
+        sl_log_notice("Monitor '%s': scheduled %s cancelled (cancel-cmd)", MONNAME(inst), inst->cmd.name);
+    } else {
+        if (asprintf(error, "no command to cancel on monitor '%s'%s%s%s",
+                     MONNAME(inst),
+                     inst->cmd.state == CMD_RUNNING ? ": '" : "",
+                     inst->cmd.state == CMD_RUNNING ? inst->cmd.name : "",
+                     inst->cmd.state == CMD_RUNNING
+                         ? "' is already running" : "") < 0) {
+            *error = NULL;
+        }
+        rc = -EINVAL;
+    }
+    pthread_mutex_unlock(&inst->cmd_lock);
+    return rc;
+}
+
+static const struct sl_modcmd_arg_spec reset_args[] = {
+    {SL_MODCMD_ARG_MONITOR, false, "Monitor name"},
+    {SL_MODCMD_ARG_SERVER, true, "New primary (default: the current one)"},
+};
 
 static const struct sl_modcmd_arg_spec switchover_args[] = {
     {SL_MODCMD_ARG_MONITOR, false, "Monitor name"},
@@ -1373,6 +1611,43 @@ mmon_process_init(void)
         rc = sl_modcmd_register("mariadbmon", "rejoin", SL_MODCMD_ACTIVE,
                                 cmd_rejoin, rejoin_args, 2,
                                 "Make a server replicate from the primary");
+    }
+    {
+        static const struct {
+            const char *name;
+            enum sl_modcmd_kind kind;
+            sl_modcmd_fn fn;
+            const struct sl_modcmd_arg_spec *args;
+            int nargs;
+            const char *desc;
+        } more[] = {
+            {"reset-replication", SL_MODCMD_ACTIVE, cmd_reset_replication,
+             reset_args, 2, "Delete the binary logs and GTID positions of "
+             "every server and restart replication from the primary "
+             "(destructive)"},
+            {"async-switchover", SL_MODCMD_ACTIVE, cmd_async_switchover,
+             switchover_args, 3, "Schedule a switchover and return at once "
+             "(see fetch-cmd-result)"},
+            {"async-failover", SL_MODCMD_ACTIVE, cmd_async_failover,
+             failover_args, 1, "Schedule a failover and return at once"},
+            {"async-rejoin", SL_MODCMD_ACTIVE, cmd_async_rejoin, rejoin_args,
+             2, "Schedule a rejoin and return at once"},
+            {"async-reset-replication", SL_MODCMD_ACTIVE,
+             cmd_async_reset_replication, reset_args, 2,
+             "Schedule a reset-replication and return at once"},
+            {"fetch-cmd-result", SL_MODCMD_PASSIVE, cmd_fetch_result,
+             failover_args, 1, "The state or result of the latest manual "
+             "command"},
+            {"cancel-cmd", SL_MODCMD_ACTIVE, cmd_cancel, failover_args, 1,
+             "Cancel a scheduled command that has not started"},
+        };
+
+        for (size_t k = 0; k < sizeof(more) / sizeof(more[0]) &&
+                           (rc == 0 || rc == -EEXIST); k++) {
+            rc = sl_modcmd_register("mariadbmon", more[k].name, more[k].kind,
+                                    more[k].fn, more[k].args, more[k].nargs,
+                                    more[k].desc);
+        }
     }
     if (rc == 0 || rc == -EEXIST) {
         rc = sl_modcmd_register("mariadbmon", "release-locks",

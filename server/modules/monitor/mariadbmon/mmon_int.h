@@ -105,6 +105,18 @@ struct mmon_instance {
     struct mmon_script_job *jobs;
     size_t njobs;
 
+    /* The latest manual command (fetch-cmd-result), and an async one
+     * waiting for the monitor thread; under cmd_lock, never held long. */
+    pthread_mutex_t cmd_lock;
+    struct {
+        int state;               /* enum mmon_cmd_state (mariadbmon.c) */
+        int kind;                /* enum cmd_kind */
+        int a, b;                /* server indexes or -1 */
+        bool ok;
+        char name[32];
+        char result[1024];
+    } cmd;
+
     pthread_mutex_t snap_lock;
     json_t *snapshot;            /* diagnostics, under snap_lock */
 };
@@ -122,6 +134,8 @@ int mmon_switchover(struct mmon_instance *inst, int new_primary, int old,
                     char *err, size_t errlen);
 int mmon_rejoin(struct mmon_instance *inst, int i, char *err,
                 size_t errlen);
+int mmon_reset_replication(struct mmon_instance *inst, int new_primary,
+                           char *err, size_t errlen);
 /* Can server i rejoin the current primary? why[] when not. */
 bool mmon_rejoin_allowed(struct mmon_instance *inst, int i, char *why,
                          size_t whylen);

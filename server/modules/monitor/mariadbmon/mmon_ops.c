@@ -413,6 +413,81 @@ rejoin_run(struct mmon_instance *inst, int i, char *err, size_t errlen)
     return redirect(inst, i, inst->primary, &has, err, errlen);
 }
 
+/*
+ * reset-replication (MaxScale's): on every server, STOP SLAVE, RESET SLAVE
+ * ALL, read_only=1, RESET MASTER (binary logs deleted) and gtid_slave_pos
+ * set to sequence 0 in the new primary's domain; then the new primary
+ * (new_primary, or the current primary) is made writable and every other
+ * server replicates from it. Destructive: the GTID history is gone. Every
+ * monitored server not in maintenance must be running.
+ */
+int
+mmon_reset_replication(struct mmon_instance *inst, int new_primary,
+                       char *err, size_t errlen)
+{
+    char sql[256];
+    long long domain = 0;
+
+    if (new_primary < 0) {
+        new_primary = inst->primary;
+    }
+    if (new_primary < 0) {
+        snprintf(err, errlen, "no primary: name the server to promote");
+        return -1;
+    }
+    if (!inst->views[new_primary].running || inst->views[new_primary].maint) {
+        snprintf(err, errlen, "'%s' cannot be the primary: it is not "
+                 "running or is in maintenance", SRVNAME(inst, new_primary));
+        return -1;
+    }
+    for (int i = 0; i < inst->n; i++) {
+        if (!inst->views[i].maint && !inst->views[i].running) {
+            snprintf(err, errlen, "server '%s' is down: reset-replication "
+                     "needs every server not in maintenance running",
+                     SRVNAME(inst, i));
+            return -1;
+        }
+    }
+    if (query_int(inst, new_primary, "SELECT @@gtid_domain_id", &domain, err,
+                  errlen) < 0) {
+        return -1;
+    }
+    sl_log_warn("Monitor '%s': reset-replication: deleting the binary logs and GTID positions of every server; '%s' becomes the primary", MONNAME(inst), SRVNAME(inst, new_primary));
+    snprintf(sql, sizeof(sql), "SET GLOBAL gtid_slave_pos='%lld-%lld-0'",
+             domain, (long long)inst->views[new_primary].server_id);
+    for (int i = 0; i < inst->n; i++) {
+        if (inst->views[i].maint) {
+            continue;
+        }
+        if (mmon_exec(inst, i, "STOP SLAVE", err, errlen) < 0 ||
+            mmon_exec(inst, i, "RESET SLAVE ALL", err, errlen) < 0 ||
+            mmon_exec(inst, i, "SET GLOBAL read_only=1", err, errlen) < 0 ||
+            mmon_exec(inst, i, "RESET MASTER", err, errlen) < 0 ||
+            mmon_exec(inst, i, sql, err, errlen) < 0) {
+            sl_log_error("Monitor '%s': reset-replication failed on '%s': %s", MONNAME(inst), SRVNAME(inst, i), err);
+            return -1;
+        }
+    }
+    if (mmon_exec(inst, new_primary, "SET GLOBAL read_only=0", err,
+                  errlen) < 0) {
+        return -1;
+    }
+    for (int i = 0; i < inst->n; i++) {
+        if (i == new_primary || inst->views[i].maint) {
+            continue;
+        }
+        if (redirect(inst, i, new_primary, NULL, err, errlen) < 0) {
+            sl_log_error("Monitor '%s': reset-replication: '%s' could not be made a replica of '%s': %s", MONNAME(inst), SRVNAME(inst, i), SRVNAME(inst, new_primary), err);
+            return -1;
+        }
+    }
+    inst->primary = new_primary;
+    inst->lost = -1;
+    inst->lost_ticks = 0;
+    sl_log_notice("Monitor '%s': reset-replication done: '%s' is the primary, GTID positions start again at %s", MONNAME(inst), SRVNAME(inst, new_primary), sql + strlen("SET GLOBAL gtid_slave_pos="));
+    return 0;
+}
+
 /* The operations as the monitor and its commands call them: counted,
  * ok or not, for /metrics (sluice_monitor_operations_total). */
 int
