@@ -609,3 +609,132 @@ def test_reset_replication(sl):
     assert binlogs(1)[1].startswith("0-1-"), binlogs(1)
     assert "reset-replication done: 'db1' is the primary" in sl.log()
     assert fetch()[1]["meta"] == "reset-replication completed successfully."
+
+
+# ---- handle_events ----
+
+def event_status(sid):
+    with st.root(sid) as c:
+        return st.scalar(c, "SELECT STATUS FROM information_schema.EVENTS "
+                         "WHERE EVENT_SCHEMA='test' AND "
+                         "EVENT_NAME='mmon_tick'")
+
+
+def ticks_by(sid_on, writer):
+    with st.root(sid_on) as c:
+        return st.scalar(c, "SELECT COUNT(*) FROM test.mmon_ev WHERE sid=%s",
+                         (writer,))
+
+
+@pytest.fixture
+def scheduled_event():
+    """An event on db1 inserting @@server_id every second, the event
+    scheduler on everywhere, and SET USER for the monitor account (what
+    MaxScale documents for handle_events: the events' definer is root)."""
+    saved = {}
+    for sid in (1, 2, 3):
+        with st.root(sid) as c:
+            saved[sid] = st.scalar(c, "SELECT @@event_scheduler")
+            c.cursor().execute("SET GLOBAL event_scheduler=ON")
+    with st.root(1) as c, c.cursor() as cur:
+        for host in ("%", "localhost"):
+            cur.execute(f"GRANT SET USER ON *.* TO '{st.SERVICE_USER}'@"
+                        f"'{host}'")
+    # global privileges reach a connection at login: make the monitors
+    # log in again (they reconnect within the tick)
+    for sid in (1, 2, 3):
+        with st.root(sid) as c, c.cursor() as cur:
+            cur.execute("SELECT id FROM information_schema.PROCESSLIST "
+                        "WHERE USER = %s", (st.SERVICE_USER,))
+            for (cid,) in cur.fetchall():
+                try:
+                    cur.execute(f"KILL CONNECTION {cid}")
+                except Exception:  # noqa: BLE001 - already gone
+                    pass
+    with st.root(1) as c, c.cursor() as cur:
+        cur.execute("CREATE TABLE IF NOT EXISTS test.mmon_ev "
+                    "(id INT AUTO_INCREMENT PRIMARY KEY, sid INT)")
+        cur.execute("DELETE FROM test.mmon_ev")
+        cur.execute("CREATE EVENT test.mmon_tick ON SCHEDULE EVERY 1 SECOND "
+                    "DO INSERT INTO test.mmon_ev (sid) VALUES (@@server_id)")
+    st.wait_replicated()
+    try:
+        yield
+    finally:
+        with st.root(1) as c:
+            c.cursor().execute("DROP EVENT IF EXISTS test.mmon_tick")
+        st.wait_replicated()
+        for sid in (1, 2, 3):
+            with st.root(sid) as c:
+                c.cursor().execute("SET SESSION sql_log_bin=0")
+                c.cursor().execute("DROP EVENT IF EXISTS test.mmon_tick")
+                c.cursor().execute(f"SET GLOBAL event_scheduler="
+                                   f"{saved[sid]}")
+
+
+def test_handle_events_follow_the_primary(sl, scheduled_event):
+    assert event_status(1) == "ENABLED"
+    assert event_status(2) == event_status(3) == "SLAVESIDE_DISABLED"
+    st.wait_until(lambda: ticks_by(1, 1) >= 2, 10, what="db1's event")
+    time.sleep(1.2)   # a tick sees it enabled on the primary
+    try:
+        status, doc = sl.command("switchover", "Cluster-Monitor", "db2")
+        assert (status, doc) == (200, {"meta": {"primary": "db2"}})
+        wait_primary(2)
+        # demoted: disabled on the replica side; promoted: enabled
+        assert event_status(1) == "SLAVESIDE_DISABLED"
+        assert event_status(2) == "ENABLED"
+        assert event_status(3) == "SLAVESIDE_DISABLED"
+        st.wait_until(lambda: ticks_by(2, 2) >= 2, 10,
+                      what="the event running on db2")
+        st.wait_until(lambda: ticks_by(1, 2) >= 2, 10,
+                      what="db2's rows replicated to db1")
+        frozen = ticks_by(2, 1)
+        time.sleep(2)
+        assert ticks_by(2, 1) == frozen, "db1's event still ran"
+        assert "handle_events: 1 event(s) of 'db2' set to ENABLE" in \
+            sl.log()
+        time.sleep(1.2)
+    finally:
+        status, doc = sl.command("switchover", "Cluster-Monitor", "db1")
+    assert status == 200, (status, doc)
+    wait_primary(1)
+    assert event_status(1) == "ENABLED"
+    assert event_status(2) == "SLAVESIDE_DISABLED"
+    before = ticks_by(1, 1)
+    st.wait_until(lambda: ticks_by(1, 1) >= before + 2, 10,
+                  what="the event running on db1 again")
+
+
+def test_handle_events_false(scheduled_event, tmp_path):
+    """The control: with handle_events=false a switchover leaves the
+    events as they were (db2's stays SLAVESIDE_DISABLED)."""
+    for sub in ("log", "data", "persist"):
+        (tmp_path / sub).mkdir()
+    text = base(tmp_path, "handle_events=false\nswitchover_timeout=20s")
+    text += readconnroute_services("db1,db2,db3", T_PRIMARY_PORT,
+                                   T_REPLICA_PORT)
+    cfg = tmp_path / "h.cnf"
+    cfg.write_text(text)
+    d = px.Daemon(st.sluice_argv("start", cfg), tmp_path / "out.log",
+                  st.sluice_env())
+    try:
+        d.wait_ports([T_PRIMARY_PORT, T_ADMIN_PORT])
+        st.wait_until(lambda: primary_id(T_PRIMARY_PORT) == 1, 20,
+                      what="the first tick")
+        time.sleep(1.2)
+        try:
+            status, doc = px.monitor_command(T_ADMIN_PORT, "switchover",
+                                             "Cluster-Monitor", "db2")
+            assert status == 200, (status, doc)
+            wait_primary(2, T_PRIMARY_PORT)
+            assert event_status(1) == "ENABLED"
+            assert event_status(2) == "SLAVESIDE_DISABLED"
+        finally:
+            status, doc = px.monitor_command(T_ADMIN_PORT, "switchover",
+                                             "Cluster-Monitor", "db1")
+        assert status == 200, (status, doc)
+        wait_primary(1, T_PRIMARY_PORT)
+    finally:
+        problems = d.stop()
+    assert not problems, problems

@@ -964,6 +964,9 @@ mmon_tick(void *instance)
     mmon_probe_all(inst);
     update_locks(inst);
     update_primary(inst);
+    if (inst->primary >= 0) {
+        mmon_events_remember(inst, inst->primary);
+    }
     maybe_failover(inst);
     maybe_rejoin(inst);
     enforce_read_only(inst);
@@ -1004,6 +1007,7 @@ read_params(struct mmon_instance *inst, const struct sl_params *p)
     inst->verify_master_failure = sl_params_bool(p, "verify_master_failure");
     inst->enforce_read_only_slaves =
         sl_params_bool(p, "enforce_read_only_slaves");
+    inst->handle_events = sl_params_bool(p, "handle_events");
     inst->failcount = sl_params_count(p, "failcount");
     inst->switchover_timeout_ms = sl_params_duration_ms(p,
                                                         "switchover_timeout");
@@ -1114,6 +1118,7 @@ mmon_destroy_instance(void *instance)
     pthread_mutex_unlock(&instances_lock);
     for (int i = 0; i < inst->n; i++) {
         close_conn(&inst->servers[i]);
+        free(inst->servers[i].events_enabled);
     }
     json_decref(inst->snapshot);
     for (size_t k = 0; k < inst->njobs; k++) {
@@ -1687,9 +1692,10 @@ static const struct sl_param_spec mmon_params[] = {
      NULL, "enforce_simple_topology is not implemented"},
     {"assume_unique_hostnames", SL_PARAM_BOOL, "true", SL_PARAM_F_REFUSED,
      NULL, "servers are always matched by host name and port"},
-    {"handle_events", SL_PARAM_BOOL, "false", SL_PARAM_F_REFUSED, NULL,
-     "scheduled events are not enabled or disabled on promotion "
-     "(only false is accepted)"},
+    {"handle_events", SL_PARAM_BOOL, "true", 0, NULL,
+     "Scheduled events follow the primary: ENABLED events of a demoted "
+     "server set to DISABLE ON SLAVE, those enabled on the old primary "
+     "enabled on the promoted one"},
     {"enforce_writable_master", SL_PARAM_BOOL, "false", SL_PARAM_F_REFUSED,
      NULL, "enforce_writable_master is not implemented"},
     {"switchover_on_low_disk_space", SL_PARAM_BOOL, "false",

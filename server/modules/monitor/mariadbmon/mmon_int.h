@@ -48,6 +48,8 @@ struct mmon_server {
     int parent;                  /* last known master index, -1 none */
     struct mmon_slave_conn last_slave;  /* as of the last good probe */
     bool master_lock_held;       /* MMON_MASTER_LOCK on this connection */
+    char *events_enabled;        /* handle_events: "schema.name\n"..., as
+                                  * last seen while it was the primary */
     char last_error[256];
 };
 
@@ -84,6 +86,7 @@ struct mmon_instance {
     bool auto_rejoin;
     bool verify_master_failure;
     bool enforce_read_only_slaves;
+    bool handle_events;
     uint64_t failcount;
     uint64_t switchover_timeout_ms;
     uint64_t failover_timeout_ms;
@@ -134,6 +137,11 @@ int mmon_switchover(struct mmon_instance *inst, int new_primary, int old,
                     char *err, size_t errlen);
 int mmon_rejoin(struct mmon_instance *inst, int i, char *err,
                 size_t errlen);
+/* mmon_events.c (handle_events; no-ops when it is off). */
+void mmon_events_remember(struct mmon_instance *inst, int i);
+void mmon_events_demote(struct mmon_instance *inst, int i);
+void mmon_events_promote(struct mmon_instance *inst, int i, int old);
+
 int mmon_reset_replication(struct mmon_instance *inst, int new_primary,
                            char *err, size_t errlen);
 /* Can server i rejoin the current primary? why[] when not. */

@@ -277,6 +277,7 @@ failover_run(struct mmon_instance *inst, int old, const char *reason,
         sl_log_error("Monitor '%s': failover to '%s' failed: %s", MONNAME(inst), SRVNAME(inst, cand), err);
         return -1;
     }
+    mmon_events_promote(inst, cand, old);
     redirect_replicas(inst, old, cand);
     inst->primary = cand;
     inst->lost = -1;
@@ -347,6 +348,8 @@ switchover_run(struct mmon_instance *inst, int new_primary, int old,
     if (mmon_exec(inst, old, "SET GLOBAL read_only=1", err, errlen) < 0) {
         return -1;
     }
+    mmon_events_remember(inst, old);
+    mmon_events_demote(inst, old);
     /* No new writes on old from here: its binlog position is final. */
     mmon_probe_all(inst);
     pos = inst->views[old].binlog_pos;
@@ -360,6 +363,7 @@ switchover_run(struct mmon_instance *inst, int new_primary, int old,
     if (promote(inst, new_primary, err, errlen) < 0) {
         return -1;
     }
+    mmon_events_promote(inst, new_primary, old);
     /* The new primary takes writes now, before the old one is
      * redirected: the held statements go on at once. */
     publish_early(inst->servers[new_primary].srv,
@@ -410,6 +414,7 @@ rejoin_run(struct mmon_instance *inst, int i, char *err, size_t errlen)
 
     merge_pos(&s->binlog_pos, &s->slave_pos, &has);
     sl_log_notice("Monitor '%s': rejoining '%s' (GTID %s) as a replica of '%s'", MONNAME(inst), SRVNAME(inst, i), mmon_gtid_format(&has, gtid, sizeof(gtid)), SRVNAME(inst, inst->primary));
+    mmon_events_demote(inst, i);
     return redirect(inst, i, inst->primary, &has, err, errlen);
 }
 
@@ -427,6 +432,7 @@ mmon_reset_replication(struct mmon_instance *inst, int new_primary,
 {
     char sql[256];
     long long domain = 0;
+    int had_primary;
 
     if (new_primary < 0) {
         new_primary = inst->primary;
@@ -452,6 +458,10 @@ mmon_reset_replication(struct mmon_instance *inst, int new_primary,
                   errlen) < 0) {
         return -1;
     }
+    had_primary = inst->primary;
+    if (had_primary >= 0) {
+        mmon_events_remember(inst, had_primary);
+    }
     sl_log_warn("Monitor '%s': reset-replication: deleting the binary logs and GTID positions of every server; '%s' becomes the primary", MONNAME(inst), SRVNAME(inst, new_primary));
     snprintf(sql, sizeof(sql), "SET GLOBAL gtid_slave_pos='%lld-%lld-0'",
              domain, (long long)inst->views[new_primary].server_id);
@@ -461,17 +471,21 @@ mmon_reset_replication(struct mmon_instance *inst, int new_primary,
         }
         if (mmon_exec(inst, i, "STOP SLAVE", err, errlen) < 0 ||
             mmon_exec(inst, i, "RESET SLAVE ALL", err, errlen) < 0 ||
-            mmon_exec(inst, i, "SET GLOBAL read_only=1", err, errlen) < 0 ||
-            mmon_exec(inst, i, "RESET MASTER", err, errlen) < 0 ||
+            mmon_exec(inst, i, "SET GLOBAL read_only=1", err, errlen) < 0) {
+            goto out_failed;
+        }
+        mmon_events_demote(inst, i);
+        if (mmon_exec(inst, i, "RESET MASTER", err, errlen) < 0 ||
             mmon_exec(inst, i, sql, err, errlen) < 0) {
-            sl_log_error("Monitor '%s': reset-replication failed on '%s': %s", MONNAME(inst), SRVNAME(inst, i), err);
-            return -1;
+            goto out_failed;
         }
     }
     if (mmon_exec(inst, new_primary, "SET GLOBAL read_only=0", err,
                   errlen) < 0) {
         return -1;
     }
+    /* MaxScale: events come back only if the cluster had a primary. */
+    mmon_events_promote(inst, new_primary, had_primary);
     for (int i = 0; i < inst->n; i++) {
         if (i == new_primary || inst->views[i].maint) {
             continue;
@@ -486,6 +500,10 @@ mmon_reset_replication(struct mmon_instance *inst, int new_primary,
     inst->lost_ticks = 0;
     sl_log_notice("Monitor '%s': reset-replication done: '%s' is the primary, GTID positions start again at %s", MONNAME(inst), SRVNAME(inst, new_primary), sql + strlen("SET GLOBAL gtid_slave_pos="));
     return 0;
+
+out_failed:
+    sl_log_error("Monitor '%s': reset-replication failed: %s", MONNAME(inst), err);
+    return -1;
 }
 
 /* The operations as the monitor and its commands call them: counted,
