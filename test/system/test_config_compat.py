@@ -131,7 +131,6 @@ REFUSED = [
     ("db1", "rank=secondary"),
     ("db1", "monitoruser=other"),
     ("db1", "disk_space_threshold=/data:80"),
-    ("Mon", "enforce_simple_topology=true"),
     ("RW", "idle_session_pool_time=1s"),
     ("RW", "user_accounts_file=/tmp/users.json"),
     ("RW", "auth_all_servers=true"),
@@ -172,7 +171,7 @@ def test_refused_at_startup_too(tmp_path):
     ("maxscale", "sql_mode=default"), ("db1", "persistpoolmax=0"),
     ("db1", "proxy_protocol=no"),
     ("RW", "optimistic_trx=false"),
-    ("Mon", "enforce_simple_topology=false")])
+    ("Mon", "enforce_writable_master=false")])
 def test_refused_parameter_at_sluices_value_loads(tmp_path, section,
                                                   setting):
     """Set to what Sluice does, a refused name is harmless: it loads, with

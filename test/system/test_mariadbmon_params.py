@@ -738,3 +738,88 @@ def test_handle_events_false(scheduled_event, tmp_path):
     finally:
         problems = d.stop()
     assert not problems, problems
+
+
+# ---- enforce_simple_topology ----
+
+def start_t(run_dir, params):
+    """A Sluice on the T_ ports with a mariadbmon of `params`."""
+    for sub in ("log", "data", "persist"):
+        (run_dir / sub).mkdir(parents=True)
+    text = base(run_dir, params)
+    text += readconnroute_services("db1,db2,db3", T_PRIMARY_PORT,
+                                   T_REPLICA_PORT)
+    cfg = run_dir / "t.cnf"
+    cfg.write_text(text)
+    d = px.Daemon(st.sluice_argv("start", cfg), run_dir / "out.log",
+                  st.sluice_env())
+    d.wait_ports([T_REPLICA_PORT, T_ADMIN_PORT])
+    return d
+
+
+def slave_connections(sid):
+    with st.root(sid) as c, c.cursor() as cur:
+        cur.execute("SHOW ALL SLAVES STATUS")
+        return sorted(row[0] for row in cur.fetchall())
+
+
+def test_enforce_simple_topology(tmp_path):
+    """A primary down before Sluice started: without the parameter,
+    auto_failover has no primary to replace; with it, the replicas'
+    source is failed over, the old primary rejoins when it returns
+    (auto_rejoin forced on), and an extra replication source is
+    removed."""
+    common = ("failcount=2\nfailover_timeout=20s\nswitchover_timeout=20s\n"
+              "backend_connect_timeout=1s\n")
+    st.sandbox_cmd("kill-server", 1)
+    d = None
+    try:
+        d = start_t(tmp_path / "a", common + "auto_failover=true")
+        time.sleep(3)   # six ticks, failcount 2
+        assert st.read_only(2) and st.read_only(3)
+        assert not (tmp_path / "a" / "out.log").read_text().count(
+            "failover: promoting")
+        problems = d.stop()
+        d = None
+        assert not problems, problems
+        d = start_t(tmp_path / "b", common + "enforce_simple_topology=true")
+        st.wait_until(lambda: not st.read_only(2), 20, what="db2 promoted")
+        st.wait_until(lambda: st.replicates_from(3, 2), 20,
+                      what="db3 replicating from db2")
+        log = (tmp_path / "b" / "out.log").read_text()
+        assert "'db1' is down and 2 replica(s) replicate from it: treating " \
+               "it as the failed primary (enforce_simple_topology)" in log
+        assert "failover: promoting 'db2'" in log
+        st.wait_until(lambda: primary_id(T_PRIMARY_PORT) == 2, 10,
+                      what="the master service on db2")
+        st.sandbox_cmd("start-server", 1)
+        st.wait_until(lambda: st.replicates_from(1, 2), 30,
+                      what="db1 rejoined (auto_rejoin forced on)")
+        # a second source on db3: removed
+        with st.root(3) as c:
+            c.cursor().execute(
+                "CHANGE MASTER 'extra' TO MASTER_HOST='127.0.0.1', "
+                f"MASTER_PORT={st.SERVERS[1]}, MASTER_USER='{st.REPL_USER}', "
+                f"MASTER_PASSWORD='{st.REPL_PASSWORD}', "
+                "MASTER_USE_GTID=slave_pos")
+        assert slave_connections(3) == ["", "extra"]
+        st.wait_until(lambda: slave_connections(3) == [""], 10,
+                      what="the extra connection removed")
+        assert st.replicates_from(3, 2)
+        assert "removing replication connection 'extra' of 'db3'" in \
+            (tmp_path / "b" / "out.log").read_text()
+        status, doc = px.monitor_command(T_ADMIN_PORT, "switchover",
+                                         "Cluster-Monitor", "db1")
+        assert status == 200, (status, doc)
+        wait_primary(1, T_PRIMARY_PORT)
+    finally:
+        problems = d.stop() if d else []
+        try:
+            with st.root(1):
+                pass
+        except Exception:  # noqa: BLE001 - still down
+            st.sandbox_cmd("start-server", 1)
+        if not st.healthy_topology(1):
+            st.sandbox_cmd("stop")
+            st.sandbox_cmd("start", "--fresh")
+    assert not problems, problems

@@ -233,14 +233,18 @@ query_slaves(struct mmon_instance *inst, int i)
     }
     name_idx = field_index(mysql_fetch_fields(res), mysql_num_fields(res),
                            "Connection_name");
+    inst->servers[i].nnamed = 0;
     while ((row = mysql_fetch_row(res)) != NULL) {
         bool is_default = col(row, name_idx)[0] == '\0';
+        struct mmon_server *ms = &inst->servers[i];
 
+        if (!is_default && ms->nnamed < MMON_MAX_NAMED) {
+            /* enforce_simple_topology removes these */
+            snprintf(ms->named[ms->nnamed++], sizeof(ms->named[0]), "%s",
+                     col(row, name_idx));
+        }
         if (!inst->views[i].slave.present || is_default) {
             parse_slave_row(inst, res, row, &inst->views[i].slave);
-        }
-        if (is_default) {
-            break;
         }
     }
     mysql_free_result(res);
@@ -858,10 +862,14 @@ maybe_rejoin(struct mmon_instance *inst)
         if (i == inst->primary || !v->running || v->maint) {
             continue;
         }
-        if (v->slave.present && (m < 0 || m == inst->primary ||
-                                 inst->views[m].running)) {
+        if (v->slave.present &&
+            (m == inst->primary ||
+             (!inst->enforce_simple_topology &&
+              (m < 0 || inst->views[m].running)))) {
+            /* replicating from something alive: leave it (with
+             * enforce_simple_topology, only from the primary) */
             ms->diverged_logged = false;
-            continue;   /* replicating from something alive: leave it */
+            continue;
         }
         if (!mmon_rejoin_allowed(inst, i, why, sizeof(why))) {
             if (!ms->diverged_logged) {
@@ -953,6 +961,88 @@ update_snapshot(struct mmon_instance *inst)
     pthread_mutex_unlock(&inst->snap_lock);
 }
 
+/* ---- enforce_simple_topology ---- */
+
+/*
+ * A primary never seen running (down since before Sluice started): the
+ * server most running replicas replicate from counts as the failed
+ * primary, so failcount and auto_failover apply to it.
+ */
+static void
+guess_lost_primary(struct mmon_instance *inst)
+{
+    int best = -1, most = 0;
+
+    if (!inst->enforce_simple_topology || inst->primary >= 0 ||
+        inst->lost >= 0) {
+        return;
+    }
+    for (int j = 0; j < inst->n; j++) {
+        int n = 0;
+
+        if (inst->views[j].running) {
+            continue;
+        }
+        for (int i = 0; i < inst->n; i++) {
+            n += i != j && inst->views[i].running &&
+                 inst->views[i].slave.present &&
+                 inst->views[i].slave.master == j;
+        }
+        if (n > most) {
+            most = n;
+            best = j;
+        }
+    }
+    if (best >= 0) {
+        inst->lost = best;
+        inst->lost_ticks = 1;
+        sl_log_warn("Monitor '%s': no primary; '%s' is down and %d replica(s) replicate from it: treating it as the failed primary (enforce_simple_topology)", MONNAME(inst), SRVNAME(inst, best), most);
+    }
+}
+
+/* Every server but the primary keeps only its default replication
+ * connection: named ones (other sources) are stopped and removed. */
+static void
+remove_extra_sources(struct mmon_instance *inst)
+{
+    char err[512], sql[200], name[130];
+
+    if (!inst->enforce_simple_topology || !inst->primary_monitor) {
+        return;
+    }
+    for (int i = 0; i < inst->n; i++) {
+        struct mmon_server *ms = &inst->servers[i];
+        bool changed = false;
+
+        if (i == inst->primary || !inst->views[i].running ||
+            inst->views[i].maint) {
+            continue;
+        }
+        for (int k = 0; k < ms->nnamed; k++) {
+            size_t o = 0;
+
+            for (const char *p = ms->named[k]; *p && o + 2 < sizeof(name);
+                 p++) {
+                if (*p == '\'' || *p == '\\') {
+                    name[o++] = '\\';
+                }
+                name[o++] = *p;
+            }
+            name[o] = '\0';
+            sl_log_notice("Monitor '%s': removing replication connection '%s' of '%s' (enforce_simple_topology: one source, the primary)", MONNAME(inst), ms->named[k], SRVNAME(inst, i));
+            snprintf(sql, sizeof(sql), "STOP SLAVE '%s'", name);
+            if (mmon_exec(inst, i, sql, err, sizeof(err)) == 0) {
+                snprintf(sql, sizeof(sql), "RESET SLAVE '%s' ALL", name);
+                mmon_exec(inst, i, sql, err, sizeof(err));
+            }
+            changed = true;
+        }
+        if (changed) {
+            probe_server(inst, i);
+        }
+    }
+}
+
 static void run_scheduled(struct mmon_instance *inst);
 
 static void
@@ -964,10 +1054,12 @@ mmon_tick(void *instance)
     mmon_probe_all(inst);
     update_locks(inst);
     update_primary(inst);
+    guess_lost_primary(inst);
     if (inst->primary >= 0) {
         mmon_events_remember(inst, inst->primary);
     }
     maybe_failover(inst);
+    remove_extra_sources(inst);
     maybe_rejoin(inst);
     enforce_read_only(inst);
     publish(inst);
@@ -1008,6 +1100,13 @@ read_params(struct mmon_instance *inst, const struct sl_params *p)
     inst->enforce_read_only_slaves =
         sl_params_bool(p, "enforce_read_only_slaves");
     inst->handle_events = sl_params_bool(p, "handle_events");
+    inst->enforce_simple_topology = sl_params_bool(p,
+                                                   "enforce_simple_topology");
+    if (inst->enforce_simple_topology) {
+        /* MaxScale: whatever they are set to */
+        inst->auto_failover = true;
+        inst->auto_rejoin = true;
+    }
     inst->failcount = sl_params_count(p, "failcount");
     inst->switchover_timeout_ms = sl_params_duration_ms(p,
                                                         "switchover_timeout");
@@ -1688,8 +1787,10 @@ static const struct sl_param_spec mmon_params[] = {
      "Time limit of a failover"},
     {"servers_no_promotion", SL_PARAM_SERVERS, NULL, 0, NULL,
      "Servers never promoted to primary"},
-    {"enforce_simple_topology", SL_PARAM_BOOL, "false", SL_PARAM_F_REFUSED,
-     NULL, "enforce_simple_topology is not implemented"},
+    {"enforce_simple_topology", SL_PARAM_BOOL, "false", 0, NULL,
+     "Keep one primary and N replicas: turns on auto_failover and "
+     "auto_rejoin, removes other replication sources, fails over a "
+     "primary never seen running"},
     {"assume_unique_hostnames", SL_PARAM_BOOL, "true", SL_PARAM_F_REFUSED,
      NULL, "servers are always matched by host name and port"},
     {"handle_events", SL_PARAM_BOOL, "true", 0, NULL,

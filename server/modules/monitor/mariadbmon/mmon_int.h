@@ -36,6 +36,8 @@ enum mmon_coop {
     MMON_COOP_MAJORITY_OF_RUNNING,
 };
 
+#define MMON_MAX_NAMED 8
+
 struct mmon_server {
     struct sl_server *srv;
     MYSQL *conn;
@@ -48,6 +50,8 @@ struct mmon_server {
     int parent;                  /* last known master index, -1 none */
     struct mmon_slave_conn last_slave;  /* as of the last good probe */
     bool master_lock_held;       /* MMON_MASTER_LOCK on this connection */
+    int nnamed;                  /* named replication connections */
+    char named[MMON_MAX_NAMED][65];
     char *events_enabled;        /* handle_events: "schema.name\n"..., as
                                   * last seen while it was the primary */
     char last_error[256];
@@ -87,6 +91,7 @@ struct mmon_instance {
     bool verify_master_failure;
     bool enforce_read_only_slaves;
     bool handle_events;
+    bool enforce_simple_topology;
     uint64_t failcount;
     uint64_t switchover_timeout_ms;
     uint64_t failover_timeout_ms;
