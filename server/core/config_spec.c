@@ -435,11 +435,11 @@ static const struct sl_param_spec monitor_specs[] = {
     P("disk_space_check_interval", SL_PARAM_DURATION, "0s", IGN,
       "disk space monitoring is not implemented"),
     P("script", SL_PARAM_STRING, NULL, REF,
-      "monitor scripts are not implemented"),
+      "only mariadbmon runs monitor scripts (see its table)"),
     P("script_timeout", SL_PARAM_DURATION, "90s", IGN | SECS,
-      "monitor scripts are not implemented"),
+      "only mariadbmon runs monitor scripts (see its table)"),
     P("events", SL_PARAM_STRING, NULL, IGN,
-      "monitor scripts are not implemented"),
+      "only mariadbmon runs monitor scripts (see its table)"),
     SL_PARAM_END,
 };
 

@@ -131,10 +131,8 @@ REFUSED = [
     ("db1", "rank=secondary"),
     ("db1", "extra_port=3307"),
     ("db1", "disk_space_threshold=/data:80"),
-    ("Mon", "script=/bin/true"),
-    ("Mon", "enforce_simple_topology=true"),
-    ("Mon", "handle_events=true"),
-    ("Mon", "master_conditions=connected_slave"),
+    ("Mon", "enforce_writable_master=true"),
+    ("Mon", "promotion_sql_file=/tmp/promote.sql"),
     ("RW", "idle_session_pool_time=1s"),
     ("RW", "user_accounts_file=/tmp/users.json"),
     ("RW", "auth_all_servers=true"),
@@ -175,7 +173,7 @@ def test_refused_at_startup_too(tmp_path):
     ("maxscale", "sql_mode=default"), ("db1", "persistpoolmax=0"),
     ("db1", "proxy_protocol=no"),
     ("RW", "optimistic_trx=false"),
-    ("Mon", "handle_events=false")])
+    ("Mon", "enforce_writable_master=false")])
 def test_refused_parameter_at_sluices_value_loads(tmp_path, section,
                                                   setting):
     """Set to what Sluice does, a refused name is harmless: it loads, with
@@ -196,6 +194,11 @@ def ignored_rows():
     rws_own = {m.group(1) for m in re.finditer(
         r'\{"(\w+)", SL_PARAM_\w+, (?:"[^"]*"|NULL),\s*([A-Z_ |0]+),',
         rws_src) if "IGNORED" not in m.group(2)}
+    # and so do the names mariadbmon implements (script, events, ...)
+    mmon_own = {m.group(1) for m in re.finditer(
+        r'\{"(\w+)", SL_PARAM_\w+, (?:"[^"]*"|NULL),\s*([A-Z_ |0]+),',
+        (SRC / "modules/monitor/mariadbmon/mariadbmon.c").read_text())
+        if "IGNORED" not in m.group(2)}
     core = (SRC / "core" / "config_spec.c").read_text()
     tables = {"global_specs": "maxscale", "server_specs": "db1",
               "service_specs": "RW", "listener_specs": "RW-Listener",
@@ -206,7 +209,8 @@ def ignored_rows():
         for m in re.finditer(r'P\("(\w+)", SL_PARAM_(\w+), ("[^"]*"|NULL),'
                              r'\s*([A-Z_ |]+),', body):
             if "IGN" in m.group(4).split(" | ") and not (
-                    section == "RW" and m.group(1) in rws_own):
+                    section == "RW" and m.group(1) in rws_own) and not (
+                    section == "Mon" and m.group(1) in mmon_own):
                 rows.append((section, m.group(1), m.group(2),
                              None if m.group(3) == "NULL"
                              else m.group(3).strip('"')))

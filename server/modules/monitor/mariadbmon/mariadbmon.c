@@ -239,14 +239,18 @@ query_slaves(struct mmon_instance *inst, int i)
     }
     name_idx = field_index(mysql_fetch_fields(res), mysql_num_fields(res),
                            "Connection_name");
+    inst->servers[i].nnamed = 0;
     while ((row = mysql_fetch_row(res)) != NULL) {
         bool is_default = col(row, name_idx)[0] == '\0';
+        struct mmon_server *ms = &inst->servers[i];
 
+        if (!is_default && ms->nnamed < MMON_MAX_NAMED) {
+            /* enforce_simple_topology removes these */
+            snprintf(ms->named[ms->nnamed++], sizeof(ms->named[0]), "%s",
+                     col(row, name_idx));
+        }
         if (!inst->views[i].slave.present || is_default) {
             parse_slave_row(inst, res, row, &inst->views[i].slave);
-        }
-        if (is_default) {
-            break;
         }
     }
     mysql_free_result(res);
@@ -334,6 +338,7 @@ probe_server(struct mmon_instance *inst, int i)
         }
     }
     inst->views[i].running = true;
+    ms->last_slave = inst->views[i].slave;
 }
 
 void
@@ -363,8 +368,13 @@ role_bits(struct mmon_instance *inst, int i)
     }
     bits = SL_SRV_RUNNING;
     if (i == inst->primary) {
-        bits |= SL_SRV_MASTER;
-    } else if (mmon_is_replica(v, inst->n, i)) {
+        if (inst->master_ok) {
+            bits |= SL_SRV_MASTER;
+        }
+    } else if (mmon_is_replica(v, inst->n, i) &&
+               mmon_slave_conds_ok(v, inst->n, i, inst->primary,
+                                   inst->master_ok, inst->slave_conds,
+                                   inst->coop_ok)) {
         bits |= SL_SRV_SLAVE;
         if (mmon_count_replicas(v, inst->n, i) > 0) {
             bits |= SL_SRV_RELAY;
@@ -373,9 +383,220 @@ role_bits(struct mmon_instance *inst, int i)
     return bits;
 }
 
+/* ---- master_conditions, slave_conditions (mmon_conds.c) ---- */
+
+/* MaxScale's name: the primary monitor holds it on the primary server, so
+ * secondary monitors (Sluice's or MaxScale's) publish the same primary. */
+#define MMON_MASTER_LOCK "maxscale_mariadbmonitor_master"
+
+static long long query_int(struct mmon_instance *inst, int i,
+                           const char *sql);
+
+/*
+ * With cooperative locks: the primary monitor takes MMON_MASTER_LOCK on
+ * the primary candidate's monitor connection (and gives it up anywhere
+ * else); a secondary monitor holds none and looks whether another
+ * connection holds it on its own candidate. True when the candidate is
+ * the primary monitor's choice (always true without cooperative locks).
+ */
+static bool
+update_master_lock(struct mmon_instance *inst)
+{
+    int p = inst->primary;
+    bool take = inst->primary_monitor && p >= 0 && inst->views[p].running;
+    bool ok;
+
+    if (inst->coop == MMON_COOP_NONE) {
+        return true;
+    }
+    for (int i = 0; i < inst->n; i++) {
+        struct mmon_server *ms = &inst->servers[i];
+
+        if (ms->conn == NULL) {
+            ms->master_lock_held = false;   /* went with the connection */
+        } else if (ms->master_lock_held && (!take || i != p)) {
+            query_int(inst, i, "SELECT RELEASE_LOCK('" MMON_MASTER_LOCK "')");
+            ms->master_lock_held = false;
+        }
+    }
+    if (p < 0 || !inst->views[p].running) {
+        return false;
+    }
+    if (take) {
+        ok = query_int(inst, p, "SELECT IF(IS_USED_LOCK('" MMON_MASTER_LOCK
+                       "') = CONNECTION_ID(), 1, GET_LOCK('" MMON_MASTER_LOCK
+                       "', 0))") == 1;
+        inst->servers[p].master_lock_held = ok;
+        return true;   /* the primary monitor's own choice */
+    }
+    ok = query_int(inst, p, "SELECT IFNULL(IS_USED_LOCK('" MMON_MASTER_LOCK
+                   "') <> CONNECTION_ID(), 0)") == 1;
+    return ok;
+}
+
+/* Before each publish: may the candidate be Master, with the reason
+ * logged once when it may not. */
+static void
+update_conditions(struct mmon_instance *inst)
+{
+    struct mmon_slave_conn last[inst->n > 0 ? inst->n : 1];
+    char why[256] = "";
+    bool was = inst->master_ok;
+
+    for (int i = 0; i < inst->n; i++) {
+        last[i] = inst->views[i].running ? inst->views[i].slave
+                                         : inst->servers[i].last_slave;
+    }
+    inst->coop_ok = update_master_lock(inst);
+    inst->master_ok = mmon_master_conds_ok(inst->views, last, inst->n,
+                                           inst->primary, inst->master_conds,
+                                           inst->coop_ok, why, sizeof(why));
+    if (inst->primary >= 0 && !inst->master_ok &&
+        (was || strcmp(why, inst->master_why) != 0)) {
+        sl_log_warn("Monitor '%s': primary candidate '%s' is not published Master: %s", MONNAME(inst), SRVNAME(inst, inst->primary), why);
+    }
+    snprintf(inst->master_why, sizeof(inst->master_why), "%s",
+             inst->master_ok ? "" : why);
+}
+
+/* ---- script, events (mmon_script.c) ---- */
+
+/* "[address]:port" of server i appended to a comma list. */
+static void
+script_list_add(struct mmon_instance *inst, int i, char *buf, size_t len)
+{
+    size_t o = strlen(buf);
+    struct sl_server *srv = inst->servers[i].srv;
+
+    snprintf(buf + o, len - o, "%s[%s]:%d", o ? "," : "",
+             sl_server_address(srv), sl_server_port(srv));
+}
+
+/*
+ * Queue the script for server i's event, with every variable as it is
+ * now (statuses published this tick): the run happens once the tick (or
+ * the command) has released the instance lock, never under it.
+ */
+static void
+script_queue(struct mmon_instance *inst, int i, enum mmon_event ev)
+{
+    char initiator[600] = "", parent[600] = "", children[4096] = "";
+    char nodes[4096] = "", list[4096] = "", masters[4096] = "";
+    char slaves[4096] = "", creds[600];
+    struct mmon_script_vars vars;
+    struct mmon_script_job *jobs;
+    struct mmon_script_job job;
+    size_t argc = 0;
+
+    if (inst->script_argv == NULL ||
+        !(inst->script_events & ((1ull << ev) | (1ull << MMON_EV_COUNT)))) {
+        return;
+    }
+    script_list_add(inst, i, initiator, sizeof(initiator));
+    if (inst->servers[i].parent >= 0) {
+        script_list_add(inst, inst->servers[i].parent, parent, sizeof(parent));
+    }
+    for (int j = 0; j < inst->n; j++) {
+        uint32_t st = sl_server_status(inst->servers[j].srv);
+
+        if (j != i && inst->views[j].running &&
+            inst->views[j].slave.present && inst->views[j].slave.master == i) {
+            script_list_add(inst, j, children, sizeof(children));
+        }
+        script_list_add(inst, j, list, sizeof(list));
+        if (st & SL_SRV_RUNNING) {
+            script_list_add(inst, j, nodes, sizeof(nodes));
+        }
+        if ((st & (SL_SRV_RUNNING | SL_SRV_MASTER)) ==
+            (SL_SRV_RUNNING | SL_SRV_MASTER)) {
+            script_list_add(inst, j, masters, sizeof(masters));
+        }
+        if ((st & (SL_SRV_RUNNING | SL_SRV_SLAVE)) ==
+            (SL_SRV_RUNNING | SL_SRV_SLAVE)) {
+            script_list_add(inst, j, slaves, sizeof(slaves));
+        }
+    }
+    snprintf(creds, sizeof(creds), "%s:%s", sl_monitor_user(inst->mon),
+             sl_monitor_password(inst->mon));
+    vars = (struct mmon_script_vars){
+        .initiator = initiator, .parent = parent, .children = children,
+        .event = mmon_event_names[ev], .credentials = creds,
+        .nodelist = nodes, .list = list, .masterlist = masters,
+        .slavelist = slaves, .syncedlist = "",
+    };
+    while (inst->script_argv[argc] != NULL) {
+        argc++;
+    }
+    memset(&job, 0, sizeof(job));
+    job.argv = calloc(argc + 1, sizeof(*job.argv));
+    for (size_t k = 0; job.argv != NULL && k < argc; k++) {
+        if ((job.argv[k] = mmon_script_subst(inst->script_argv[k],
+                                             &vars)) == NULL) {
+            mmon_script_free_argv(job.argv);
+            job.argv = NULL;
+        }
+    }
+    jobs = job.argv ? realloc(inst->jobs, (inst->njobs + 1) * sizeof(*jobs))
+                    : NULL;
+    if (jobs == NULL) {
+        mmon_script_free_argv(job.argv);
+        sl_log_error("Monitor '%s': out of memory: script for event %s of '%s' not run", MONNAME(inst), mmon_event_names[ev], SRVNAME(inst, i));
+        return;
+    }
+    snprintf(job.who, sizeof(job.who), "Monitor '%s' script (%s of '%s')",
+             MONNAME(inst), mmon_event_names[ev], SRVNAME(inst, i));
+    inst->jobs = jobs;
+    inst->jobs[inst->njobs++] = job;
+}
+
+/* Compare each server's status with what the events last saw. */
+static void
+script_events(struct mmon_instance *inst)
+{
+    for (int i = 0; i < inst->n; i++) {
+        struct mmon_server *ms = &inst->servers[i];
+        uint32_t now = sl_server_status(ms->srv);
+        enum mmon_event ev;
+
+        if (inst->views[i].running) {
+            ms->parent = inst->views[i].slave.present
+                             ? inst->views[i].slave.master : -1;
+        }
+        ev = mmon_event_of(ms->ev_status, now);
+        ms->ev_status = now;
+        if (ev != MMON_EV_NONE) {
+            sl_log_notice("Monitor '%s': server '%s' event %s", MONNAME(inst), SRVNAME(inst, i), mmon_event_names[ev]);
+            script_queue(inst, i, ev);
+        }
+    }
+}
+
+/* Run the queued scripts, one after the other; the lock is NOT held, so
+ * commands and diagnostics go on meanwhile. Monitor thread. */
+static void
+script_run_queued(struct mmon_instance *inst)
+{
+    struct mmon_script_job *jobs;
+    size_t n;
+
+    pthread_mutex_lock(&inst->lock);
+    jobs = inst->jobs;
+    n = inst->njobs;
+    inst->jobs = NULL;
+    inst->njobs = 0;
+    pthread_mutex_unlock(&inst->lock);
+    for (size_t k = 0; k < n; k++) {
+        mmon_script_run(jobs[k].argv, inst->script_timeout_ms, jobs[k].who,
+                        sl_monitor_password(inst->mon));
+        mmon_script_free_argv(jobs[k].argv);
+    }
+    free(jobs);
+}
+
 static void
 publish(struct mmon_instance *inst)
 {
+    update_conditions(inst);
     for (int i = 0; i < inst->n; i++) {
         struct sl_server *srv = inst->servers[i].srv;
         uint32_t bits = role_bits(inst, i);
@@ -395,6 +616,7 @@ publish(struct mmon_instance *inst)
             sl_log_notice("Server '%s' changed state: %s -> %s", sl_server_name(srv), status_text(old, a, sizeof(a)), status_text(now, b, sizeof(b)));
         }
     }
+    script_events(inst);
 }
 
 /* ---- cooperative_monitoring_locks ---- */
@@ -649,10 +871,14 @@ maybe_rejoin(struct mmon_instance *inst)
         if (i == inst->primary || !v->running || v->maint) {
             continue;
         }
-        if (v->slave.present && (m < 0 || m == inst->primary ||
-                                 inst->views[m].running)) {
+        if (v->slave.present &&
+            (m == inst->primary ||
+             (!inst->enforce_simple_topology &&
+              (m < 0 || inst->views[m].running)))) {
+            /* replicating from something alive: leave it (with
+             * enforce_simple_topology, only from the primary) */
             ms->diverged_logged = false;
-            continue;   /* replicating from something alive: leave it */
+            continue;
         }
         if (!mmon_rejoin_allowed(inst, i, why, sizeof(why))) {
             if (!ms->diverged_logged) {
@@ -789,6 +1015,90 @@ update_snapshot(struct mmon_instance *inst)
     pthread_mutex_unlock(&inst->snap_lock);
 }
 
+/* ---- enforce_simple_topology ---- */
+
+/*
+ * A primary never seen running (down since before Sluice started): the
+ * server most running replicas replicate from counts as the failed
+ * primary, so failcount and auto_failover apply to it.
+ */
+static void
+guess_lost_primary(struct mmon_instance *inst)
+{
+    int best = -1, most = 0;
+
+    if (!inst->enforce_simple_topology || inst->primary >= 0 ||
+        inst->lost >= 0) {
+        return;
+    }
+    for (int j = 0; j < inst->n; j++) {
+        int n = 0;
+
+        if (inst->views[j].running) {
+            continue;
+        }
+        for (int i = 0; i < inst->n; i++) {
+            n += i != j && inst->views[i].running &&
+                 inst->views[i].slave.present &&
+                 inst->views[i].slave.master == j;
+        }
+        if (n > most) {
+            most = n;
+            best = j;
+        }
+    }
+    if (best >= 0) {
+        inst->lost = best;
+        inst->lost_ticks = 1;
+        sl_log_warn("Monitor '%s': no primary; '%s' is down and %d replica(s) replicate from it: treating it as the failed primary (enforce_simple_topology)", MONNAME(inst), SRVNAME(inst, best), most);
+    }
+}
+
+/* Every server but the primary keeps only its default replication
+ * connection: named ones (other sources) are stopped and removed. */
+static void
+remove_extra_sources(struct mmon_instance *inst)
+{
+    char err[512], sql[200], name[130];
+
+    if (!inst->enforce_simple_topology || !inst->primary_monitor) {
+        return;
+    }
+    for (int i = 0; i < inst->n; i++) {
+        struct mmon_server *ms = &inst->servers[i];
+        bool changed = false;
+
+        if (i == inst->primary || !inst->views[i].running ||
+            inst->views[i].maint) {
+            continue;
+        }
+        for (int k = 0; k < ms->nnamed; k++) {
+            size_t o = 0;
+
+            for (const char *p = ms->named[k]; *p && o + 2 < sizeof(name);
+                 p++) {
+                if (*p == '\'' || *p == '\\') {
+                    name[o++] = '\\';
+                }
+                name[o++] = *p;
+            }
+            name[o] = '\0';
+            sl_log_notice("Monitor '%s': removing replication connection '%s' of '%s' (enforce_simple_topology: one source, the primary)", MONNAME(inst), ms->named[k], SRVNAME(inst, i));
+            snprintf(sql, sizeof(sql), "STOP SLAVE '%s'", name);
+            if (mmon_exec(inst, i, sql, err, sizeof(err)) == 0) {
+                snprintf(sql, sizeof(sql), "RESET SLAVE '%s' ALL", name);
+                mmon_exec(inst, i, sql, err, sizeof(err));
+            }
+            changed = true;
+        }
+        if (changed) {
+            probe_server(inst, i);
+        }
+    }
+}
+
+static void run_scheduled(struct mmon_instance *inst);
+
 static void
 mmon_tick(void *instance)
 {
@@ -798,12 +1108,19 @@ mmon_tick(void *instance)
     mmon_probe_all(inst);
     update_locks(inst);
     update_primary(inst);
+    guess_lost_primary(inst);
+    if (inst->primary >= 0) {
+        mmon_events_remember(inst, inst->primary);
+    }
     maybe_failover(inst);
+    remove_extra_sources(inst);
     maybe_rejoin(inst);
     enforce_read_only(inst);
     publish(inst);
     update_snapshot(inst);
     pthread_mutex_unlock(&inst->lock);
+    run_scheduled(inst);
+    script_run_queued(inst);
 }
 
 /* servers_no_promotion: mark the listed servers. */
@@ -836,12 +1153,23 @@ read_params(struct mmon_instance *inst, const struct sl_params *p)
     inst->verify_master_failure = sl_params_bool(p, "verify_master_failure");
     inst->enforce_read_only_slaves =
         sl_params_bool(p, "enforce_read_only_slaves");
+    inst->handle_events = sl_params_bool(p, "handle_events");
+    inst->enforce_simple_topology = sl_params_bool(p,
+                                                   "enforce_simple_topology");
+    if (inst->enforce_simple_topology) {
+        /* MaxScale: whatever they are set to */
+        inst->auto_failover = true;
+        inst->auto_rejoin = true;
+    }
     inst->failcount = sl_params_count(p, "failcount");
     inst->switchover_timeout_ms = sl_params_duration_ms(p,
                                                         "switchover_timeout");
     inst->failover_timeout_ms = sl_params_duration_ms(p, "failover_timeout");
     inst->coop = (enum mmon_coop)sl_params_enum(p,
                                                 "cooperative_monitoring_locks");
+    inst->master_conds = (unsigned)sl_params_enum_mask(p,
+                                                       "master_conditions");
+    inst->slave_conds = (unsigned)sl_params_enum_mask(p, "slave_conditions");
     /* MaxScale: without replication_user the monitor's own account is
      * used in CHANGE MASTER TO. */
     snprintf(inst->repl_user, sizeof(inst->repl_user), "%s",
@@ -849,6 +1177,31 @@ read_params(struct mmon_instance *inst, const struct sl_params *p)
     snprintf(inst->repl_password, sizeof(inst->repl_password), "%s",
              u && u[0] ? (pw ? pw : "") : sl_monitor_password(inst->mon));
     parse_no_promotion(inst, p);
+}
+
+/* script, events, script_timeout. -1 (logged, naming the parameter) when
+ * the command line cannot be split or its program cannot be run: MaxScale
+ * refuses such a monitor too. */
+static int
+read_script(struct mmon_instance *inst, const struct sl_params *p)
+{
+    const char *cmd = sl_params_get(p, "script");
+    char err[256];
+
+    inst->script_events = sl_params_enum_mask(p, "events");
+    inst->script_timeout_ms = sl_params_duration_ms(p, "script_timeout");
+    if (cmd == NULL || cmd[0] == '\0') {
+        return 0;
+    }
+    if (mmon_script_split(cmd, &inst->script_argv, err, sizeof(err)) < 0) {
+        sl_log_error("Monitor '%s': parameter 'script': %s", MONNAME(inst), err);
+        return -1;
+    }
+    if (!mmon_script_executable(inst->script_argv[0])) {
+        sl_log_error("Monitor '%s': parameter 'script': '%s' is not an executable file (absolute path, or a program in PATH)", MONNAME(inst), inst->script_argv[0]);
+        return -1;
+    }
+    return 0;
 }
 
 static void *
@@ -878,9 +1231,20 @@ mmon_create_instance(struct sl_monitor *mon, const struct sl_params *p)
     inst->primary = -1;
     inst->lost = -1;
     inst->rand_state = (unsigned)sl_monotonic_us() ^ (unsigned)getpid();
+    for (size_t i = 0; i < n; i++) {
+        inst->servers[i].parent = -1;
+    }
     read_params(inst, p);
+    if (read_script(inst, p) < 0) {
+        mmon_script_free_argv(inst->script_argv);
+        free(inst->servers);
+        free(inst->views);
+        free(inst);
+        return NULL;
+    }
     pthread_mutex_init(&inst->lock, NULL);
     pthread_mutex_init(&inst->snap_lock, NULL);
+    pthread_mutex_init(&inst->cmd_lock, NULL);
     pthread_mutex_lock(&instances_lock);
     if (ninstances < sizeof(instances) / sizeof(instances[0])) {
         instances[ninstances++] = inst;
@@ -907,10 +1271,17 @@ mmon_destroy_instance(void *instance)
     pthread_mutex_unlock(&instances_lock);
     for (int i = 0; i < inst->n; i++) {
         close_conn(&inst->servers[i]);
+        free(inst->servers[i].events_enabled);
     }
     json_decref(inst->snapshot);
+    for (size_t k = 0; k < inst->njobs; k++) {
+        mmon_script_free_argv(inst->jobs[k].argv);
+    }
+    free(inst->jobs);
+    mmon_script_free_argv(inst->script_argv);
     pthread_mutex_destroy(&inst->lock);
     pthread_mutex_destroy(&inst->snap_lock);
+    pthread_mutex_destroy(&inst->cmd_lock);
     free(inst->servers);
     free(inst->views);
     free(inst);
@@ -976,7 +1347,15 @@ server_index(struct mmon_instance *inst, struct sl_server *srv)
     return -1;
 }
 
-enum cmd_kind { CMD_SWITCHOVER, CMD_FAILOVER, CMD_REJOIN, CMD_RELEASE };
+enum cmd_kind { CMD_SWITCHOVER, CMD_FAILOVER, CMD_REJOIN, CMD_RELEASE,
+                CMD_RESET };
+
+static const char *const cmd_names[] = {"switchover", "failover", "rejoin",
+                                        "release-locks",
+                                        "reset-replication"};
+
+/* fetch-cmd-result's view of inst->cmd. */
+enum mmon_cmd_state { CMD_NONE, CMD_SCHEDULED, CMD_RUNNING, CMD_DONE };
 
 /* May this instance change the cluster now? err[] says why not. */
 static bool
@@ -1048,13 +1427,116 @@ run_locked(struct mmon_instance *inst, enum cmd_kind kind, int a, int b,
             return -1;
         }
         return mmon_rejoin(inst, a, err, errlen);
+    case CMD_RESET:
+        return mmon_reset_replication(inst, a, err, errlen);
     }
     return -1;
 }
 
+/* A command, with the instance locked around it and the views fresh
+ * before and published after. Any thread. */
 static int
-run_command(enum cmd_kind kind, const struct sl_modcmd_arg *args, int nargs,
-            void **output, char **error)
+execute(struct mmon_instance *inst, enum cmd_kind kind, int a, int b,
+        char *err, size_t errlen)
+{
+    int rc;
+
+    pthread_mutex_lock(&inst->lock);
+    mmon_probe_all(inst);
+    update_locks(inst);
+    update_primary(inst);
+    rc = run_locked(inst, kind, a, b, err, errlen);
+    mmon_probe_all(inst);
+    if (kind != CMD_RELEASE) {
+        update_locks(inst);
+    }
+    update_primary(inst);
+    publish(inst);
+    update_snapshot(inst);
+    pthread_mutex_unlock(&inst->lock);
+    return rc;
+}
+
+/* The latest manual command's end, for fetch-cmd-result. */
+static void
+cmd_done(struct mmon_instance *inst, int rc, const char *err)
+{
+    pthread_mutex_lock(&inst->cmd_lock);
+    inst->cmd.state = CMD_DONE;
+    inst->cmd.ok = rc >= 0;
+    if (rc >= 0) {
+        snprintf(inst->cmd.result, sizeof(inst->cmd.result),
+                 "%s completed successfully.", inst->cmd.name);
+    } else {
+        snprintf(inst->cmd.result, sizeof(inst->cmd.result), "%s failed: %s",
+                 inst->cmd.name, err);
+    }
+    pthread_mutex_unlock(&inst->cmd_lock);
+}
+
+/*
+ * Claim the manual command slot for `kind` (scheduled or running now).
+ * -EBUSY with *error set while another manual command is pending or
+ * running: one at a time, as in MaxScale.
+ */
+static int
+cmd_claim(struct mmon_instance *inst, enum cmd_kind kind, int a, int b,
+          bool async, char **error)
+{
+    int rc = 0;
+
+    pthread_mutex_lock(&inst->cmd_lock);
+    if (inst->cmd.state == CMD_SCHEDULED || inst->cmd.state == CMD_RUNNING) {
+        if (asprintf(error, "cannot run '%s': the command '%s' is %s on "
+                     "monitor '%s' (fetch-cmd-result shows its result, "
+                     "cancel-cmd cancels it while it is pending)",
+                     cmd_names[kind], inst->cmd.name,
+                     inst->cmd.state == CMD_SCHEDULED ? "pending"
+                                                      : "running",
+                     MONNAME(inst)) < 0) {
+            *error = NULL;
+        }
+        rc = -EBUSY;
+    } else {
+        inst->cmd.state = async ? CMD_SCHEDULED : CMD_RUNNING;
+        inst->cmd.kind = kind;
+        inst->cmd.a = a;
+        inst->cmd.b = b;
+        inst->cmd.ok = false;
+        inst->cmd.result[0] = '\0';
+        snprintf(inst->cmd.name, sizeof(inst->cmd.name), "%s",
+                 cmd_names[kind]);
+    }
+    pthread_mutex_unlock(&inst->cmd_lock);
+    return rc;
+}
+
+/* Monitor thread, after a tick: run a scheduled async command. */
+static void
+run_scheduled(struct mmon_instance *inst)
+{
+    char err[1024] = "";
+    int kind, a, b;
+    int rc;
+
+    pthread_mutex_lock(&inst->cmd_lock);
+    if (inst->cmd.state != CMD_SCHEDULED) {
+        pthread_mutex_unlock(&inst->cmd_lock);
+        return;
+    }
+    inst->cmd.state = CMD_RUNNING;
+    kind = inst->cmd.kind;
+    a = inst->cmd.a;
+    b = inst->cmd.b;
+    pthread_mutex_unlock(&inst->cmd_lock);
+    sl_log_notice("Monitor '%s': running the scheduled %s", MONNAME(inst), cmd_names[kind]);
+    rc = execute(inst, (enum cmd_kind)kind, a, b, err, sizeof(err));
+    cmd_done(inst, rc, err);
+}
+
+static int
+run_command(enum cmd_kind kind, bool async, const struct sl_modcmd_arg *args,
+            int nargs, void **output, char **error)
 {
     struct mmon_instance *inst = find_instance(args[0].v.monitor);
     char err[1024] = "";
@@ -1078,25 +1560,29 @@ run_command(enum cmd_kind kind, const struct sl_modcmd_arg *args, int nargs,
             return -EINVAL;
         }
     }
-    pthread_mutex_lock(&inst->lock);
-    mmon_probe_all(inst);
-    update_locks(inst);
-    update_primary(inst);
-    rc = run_locked(inst, kind, idx[0], idx[1], err, sizeof(err));
-    mmon_probe_all(inst);
-    if (kind != CMD_RELEASE) {
-        update_locks(inst);
+    if (kind == CMD_RELEASE) {
+        /* not a cluster operation: no slot, no result to fetch */
+        rc = execute(inst, kind, idx[0], idx[1], err, sizeof(err));
+    } else {
+        if ((rc = cmd_claim(inst, kind, idx[0], idx[1], async, error)) < 0) {
+            return rc;
+        }
+        if (async) {
+            /* The monitor thread runs it after its next tick. */
+            sl_log_notice("Monitor '%s': %s scheduled (async-%s)", MONNAME(inst), cmd_names[kind], cmd_names[kind]);
+            return 0;
+        }
+        rc = execute(inst, kind, idx[0], idx[1], err, sizeof(err));
+        cmd_done(inst, rc, err);
     }
-    update_primary(inst);
-    publish(inst);
-    update_snapshot(inst);
-    pthread_mutex_unlock(&inst->lock);
     if (rc < 0) {
         *error = strdup(err);
         return -EIO;
     }
+    pthread_mutex_lock(&inst->lock);
     *output = json_pack("{s:s?}", "primary", inst->primary >= 0 ?
                         SRVNAME(inst, inst->primary) : NULL);
+    pthread_mutex_unlock(&inst->lock);
     return 0;
 }
 
@@ -1104,29 +1590,147 @@ static int
 cmd_switchover(const struct sl_modcmd_arg *args, int nargs, void **output,
                char **error)
 {
-    return run_command(CMD_SWITCHOVER, args, nargs, output, error);
+    return run_command(CMD_SWITCHOVER, false, args, nargs, output, error);
 }
 
 static int
 cmd_failover(const struct sl_modcmd_arg *args, int nargs, void **output,
              char **error)
 {
-    return run_command(CMD_FAILOVER, args, nargs, output, error);
+    return run_command(CMD_FAILOVER, false, args, nargs, output, error);
 }
 
 static int
 cmd_rejoin(const struct sl_modcmd_arg *args, int nargs, void **output,
            char **error)
 {
-    return run_command(CMD_REJOIN, args, nargs, output, error);
+    return run_command(CMD_REJOIN, false, args, nargs, output, error);
 }
 
 static int
 cmd_release_locks(const struct sl_modcmd_arg *args, int nargs,
                   void **output, char **error)
 {
-    return run_command(CMD_RELEASE, args, nargs, output, error);
+    return run_command(CMD_RELEASE, false, args, nargs, output, error);
 }
+
+static int
+cmd_reset_replication(const struct sl_modcmd_arg *args, int nargs,
+                      void **output, char **error)
+{
+    return run_command(CMD_RESET, false, args, nargs, output, error);
+}
+
+static int
+cmd_async_switchover(const struct sl_modcmd_arg *args, int nargs,
+                     void **output, char **error)
+{
+    return run_command(CMD_SWITCHOVER, true, args, nargs, output, error);
+}
+
+static int
+cmd_async_failover(const struct sl_modcmd_arg *args, int nargs,
+                   void **output, char **error)
+{
+    return run_command(CMD_FAILOVER, true, args, nargs, output, error);
+}
+
+static int
+cmd_async_rejoin(const struct sl_modcmd_arg *args, int nargs, void **output,
+                 char **error)
+{
+    return run_command(CMD_REJOIN, true, args, nargs, output, error);
+}
+
+static int
+cmd_async_reset_replication(const struct sl_modcmd_arg *args, int nargs,
+                            void **output, char **error)
+{
+    return run_command(CMD_RESET, true, args, nargs, output, error);
+}
+
+/*
+ * fetch-cmd-result: the latest manual command (async or not) — pending,
+ * running, "NAME completed successfully." or, for a failure, the error
+ * (the call fails with it, as the command itself would have).
+ */
+static int
+cmd_fetch_result(const struct sl_modcmd_arg *args, int nargs, void **output,
+                 char **error)
+{
+    struct mmon_instance *inst = find_instance(args[0].v.monitor);
+    int rc = 0;
+
+    (void)nargs;
+    if (inst == NULL) {
+        *error = strdup("the monitor is not a mariadbmon monitor");
+        return -EINVAL;
+    }
+    pthread_mutex_lock(&inst->cmd_lock);
+    switch (inst->cmd.state) {
+    case CMD_NONE:
+        *output = json_string("No manual command results are available.");
+        break;
+    case CMD_SCHEDULED:
+        *output = json_sprintf("Command '%s' is pending.", inst->cmd.name);
+        break;
+    case CMD_RUNNING:
+        *output = json_sprintf("Command '%s' is still running.",
+                               inst->cmd.name);
+        break;
+    default:
+        if (inst->cmd.ok) {
+            *output = json_string(inst->cmd.result);
+        } else {
+            *error = strdup(inst->cmd.result);
+            rc = -EIO;
+        }
+        break;
+    }
+    pthread_mutex_unlock(&inst->cmd_lock);
+    return rc;
+}
+
+/* cancel-cmd: drop a scheduled command that has not started. */
+static int
+cmd_cancel(const struct sl_modcmd_arg *args, int nargs, void **output,
+           char **error)
+{
+    struct mmon_instance *inst = find_instance(args[0].v.monitor);
+    int rc = 0;
+
+    (void)nargs;
+    (void)output;
+    if (inst == NULL) {
+        *error = strdup("the monitor is not a mariadbmon monitor");
+        return -EINVAL;
+    }
+    pthread_mutex_lock(&inst->cmd_lock);
+    if (inst->cmd.state == CMD_SCHEDULED) {
+        inst->cmd.state = CMD_DONE;
+        inst->cmd.ok = false;
+        snprintf(inst->cmd.result, sizeof(inst->cmd.result),
+                 "%s was cancelled before it started.", inst->cmd.name);
+        sl_log_notice("Monitor '%s': scheduled %s cancelled (cancel-cmd)", MONNAME(inst), inst->cmd.name);
+    } else {
+        if (asprintf(error, "no command to cancel on monitor '%s'%s%s%s",
+                     MONNAME(inst),
+                     inst->cmd.state == CMD_RUNNING ? ": '" : "",
+                     inst->cmd.state == CMD_RUNNING ? inst->cmd.name : "",
+                     inst->cmd.state == CMD_RUNNING
+                         ? "' is already running" : "") < 0) {
+            *error = NULL;
+        }
+        rc = -EINVAL;
+    }
+    pthread_mutex_unlock(&inst->cmd_lock);
+    return rc;
+}
+
+static const struct sl_modcmd_arg_spec reset_args[] = {
+    {SL_MODCMD_ARG_MONITOR, false, "Monitor name"},
+    {SL_MODCMD_ARG_SERVER, true, "New primary (default: the current one)"},
+};
 
 static const struct sl_modcmd_arg_spec switchover_args[] = {
     {SL_MODCMD_ARG_MONITOR, false, "Monitor name"},
@@ -1166,6 +1770,43 @@ mmon_process_init(void)
                                 cmd_rejoin, rejoin_args, 2,
                                 "Make a server replicate from the primary");
     }
+    {
+        static const struct {
+            const char *name;
+            enum sl_modcmd_kind kind;
+            sl_modcmd_fn fn;
+            const struct sl_modcmd_arg_spec *args;
+            int nargs;
+            const char *desc;
+        } more[] = {
+            {"reset-replication", SL_MODCMD_ACTIVE, cmd_reset_replication,
+             reset_args, 2, "Delete the binary logs and GTID positions of "
+             "every server and restart replication from the primary "
+             "(destructive)"},
+            {"async-switchover", SL_MODCMD_ACTIVE, cmd_async_switchover,
+             switchover_args, 3, "Schedule a switchover and return at once "
+             "(see fetch-cmd-result)"},
+            {"async-failover", SL_MODCMD_ACTIVE, cmd_async_failover,
+             failover_args, 1, "Schedule a failover and return at once"},
+            {"async-rejoin", SL_MODCMD_ACTIVE, cmd_async_rejoin, rejoin_args,
+             2, "Schedule a rejoin and return at once"},
+            {"async-reset-replication", SL_MODCMD_ACTIVE,
+             cmd_async_reset_replication, reset_args, 2,
+             "Schedule a reset-replication and return at once"},
+            {"fetch-cmd-result", SL_MODCMD_PASSIVE, cmd_fetch_result,
+             failover_args, 1, "The state or result of the latest manual "
+             "command"},
+            {"cancel-cmd", SL_MODCMD_ACTIVE, cmd_cancel, failover_args, 1,
+             "Cancel a scheduled command that has not started"},
+        };
+
+        for (size_t k = 0; k < sizeof(more) / sizeof(more[0]) &&
+                           (rc == 0 || rc == -EEXIST); k++) {
+            rc = sl_modcmd_register("mariadbmon", more[k].name, more[k].kind,
+                                    more[k].fn, more[k].args, more[k].nargs,
+                                    more[k].desc);
+        }
+    }
     if (rc == 0 || rc == -EEXIST) {
         rc = sl_modcmd_register("mariadbmon", "release-locks",
                                 SL_MODCMD_ACTIVE, cmd_release_locks,
@@ -1200,13 +1841,16 @@ static const struct sl_param_spec mmon_params[] = {
      "Time limit of a failover"},
     {"servers_no_promotion", SL_PARAM_SERVERS, NULL, 0, NULL,
      "Servers never promoted to primary"},
-    {"enforce_simple_topology", SL_PARAM_BOOL, "false", SL_PARAM_F_REFUSED,
-     NULL, "enforce_simple_topology is not implemented"},
+    {"enforce_simple_topology", SL_PARAM_BOOL, "false", 0, NULL,
+     "Keep one primary and N replicas: turns on auto_failover and "
+     "auto_rejoin, removes other replication sources, fails over a "
+     "primary never seen running"},
     {"assume_unique_hostnames", SL_PARAM_BOOL, "true", SL_PARAM_F_REFUSED,
      NULL, "servers are always matched by host name and port"},
-    {"handle_events", SL_PARAM_BOOL, "false", SL_PARAM_F_REFUSED, NULL,
-     "scheduled events are not enabled or disabled on promotion "
-     "(only false is accepted)"},
+    {"handle_events", SL_PARAM_BOOL, "true", 0, NULL,
+     "Scheduled events follow the primary: ENABLED events of a demoted "
+     "server set to DISABLE ON SLAVE, those enabled on the old primary "
+     "enabled on the promoted one"},
     {"enforce_writable_master", SL_PARAM_BOOL, "false", SL_PARAM_F_REFUSED,
      NULL, "enforce_writable_master is not implemented"},
     {"switchover_on_low_disk_space", SL_PARAM_BOOL, "false",
@@ -1221,10 +1865,24 @@ static const struct sl_param_spec mmon_params[] = {
      "promotion SQL files are not implemented"},
     {"demotion_sql_file", SL_PARAM_PATH, NULL, SL_PARAM_F_REFUSED, NULL,
      "demotion SQL files are not implemented"},
-    {"master_conditions", SL_PARAM_STRING, NULL, SL_PARAM_F_REFUSED, NULL,
-     "master_conditions is not implemented"},
-    {"slave_conditions", SL_PARAM_STRING, NULL, SL_PARAM_F_REFUSED, NULL,
-     "slave_conditions is not implemented"},
+    {"script", SL_PARAM_STRING, NULL, 0, NULL,
+     "Command run on server events ($INITIATOR, $EVENT, $PARENT, $CHILDREN, "
+     "$CREDENTIALS, $LIST, $NODELIST, $MASTERLIST, $SLAVELIST, $SYNCEDLIST "
+     "substituted), split into arguments without a shell"},
+    {"events", SL_PARAM_ENUM_MASK, "all", 0, mmon_event_names,
+     "Events that run the script (all: every event)"},
+    {"script_timeout", SL_PARAM_DURATION, "90s", SL_PARAM_F_SECONDS, NULL,
+     "Time a script may run; then SIGTERM, one second later SIGKILL"},
+    {"master_conditions", SL_PARAM_ENUM_MASK,
+     "primary_monitor_master,disk_space_ok", 0, mmon_master_cond_names,
+     "What the primary must also have to be Master: a replica connecting, "
+     "connected or running; the primary monitor's choice; disk space "
+     "(always ok: no disk space monitoring); none"},
+    {"slave_conditions", SL_PARAM_ENUM_MASK, "none", 0, mmon_slave_cond_names,
+     "What a replica must also have to be Slave: linked_master (both "
+     "threads running up to a running primary), running_master, "
+     "writable_master (the primary is Master), primary_monitor_master; "
+     "none"},
     SL_PARAM_END,
 };
 

@@ -19,6 +19,8 @@
 #include <sluice/server.h>
 
 #include "mmon.h"
+#include "mmon_conds.h"
+#include "mmon_script.h"
 
 /* cooperative_monitoring_locks: the lock on one server, seen this tick. */
 enum mmon_lock {
@@ -34,6 +36,8 @@ enum mmon_coop {
     MMON_COOP_MAJORITY_OF_RUNNING,
 };
 
+#define MMON_MAX_NAMED 8
+
 struct mmon_server {
     struct sl_server *srv;
     MYSQL *conn;
@@ -42,7 +46,21 @@ struct mmon_server {
     bool diverged_logged;        /* "cannot rejoin" said once */
     bool ro_enforced_logged;
     enum mmon_lock lock;         /* cooperative lock, this tick */
+    uint32_t ev_status;          /* status the script events last saw */
+    int parent;                  /* last known master index, -1 none */
+    struct mmon_slave_conn last_slave;  /* as of the last good probe */
+    bool master_lock_held;       /* MMON_MASTER_LOCK on this connection */
+    int nnamed;                  /* named replication connections */
+    char named[MMON_MAX_NAMED][65];
+    char *events_enabled;        /* handle_events: "schema.name\n"..., as
+                                  * last seen while it was the primary */
     char last_error[256];
+};
+
+/* A script run waiting for the end of the tick: argv substituted. */
+struct mmon_script_job {
+    char **argv;
+    char who[160];
 };
 
 struct mmon_instance {
@@ -72,11 +90,40 @@ struct mmon_instance {
     bool auto_rejoin;
     bool verify_master_failure;
     bool enforce_read_only_slaves;
+    bool handle_events;
+    bool enforce_simple_topology;
     uint64_t failcount;
     uint64_t switchover_timeout_ms;
     uint64_t failover_timeout_ms;
     char repl_user[256];
     char repl_password[256];
+
+    /* master_conditions, slave_conditions (mmon_conds.c) */
+    unsigned master_conds;
+    unsigned slave_conds;
+    bool master_ok;              /* the candidate may be Master this tick */
+    bool coop_ok;                /* primary_monitor_master holds */
+    char master_why[256];        /* why not, logged once per change */
+
+    /* script, events, script_timeout (mmon_script.c): events found by
+     * publish() wait here, under lock, and run after the tick unlocks. */
+    char **script_argv;          /* NULL: no script */
+    uint64_t script_events;      /* enum mask over mmon_event_names */
+    uint64_t script_timeout_ms;
+    struct mmon_script_job *jobs;
+    size_t njobs;
+
+    /* The latest manual command (fetch-cmd-result), and an async one
+     * waiting for the monitor thread; under cmd_lock, never held long. */
+    pthread_mutex_t cmd_lock;
+    struct {
+        int state;               /* enum mmon_cmd_state (mariadbmon.c) */
+        int kind;                /* enum cmd_kind */
+        int a, b;                /* server indexes or -1 */
+        bool ok;
+        char name[32];
+        char result[1024];
+    } cmd;
 
     pthread_mutex_t snap_lock;
     json_t *snapshot;            /* diagnostics, under snap_lock */
@@ -95,6 +142,13 @@ int mmon_switchover(struct mmon_instance *inst, int new_primary, int old,
                     char *err, size_t errlen);
 int mmon_rejoin(struct mmon_instance *inst, int i, char *err,
                 size_t errlen);
+/* mmon_events.c (handle_events; no-ops when it is off). */
+void mmon_events_remember(struct mmon_instance *inst, int i);
+void mmon_events_demote(struct mmon_instance *inst, int i);
+void mmon_events_promote(struct mmon_instance *inst, int i, int old);
+
+int mmon_reset_replication(struct mmon_instance *inst, int new_primary,
+                           char *err, size_t errlen);
 /* Can server i rejoin the current primary? why[] when not. */
 bool mmon_rejoin_allowed(struct mmon_instance *inst, int i, char *why,
                          size_t whylen);

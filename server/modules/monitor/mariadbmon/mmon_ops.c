@@ -288,6 +288,7 @@ failover_run(struct mmon_instance *inst, int old, const char *reason,
         sl_log_error("Monitor '%s': failover to '%s' failed: %s", MONNAME(inst), SRVNAME(inst, cand), err);
         return -1;
     }
+    mmon_events_promote(inst, cand, old);
     redirect_replicas(inst, old, cand);
     inst->primary = cand;
     inst->lost = -1;
@@ -358,6 +359,8 @@ switchover_run(struct mmon_instance *inst, int new_primary, int old,
     if (mmon_exec(inst, old, "SET GLOBAL read_only=1", err, errlen) < 0) {
         return -1;
     }
+    mmon_events_remember(inst, old);
+    mmon_events_demote(inst, old);
     /* No new writes on old from here: its binlog position is final. */
     mmon_probe_all(inst);
     pos = inst->views[old].binlog_pos;
@@ -371,6 +374,7 @@ switchover_run(struct mmon_instance *inst, int new_primary, int old,
     if (promote(inst, new_primary, err, errlen) < 0) {
         return -1;
     }
+    mmon_events_promote(inst, new_primary, old);
     /* The new primary takes writes now, before the old one is
      * redirected: the held statements go on at once. */
     publish_early(inst->servers[new_primary].srv,
@@ -421,7 +425,96 @@ rejoin_run(struct mmon_instance *inst, int i, char *err, size_t errlen)
 
     merge_pos(&s->binlog_pos, &s->slave_pos, &has);
     sl_log_notice("Monitor '%s': rejoining '%s' (GTID %s) as a replica of '%s'", MONNAME(inst), SRVNAME(inst, i), mmon_gtid_format(&has, gtid, sizeof(gtid)), SRVNAME(inst, inst->primary));
+    mmon_events_demote(inst, i);
     return redirect(inst, i, inst->primary, &has, err, errlen);
+}
+
+/*
+ * reset-replication (MaxScale's): on every server, STOP SLAVE, RESET SLAVE
+ * ALL, read_only=1, RESET MASTER (binary logs deleted) and gtid_slave_pos
+ * set to sequence 0 in the new primary's domain; then the new primary
+ * (new_primary, or the current primary) is made writable and every other
+ * server replicates from it. Destructive: the GTID history is gone. Every
+ * monitored server not in maintenance must be running.
+ */
+int
+mmon_reset_replication(struct mmon_instance *inst, int new_primary,
+                       char *err, size_t errlen)
+{
+    char sql[256];
+    long long domain = 0;
+    int had_primary;
+
+    if (new_primary < 0) {
+        new_primary = inst->primary;
+    }
+    if (new_primary < 0) {
+        snprintf(err, errlen, "no primary: name the server to promote");
+        return -1;
+    }
+    if (!inst->views[new_primary].running || inst->views[new_primary].maint) {
+        snprintf(err, errlen, "'%s' cannot be the primary: it is not "
+                 "running or is in maintenance", SRVNAME(inst, new_primary));
+        return -1;
+    }
+    for (int i = 0; i < inst->n; i++) {
+        if (!inst->views[i].maint && !inst->views[i].running) {
+            snprintf(err, errlen, "server '%s' is down: reset-replication "
+                     "needs every server not in maintenance running",
+                     SRVNAME(inst, i));
+            return -1;
+        }
+    }
+    if (query_int(inst, new_primary, "SELECT @@gtid_domain_id", &domain, err,
+                  errlen) < 0) {
+        return -1;
+    }
+    had_primary = inst->primary;
+    if (had_primary >= 0) {
+        mmon_events_remember(inst, had_primary);
+    }
+    sl_log_warn("Monitor '%s': reset-replication: deleting the binary logs and GTID positions of every server; '%s' becomes the primary", MONNAME(inst), SRVNAME(inst, new_primary));
+    snprintf(sql, sizeof(sql), "SET GLOBAL gtid_slave_pos='%lld-%lld-0'",
+             domain, (long long)inst->views[new_primary].server_id);
+    for (int i = 0; i < inst->n; i++) {
+        if (inst->views[i].maint) {
+            continue;
+        }
+        if (mmon_exec(inst, i, "STOP SLAVE", err, errlen) < 0 ||
+            mmon_exec(inst, i, "RESET SLAVE ALL", err, errlen) < 0 ||
+            mmon_exec(inst, i, "SET GLOBAL read_only=1", err, errlen) < 0) {
+            goto out_failed;
+        }
+        mmon_events_demote(inst, i);
+        if (mmon_exec(inst, i, "RESET MASTER", err, errlen) < 0 ||
+            mmon_exec(inst, i, sql, err, errlen) < 0) {
+            goto out_failed;
+        }
+    }
+    if (mmon_exec(inst, new_primary, "SET GLOBAL read_only=0", err,
+                  errlen) < 0) {
+        return -1;
+    }
+    /* MaxScale: events come back only if the cluster had a primary. */
+    mmon_events_promote(inst, new_primary, had_primary);
+    for (int i = 0; i < inst->n; i++) {
+        if (i == new_primary || inst->views[i].maint) {
+            continue;
+        }
+        if (redirect(inst, i, new_primary, NULL, err, errlen) < 0) {
+            sl_log_error("Monitor '%s': reset-replication: '%s' could not be made a replica of '%s': %s", MONNAME(inst), SRVNAME(inst, i), SRVNAME(inst, new_primary), err);
+            return -1;
+        }
+    }
+    inst->primary = new_primary;
+    inst->lost = -1;
+    inst->lost_ticks = 0;
+    sl_log_notice("Monitor '%s': reset-replication done: '%s' is the primary, GTID positions start again at %s", MONNAME(inst), SRVNAME(inst, new_primary), sql + strlen("SET GLOBAL gtid_slave_pos="));
+    return 0;
+
+out_failed:
+    sl_log_error("Monitor '%s': reset-replication failed: %s", MONNAME(inst), err);
+    return -1;
 }
 
 /* The operations as the monitor and its commands call them: counted,
