@@ -62,6 +62,21 @@ struct sl_global {
     struct sl_params *params;         /* the whole validated section */
 };
 
+/*
+ * local_address ([maxscale]): the source address of every connection
+ * Sluice opens to a server (backend connections, monitors, config sync).
+ * Set once by main before any worker or monitor thread starts and never
+ * changed (it cannot be altered at run time), so any thread reads it
+ * without a lock. "" or NULL: the kernel chooses.
+ */
+int sl__local_address_set(const char *addr);
+/* The address as text, or NULL when unset. Any thread. */
+const char *sl__local_address(void);
+/* Bind fd (a TCP socket about to connect to family fam) to local_address
+ * with the port left to connect(); 0 when unset or bound, -1 with errno.
+ * Any thread. */
+int sl__local_address_bind(int fd, int fam);
+
 struct sl_loaded_module {
     const struct sl_module *info;
     void *handle;                     /* dlopen handle */

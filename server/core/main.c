@@ -712,6 +712,9 @@ run(const struct options *o)
     }
     sl__config = cfg;
     sl__monitor_set_passive(sl_params_bool(cfg->global.params, "passive"));
+    /* validated at load; before any worker or monitor thread starts */
+    sl__local_address_set(sl_params_get(cfg->global.params,
+                                        "local_address"));
     sl__stats_configure(&cfg->global);
     sl__log_set_destinations(sl_params_bool(cfg->global.params, "syslog"),
                              sl_params_bool(cfg->global.params, "maxlog"));
