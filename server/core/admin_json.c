@@ -621,6 +621,8 @@ sl__rest_maxscale_get(struct admin_req *r)
     json_object_set_new(json_object_get(attrs, "parameters"), "passive",
                         json_boolean(sl_monitor_passive()));
     json_object_set_new(attrs, "config_sync", sl__csync_json());
+    json_object_set_new(attrs, "config_generation", json_integer(
+        (json_int_t)atomic_load(&sl__config_generations)));
     json_object_set_new(attrs, "event_model", json_string(
         g->event_model == SL_EVENT_MODEL_SHARED ? "shared" : "pinned"));
     json_object_set_new(attrs, "destroyed_objects",

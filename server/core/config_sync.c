@@ -20,8 +20,8 @@
  * Every config_sync_interval the sync thread reads the row; a newer
  * version is checked whole (shape, contiguous versions, every path a
  * synchronized REST route) and its new changes are replayed through the
- * same REST handlers, in order, each publishing one generation as it did
- * on its origin. A document that does not pass the check is refused
+ * same REST handlers, in order, inside one configuration batch
+ * (generation.c): the workers get one new generation for all of them. A document that does not pass the check is refused
  * without applying anything; a change a handler refuses stops the replay
  * there (what it would have changed is unchanged). Either way the error is
  * kept for /v1/maxscale and logged once, and this instance stays at the
@@ -730,9 +730,13 @@ poll_once(void)
             pthread_mutex_lock(&st_lock);
             local = S.local;   /* a REST change may have moved it */
             pthread_mutex_unlock(&st_lock);
+            /* the missed changes as one generation: the workers see the
+             * configuration before them, then after all of them */
+            sl__config_batch_begin();
             done = local >= version ? local
                                     : replay(doc, local, version, msg,
                                              sizeof(msg));
+            sl__config_batch_end();
             if (done != local) {
                 save_local(done);
             }

@@ -255,6 +255,67 @@ def test_stopped_instance_catches_up(cluster):
     st.wait_until(lambda: all_at(8), WAIT, what="all at version 8")
 
 
+def config_generation(name):
+    status, doc = http(name, "GET", "/maxscale")
+    assert status == 200, doc
+    return doc["data"]["attributes"]["config_generation"]
+
+
+def ids(name, kind):
+    status, doc = http(name, "GET", f"/{kind}")
+    assert status == 200, doc
+    return sorted(o["id"] for o in doc["data"])
+
+
+def test_catch_up_is_one_generation(cluster):
+    """C, stopped while A made 5 changes (4 of which add or remove an
+    object, each one generation on A and B), applies them at start as one
+    configuration generation, and ends up with A's configuration."""
+    problems = px.stop_proxy(cluster["procs"]["C"])
+    cluster["procs"]["C"] = None
+    assert not problems, problems
+    v0 = row()[0]
+    gen_b = config_generation("B")
+    changes = [
+        ("POST", "/servers", {"data": {"id": "csync-g1", "attributes": {
+            "parameters": {"address": st.HOST, "port": st.SERVERS[2]}}}}),
+        ("POST", "/servers", {"data": {"id": "csync-g2", "attributes": {
+            "parameters": {"address": st.HOST, "port": st.SERVERS[3]}}}}),
+        ("POST", "/filters", {"data": {"id": "csync-gf", "attributes": {
+            "module": "hintfilter", "parameters": {}}}}),
+        ("PATCH", "/services/Replica-Service", {"data": {"attributes": {
+            "parameters": {"router_options": "master"}}}}),
+        ("DELETE", "/servers/csync-g1", None),
+    ]
+    for method, path, body in changes:
+        status, doc = http("A", method, path, body)
+        assert status in (200, 204), (method, path, doc)
+    assert row()[0] == v0 + 5
+    st.wait_until(lambda: sync_status("B")["local_version"] == v0 + 5,
+                  WAIT, what="B at the new version")
+    # B applied them poll by poll: at least one generation, often more
+    assert config_generation("B") > gen_b
+    cluster["procs"]["C"] = start(cluster["dirs"]["C"], "C")
+    st.wait_until(lambda: sync_status("C")["local_version"] == v0 + 5,
+                  WAIT, interval=0.05, what="C caught up")
+    # the first generation is the one loaded at start; the 5 changes made
+    # one more
+    assert config_generation("C") == 2
+    for kind in ("servers", "filters", "services", "monitors", "listeners"):
+        assert ids("C", kind) == ids("A", kind) == ids("B", kind), kind
+    assert "csync-g2" in ids("C", "servers")
+    assert "csync-g1" not in ids("C", "servers")
+    assert param("C", "/services/Replica-Service",
+                 "router_options") == "master"
+    with st.connect(PORTS["C"][2]) as conn:
+        assert st.server_id(conn) == st.PRIMARY_ID
+    # back as the later tests expect it
+    status, doc = http("A", "PATCH", "/services/Replica-Service", {"data": {
+        "attributes": {"parameters": {"router_options": "slave"}}}})
+    assert status in (200, 204), doc
+    st.wait_until(lambda: all_at(v0 + 6), WAIT, what="all at the version")
+
+
 def test_invalid_document_refused(cluster):
     version, text, origin, nodes = row()
     good = json.loads(text)
