@@ -400,14 +400,79 @@ is_kind(const char *s)
     return false;
 }
 
-/* Create, alter, relink and destroy of the five object kinds (not PATCH
- * maxscale, states, stop/start, users or module commands). */
+/* [maxscale] parameters each instance keeps its own when a PATCH
+ * /v1/maxscale is synchronized: passive (which instance acts is the
+ * operator's choice per instance), the synchronization's own settings,
+ * the REST API's address and the source address (per host). */
+static bool
+global_is_local(const char *name)
+{
+    return strcmp(name, "passive") == 0 ||
+           strncmp(name, "config_sync_", 12) == 0 ||
+           strncmp(name, "admin_", 6) == 0 ||
+           strcmp(name, "local_address") == 0;
+}
+
+/* The synchronized part of a PATCH /v1/maxscale body: a new body with its
+ * parameters minus the instance-local ones, or NULL when none is left. */
+static json_t *
+global_body(json_t *body)
+{
+    json_t *params = json_object_get(json_object_get(json_object_get(
+        body, "data"), "attributes"), "parameters");
+    json_t *keep = json_object();
+    const char *k;
+    json_t *v;
+
+    json_object_foreach(params, k, v) {
+        if (!global_is_local(k)) {
+            json_object_set(keep, k, v);
+        }
+    }
+    if (json_object_size(keep) == 0) {
+        json_decref(keep);
+        return NULL;
+    }
+    return json_pack("{s:{s:{s:o}}}", "data", "attributes", "parameters",
+                     keep);
+}
+
+/* The first instance-local parameter a global body sets, or NULL. */
+static const char *
+global_local_param(json_t *body)
+{
+    json_t *params = json_object_get(json_object_get(json_object_get(
+        body, "data"), "attributes"), "parameters");
+    const char *k;
+    json_t *v;
+
+    json_object_foreach(params, k, v) {
+        if (global_is_local(k)) {
+            return k;
+        }
+    }
+    return NULL;
+}
+
+static bool
+is_global(const char *m, char *const *seg, int nseg)
+{
+    return nseg == 1 && strcmp(seg[0], "maxscale") == 0 &&
+           strcmp(m, "PATCH") == 0;
+}
+
+/* Create, alter, relink and destroy of the five object kinds, and PATCH
+ * maxscale (its parameters that are not instance-local); not states,
+ * stop/start, users or module commands. */
 bool
 sl__csync_synced_path(const char *m, char *const *seg, int nseg)
 {
     bool listeners = nseg >= 3 && strcmp(seg[0], "services") == 0 &&
                      strcmp(seg[2], "listeners") == 0;
 
+    if (is_global(m, seg, nseg)) {
+        return true;
+    }
     if (nseg < 1 || !is_kind(seg[0])) {
         return false;
     }
@@ -435,6 +500,9 @@ sl__csync_synced(const struct admin_req *r)
 
 /* ---- a change made here ---- */
 
+static struct admin_resp change(struct admin_req *r, sl_admin_handler h,
+                                json_t *stored);
+
 static struct admin_resp
 refuse(MYSQL *c, int status, const char *what, const char *msg)
 {
@@ -448,6 +516,25 @@ refuse(MYSQL *c, int status, const char *what, const char *msg)
 
 struct admin_resp
 sl__csync_change(struct admin_req *r, sl_admin_handler h)
+{
+    json_t *stored = r->body;   /* what goes into the document */
+    json_t *global = NULL;
+    struct admin_resp res;
+
+    if (is_global(r->method, r->seg, r->nseg)) {
+        global = global_body(r->body);
+        if (global == NULL) {
+            return h(r);   /* only instance-local parameters */
+        }
+        stored = global;
+    }
+    res = change(r, h, stored);
+    json_decref(global);
+    return res;
+}
+
+static struct admin_resp
+change(struct admin_req *r, sl_admin_handler h, json_t *stored)
 {
     char msg[1024];
     long long version;
@@ -518,7 +605,7 @@ sl__csync_change(struct admin_req *r, sl_admin_handler h)
                       (json_int_t)(version + 1), "origin", S.node, "method",
                       r->method, "path", r->url + (strncmp(r->url, "/v1/",
                                                            4) == 0 ? 4 : 0),
-                      "body", r->body);
+                      "body", stored);
     json_array_append_new(json_object_get(doc, "changes"), entry);
     text = json_dumps(doc, JSON_COMPACT);
     json_decref(doc);
@@ -620,6 +707,13 @@ sl__csync_check_doc(json_t *doc, long long version, char *msg, size_t len)
         if (route == NULL || !sl__csync_synced_path(m, seg, nseg)) {
             snprintf(msg, len, "change %zu: %.16s %.200s is not a "
                      "synchronized REST change", i + 1, m, p);
+            free(buf);
+            return -1;
+        }
+        if (is_global(m, seg, nseg) && global_local_param(body) != NULL) {
+            snprintf(msg, len, "change %zu: PATCH maxscale sets '%.100s', "
+                     "a parameter each instance keeps its own", i + 1,
+                     global_local_param(body));
             free(buf);
             return -1;
         }

@@ -316,6 +316,51 @@ def test_catch_up_is_one_generation(cluster):
     st.wait_until(lambda: all_at(v0 + 6), WAIT, what="all at the version")
 
 
+def log_level(name):
+    status, doc = http(name, "GET", "/maxscale/logs")
+    assert status == 200, doc
+    return doc["data"]["attributes"]["log_level"]
+
+
+def passive(name):
+    status, doc = http(name, "GET", "/maxscale")
+    assert status == 200, doc
+    return doc["data"]["attributes"]["parameters"]["passive"]
+
+
+def test_global_parameters(cluster):
+    """PATCH /v1/maxscale is synchronized except its instance-local
+    parameters: log_info set on A reaches B and C, A's passive stays A's;
+    a PATCH of passive alone is not a synchronized change."""
+    v0 = row()[0]
+    before = {n: log_level(n) for n in NAMES}
+    assert len(set(before.values())) == 1, before
+    status, doc = http("A", "PATCH", "/maxscale", {"data": {"attributes": {
+        "parameters": {"log_info": True, "passive": True}}}})
+    assert status in (200, 204), doc
+    assert row()[0] == v0 + 1
+    body = json.loads(row()[1])["changes"][-1]
+    assert (body["method"], body["path"]) == ("PATCH", "maxscale")
+    assert body["body"]["data"]["attributes"]["parameters"] == {
+        "log_info": True}, body
+    assert passive("A") is True and log_level("A") > before["A"]
+    st.wait_until(lambda: all(log_level(n) == log_level("A")
+                              for n in ("B", "C")), WAIT,
+                  what="log_info on B and C")
+    assert passive("B") is False and passive("C") is False
+    # passive alone: applied on A only, no new version
+    status, doc = http("A", "PATCH", "/maxscale", {"data": {"attributes": {
+        "parameters": {"passive": False}}}})
+    assert status in (200, 204), doc
+    assert passive("A") is False and row()[0] == v0 + 1
+    # back to the level the later tests had
+    status, doc = http("A", "PATCH", "/maxscale", {"data": {"attributes": {
+        "parameters": {"log_info": False}}}})
+    assert status in (200, 204), doc
+    st.wait_until(lambda: all(log_level(n) == before[n] for n in NAMES)
+                  and all_at(v0 + 2), WAIT, what="log level restored")
+
+
 def test_invalid_document_refused(cluster):
     version, text, origin, nodes = row()
     good = json.loads(text)
@@ -330,10 +375,16 @@ def test_invalid_document_refused(cluster):
     not_a_route["changes"].append({
         "version": version + 1, "origin": "by-hand", "method": "PUT",
         "path": "servers/db1/set", "body": None})
+    local_global = json.loads(text)
+    local_global["changes"].append({
+        "version": version + 1, "origin": "by-hand", "method": "PATCH",
+        "path": "maxscale", "body": {"data": {"attributes": {"parameters": {
+            "passive": True}}}}})
     try:
         for doc, needle in ((bad_param, "'port'"),
                             ("{\"changes\": 17}", "\"changes\" array"),
-                            (not_a_route, "not a synchronized REST change")):
+                            (not_a_route, "not a synchronized REST change"),
+                            (local_global, "keeps its own")):
             with st.root(st.PRIMARY_ID) as conn, conn.cursor() as cur:
                 cur.execute(f"UPDATE {SYNC_DB}.maxscale_config SET version "
                             f"= %s, config = %s, origin = 'by-hand' WHERE "
@@ -349,6 +400,7 @@ def test_invalid_document_refused(cluster):
                 assert f"version {version + 1} refused" in cs["error"]
                 assert not exists(n, "/servers/csync-bad")
                 assert exists(n, "/servers/csync-late")
+                assert passive(n) is False
     finally:
         with st.root(st.PRIMARY_ID) as conn, conn.cursor() as cur:
             cur.execute(f"UPDATE {SYNC_DB}.maxscale_config SET version = %s,"
