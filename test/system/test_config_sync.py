@@ -10,6 +10,7 @@ and a document that does not validate is refused with the error in
 import base64
 import json
 import os
+import re
 import subprocess
 import threading
 import time
@@ -27,6 +28,9 @@ CLUSTER = "Cluster-Monitor"
 INTERVAL_S = int(os.environ.get("SLUICE_CONFIG_SYNC_INTERVAL", "1"))
 WAIT = 10 + 2 * INTERVAL_S   # for a poll or two
 NAMES = ("A", "B", "C")
+# one .secrets key for the three (made by the fixture with sluice-keys):
+# passwords in the cluster's document are encrypted with it
+KEYDIR = None
 PORTS = {n: (st.port(5140 + 4 * i), st.port(5141 + 4 * i),
              st.port(5142 + 4 * i)) for i, n in enumerate(NAMES)}
 
@@ -34,6 +38,7 @@ PORTS = {n: (st.port(5140 + 4 * i), st.port(5141 + 4 * i),
 def config(run_dir, name):
     admin, primary, replica = PORTS[name]
     extra = f"""\
+secretsdir={KEYDIR}
 config_sync_cluster={CLUSTER}
 config_sync_user={st.APP_USER}
 config_sync_password={st.APP_PASSWORD}
@@ -99,6 +104,10 @@ def all_at(version):
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
+    global KEYDIR
+    KEYDIR = tmp_path_factory.mktemp("csync-keys")
+    subprocess.run([str(st.BUILD_DIR / "bin" / "sluice-keys"), str(KEYDIR)],
+                   check=True, capture_output=True, timeout=30)
     with st.root(st.PRIMARY_ID) as conn, conn.cursor() as cur:
         cur.execute(f"DROP TABLE IF EXISTS {SYNC_DB}.maxscale_config")
     st.wait_replicated()
@@ -359,6 +368,46 @@ def test_global_parameters(cluster):
     assert status in (200, 204), doc
     st.wait_until(lambda: all(log_level(n) == before[n] for n in NAMES)
                   and all_at(v0 + 2), WAIT, what="log level restored")
+
+
+def test_passwords_encrypted(cluster):
+    """With a .secrets key (the same on the three), a monitor created on A
+    is stored with its password encrypted, never in plain text, and B
+    and C decrypt it: their copy of the monitor logs in (the server it
+    monitors is Running)."""
+    v0 = row()[0]
+    status, doc = http("A", "POST", "/servers", {"data": {
+        "id": "csync-enc", "attributes": {"parameters": {
+            "address": st.HOST, "port": st.SERVERS[3]}}}})
+    assert status == 204, doc
+    status, doc = http("A", "POST", "/monitors", {"data": {
+        "id": "csync-mon", "attributes": {"module": "mariadbmon",
+                                          "parameters": {
+                                              "user": st.SERVICE_USER,
+                                              "password": st.SERVICE_PASSWORD,
+                                              "monitor_interval": "500ms"}},
+        "relationships": {"servers": {"data": [
+            {"id": "csync-enc", "type": "servers"}]}}}})
+    assert status == 204, doc
+    text = row()[1]
+    assert row()[0] == v0 + 2
+    entry = json.loads(text)["changes"][-1]
+    assert entry["encrypted"] is True, entry
+    stored = entry["body"]["data"]["attributes"]["parameters"]["password"]
+    assert re.fullmatch(r"[0-9A-F]{64,}", stored), stored
+    assert st.SERVICE_PASSWORD not in text
+    for n in NAMES:
+        st.wait_until(lambda n=n: "Running" in (http(
+            n, "GET", "/servers/csync-enc")[1] or {}).get("data", {}).get(
+                "attributes", {}).get("state", ""), WAIT,
+            what=f"csync-enc Running on {n} (its monitor logged in)")
+    status, doc = http("A", "DELETE", "/monitors/csync-mon")
+    assert status == 204, doc
+    status, doc = http("A", "DELETE", "/servers/csync-enc")
+    assert status == 204, doc
+    st.wait_until(lambda: all_at(v0 + 4), WAIT, what="all at the version")
+    for n in NAMES:
+        assert not exists(n, "/monitors/csync-mon")
 
 
 def test_invalid_document_refused(cluster):
