@@ -311,6 +311,8 @@ def test_release_locks_hands_over(trio):
     out = p.maxctrl("show", "monitor", MONITOR)
     assert re.search(r"monitor_diagnostics\.primary\s+│\s*true\s", out), out
     assert re.search(r"monitor_diagnostics\.master\s+│\s*db1\s", out), out
+    assert re.search(r"monitor_diagnostics\.server_info\s+│.*\"lock_held\":"
+                     r"true", out), out
     p.maxctrl("call", "command", "mariadbmon", "release-locks", MONITOR)
     st.wait_until(lambda: one_primary(trio) not in (None, p), 2 *
                   INTERVAL_MS / 1000 + 1, what="another primary monitor")
