@@ -275,7 +275,8 @@ fresh_config(void)
     snprintf(text, sizeof(text), "%s", base_config);
     sl__admin_runtime_free();
     sl__config_free(sl__config);
-    sl__config = sl__config_load_text(text, strlen(text), true, &d);
+    sl__config_set_initial(sl__config_load_text(text, strlen(text), true,
+                                                &d));
     sl__cfg_diag_free(&d);
     if (sl__config == NULL) {
         abort();

@@ -39,7 +39,7 @@ BUILD_PACKAGES=(build-essential cmake pkg-config libmariadb-dev libpcre2-dev
 # (libcap2-bin: capsh, for SLUICE_DROP_CAPS in scripts/sluice-exec.)
 TEST_PACKAGES=(sysbench haproxy python3-pymysql python3-pytest prometheus
     chromium chromium-driver python3-venv
-    python3-pytest-timeout libcap2-bin python3-prometheus-client)
+    python3-pytest-timeout libcap2-bin python3-prometheus-client iptables)
 # The fuzz step: clang only recommends its sanitizer and libFuzzer
 # runtimes (libclang_rt.*.a), so they are named here.
 FUZZ_PACKAGES=(clang libclang-rt-14-dev)

@@ -58,9 +58,11 @@ sl_server_is_usable(uint32_t status)
  * server's TLS settings when it has ssl=true: TLS required, ssl_ca,
  * ssl_cert, ssl_key, ssl_cipher, ssl_crl, ssl_version, and certificate
  * verification (which in libmariadb also checks the host name) when
- * ssl_verify_peer_certificate=true. Every connection Sluice opens with
- * libmariadb (monitors, account loading) goes through this. No-op
- * without ssl=true. 0, or -1 if libmariadb refused an option. Any thread.
+ * ssl_verify_peer_certificate=true; also the options every connection
+ * to the server needs whatever its TLS: a PROXY header with
+ * proxy_protocol=true, the source address with local_address. Every
+ * connection Sluice opens with libmariadb (monitors, account loading,
+ * config sync) goes through this. 0, or -1 if libmariadb refused an option. Any thread.
  *
  * libmariadb falls back to plain text when the server (or someone in the
  * path) does not offer TLS, unless it verifies the certificate: callers

@@ -122,7 +122,7 @@ document(struct admin_req *r, json_t *data)
 /* ---- servers ---- */
 
 /* MaxScale's server attributes that come from its monitor (the server's
- * entry in monitor_diagnostics.servers of the monitor watching it), as an
+ * entry in monitor_diagnostics.server_info of the monitor watching it), as an
  * object to merge into the server's attributes; empty when no monitor
  * watches it or the monitor does not report them. */
 static json_t *
@@ -146,7 +146,7 @@ server_monitor_facts(const struct sl_server *s)
                 diag = m->ops->diagnostics(m->instance);
             }
         }
-        json_array_foreach(json_object_get(diag, "servers"), k, one) {
+        json_array_foreach(json_object_get(diag, "server_info"), k, one) {
             if (json_is_string(json_object_get(one, "name")) &&
                 strcmp(json_string_value(json_object_get(one, "name")),
                        s->name) == 0) {
@@ -700,6 +700,8 @@ sl__rest_maxscale_get(struct admin_req *r)
     json_object_set_new(json_object_get(attrs, "parameters"), "passive",
                         json_boolean(sl_monitor_passive()));
     json_object_set_new(attrs, "config_sync", sl__csync_json());
+    json_object_set_new(attrs, "config_generation", json_integer(
+        (json_int_t)atomic_load(&sl__config_generations)));
     json_object_set_new(attrs, "event_model", json_string(
         g->event_model == SL_EVENT_MODEL_SHARED ? "shared" : "pinned"));
     json_object_set_new(attrs, "destroyed_objects",

@@ -610,8 +610,8 @@ sl__secret_decrypt(const unsigned char key[SL_SECRETS_KEY_LEN],
 
 /* The names whose values are passwords (MaxScale's password-type
  * parameters in the core and the modules Sluice has). */
-static bool
-is_password_name(const char *name)
+bool
+sl__is_password_name(const char *name)
 {
     size_t n = strlen(name);
 
@@ -649,7 +649,7 @@ decrypt_passwords(struct sl_ini *ini, struct sl_cfg_diag *d)
             struct sl_ini_kv *kv = &s->kvs[k];
             char *plain;
 
-            if (!is_password_name(kv->name) || !all_hex(kv->value)) {
+            if (!sl__is_password_name(kv->name) || !all_hex(kv->value)) {
                 continue;
             }
             plain = sl__secret_decrypt(key, kv->value);

@@ -33,6 +33,8 @@ int sl__secrets_read(const char *path, unsigned char key[SL_SECRETS_KEY_LEN],
                      char *err, size_t errlen);
 /* Create a new key file (mode 0400, never overwriting): 0 or -errno. */
 int sl__secrets_write(const char *path, char *err, size_t errlen);
+/* Whether a parameter's value is a password (monitorpw, *password). */
+bool sl__is_password_name(const char *name);
 /* Hex (IV + AES-256-CBC ciphertext), malloc'd; NULL on failure. */
 char *sl__secret_encrypt(const unsigned char key[SL_SECRETS_KEY_LEN],
                          const char *plain);

@@ -21,6 +21,7 @@
  */
 #define SL_LOG_TAG "config"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -336,6 +337,8 @@ fill_global(struct loader *L, struct sl_global *g)
     struct sl_params *p = g->params;
     const char *env = getenv("SLUICE_MODULE_DIR");
     int64_t port = sl_params_int(p, "admin_port");
+    const char *local;
+    struct in6_addr a6;
 
     resolve_threads(L, g);
     resolve_log_throttling(L, g);
@@ -359,6 +362,15 @@ fill_global(struct loader *L, struct sl_global *g)
     copy_path(g->persistdir, sizeof(g->persistdir),
               sl_params_get(p, "persistdir"));
     g->log_level = resolve_log_level(p);
+    local = sl_params_get(p, "local_address");
+    if (local != NULL && local[0] != '\0' &&
+        inet_pton(AF_INET, local, &a6) != 1 &&
+        inet_pton(AF_INET6, local, &a6) != 1) {
+        sl__cfg_error(L->d, sl__params_line(p, "local_address"),
+                      "invalid value '%s' for parameter 'local_address' in "
+                      "section 'maxscale' (expected an IPv4 or IPv6 "
+                      "address)", local);
+    }
     g->writeq_high_water = sl_params_size(p, "writeq_high_water");
     g->writeq_low_water = sl_params_size(p, "writeq_low_water");
     if (g->writeq_high_water && g->writeq_low_water >= g->writeq_high_water) {

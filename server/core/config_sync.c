@@ -20,8 +20,8 @@
  * Every config_sync_interval the sync thread reads the row; a newer
  * version is checked whole (shape, contiguous versions, every path a
  * synchronized REST route) and its new changes are replayed through the
- * same REST handlers, in order, each publishing one generation as it did
- * on its origin. A document that does not pass the check is refused
+ * same REST handlers, in order, inside one configuration batch
+ * (generation.c): the workers get one new generation for all of them. A document that does not pass the check is refused
  * without applying anything; a change a handler refuses stops the replay
  * there (what it would have changed is unchanged). Either way the error is
  * kept for /v1/maxscale and logged once, and this instance stays at the
@@ -62,7 +62,10 @@
 #include <sluice/params.h>
 #include <sluice/server.h>
 
+#include <openssl/crypto.h>
+
 #include "admin_int.h"
+#include "config_files.h"
 #include "config_int.h"
 #include "worker_int.h"
 
@@ -84,6 +87,9 @@ static struct {
     uint64_t interval_ms;
     unsigned timeout_s;
     atomic_bool table_ok;       /* CREATE TABLE IF NOT EXISTS done */
+    bool have_key;              /* a .secrets key: passwords encrypted */
+    unsigned char key[SL_SECRETS_KEY_LEN];
+    char key_path[4200];
     /* status: st_lock */
     long long local;            /* version applied here */
     long long cluster_version;  /* last read from the cluster */
@@ -400,14 +406,79 @@ is_kind(const char *s)
     return false;
 }
 
-/* Create, alter, relink and destroy of the five object kinds (not PATCH
- * maxscale, states, stop/start, users or module commands). */
+/* [maxscale] parameters each instance keeps its own when a PATCH
+ * /v1/maxscale is synchronized: passive (which instance acts is the
+ * operator's choice per instance), the synchronization's own settings,
+ * the REST API's address and the source address (per host). */
+static bool
+global_is_local(const char *name)
+{
+    return strcmp(name, "passive") == 0 ||
+           strncmp(name, "config_sync_", 12) == 0 ||
+           strncmp(name, "admin_", 6) == 0 ||
+           strcmp(name, "local_address") == 0;
+}
+
+/* The synchronized part of a PATCH /v1/maxscale body: a new body with its
+ * parameters minus the instance-local ones, or NULL when none is left. */
+static json_t *
+global_body(json_t *body)
+{
+    json_t *params = json_object_get(json_object_get(json_object_get(
+        body, "data"), "attributes"), "parameters");
+    json_t *keep = json_object();
+    const char *k;
+    json_t *v;
+
+    json_object_foreach(params, k, v) {
+        if (!global_is_local(k)) {
+            json_object_set(keep, k, v);
+        }
+    }
+    if (json_object_size(keep) == 0) {
+        json_decref(keep);
+        return NULL;
+    }
+    return json_pack("{s:{s:{s:o}}}", "data", "attributes", "parameters",
+                     keep);
+}
+
+/* The first instance-local parameter a global body sets, or NULL. */
+static const char *
+global_local_param(json_t *body)
+{
+    json_t *params = json_object_get(json_object_get(json_object_get(
+        body, "data"), "attributes"), "parameters");
+    const char *k;
+    json_t *v;
+
+    json_object_foreach(params, k, v) {
+        if (global_is_local(k)) {
+            return k;
+        }
+    }
+    return NULL;
+}
+
+static bool
+is_global(const char *m, char *const *seg, int nseg)
+{
+    return nseg == 1 && strcmp(seg[0], "maxscale") == 0 &&
+           strcmp(m, "PATCH") == 0;
+}
+
+/* Create, alter, relink and destroy of the five object kinds, and PATCH
+ * maxscale (its parameters that are not instance-local); not states,
+ * stop/start, users or module commands. */
 bool
 sl__csync_synced_path(const char *m, char *const *seg, int nseg)
 {
     bool listeners = nseg >= 3 && strcmp(seg[0], "services") == 0 &&
                      strcmp(seg[2], "listeners") == 0;
 
+    if (is_global(m, seg, nseg)) {
+        return true;
+    }
     if (nseg < 1 || !is_kind(seg[0])) {
         return false;
     }
@@ -433,7 +504,52 @@ sl__csync_synced(const struct admin_req *r)
     return S.enabled && sl__csync_synced_path(r->method, r->seg, r->nseg);
 }
 
+/* ---- passwords in the document ---- */
+
+/* A copy of body with every password parameter (monitorpw, *password)
+ * of data.attributes.parameters encrypted (dec false) or decrypted (dec
+ * true) with the .secrets key; NULL with msg set on failure. */
+static json_t *
+crypt_body(json_t *body, bool dec, char *msg, size_t len)
+{
+    json_t *copy = json_deep_copy(body);
+    json_t *params = json_object_get(json_object_get(json_object_get(
+        copy, "data"), "attributes"), "parameters");
+    const char *k;
+    json_t *v;
+
+    if (copy == NULL) {
+        snprintf(msg, len, "out of memory");
+        return NULL;
+    }
+    json_object_foreach(params, k, v) {
+        const char *in = json_string_value(v);
+        char *out;
+
+        if (in == NULL || !sl__is_password_name(k)) {
+            continue;
+        }
+        out = dec ? sl__secret_decrypt(S.key, in)
+                  : sl__secret_encrypt(S.key, in);
+        if (out == NULL) {
+            snprintf(msg, len, "parameter '%.100s' %s", k,
+                     dec ? "does not decrypt with this instance's .secrets "
+                           "key (every instance needs the same key)"
+                         : "cannot be encrypted");
+            json_decref(copy);
+            return NULL;
+        }
+        json_object_set_new(params, k, json_string(out));
+        OPENSSL_cleanse(out, strlen(out));
+        free(out);
+    }
+    return copy;
+}
+
 /* ---- a change made here ---- */
+
+static struct admin_resp change(struct admin_req *r, sl_admin_handler h,
+                                json_t *stored);
 
 static struct admin_resp
 refuse(MYSQL *c, int status, const char *what, const char *msg)
@@ -449,12 +565,32 @@ refuse(MYSQL *c, int status, const char *what, const char *msg)
 struct admin_resp
 sl__csync_change(struct admin_req *r, sl_admin_handler h)
 {
+    json_t *stored = r->body;   /* what goes into the document */
+    json_t *global = NULL;
+    struct admin_resp res;
+
+    if (is_global(r->method, r->seg, r->nseg)) {
+        global = global_body(r->body);
+        if (global == NULL) {
+            return h(r);   /* only instance-local parameters */
+        }
+        stored = global;
+    }
+    res = change(r, h, stored);
+    json_decref(global);
+    return res;
+}
+
+static struct admin_resp
+change(struct admin_req *r, sl_admin_handler h, json_t *stored)
+{
     char msg[1024];
     long long version;
     long long local;
     char *config = NULL, *origin = NULL, *nodes = NULL;
     char *cl = NULL, *doc_esc = NULL, *node_esc = NULL;
     json_t *doc = NULL;
+    json_t *enc = NULL;
     json_t *entry;
     char *text = NULL;
     struct admin_resp res;
@@ -506,19 +642,33 @@ sl__csync_change(struct admin_req *r, sl_admin_handler h)
         return refuse(c, 500, "the cluster's document is not valid, the "
                       "change is not applied", NULL);
     }
+    /* with a .secrets key the document holds encrypted passwords */
+    if (S.have_key && stored != NULL) {
+        enc = crypt_body(stored, false, msg, sizeof(msg));
+        if (enc == NULL) {
+            json_decref(doc);
+            return refuse(c, 500, "the change is not applied", msg);
+        }
+        stored = enc;
+    }
     /* apply here, inside the transaction that holds the row */
     res = h(r);
     if (res.status >= 300) {
         mysql_query(c, "ROLLBACK");
         mysql_close(c);
         json_decref(doc);
+        json_decref(enc);
         return res;
     }
     entry = json_pack("{s:I, s:s, s:s, s:s, s:O?}", "version",
                       (json_int_t)(version + 1), "origin", S.node, "method",
                       r->method, "path", r->url + (strncmp(r->url, "/v1/",
                                                            4) == 0 ? 4 : 0),
-                      "body", r->body);
+                      "body", stored);
+    if (enc != NULL) {
+        json_object_set_new(entry, "encrypted", json_true());
+        json_decref(enc);
+    }
     json_array_append_new(json_object_get(doc, "changes"), entry);
     text = json_dumps(doc, JSON_COMPACT);
     json_decref(doc);
@@ -623,6 +773,27 @@ sl__csync_check_doc(json_t *doc, long long version, char *msg, size_t len)
             free(buf);
             return -1;
         }
+        if (json_object_get(e, "encrypted") != NULL &&
+            !json_is_boolean(json_object_get(e, "encrypted"))) {
+            snprintf(msg, len, "change %zu: \"encrypted\" is not a boolean",
+                     i + 1);
+            free(buf);
+            return -1;
+        }
+        if (json_is_true(json_object_get(e, "encrypted")) && !S.have_key) {
+            snprintf(msg, len, "change %zu has encrypted passwords and "
+                     "this instance has no .secrets key (every instance "
+                     "needs the same key)", i + 1);
+            free(buf);
+            return -1;
+        }
+        if (is_global(m, seg, nseg) && global_local_param(body) != NULL) {
+            snprintf(msg, len, "change %zu: PATCH maxscale sets '%.100s', "
+                     "a parameter each instance keeps its own", i + 1,
+                     global_local_param(body));
+            free(buf);
+            return -1;
+        }
         free(buf);
     }
     return 0;
@@ -648,6 +819,7 @@ replay(json_t *doc, long long local, long long version, char *msg,
     for (long long v = local + 1; v <= version; v++) {
         json_t *e = json_array_get(changes, (size_t)(v - 1));
         struct admin_req r = {0};
+        json_t *plain = NULL;   /* body with decrypted passwords */
         const struct sl_admin_route *route;
         struct admin_resp res;
         char url[1100];
@@ -660,15 +832,30 @@ replay(json_t *doc, long long local, long long version, char *msg,
         r.url = url;
         r.is_admin = true;
         r.body = json_is_object(body) ? body : NULL;
+        if (r.body != NULL &&
+            json_is_true(json_object_get(e, "encrypted"))) {
+            char why[512];
+
+            plain = crypt_body(r.body, true, why, sizeof(why));
+            if (plain == NULL) {
+                snprintf(msg, len, "change %lld (%.8s %.200s from %.100s) "
+                         "refused: %s", v, r.method, url + 4, origin_of(e),
+                         why);
+                return v - 1;
+            }
+            r.body = plain;
+        }
         if (split_path(url, &r.pathbuf, r.seg, 8, &r.nseg) < 0 ||
             (route = route_find(r.method, r.seg, r.nseg, &known)) == NULL) {
             free(r.pathbuf);
+            json_decref(plain);
             snprintf(msg, len, "change %lld: no route", v);
             return v - 1;
         }
         sl__worker_reclaim(false);
         res = route->handler(&r);
         free(r.pathbuf);
+        json_decref(plain);   /* the handler does not keep the body */
         if (res.status >= 300) {
             const char *d = json_string_value(json_object_get(
                 json_array_get(json_object_get(res.doc, "errors"), 0),
@@ -730,9 +917,13 @@ poll_once(void)
             pthread_mutex_lock(&st_lock);
             local = S.local;   /* a REST change may have moved it */
             pthread_mutex_unlock(&st_lock);
+            /* the missed changes as one generation: the workers see the
+             * configuration before them, then after all of them */
+            sl__config_batch_begin();
             done = local >= version ? local
                                     : replay(doc, local, version, msg,
                                              sizeof(msg));
+            sl__config_batch_end();
             if (done != local) {
                 save_local(done);
             }
@@ -825,6 +1016,36 @@ sync_main(void *arg)
 
 /* ---- start, stop, status ---- */
 
+/* The .secrets key of the configuration (secretsdir, else datadir), as
+ * the configuration's passwords use it: 0 with or without one, -1 when
+ * the file exists but cannot be read. */
+static int
+load_key(const struct sl_params *p)
+{
+    const char *dir = sl_params_get(p, "secretsdir");
+    char err[4400];
+    int rc;
+
+    if (dir == NULL || dir[0] == '\0') {
+        dir = sl_params_get(p, "datadir");
+    }
+    snprintf(S.key_path, sizeof(S.key_path), "%.4000s/.secrets",
+             dir ? dir : "");
+    rc = sl__secrets_read(S.key_path, S.key, err, sizeof(err));
+    if (rc == -ENOENT) {
+        S.have_key = false;
+        return 0;
+    }
+    if (rc < 0) {
+        sl_log_error("configuration synchronization: %s", err);
+        return -1;
+    }
+    S.have_key = true;
+    sl_log_notice("configuration synchronization: passwords in the "
+                  "cluster's document are encrypted with '%s'", S.key_path);
+    return 0;
+}
+
 int
 sl__csync_start(const struct sl_config *cfg)
 {
@@ -873,6 +1094,9 @@ sl__csync_start(const struct sl_config *cfg)
                               + 999) / 1000);
     S.timeout_s = S.timeout_s ? S.timeout_s : 1;
     S.local = load_local();
+    if (load_key(p) < 0) {
+        return -1;
+    }
     sl_log_notice("configuration synchronization with cluster '%s' as "
                   "node '%s' (local version %lld)", S.cluster, S.node,
                   S.local);
@@ -900,6 +1124,7 @@ sl__csync_stop(void)
     pthread_mutex_unlock(&st_lock);
     pthread_join(S.thread, NULL);
     S.running = false;
+    OPENSSL_cleanse(S.key, sizeof(S.key));
     pthread_mutex_lock(&st_lock);
     json_decref(S.nodes);
     S.nodes = NULL;

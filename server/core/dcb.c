@@ -1541,6 +1541,61 @@ sl__dcb_proxy_header(struct sl_dcb *dcb, const struct sl_session *ses)
     return 0;
 }
 
+/* ---- local_address ---- */
+
+static struct {
+    struct sockaddr_storage ss;
+    socklen_t len;                    /* 0: unset */
+    char text[INET6_ADDRSTRLEN];
+} local_addr;
+
+int
+sl__local_address_set(const char *addr)
+{
+    struct sockaddr_in *v4 = (struct sockaddr_in *)&local_addr.ss;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&local_addr.ss;
+
+    memset(&local_addr, 0, sizeof(local_addr));
+    if (addr == NULL || addr[0] == '\0') {
+        return 0;
+    }
+    if (inet_pton(AF_INET, addr, &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET;
+        local_addr.len = sizeof(*v4);
+    } else if (inet_pton(AF_INET6, addr, &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6;
+        local_addr.len = sizeof(*v6);
+    } else {
+        return -1;
+    }
+    snprintf(local_addr.text, sizeof(local_addr.text), "%s", addr);
+    return 0;
+}
+
+const char *
+sl__local_address(void)
+{
+    return local_addr.len ? local_addr.text : NULL;
+}
+
+int
+sl__local_address_bind(int fd, int fam)
+{
+    int one = 1;
+
+    if (local_addr.len == 0) {
+        return 0;
+    }
+    if (fam != local_addr.ss.ss_family) {
+        errno = EAFNOSUPPORT;
+        return -1;
+    }
+    /* the port is chosen by connect(), per destination: bind() alone
+     * would reserve one port per connection for every destination */
+    setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
+    return bind(fd, (struct sockaddr *)&local_addr.ss, local_addr.len);
+}
+
 /* Open a non-blocking connection for backend b and poll it. */
 struct sl_dcb *
 sl__dcb_connect_backend(struct sl_backend *b)
@@ -1563,6 +1618,13 @@ sl__dcb_connect_backend(struct sl_backend *b)
     if (ss.ss_family != AF_UNIX) {
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+        if (sl__local_address_bind(fd, ss.ss_family) != 0) {
+            sl_log_error("server '%s': cannot bind to local_address %s: %s",
+                         b->server->name, sl__local_address(),
+                         strerror(errno));
+            close(fd);
+            return NULL;
+        }
     }
     if (connect(fd, (struct sockaddr *)&ss, len) != 0 &&
         errno != EINPROGRESS) {

@@ -179,6 +179,12 @@ sl__inst_live(void)
 /* The current generation (internal.h): main sets it before the workers
  * start, sl__config_publish replaces it; readers use sl__config_current(). */
 struct sl_config *sl__config;
+struct sl_config *sl__config_live;
+atomic_ullong sl__config_generations;
+
+/* a batch in progress (the writer's own state: one writer at a time) */
+static bool batching;
+static struct obj_job *held;   /* destroyed in the batch, not yet given up */
 
 static int
 dup_array(void *arrp, size_t n)
@@ -241,14 +247,42 @@ discard_deferred(void *arg)
 }
 
 void
+sl__config_set_initial(struct sl_config *gen)
+{
+    sl__config = gen;
+    __atomic_store_n(&sl__config_live, gen, __ATOMIC_RELEASE);
+    atomic_store(&sl__config_generations, gen != NULL ? 1 : 0);
+}
+
+static void
+publish_live(struct sl_config *gen)
+{
+    struct sl_config *old = sl__config_live;
+
+    __atomic_store_n(&sl__config_live, gen, __ATOMIC_RELEASE);
+    atomic_fetch_add(&sl__config_generations, 1);
+    if (old != NULL && sl__worker_defer(discard_deferred, old) < 0) {
+        /* out of memory: the old arrays leak (never freed early) */
+    }
+}
+
+void
 sl__config_publish(struct sl_config *gen)
 {
     struct sl_config *old = sl__config;
 
-    __atomic_store_n(&sl__config, gen, __ATOMIC_RELEASE);
-    if (old != NULL && sl__worker_defer(discard_deferred, old) < 0) {
-        /* out of memory: the old arrays leak (never freed early) */
+    sl__config = gen;
+    if (!batching) {
+        publish_live(gen);
+    } else if (old != sl__config_live) {
+        sl__config_discard(old);   /* made in this batch, never seen */
     }
+}
+
+void
+sl__config_batch_begin(void)
+{
+    batching = true;
 }
 
 /* ---- object references ---- */
@@ -256,6 +290,7 @@ sl__config_publish(struct sl_config *gen)
 struct obj_job {
     enum sl_obj_kind kind;
     void *obj;
+    struct obj_job *next;   /* held in a batch */
 };
 
 static atomic_long destroyed_live;   /* destroyed, not freed yet */
@@ -359,6 +394,15 @@ unref_job(void *arg)
 void
 sl__obj_destroyed(enum sl_obj_kind kind, void *obj)
 {
+    struct obj_job *j;
+
+    /* in a batch the workers still see obj in the published generation:
+     * the configuration's reference goes only after the batch ends */
+    if (batching && (j = malloc(sizeof(*j))) != NULL) {
+        *j = (struct obj_job){.kind = kind, .obj = obj, .next = held};
+        held = j;
+        return;
+    }
     atomic_fetch_add(&destroyed_live, 1);
     if (!defer_job(unref_job, kind, obj)) {
         atomic_fetch_sub(&destroyed_live, 1);
@@ -487,5 +531,21 @@ sl__config_free_objects(struct sl_config *cfg)
     }
     for (size_t i = 0; i < cfg->nservers; i++) {
         sl__server_free(cfg->servers[i]);
+    }
+}
+
+void
+sl__config_batch_end(void)
+{
+    struct obj_job *j;
+
+    batching = false;
+    if (sl__config != sl__config_live) {
+        publish_live(sl__config);
+    }
+    while ((j = held) != NULL) {
+        held = j->next;
+        sl__obj_destroyed(j->kind, j->obj);
+        free(j);
     }
 }

@@ -62,6 +62,21 @@ struct sl_global {
     struct sl_params *params;         /* the whole validated section */
 };
 
+/*
+ * local_address ([maxscale]): the source address of every connection
+ * Sluice opens to a server (backend connections, monitors, config sync).
+ * Set once by main before any worker or monitor thread starts and never
+ * changed (it cannot be altered at run time), so any thread reads it
+ * without a lock. "" or NULL: the kernel chooses.
+ */
+int sl__local_address_set(const char *addr);
+/* The address as text, or NULL when unset. Any thread. */
+const char *sl__local_address(void);
+/* Bind fd (a TCP socket about to connect to family fam) to local_address
+ * with the port left to connect(); 0 when unset or bound, -1 with errno.
+ * Any thread. */
+int sl__local_address_bind(int fd, int fam);
+
 struct sl_loaded_module {
     const struct sl_module *info;
     void *handle;                     /* dlopen handle */
@@ -227,10 +242,17 @@ SL__DEFINE_FIND(sl__find_monitor, struct sl_monitor, monitors, nmonitors)
 SL__DEFINE_FIND(sl__find_filter, struct sl_filter_def, filters, nfilters)
 #undef SL__DEFINE_FIND
 
-/* The running configuration generation: set by main before the workers
+/* The newest configuration generation: set by main before the workers
  * start, replaced at run time only through sl__config_publish (admin
- * thread). Other threads read it with sl__config_current(). */
+ * thread, or the config sync thread holding sl__csync_lock), which read
+ * it as it is. Inside a batch (sl__config_batch_begin) it runs ahead of
+ * what the other threads see; they read sl__config_current(). */
 extern struct sl_config *sl__config;
+/* The published generation, what sl__config_current() returns. */
+extern struct sl_config *sl__config_live;
+/* Generations published since start (the first one is 1): GET
+ * /v1/maxscale config_generation. */
+extern atomic_ullong sl__config_generations;
 
 /* ---- generations and instance references (generation.c) ---- */
 
@@ -239,8 +261,22 @@ extern struct sl_config *sl__config;
 static inline struct sl_config *
 sl__config_current(void)
 {
-    return __atomic_load_n(&sl__config, __ATOMIC_ACQUIRE);
+    return __atomic_load_n(&sl__config_live, __ATOMIC_ACQUIRE);
 }
+/* main, once, before any other thread: gen is the first generation (both
+ * views), or NULL at exit. */
+void sl__config_set_initial(struct sl_config *gen);
+/*
+ * A batch: the generations the writer makes between begin and end are
+ * seen only by the writer (sl__config); at end the newest is published
+ * once (if anything changed), and the objects destroyed in the batch
+ * lose the configuration's reference only then (they stay valid while
+ * the old generation is what the workers see). Used to apply a list of
+ * changes received from another instance as one generation. The thread
+ * that makes the changes, holding sl__csync_lock.
+ */
+void sl__config_batch_begin(void);
+void sl__config_batch_end(void);
 /* A copy of the current generation with arrays of its own, to change and
  * then publish or discard. NULL when out of memory. Admin thread. */
 struct sl_config *sl__config_next(void);

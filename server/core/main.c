@@ -710,8 +710,11 @@ run(const struct options *o)
                                                     : cfg->global.log_level)) {
         goto out_config;
     }
-    sl__config = cfg;
+    sl__config_set_initial(cfg);
     sl__monitor_set_passive(sl_params_bool(cfg->global.params, "passive"));
+    /* validated at load; before any worker or monitor thread starts */
+    sl__local_address_set(sl_params_get(cfg->global.params,
+                                        "local_address"));
     sl__stats_configure(&cfg->global);
     sl__log_set_destinations(sl_params_bool(cfg->global.params, "syslog"),
                              sl_params_bool(cfg->global.params, "maxlog"));
@@ -764,7 +767,7 @@ run(const struct options *o)
         unlink(pidfile);
     }
     sl_log_notice("Sluice stopped");
-    sl__config = NULL;
+    sl__config_set_initial(NULL);
     sl__config_free(cfg);
     sl__splice_finish();
     sl__modules_unload();
@@ -772,7 +775,7 @@ run(const struct options *o)
     return 0;
 
 out_config:
-    sl__config = NULL;
+    sl__config_set_initial(NULL);
     sl__config_free(cfg);
 out_modules:
     /* systemd sees the exit status; this is what `systemctl status` shows */

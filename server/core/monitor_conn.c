@@ -104,6 +104,12 @@ sl_server_mysql_tls(const struct sl_server *srv, void *mysql)
                        sizeof(PP_UNKNOWN) - 1) != 0) {
         return -1;
     }
+    /* local_address: the source address of TCP connections (ignored by
+     * libmariadb for a unix socket) */
+    if (sl__local_address() != NULL &&
+        mysql_optionsv(mysql, MYSQL_OPT_BIND, sl__local_address()) != 0) {
+        return -1;
+    }
     if (p == NULL || !sl_params_bool(p, "ssl")) {
         return 0;
     }

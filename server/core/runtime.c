@@ -351,7 +351,7 @@ relink_service(struct sl_service *svc, const char *ids)
 static void
 follow_cluster(struct sl_monitor *m)
 {
-    const struct sl_config *cfg = sl__config_current();
+    const struct sl_config *cfg = sl__config;
     char err[512];
 
     for (size_t i = 0; cfg != NULL && i < cfg->nservices; i++) {
@@ -1230,7 +1230,7 @@ monitor_run(struct sl_monitor *m, bool start)
 static struct admin_resp
 destroy_monitor(struct sl_monitor *m)
 {
-    const struct sl_config *cur = sl__config_current();
+    const struct sl_config *cur = sl__config;
     struct sl_config *gen;
 
     for (size_t i = 0; cur != NULL && i < cur->nservices; i++) {

@@ -10,6 +10,7 @@ and a document that does not validate is refused with the error in
 import base64
 import json
 import os
+import re
 import subprocess
 import threading
 import time
@@ -27,6 +28,9 @@ CLUSTER = "Cluster-Monitor"
 INTERVAL_S = int(os.environ.get("SLUICE_CONFIG_SYNC_INTERVAL", "1"))
 WAIT = 10 + 2 * INTERVAL_S   # for a poll or two
 NAMES = ("A", "B", "C")
+# one .secrets key for the three (made by the fixture with sluice-keys):
+# passwords in the cluster's document are encrypted with it
+KEYDIR = None
 PORTS = {n: (st.port(5140 + 4 * i), st.port(5141 + 4 * i),
              st.port(5142 + 4 * i)) for i, n in enumerate(NAMES)}
 
@@ -34,6 +38,7 @@ PORTS = {n: (st.port(5140 + 4 * i), st.port(5141 + 4 * i),
 def config(run_dir, name):
     admin, primary, replica = PORTS[name]
     extra = f"""\
+secretsdir={KEYDIR}
 config_sync_cluster={CLUSTER}
 config_sync_user={st.APP_USER}
 config_sync_password={st.APP_PASSWORD}
@@ -99,6 +104,10 @@ def all_at(version):
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
+    global KEYDIR
+    KEYDIR = tmp_path_factory.mktemp("csync-keys")
+    subprocess.run([str(st.BUILD_DIR / "bin" / "sluice-keys"), str(KEYDIR)],
+                   check=True, capture_output=True, timeout=30)
     with st.root(st.PRIMARY_ID) as conn, conn.cursor() as cur:
         cur.execute(f"DROP TABLE IF EXISTS {SYNC_DB}.maxscale_config")
     st.wait_replicated()
@@ -255,6 +264,152 @@ def test_stopped_instance_catches_up(cluster):
     st.wait_until(lambda: all_at(8), WAIT, what="all at version 8")
 
 
+def config_generation(name):
+    status, doc = http(name, "GET", "/maxscale")
+    assert status == 200, doc
+    return doc["data"]["attributes"]["config_generation"]
+
+
+def ids(name, kind):
+    status, doc = http(name, "GET", f"/{kind}")
+    assert status == 200, doc
+    return sorted(o["id"] for o in doc["data"])
+
+
+def test_catch_up_is_one_generation(cluster):
+    """C, stopped while A made 5 changes (4 of which add or remove an
+    object, each one generation on A and B), applies them at start as one
+    configuration generation, and ends up with A's configuration."""
+    problems = px.stop_proxy(cluster["procs"]["C"])
+    cluster["procs"]["C"] = None
+    assert not problems, problems
+    v0 = row()[0]
+    gen_b = config_generation("B")
+    changes = [
+        ("POST", "/servers", {"data": {"id": "csync-g1", "attributes": {
+            "parameters": {"address": st.HOST, "port": st.SERVERS[2]}}}}),
+        ("POST", "/servers", {"data": {"id": "csync-g2", "attributes": {
+            "parameters": {"address": st.HOST, "port": st.SERVERS[3]}}}}),
+        ("POST", "/filters", {"data": {"id": "csync-gf", "attributes": {
+            "module": "hintfilter", "parameters": {}}}}),
+        ("PATCH", "/services/Replica-Service", {"data": {"attributes": {
+            "parameters": {"router_options": "master"}}}}),
+        ("DELETE", "/servers/csync-g1", None),
+    ]
+    for method, path, body in changes:
+        status, doc = http("A", method, path, body)
+        assert status in (200, 204), (method, path, doc)
+    assert row()[0] == v0 + 5
+    st.wait_until(lambda: sync_status("B")["local_version"] == v0 + 5,
+                  WAIT, what="B at the new version")
+    # B applied them poll by poll: at least one generation, often more
+    assert config_generation("B") > gen_b
+    cluster["procs"]["C"] = start(cluster["dirs"]["C"], "C")
+    st.wait_until(lambda: sync_status("C")["local_version"] == v0 + 5,
+                  WAIT, interval=0.05, what="C caught up")
+    # the first generation is the one loaded at start; the 5 changes made
+    # one more
+    assert config_generation("C") == 2
+    for kind in ("servers", "filters", "services", "monitors", "listeners"):
+        assert ids("C", kind) == ids("A", kind) == ids("B", kind), kind
+    assert "csync-g2" in ids("C", "servers")
+    assert "csync-g1" not in ids("C", "servers")
+    assert param("C", "/services/Replica-Service",
+                 "router_options") == "master"
+    with st.connect(PORTS["C"][2]) as conn:
+        assert st.server_id(conn) == st.PRIMARY_ID
+    # back as the later tests expect it
+    status, doc = http("A", "PATCH", "/services/Replica-Service", {"data": {
+        "attributes": {"parameters": {"router_options": "slave"}}}})
+    assert status in (200, 204), doc
+    st.wait_until(lambda: all_at(v0 + 6), WAIT, what="all at the version")
+
+
+def log_level(name):
+    status, doc = http(name, "GET", "/maxscale/logs")
+    assert status == 200, doc
+    return doc["data"]["attributes"]["log_level"]
+
+
+def passive(name):
+    status, doc = http(name, "GET", "/maxscale")
+    assert status == 200, doc
+    return doc["data"]["attributes"]["parameters"]["passive"]
+
+
+def test_global_parameters(cluster):
+    """PATCH /v1/maxscale is synchronized except its instance-local
+    parameters: log_info set on A reaches B and C, A's passive stays A's;
+    a PATCH of passive alone is not a synchronized change."""
+    v0 = row()[0]
+    before = {n: log_level(n) for n in NAMES}
+    assert len(set(before.values())) == 1, before
+    status, doc = http("A", "PATCH", "/maxscale", {"data": {"attributes": {
+        "parameters": {"log_info": True, "passive": True}}}})
+    assert status in (200, 204), doc
+    assert row()[0] == v0 + 1
+    body = json.loads(row()[1])["changes"][-1]
+    assert (body["method"], body["path"]) == ("PATCH", "maxscale")
+    assert body["body"]["data"]["attributes"]["parameters"] == {
+        "log_info": True}, body
+    assert passive("A") is True and log_level("A") > before["A"]
+    st.wait_until(lambda: all(log_level(n) == log_level("A")
+                              for n in ("B", "C")), WAIT,
+                  what="log_info on B and C")
+    assert passive("B") is False and passive("C") is False
+    # passive alone: applied on A only, no new version
+    status, doc = http("A", "PATCH", "/maxscale", {"data": {"attributes": {
+        "parameters": {"passive": False}}}})
+    assert status in (200, 204), doc
+    assert passive("A") is False and row()[0] == v0 + 1
+    # back to the level the later tests had
+    status, doc = http("A", "PATCH", "/maxscale", {"data": {"attributes": {
+        "parameters": {"log_info": False}}}})
+    assert status in (200, 204), doc
+    st.wait_until(lambda: all(log_level(n) == before[n] for n in NAMES)
+                  and all_at(v0 + 2), WAIT, what="log level restored")
+
+
+def test_passwords_encrypted(cluster):
+    """With a .secrets key (the same on the three), a monitor created on A
+    is stored with its password encrypted, never in plain text, and B
+    and C decrypt it: their copy of the monitor logs in (the server it
+    monitors is Running)."""
+    v0 = row()[0]
+    status, doc = http("A", "POST", "/servers", {"data": {
+        "id": "csync-enc", "attributes": {"parameters": {
+            "address": st.HOST, "port": st.SERVERS[3]}}}})
+    assert status == 204, doc
+    status, doc = http("A", "POST", "/monitors", {"data": {
+        "id": "csync-mon", "attributes": {"module": "mariadbmon",
+                                          "parameters": {
+                                              "user": st.SERVICE_USER,
+                                              "password": st.SERVICE_PASSWORD,
+                                              "monitor_interval": "500ms"}},
+        "relationships": {"servers": {"data": [
+            {"id": "csync-enc", "type": "servers"}]}}}})
+    assert status == 204, doc
+    text = row()[1]
+    assert row()[0] == v0 + 2
+    entry = json.loads(text)["changes"][-1]
+    assert entry["encrypted"] is True, entry
+    stored = entry["body"]["data"]["attributes"]["parameters"]["password"]
+    assert re.fullmatch(r"[0-9A-F]{64,}", stored), stored
+    assert st.SERVICE_PASSWORD not in text
+    for n in NAMES:
+        st.wait_until(lambda n=n: "Running" in (http(
+            n, "GET", "/servers/csync-enc")[1] or {}).get("data", {}).get(
+                "attributes", {}).get("state", ""), WAIT,
+            what=f"csync-enc Running on {n} (its monitor logged in)")
+    status, doc = http("A", "DELETE", "/monitors/csync-mon")
+    assert status == 204, doc
+    status, doc = http("A", "DELETE", "/servers/csync-enc")
+    assert status == 204, doc
+    st.wait_until(lambda: all_at(v0 + 4), WAIT, what="all at the version")
+    for n in NAMES:
+        assert not exists(n, "/monitors/csync-mon")
+
+
 def test_invalid_document_refused(cluster):
     version, text, origin, nodes = row()
     good = json.loads(text)
@@ -269,10 +424,16 @@ def test_invalid_document_refused(cluster):
     not_a_route["changes"].append({
         "version": version + 1, "origin": "by-hand", "method": "PUT",
         "path": "servers/db1/set", "body": None})
+    local_global = json.loads(text)
+    local_global["changes"].append({
+        "version": version + 1, "origin": "by-hand", "method": "PATCH",
+        "path": "maxscale", "body": {"data": {"attributes": {"parameters": {
+            "passive": True}}}}})
     try:
         for doc, needle in ((bad_param, "'port'"),
                             ("{\"changes\": 17}", "\"changes\" array"),
-                            (not_a_route, "not a synchronized REST change")):
+                            (not_a_route, "not a synchronized REST change"),
+                            (local_global, "keeps its own")):
             with st.root(st.PRIMARY_ID) as conn, conn.cursor() as cur:
                 cur.execute(f"UPDATE {SYNC_DB}.maxscale_config SET version "
                             f"= %s, config = %s, origin = 'by-hand' WHERE "
@@ -288,6 +449,7 @@ def test_invalid_document_refused(cluster):
                 assert f"version {version + 1} refused" in cs["error"]
                 assert not exists(n, "/servers/csync-bad")
                 assert exists(n, "/servers/csync-late")
+                assert passive(n) is False
     finally:
         with st.root(st.PRIMARY_ID) as conn, conn.cursor() as cur:
             cur.execute(f"UPDATE {SYNC_DB}.maxscale_config SET version = %s,"

@@ -49,11 +49,12 @@ MONITOR = "Cluster-Monitor"
 MAXCTRL = st.BUILD_DIR / "bin" / "maxctrl"
 
 
-def config(run_dir, ports, coop="majority_of_running", passive=False):
+def config(run_dir, ports, coop="majority_of_running", passive=False,
+           extra_global=""):
     primary_port, replica_port, admin_port = ports
     text = global_section(
         run_dir, admin_port,
-        extra=f"passive={'true' if passive else 'false'}")
+        extra=f"passive={'true' if passive else 'false'}\n{extra_global}")
     text += server_sections()
     text += mariadbmon_section("db1,db2,db3", f"{INTERVAL_MS}ms", f"""
 backend_connect_timeout=2s
@@ -179,7 +180,11 @@ def test_passive_instance_does_not_fail_over(tmp_path):
         st.wait_until(lambda: inst.diag().get("master") == "db1", 20,
                       what="db1 master")
         d = inst.diag()
-        assert d["primary"] is False and d["passive"] is True, d
+        # MaxScale's shape: primary is null without cooperative locks,
+        # and so is every server's lock_held
+        assert d["primary"] is None and d["passive"] is True, d
+        assert "lock_overview" not in d, d
+        assert [s["lock_held"] for s in d["server_info"]] == [None] * 3, d
         status, doc = inst.rest("GET", "maxscale")
         assert doc["data"]["attributes"]["parameters"]["passive"] is True
         # a switchover is refused in passive mode, nothing moves
@@ -272,6 +277,14 @@ def test_exactly_one_primary_monitor(trio):
     assert d["lock_overview"]["held_locks"] == 3, d
     assert d["lock_overview"]["servers"] == {
         "db1": "held", "db2": "held", "db3": "held"}, d
+    info = {s["name"]: s for s in d["server_info"]}
+    assert {k: s["lock_held"] for k, s in info.items()} == {
+        "db1": True, "db2": True, "db3": True}, d
+    assert info["db1"]["slave_connections"] == [], d
+    sc = info["db2"]["slave_connections"]
+    assert len(sc) == 1 and sc[0]["master_port"] == st.SERVERS[1] and \
+        sc[0]["master_server_id"] == 1 and \
+        sc[0]["slave_io_running"] == "Yes", d
     for other in trio:
         if other is p:
             continue
@@ -279,6 +292,7 @@ def test_exactly_one_primary_monitor(trio):
         assert od["primary"] is False and od["master"] == "db1", od
         assert od["lock_overview"]["held_locks"] == 0, od
         assert set(od["lock_overview"]["servers"].values()) == {"taken"}
+        assert [s["lock_held"] for s in od["server_info"]] == [False] * 3
         # a switchover asked of a secondary is refused, nothing moves
         status, doc = other.command("switchover", MONITOR, "db2")
         assert status == 400, (status, doc)
@@ -297,6 +311,8 @@ def test_release_locks_hands_over(trio):
     out = p.maxctrl("show", "monitor", MONITOR)
     assert re.search(r"monitor_diagnostics\.primary\s+│\s*true\s", out), out
     assert re.search(r"monitor_diagnostics\.master\s+│\s*db1\s", out), out
+    assert re.search(r"monitor_diagnostics\.server_info\s+│.*\"lock_held\":"
+                     r"true", out), out
     p.maxctrl("call", "command", "mariadbmon", "release-locks", MONITOR)
     st.wait_until(lambda: one_primary(trio) not in (None, p), 2 *
                   INTERVAL_MS / 1000 + 1, what="another primary monitor")

@@ -289,6 +289,25 @@ test_global(void **state)
     sl__config_free(cfg);
 }
 
+/* local_address: a numeric IPv4 or IPv6 address, else file:line. */
+static void
+test_local_address(void **state)
+{
+    struct sl_config *cfg;
+
+    (void)state;
+    cfg = load("[maxscale]\nlocal_address=127.0.0.2\n");
+    assert_non_null(cfg);
+    sl__config_free(cfg);
+    cfg = load("[maxscale]\nlocal_address=::1\n");
+    assert_non_null(cfg);
+    sl__config_free(cfg);
+    expect_error("[maxscale]\nthreads=1\nlocal_address=db.example\n",
+                 "test.cnf:3: invalid value 'db.example' for parameter "
+                 "'local_address' in section 'maxscale' (expected an IPv4 "
+                 "or IPv6 address)");
+}
+
 /* threads_max caps threads=auto and bounds an explicit threads. */
 static void
 test_threads_max(void **state)
@@ -406,10 +425,10 @@ test_find_by_name(void **state)
     assert_null(sl__find_listener(cfg, "L1"));
     assert_null(sl__find_filter(NULL, "f1"));
     assert_null(sl_service_find("svc"));
-    sl__config = cfg;
+    sl__config_set_initial(cfg);
     assert_ptr_equal(sl_service_find("svc"), cfg->services[0]);
     assert_null(sl_service_find("mon"));
-    sl__config = NULL;
+    sl__config_set_initial(NULL);
     sl__config_free(cfg);
 }
 
@@ -634,6 +653,7 @@ main(void)
         cmocka_unit_test(test_ssl),
         cmocka_unit_test(test_accumulates),
         cmocka_unit_test(test_global),
+        cmocka_unit_test(test_local_address),
         cmocka_unit_test(test_threads_max),
         cmocka_unit_test(test_valid_objects),
         cmocka_unit_test(test_monitor_runner),

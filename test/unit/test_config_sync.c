@@ -44,8 +44,11 @@ test_synced_requests(void **state)
     assert_true(synced("PATCH", "/v1/services/S/relationships/servers"));
     assert_true(synced("DELETE", "/v1/filters/F"));
     assert_true(synced("DELETE", "/v1/services/S/listeners/L"));
-    /* per-instance state, credentials and global parameters are not */
-    assert_false(synced("PATCH", "/v1/maxscale"));
+    /* global parameters are (minus the instance-local ones, filtered
+     * from the body); per-instance state and credentials are not */
+    assert_true(synced("PATCH", "/v1/maxscale"));
+    assert_false(synced("POST", "/v1/maxscale"));
+    assert_false(synced("PATCH", "/v1/maxscale/logs"));
     assert_false(synced("PUT", "/v1/servers/db1/set"));
     assert_false(synced("PUT", "/v1/services/S/stop"));
     assert_false(synced("POST", "/v1/users/inet"));
@@ -113,6 +116,30 @@ test_document_check(void **state)
         "{\"changes\": [{\"version\": 1, \"method\": \"POST\", \"path\": "
         "\"nothing/here/at/all\", \"body\": {}}]}", 1, msg, sizeof(msg)),
         -1);
+    /* PATCH maxscale: its synchronized parameters, never passive */
+    assert_int_equal(check(
+        "{\"changes\": [{\"version\": 1, \"method\": \"PATCH\", \"path\": "
+        "\"maxscale\", \"body\": {\"data\": {\"attributes\": "
+        "{\"parameters\": {\"log_info\": true}}}}}]}", 1, msg, sizeof(msg)),
+        0);
+    assert_int_equal(check(
+        "{\"changes\": [{\"version\": 1, \"method\": \"PATCH\", \"path\": "
+        "\"maxscale\", \"body\": {\"data\": {\"attributes\": "
+        "{\"parameters\": {\"passive\": true}}}}}]}", 1, msg, sizeof(msg)),
+        -1);
+    assert_non_null(strstr(msg, "'passive', a parameter each instance "
+                                "keeps its own"));
+    /* encrypted passwords need a key (this process has none) */
+    assert_int_equal(check(
+        "{\"changes\": [{\"version\": 1, \"method\": \"POST\", \"path\": "
+        "\"servers\", \"encrypted\": true, \"body\": {}}]}", 1, msg,
+        sizeof(msg)), -1);
+    assert_non_null(strstr(msg, "no .secrets key"));
+    assert_int_equal(check(
+        "{\"changes\": [{\"version\": 1, \"method\": \"POST\", \"path\": "
+        "\"servers\", \"encrypted\": 1, \"body\": {}}]}", 1, msg,
+        sizeof(msg)), -1);
+    assert_non_null(strstr(msg, "\"encrypted\" is not a boolean"));
 }
 
 int

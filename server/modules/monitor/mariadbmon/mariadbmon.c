@@ -919,37 +919,16 @@ enforce_read_only(struct mmon_instance *inst)
 }
 
 /* MaxScale's server attributes that the core copies into the server's
- * REST resource (admin_json.c, server_monitor_facts): node_id, master_id,
- * uptime, slave_connections. */
+ * REST resource (admin_json.c, server_monitor_facts) besides those of
+ * server_info: node_id, master_id, uptime. */
 static void
 server_facts(const struct mmon_instance *inst, int i, json_t *entry)
 {
     const struct mmon_view *v = &inst->views[i];
     const struct mmon_slave_conn *sc = &v->slave;
-    json_t *conns = json_array();
-    char pos[512];
 
     if (entry == NULL) {
-        json_decref(conns);
         return;
-    }
-    if (sc->present) {
-        const struct sl_server *m =
-            sc->master >= 0 ? inst->servers[sc->master].srv : NULL;
-
-        json_array_append_new(conns, json_pack(
-            "{s:s, s:s?, s:i, s:s, s:s, s:o, s:I, s:s}",
-            "connection_name", "", "master_host",
-            m ? sl_server_address(m) : NULL, "master_port",
-            m ? sl_server_port(m) : 0, "slave_io_running",
-            sc->io_running ? "Yes" : sc->io_connecting ? "Connecting" : "No",
-            "slave_sql_running", sc->sql_running ? "Yes" : "No",
-            "seconds_behind_master",
-            sc->lag >= 0 ? json_integer(sc->lag) : json_null(),
-            "master_server_id",
-            (json_int_t)(sc->master >= 0 ? inst->views[sc->master].server_id
-                                         : -1),
-            "gtid_io_pos", mmon_gtid_format(&sc->io_pos, pos, sizeof(pos))));
     }
     json_object_set_new(entry, "node_id", json_integer(
         v->running ? (json_int_t)v->server_id : -1));
@@ -959,9 +938,55 @@ server_facts(const struct mmon_instance *inst, int i, json_t *entry)
     json_object_set_new(entry, "uptime", v->running && v->uptime >= 0
                                              ? json_integer(v->uptime)
                                              : json_null());
-    json_object_set_new(entry, "slave_connections", conns);
 }
 
+/* MaxScale's slave_connections: the default (or first) connection, the
+ * only one the monitor reads; [] when the server does not replicate. */
+static json_t *
+slave_connections(const struct mmon_instance *inst, int i)
+{
+    const struct mmon_view *v = &inst->views[i];
+    const struct mmon_slave_conn *sc = &v->slave;
+    int m = sc->master;
+    char pos[512];
+
+    if (!sc->present) {
+        return json_array();
+    }
+    return json_pack("[{s:s, s:s?, s:o, s:o, s:s, s:s, s:o, s:s}]",
+        "connection_name", "",
+        "master_host", m >= 0 ? sl_server_address(inst->servers[m].srv)
+                              : NULL,
+        "master_port", m >= 0 ? json_integer(sl_server_port(
+                                    inst->servers[m].srv)) : json_null(),
+        "master_server_id", m >= 0 && inst->views[m].server_id > 0
+                                ? json_integer(inst->views[m].server_id)
+                                : json_null(),
+        "slave_io_running", sc->io_running ? "Yes" :
+                            sc->io_connecting ? "Connecting" : "No",
+        "slave_sql_running", sc->sql_running ? "Yes" : "No",
+        "seconds_behind_master", sc->lag >= 0 ? json_integer(sc->lag)
+                                              : json_null(),
+        "gtid_io_pos", mmon_gtid_format(&sc->io_pos, pos, sizeof(pos)));
+}
+
+/* lock_held as MaxScale shows it: null without cooperative locks or when
+ * the server could not be asked, else whether this monitor holds it. */
+static json_t *
+lock_held(const struct mmon_instance *inst, int i)
+{
+    enum mmon_lock l = inst->servers[i].lock;
+
+    if (inst->coop == MMON_COOP_NONE || l == MMON_LOCK_DOWN) {
+        return json_null();
+    }
+    return json_boolean(l == MMON_LOCK_HELD);
+}
+
+/* monitor_diagnostics in MaxScale's shape (master, primary, server_info
+ * with lock_held and slave_connections) plus Sluice's own fields
+ * (passive, cooperative_monitoring_locks, lock_overview, and per server
+ * running, master and last_error). */
 static void
 update_snapshot(struct mmon_instance *inst)
 {
@@ -975,16 +1000,15 @@ update_snapshot(struct mmon_instance *inst)
         int m = v->slave.master;
 
         json_array_append_new(arr, json_pack(
-            "{s:s, s:b, s:b, s:I, s:s, s:s, s:s?, s:s, s:s}",
-            "name", SRVNAME(inst, i), "running", v->running,
-            "read_only", v->read_only, "server_id", (json_int_t)v->server_id,
-            "gtid_current_pos",
+            "{s:s, s:I, s:b, s:s, s:s, s:n, s:o, s:o, s:n, s:b, s:s?, s:s}",
+            "name", SRVNAME(inst, i), "server_id", (json_int_t)v->server_id,
+            "read_only", v->read_only, "gtid_current_pos",
             mmon_gtid_format(&v->current_pos, a, sizeof(a)),
             "gtid_binlog_pos", mmon_gtid_format(&v->binlog_pos, b, sizeof(b)),
-            "master", m >= 0 ? SRVNAME(inst, m) : NULL,
-            "slave_io_running", !v->slave.present ? "" :
-                v->slave.io_running ? "Yes" :
-                v->slave.io_connecting ? "Connecting" : "No",
+            "master_group", "lock_held", lock_held(inst, i),
+            "slave_connections", slave_connections(inst, i),
+            "state_details", "running", v->running,
+            "master", v->slave.present && m >= 0 ? SRVNAME(inst, m) : NULL,
             "last_error", inst->servers[i].last_error));
         server_facts(inst, i, json_array_get(arr, json_array_size(arr) - 1));
         if (inst->coop != MMON_COOP_NONE) {
@@ -992,14 +1016,16 @@ update_snapshot(struct mmon_instance *inst)
                 lock_name(inst->servers[i].lock)));
         }
     }
-    /* MaxScale's shape: "master" is the primary server, "primary" whether
-     * this monitor is the primary monitor (may change the cluster). */
-    doc = json_pack("{s:s?, s:b, s:b, s:s, s:o}", "master",
+    /* "master" is the primary server; "primary" whether this monitor is
+     * the primary monitor, null when cooperative locks are off. */
+    doc = json_pack("{s:s?, s:o, s:b, s:s, s:o}", "master",
                     inst->primary >= 0 ? SRVNAME(inst, inst->primary) : NULL,
-                    "primary", inst->primary_monitor,
+                    "primary", inst->coop == MMON_COOP_NONE
+                                   ? json_null()
+                                   : json_boolean(inst->primary_monitor),
                     "passive", sl_monitor_passive(),
                     "cooperative_monitoring_locks", coop_names[inst->coop],
-                    "servers", arr);
+                    "server_info", arr);
     if (inst->coop != MMON_COOP_NONE) {
         json_object_set_new(doc, "lock_overview", json_pack(
             "{s:i, s:i, s:i, s:b, s:o}", "held_locks", inst->locks_held,
