@@ -591,6 +591,7 @@ sl__dcb_close_all(struct sl_worker *w)
     size_t cap = 0;
     size_t i;
 
+    sl__pool_drain(w);
     pthread_mutex_lock(&w->dcb_lock);
     for (d = w->dcbs; d != NULL; d = d->list_next) {
         if (d->state == DCB_CLOSED) {
@@ -1426,6 +1427,22 @@ sl_dcb_post(struct sl_dcb *dcb, sl_dcb_fn fn, void *arg)
     return 0;
 }
 
+/* A backend DCB's events go to the protocol only while the session whose
+ * lock this turn holds (shared model) still has it; a connection in the
+ * backend pool (pool.c) has no session, and one taken from the pool
+ * since this turn looked is handled in its next turn, under its new
+ * session's lock. */
+static uint32_t
+backend_events(struct sl_dcb *dcb, uint32_t events)
+{
+    struct sl_session *ses = atomic_load(&dcb->session);
+
+    if (SL_LIKELY(ses != NULL && sl__session_locked(ses))) {
+        return conn_events(dcb, events);
+    }
+    return sl__pool_events(dcb, events);
+}
+
 static uint32_t
 dcb_handler(struct sl_evq_item *it, uint32_t events)
 {
@@ -1457,8 +1474,10 @@ dcb_handler(struct sl_evq_item *it, uint32_t events)
             }
             break;
         case SL_DCB_CLIENT:
-        case SL_DCB_BACKEND:
             left = conn_events(dcb, events);
+            break;
+        case SL_DCB_BACKEND:
+            left = backend_events(dcb, events);
             break;
         case SL_DCB_INTERNAL:
             left = dcb->internal_fn(dcb, events, dcb->internal_arg);
