@@ -193,9 +193,10 @@ count_for(const struct sl_pool *pool, const struct sl_server *srv)
     return n;
 }
 
-/* Can b's connection go to a pool at all (before asking the protocol)? */
-static bool
-parkable(const struct sl_backend *b)
+/* Why b's connection cannot go to a pool (before asking the protocol),
+ * NULL if it can. */
+static const char *
+not_parkable(const struct sl_backend *b)
 {
     const struct sl_session *ses = b->ses;
     const struct sl_dcb *d = b->dcb;
@@ -204,18 +205,25 @@ parkable(const struct sl_backend *b)
      * that asked for forwarding may have had bytes pass that Sluice
      * never saw. */
     if (ses->splice != NULL) {
-        return false;
+        return "kernel forwarding";
     }
-    return d != NULL && b->state == SL_BACKEND_READY && !b->ping_pending &&
-           !b->resetting && b->nheld == 0 && d->state == DCB_POLLING &&
-           !d->spliced && d->tls == NULL && d->codec == NULL &&
-           !b->server->proxy_protocol && d->readq.len == 0 &&
-           d->writeq.len == 0 && d->rawq.len == 0 && !d->reading_paused &&
-           !d->congested && ses->protocol == d->protocol &&
-           protocol_pools(d->protocol) &&
-           (d->protocol->backend_pending == NULL ||
-            d->protocol->backend_pending(d) == 0) &&
-           server_takes(b->server);
+    if (d == NULL || b->state != SL_BACKEND_READY || d->state != DCB_POLLING) {
+        return "not logged in";
+    }
+    if (b->ping_pending || b->resetting || b->nheld > 0 ||
+        d->readq.len > 0 || d->writeq.len > 0 || d->rawq.len > 0 ||
+        d->reading_paused || d->congested ||
+        (d->protocol->backend_pending != NULL &&
+         d->protocol->backend_pending(d) > 0)) {
+        return "busy";
+    }
+    if (d->spliced || d->tls != NULL || d->codec != NULL ||
+        b->server->proxy_protocol || ses->protocol != d->protocol ||
+        !protocol_pools(d->protocol)) {
+        return "TLS, compression, PROXY protocol or its protocol";
+    }
+    return server_takes(b->server) ? NULL : "server down, in maintenance "
+                                            "or draining";
 }
 
 static void
@@ -236,14 +244,29 @@ sl__pool_park(struct sl_backend *b)
     struct sl_dcb *d = b->dcb;
     struct sl_pool *pool;
     size_t quota = worker_quota(srv);
+    const char *why;
 
-    if (quota == 0 || w == NULL || !parkable(b)) {
+    if (quota == 0 || w == NULL) {
+        return false;
+    }
+    if ((why = not_parkable(b)) != NULL) {
+        sl_log_ses_debug(ses, "server '%s': connection not pooled: %s",
+                         srv->name, why);
         return false;
     }
     pool = &w->pool;
     pool_lock(pool);
-    if (count_for(pool, srv) >= quota || !d->protocol->backend_park(d)) {
+    if (count_for(pool, srv) >= quota) {
         pool_unlock(pool);
+        sl_log_ses_debug(ses, "server '%s': connection not pooled: the "
+                         "pool is full", srv->name);
+        return false;
+    }
+    if (!d->protocol->backend_park(d)) {
+        pool_unlock(pool);
+        sl_log_ses_debug(ses, "server '%s': connection not pooled: the "
+                         "protocol says it is not idle or in a transaction",
+                         srv->name);
         return false;
     }
     sl_dcb_ref(d);   /* the pool's */
@@ -270,8 +293,8 @@ sl__pool_park(struct sl_backend *b)
     return true;
 }
 
-/* A pooled connection that can serve b: same server and protocol, the
- * session's client capabilities, still quiet. Lock held. Dead ones met
+/* A pooled connection that can serve b: same server and protocol, still
+ * quiet (the capabilities are compared once the session has them). Lock held. Dead ones met
  * on the way are dropped. */
 static struct sl_dcb *
 find_entry(struct sl_pool *pool, const struct sl_backend *b)
@@ -281,8 +304,7 @@ find_entry(struct sl_pool *pool, const struct sl_backend *b)
 
     for (d = pool->head; d != NULL; d = next) {
         next = d->pool_next;
-        if (d->server != b->server || d->protocol != b->ses->protocol ||
-            d->pool_caps != b->ses->client_caps) {
+        if (d->server != b->server || d->protocol != b->ses->protocol) {
             continue;
         }
         if (d->state != DCB_CLOSED && socket_quiet(d->fd)) {
@@ -292,6 +314,33 @@ find_entry(struct sl_pool *pool, const struct sl_backend *b)
         drop_entry(pool, d, "closed by the server");
     }
     return NULL;
+}
+
+/*
+ * The reset, in the pooled DCB's first turn with its new session (under
+ * that session's lock): the client protocol sets the session's user,
+ * database, password hash and capabilities only once sl_session_create()
+ * (and with it the router's connect) has returned. A connection parked
+ * by a client with other capabilities cannot serve this one (the server
+ * would answer in another format): it fails the reset, as does a reset
+ * that cannot be sent, and the backend connects afresh.
+ */
+static void
+reset_posted(struct sl_dcb *d, void *arg)
+{
+    struct sl_backend *b = arg;
+    struct sl_session *ses = b->ses;
+
+    if (d->state == DCB_CLOSED || b->dcb != d || !b->resetting ||
+        ses->state == SL_SESSION_CLOSING) {
+        return;
+    }
+    if (d->pool_caps != ses->client_caps) {
+        sl_backend_failed(b, NULL, "the pooled connection was made for a "
+                                   "client with other capabilities");
+    } else if (d->protocol->backend_reuse(d, b) != SL_OK) {
+        sl_backend_failed(b, NULL, "cannot send the reset");
+    }
 }
 
 struct sl_dcb *
@@ -329,8 +378,8 @@ sl__pool_take(struct sl_backend *b)
     atomic_fetch_add(&srv->pool_reused, 1);
     sl_log_ses_debug(ses, "server '%s': reusing a pooled connection",
                      srv->name);
-    if (ses->protocol->backend_reuse(d, b) != SL_OK) {
-        /* nothing sent: close it, the caller connects afresh */
+    if (sl_dcb_post(d, reset_posted, b) != 0) {
+        /* cannot reset it: close it, the caller connects afresh */
         atomic_fetch_add(&srv->pool_lost, 1);
         b->resetting = false;
         b->state = SL_BACKEND_CONNECTING;
