@@ -17,7 +17,9 @@ over db1b (RCRB) and db1c (RCRC), and readwritesplit over db1, db2, db3
   (`CONNECTION_ID()` equal, `reused_connections` + 1,
   `persistent_connections` back to 0) and sees none of it: `@v IS NULL`,
   the global sql_mode, no table (1146), its login's database, the
-  statement unknown (1243), `@@server_id` 1. The same through
+  statement unknown (1243), `@@server_id` 1; the first client's
+  `GET_LOCK` is held while its connection is pooled and free once the
+  second client's reset ran. The same through
   readwritesplit: the primary's connection is reused (the id read in a
   transaction) and neither it nor a replica shows the first client's
   state.
@@ -171,8 +173,13 @@ def processlist_ids(db, user=st.APP_USER):
         return {row[0] for row in cur.fetchall()}
 
 
+def lock_free():
+    with st.root(1) as r:
+        return st.scalar(r, "SELECT IS_FREE_LOCK('pool_lock')")
+
+
 def dirty(conn):
-    """Leave every kind of session state behind."""
+    """Leave every kind of session state behind (and a user lock)."""
     with conn.cursor() as cur:
         cur.execute("SET @v := 42")
         cur.execute("SET SESSION sql_mode = 'ANSI'")
@@ -180,6 +187,8 @@ def dirty(conn):
         cur.execute("INSERT INTO test.pool_tmp VALUES (1)")
         cur.execute("USE sbtest")
         cur.execute("PREPARE pool_stmt FROM 'SELECT 1'")
+        cur.execute("SELECT GET_LOCK('pool_lock', 0)")
+        assert cur.fetchone() == (1,)
         cur.execute("SELECT @v, @@session.sql_mode, DATABASE()")
         assert cur.fetchone() == (42, "REAL_AS_FLOAT,PIPES_AS_CONCAT,"
                                   "ANSI_QUOTES,IGNORE_SPACE,ANSI", "sbtest")
@@ -208,6 +217,7 @@ def test_reuse_readconnroute(pooled):
     a.close()
     pooled.wait_pooled("db1", before["persistent_connections"] + 1)
     assert first in processlist_ids(1)
+    assert lock_free() == 0   # the pooled connection still holds it
 
     b = st.connect(pooled.rcr, database="test")
     try:
@@ -218,6 +228,7 @@ def test_reuse_readconnroute(pooled):
         assert after["persistent_connections"] == \
             before["persistent_connections"]
         assert_clean(b)
+        assert lock_free() == 1   # released by the reset
         # the reused connection works as usual
         assert st.scalar(b, "SELECT COUNT(*) FROM information_schema."
                             "schemata WHERE schema_name = 'test'") == 1
