@@ -33,12 +33,14 @@ over db1b (RCRB) and db1c (RCRC), and readwritesplit over db1, db2, db3
 - db1 put in maintenance: its pool is emptied (the processlist too).
 """
 
-import time
+import re
+import urllib.request
 
 import pytest
 
 import sluicetest as st
-from proxy import Daemon, admin_rest, global_section, server_sections
+from proxy import ADMIN_AUTH, Daemon, admin_rest, global_section, \
+    server_sections
 
 pytestmark = [pytest.mark.sluice_only]
 
@@ -125,6 +127,15 @@ class Pooled:
         status, doc = admin_rest(self.admin, "GET", f"servers/{server}")
         assert status == 200, doc
         return doc["data"]["attributes"]["statistics"]
+
+    def metric(self, name, server):
+        req = urllib.request.Request(f"http://{st.HOST}:{self.admin}/metrics")
+        req.add_header("Authorization", ADMIN_AUTH)
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            text = resp.read().decode()
+        m = re.search(rf'^{name}{{server="{server}"}} (\d+)$', text, re.M)
+        assert m, f"{name} for {server} not in /metrics"
+        return int(m.group(1))
 
     def wait_no_sessions(self, timeout=10):
         """Every session closed (its connections parked or closed)."""
@@ -227,6 +238,10 @@ def test_reuse_readconnroute(pooled):
         assert after["reused_connections"] == before["reused_connections"] + 1
         assert after["persistent_connections"] == \
             before["persistent_connections"]
+        assert pooled.metric("sluice_server_pool_reused_total", "db1") == \
+            after["reused_connections"]
+        assert pooled.metric("sluice_server_pooled_connections", "db1") == \
+            after["persistent_connections"]
         assert_clean(b)
         assert lock_free() == 1   # released by the reset
         # the reused connection works as usual
