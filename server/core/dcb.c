@@ -1159,9 +1159,12 @@ sweep(void *arg)
     pthread_mutex_unlock(&w->dcb_lock);
     for (size_t i = 0; i < nidle; i++) {
         struct sl_dcb *d = idle[i];
+        struct sl_session *ses = atomic_load(&d->session);
 
-        sl__session_lock_for_event(d->session);
-        if (d->state == DCB_POLLING && d->backend != NULL) {
+        /* still that session's (a pooled backend has none, pool.c) */
+        sl__session_lock_for_event(ses);
+        if (ses != NULL && atomic_load(&d->session) == ses &&
+            d->state == DCB_POLLING && d->backend != NULL) {
             sl__backend_keepalive(d->backend, sl_worker_now_ms());
         }
         sl__session_unlock_event();

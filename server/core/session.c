@@ -58,7 +58,8 @@ sl__session_lock_for_event(struct sl_session *ses)
 {
     struct sl_session *root;
 
-    if (!sl__workers_shared() || locked_ses != NULL) {
+    /* NULL: a backend DCB parked in a pool since the caller looked */
+    if (!sl__workers_shared() || locked_ses != NULL || ses == NULL) {
         return;
     }
     root = ses->lock_root != NULL ? ses->lock_root : ses;

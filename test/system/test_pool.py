@@ -31,6 +31,10 @@ over db1b (RCRB) and db1c (RCRC), and readwritesplit over db1, db2, db3
   client gets a fresh connection (another id) with no error,
   `pool_lost_connections` + 1.
 - db1 put in maintenance: its pool is emptied (the processlist too).
+- A connection parked by PyMySQL is not reused by the mariadb CLI
+  (other capability flags): the CLI gets a fresh connection with no
+  error and the pooled one is closed (`pool_lost_connections`).
+- /metrics shows the pool gauge and the reuse counter as REST does.
 """
 
 import re
@@ -364,3 +368,27 @@ def test_maintenance_empties_pool(pooled):
     st.wait_until(lambda: "Maintenance" not in admin_rest(
         pooled.admin, "GET", "servers/db1")[1]["data"]["attributes"]["state"],
         10, what="db1 out of maintenance")
+
+
+def test_other_client_capabilities(pooled):
+    """A connection parked by a PyMySQL client cannot serve the mariadb
+    CLI (other capability flags: the server's answers would not be in
+    the form the CLI expects): the CLI gets a fresh connection, no
+    error, and the pooled one is closed."""
+    a = st.connect(pooled.rcr, database="test")
+    first = st.scalar(a, "SELECT CONNECTION_ID()")
+    a.close()
+    pooled.wait_no_sessions()
+    before = pooled.stats("db1")
+    assert before["persistent_connections"] >= 1
+    proc = st.cli("SELECT @@server_id, CONNECTION_ID(), @v IS NULL",
+                  port=pooled.rcr, database="test")
+    assert proc.returncode == 0, proc.stderr
+    sid, cid, clean = proc.stdout.split()
+    assert (sid, clean) == ("1", "1")
+    assert int(cid) != first
+    after = pooled.stats("db1")
+    assert after["pool_lost_connections"] >= \
+        before["pool_lost_connections"] + 1
+    st.wait_until(lambda: first not in processlist_ids(1), 10,
+                  what="the unusable pooled connection closed")
