@@ -27,8 +27,9 @@ over db1b (RCRB) and db1c (RCRC), and readwritesplit over db1, db2, db3
   and db1's processlist of RCRC's connections), the other 2 are closed.
 - RCRB's pooled connection is closed after 2 s (persistmaxtime): gone
   from db1's processlist, `pool_expired_connections` + 1.
-- A pooled connection killed on the server (`KILL` as root): the next
-  client gets a fresh connection (another id) with no error,
+- Pooled connections killed on the server (`KILL` as root): the pool
+  notices at once (`persistent_connections` 0 with no client asking),
+  the next client gets a fresh connection (another id) with no error,
   `pool_lost_connections` + 1.
 - db1 put in maintenance: its pool is emptied (the processlist too).
 - A connection parked by PyMySQL is not reused by the mariadb CLI
@@ -336,6 +337,8 @@ def test_killed_pooled_connection(pooled):
         assert first in victims
         for v in victims:
             cur.execute(f"KILL {int(v)}")
+    # noticed without any client asking: the pooled sockets are watched
+    pooled.wait_pooled("db1", 0)
     b = st.connect(pooled.rcr, database="test")
     try:
         assert st.server_id(b) == 1
