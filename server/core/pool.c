@@ -145,8 +145,9 @@ drop_entry(struct sl_pool *pool, struct sl_dcb *d, const char *why)
 }
 
 /* Once a second while the pool has connections: drop those past
- * persistmaxtime, those whose server no longer takes connections, and
- * those closed meanwhile. */
+ * persistmaxtime, those whose server no longer takes connections (or was
+ * destroyed: runtime.c sets its persistpoolmax to 0), and those closed
+ * meanwhile. */
 static bool
 pool_tick(void *arg)
 {
@@ -172,8 +173,8 @@ pool_tick(void *arg)
                    __atomic_load_n(&d->server->persistpoolmax,
                                    __ATOMIC_RELAXED) <= 0) {
             atomic_fetch_add(&d->server->pool_lost, 1);
-            drop_entry(pool, d, "the server is down, in maintenance or "
-                                "draining");
+            drop_entry(pool, d, "the server is down, in maintenance, "
+                                "draining or destroyed");
         }
     }
     again = pool->n > 0;
