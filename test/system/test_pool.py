@@ -36,6 +36,8 @@ over db1b (RCRB) and db1c (RCRC), and readwritesplit over db1, db2, db3
   (other capability flags): the CLI gets a fresh connection with no
   error and the pooled one is closed (`pool_lost_connections`).
 - /metrics shows the pool gauge and the reuse counter as REST does.
+- A client quitting inside a transaction: its connection is closed, not
+  pooled.
 """
 
 import re
@@ -395,3 +397,20 @@ def test_other_client_capabilities(pooled):
         before["pool_lost_connections"] + 1
     st.wait_until(lambda: first not in processlist_ids(1), 10,
                   what="the unusable pooled connection closed")
+
+
+def test_open_transaction_not_pooled(pooled):
+    """A client that quits inside a transaction: its connection is closed
+    (the server rolls the transaction back), never pooled."""
+    before = pooled.stats("db1")
+    a = st.connect(pooled.rcr, database="test")
+    with a.cursor() as cur:
+        cur.execute("BEGIN")
+        cur.execute("SELECT CONNECTION_ID()")
+        first = cur.fetchone()[0]
+    a.close()
+    pooled.wait_no_sessions()
+    st.wait_until(lambda: first not in processlist_ids(1), 10,
+                  what="the connection closed")
+    assert pooled.stats("db1")["persistent_connections"] <= \
+        before["persistent_connections"]
