@@ -263,10 +263,11 @@ static const struct sl_param_spec server_specs[] = {
       "MariaDBBackendAuth, MySQLBackendAuth, MariaDBAuth or MySQLAuth: "
       "the native authentication Sluice has (others are refused)"),
     P("persistpoolmax", SL_PARAM_COUNT, "0", 0,
-      "Idle backend connections kept for reuse by later sessions, per "
-      "worker thread (persistpoolmax / threads, rounded up); 0 = none"),
-    P("persistmaxtime", SL_PARAM_DURATION, "3600s", SECS,
-      "Longest time a connection stays in the pool; 0 = no limit"),
+      "Idle backend connections kept for reuse by later sessions: each "
+      "worker thread keeps persistpoolmax / threads (rounded up); 0 = "
+      "no pooling"),
+    P("persistmaxtime", SL_PARAM_DURATION, "0s", SECS,
+      "Longest time a connection stays in the pool; 0s = no limit"),
     P("rank", SL_PARAM_STRING, "primary", REF,
       "server ranks are not implemented"),
     P("priority", SL_PARAM_INT, "0", IGN,
