@@ -594,7 +594,11 @@ sl__dcb_close_all(struct sl_worker *w)
     sl__pool_drain(w);
     pthread_mutex_lock(&w->dcb_lock);
     for (d = w->dcbs; d != NULL; d = d->list_next) {
-        if (d->state == DCB_CLOSED) {
+        /* A backend without a session belongs to a backend pool, maybe
+         * another worker's (shared model): that pool's drain closes it. */
+        if (d->state == DCB_CLOSED ||
+            (d->role == SL_DCB_BACKEND && atomic_load(&d->session) == NULL &&
+             d->backend_inited)) {
             continue;
         }
         if (n == cap) {

@@ -38,9 +38,14 @@ over db1b (RCRB) and db1c (RCRC), and readwritesplit over db1, db2, db3
 - /metrics shows the pool gauge and the reuse counter as REST does.
 - A client quitting inside a transaction: its connection is closed, not
   pooled.
+- A third Sluice, event_model=shared with 4 workers: 8 clients connect,
+  check their session is clean, dirty it and quit, 40 times each,
+  through readconnroute and readwritesplit at once: no error, every
+  session clean, connections reused, no pool above its bound.
 """
 
 import re
+import threading
 import urllib.request
 
 import pytest
@@ -414,3 +419,118 @@ def test_open_transaction_not_pooled(pooled):
                   what="the connection closed")
     assert pooled.stats("db1")["persistent_connections"] <= \
         before["persistent_connections"]
+
+
+CHURN_BASE = 5560
+
+
+@pytest.fixture(scope="module")
+def churn(tmp_path_factory):
+    """event_model=shared with 4 workers: pooled connections parked by
+    one worker, their events handled by any, taken by sessions of any."""
+    run_dir = tmp_path_factory.mktemp("pool-churn")
+    for sub in ("log", "data", "persist"):
+        (run_dir / sub).mkdir()
+    text = global_section(run_dir, st.port(CHURN_BASE + 4), threads=4,
+                          extra="event_model=shared")
+    text += server_sections().replace(
+        "[db1]\ntype=server\n",
+        "[db1]\ntype=server\npersistpoolmax=8\n", 1).replace(
+        "[db2]\ntype=server\n",
+        "[db2]\ntype=server\npersistpoolmax=8\n", 1).replace(
+        "[db3]\ntype=server\n",
+        "[db3]\ntype=server\npersistpoolmax=8\n", 1)
+    text += f"""
+[Mon]
+type=monitor
+module=basicmon
+servers=db1,db2,db3
+user={st.SERVICE_USER}
+password={st.SERVICE_PASSWORD}
+monitor_interval=200ms
+
+[RCR]
+type=service
+router=readconnroute
+router_options=master
+kernel_forwarding=off
+servers=db1
+user={st.SERVICE_USER}
+password={st.SERVICE_PASSWORD}
+
+[RCR-Listener]
+type=listener
+service=RCR
+protocol=MariaDBClient
+address={st.HOST}
+port={st.port(CHURN_BASE)}
+
+[RWS]
+type=service
+router=readwritesplit
+servers=db1,db2,db3
+user={st.SERVICE_USER}
+password={st.SERVICE_PASSWORD}
+
+[RWS-Listener]
+type=listener
+service=RWS
+protocol=MariaDBClient
+address={st.HOST}
+port={st.port(CHURN_BASE + 1)}
+"""
+    cfg = run_dir / "sluice.cnf"
+    cfg.write_text(text)
+    daemon = Daemon(st.sluice_argv("start", cfg), run_dir / "proxy.log",
+                    st.sluice_env())
+    try:
+        daemon.wait_ports([st.port(CHURN_BASE), st.port(CHURN_BASE + 1),
+                           st.port(CHURN_BASE + 4)])
+        p = Pooled(daemon, CHURN_BASE)
+        st.wait_until(lambda: "Master" in admin_rest(
+            p.admin, "GET", "servers/db1")[1]["data"]["attributes"]["state"],
+            20, what="db1 is Master")
+        yield p
+    finally:
+        problems = daemon.stop()
+        assert not problems, problems
+
+
+def test_shared_model_churn(churn):
+    """8 clients connect, check they see a clean session, dirty it and
+    quit, 40 times each, through readconnroute and readwritesplit at
+    once, on 4 workers sharing one event queue: no error, every session
+    clean, and connections were reused."""
+    errors = []
+
+    def client(port, rounds):
+        try:
+            for _ in range(rounds):
+                c = st.connect(port, database="test")
+                with c.cursor() as cur:
+                    cur.execute("SELECT @v IS NULL, @@session.sql_mode = "
+                                "@@global.sql_mode, DATABASE()")
+                    row = cur.fetchone()
+                    if row != (1, 1, "test"):
+                        errors.append(f"not clean: {row}")
+                    cur.execute("SET @v := 1")
+                    cur.execute("SET SESSION sql_mode = 'ANSI'")
+                    cur.execute("USE sbtest")
+                c.close()
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=client,
+                                args=(st.port(CHURN_BASE + i % 2), 40))
+               for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert not errors, errors[:5]
+    reused = sum(churn.stats(s)["reused_connections"]
+                 for s in ("db1", "db2", "db3"))
+    assert reused > 0
+    churn.wait_no_sessions()
+    for s in ("db1", "db2", "db3"):
+        assert churn.stats(s)["persistent_connections"] <= 8
