@@ -71,6 +71,24 @@ struct sl_protocol_ops {
 
     /* Diagnostics of the per-service data (users loaded, reloads...). */
     void *(*service_diagnostics)(void *data);   /* returns json_t * */
+
+    /* ---- ABI 2.4: backend connection pooling (both may be NULL) ---- */
+
+    /* The session owning backend dcb is closing: may the connection serve
+     * another session? True only when it is logged in and idle (no answer
+     * pending, nothing queued, no transaction open by the last status the
+     * server sent); the protocol then forgets the session (its backend
+     * pointer, KILL registration) and the core parks the DCB in the
+     * pool. False leaves everything as it was (the core closes it). */
+    bool (*backend_park)(struct sl_dcb *dcb);
+    /* A parked dcb now serves backend b of a new session (the DCB's
+     * session is already b's): reset the connection for that session
+     * (MariaDB: COM_CHANGE_USER as its user, database and charset, so
+     * nothing of the previous session survives), then report
+     * sl_backend_ready() or sl_backend_failed() as after a login. SL_OK,
+     * or SL_ERROR if nothing could be sent (the core then connects
+     * afresh). */
+    int (*backend_reuse)(struct sl_dcb *dcb, struct sl_backend *b);
 };
 
 #endif

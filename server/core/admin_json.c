@@ -213,7 +213,21 @@ server_json(struct admin_req *r, void *obj)
     {
         uint64_t in, out;
 
+        json_t *st = json_object_get(attrs, "statistics");
+
         sl__stats_obj_bytes(&s->stats, &in, &out);
+        json_object_set_new(st, "persistent_connections",
+                            json_integer(atomic_load(&s->pool_size)));
+        json_object_set_new(st, "max_pool_size",
+                            json_integer(atomic_load(&s->pool_max)));
+        json_object_set_new(st, "reused_connections", json_integer(
+                                (json_int_t)atomic_load(&s->pool_reused)));
+        json_object_set_new(st, "connection_pool_empty", json_integer(
+                                (json_int_t)atomic_load(&s->pool_empty)));
+        json_object_set_new(st, "pool_expired_connections", json_integer(
+                                (json_int_t)atomic_load(&s->pool_expired)));
+        json_object_set_new(st, "pool_lost_connections", json_integer(
+                                (json_int_t)atomic_load(&s->pool_lost)));
         json_object_set_new(json_object_get(attrs, "statistics"),
                             "bytes_received", json_integer((json_int_t)in));
         json_object_set_new(json_object_get(attrs, "statistics"),

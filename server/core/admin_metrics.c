@@ -298,6 +298,20 @@ server_metrics(FILE *f, const struct sl_config *c)
                c->servers[i]->name, "%llu", (unsigned long long)
                sl_server_total_connections(c->servers[i]));
     }
+    family(f, "sluice_server_pooled_connections", "gauge",
+           "Idle connections to the server in the backend connection pools");
+    for (size_t i = 0; i < c->nservers; i++) {
+        sample(f, "sluice_server_pooled_connections", "server",
+               c->servers[i]->name, "%lld",
+               (long long)atomic_load(&c->servers[i]->pool_size));
+    }
+    family(f, "sluice_server_pool_reused_total", "counter",
+           "Connections to the server taken from a pool instead of opened");
+    for (size_t i = 0; i < c->nservers; i++) {
+        sample(f, "sluice_server_pool_reused_total", "server",
+               c->servers[i]->name, "%llu", (unsigned long long)
+               atomic_load(&c->servers[i]->pool_reused));
+    }
     family(f, "sluice_server_routed_total", "counter",
            "Commands routed to the server, by kind (read or write)");
     for (size_t i = 0; i < c->nservers; i++) {

@@ -751,6 +751,8 @@ fill_server(struct loader *L, struct sl_server *srv,
     srv->port = (int)port;
     srv->weight = (int)weight;
     srv->proxy_protocol = sl_params_bool(p, "proxy_protocol");
+    srv->persistpoolmax = (int64_t)sl_params_count(p, "persistpoolmax");
+    srv->persistmaxtime_ms = sl_params_duration_ms(p, "persistmaxtime");
     if (has_addr) {
         copy_checked(L, srv->address, sizeof(srv->address),
                      sl_params_get(p, "address"), "address", what,

@@ -269,10 +269,12 @@ static const struct sl_param_spec server_specs[] = {
     P("authenticator", SL_PARAM_STRING, NULL, 0,
       "MariaDBBackendAuth, MySQLBackendAuth, MariaDBAuth or MySQLAuth: "
       "the native authentication Sluice has (others are refused)"),
-    P("persistpoolmax", SL_PARAM_COUNT, "0", REF,
-      "backend connection pooling is not implemented"),
-    P("persistmaxtime", SL_PARAM_DURATION, "0s", REF | SECS,
-      "backend connection pooling is not implemented"),
+    P("persistpoolmax", SL_PARAM_COUNT, "0", 0,
+      "Idle backend connections kept for reuse by later sessions: each "
+      "worker thread keeps persistpoolmax / threads (rounded up); 0 = "
+      "no pooling"),
+    P("persistmaxtime", SL_PARAM_DURATION, "0s", SECS,
+      "Longest time a connection stays in the pool; 0s = no limit"),
     P("rank", SL_PARAM_STRING, "primary", REF,
       "server ranks are not implemented"),
     P("priority", SL_PARAM_INT, "0", IGN,

@@ -591,9 +591,14 @@ sl__dcb_close_all(struct sl_worker *w)
     size_t cap = 0;
     size_t i;
 
+    sl__pool_drain(w);
     pthread_mutex_lock(&w->dcb_lock);
     for (d = w->dcbs; d != NULL; d = d->list_next) {
-        if (d->state == DCB_CLOSED) {
+        /* A backend without a session belongs to a backend pool, maybe
+         * another worker's (shared model): that pool's drain closes it. */
+        if (d->state == DCB_CLOSED ||
+            (d->role == SL_DCB_BACKEND && atomic_load(&d->session) == NULL &&
+             d->backend_inited)) {
             continue;
         }
         if (n == cap) {
@@ -1158,9 +1163,12 @@ sweep(void *arg)
     pthread_mutex_unlock(&w->dcb_lock);
     for (size_t i = 0; i < nidle; i++) {
         struct sl_dcb *d = idle[i];
+        struct sl_session *ses = atomic_load(&d->session);
 
-        sl__session_lock_for_event(d->session);
-        if (d->state == DCB_POLLING && d->backend != NULL) {
+        /* still that session's (a pooled backend has none, pool.c) */
+        sl__session_lock_for_event(ses);
+        if (ses != NULL && atomic_load(&d->session) == ses &&
+            d->state == DCB_POLLING && d->backend != NULL) {
             sl__backend_keepalive(d->backend, sl_worker_now_ms());
         }
         sl__session_unlock_event();
@@ -1426,6 +1434,22 @@ sl_dcb_post(struct sl_dcb *dcb, sl_dcb_fn fn, void *arg)
     return 0;
 }
 
+/* A backend DCB's events go to the protocol only while the session whose
+ * lock this turn holds (shared model) still has it; a connection in the
+ * backend pool (pool.c) has no session, and one taken from the pool
+ * since this turn looked is handled in its next turn, under its new
+ * session's lock. */
+static uint32_t
+backend_events(struct sl_dcb *dcb, uint32_t events)
+{
+    struct sl_session *ses = atomic_load(&dcb->session);
+
+    if (SL_LIKELY(ses != NULL && sl__session_locked(ses))) {
+        return conn_events(dcb, events);
+    }
+    return sl__pool_events(dcb, events);
+}
+
 static uint32_t
 dcb_handler(struct sl_evq_item *it, uint32_t events)
 {
@@ -1457,8 +1481,10 @@ dcb_handler(struct sl_evq_item *it, uint32_t events)
             }
             break;
         case SL_DCB_CLIENT:
-        case SL_DCB_BACKEND:
             left = conn_events(dcb, events);
+            break;
+        case SL_DCB_BACKEND:
+            left = backend_events(dcb, events);
             break;
         case SL_DCB_INTERNAL:
             left = dcb->internal_fn(dcb, events, dcb->internal_arg);

@@ -110,6 +110,15 @@ struct sl_dcb {
     const struct sl_dcb_codec *codec;
     void *codec_ctx;
     struct sl_buf rawq;
+    /* Backend connection pool (pool.c): the pool holding this idle
+     * backend (NULL while a session has it; atomic: in the shared model a
+     * worker handling its event reads it before taking that pool's lock,
+     * under which it and the fields below change). */
+    _Atomic(struct sl_pool *) pool;
+    struct sl_dcb *pool_next;
+    uint64_t pooled_ms;             /* when it was parked */
+    uint64_t pool_caps;             /* the parking session's client caps:
+                                     * reused only for the same */
 };
 
 struct sl_filter_session {
@@ -135,6 +144,9 @@ struct sl_backend {
     size_t nheld;
     size_t held_cap;
     uint64_t t_sent;                /* stats.c: the timed command's start */
+    /* A pooled connection being reset for this session (pool.c): what
+     * the router writes meanwhile waits in held[], as for a ping. */
+    bool resetting;
     void *router_data;
     struct sl_backend *next;        /* session's list */
 };
@@ -221,9 +233,31 @@ void sl__dcb_set_spliced(struct sl_dcb *dcb, bool spliced);
 /* The negotiated TLS cipher, "" for a plain DCB. */
 const char *sl__dcb_tls_cipher(const struct sl_dcb *dcb);
 
+/* ---- pool.c: backend connection pooling ---- */
+
+struct sl_pool;
+/* At session close, for each backend: park its connection in the
+ * calling worker's pool if the server pools and the connection is clean
+ * and idle. True if parked (b is then CLOSED without a DCB). */
+bool sl__pool_park(struct sl_backend *b);
+/* For a new backend b: a pooled connection to b's server, attached to b
+ * and its session (reference taken) with its reset sent; NULL if none. */
+struct sl_dcb *sl__pool_take(struct sl_backend *b);
+/* An event of a backend DCB no session holds (dcb.c's dispatch): a
+ * pooled connection the server closed or wrote to is dropped. Events
+ * left over to re-queue. */
+uint32_t sl__pool_events(struct sl_dcb *dcb, uint32_t events);
+/* Close every connection in w's pool (shutdown). */
+void sl__pool_drain(struct sl_worker *w);
+/* A reset of a pooled connection failed: counted (pool_lost). */
+void sl__pool_reset_failed(struct sl_server *srv);
+
 /* ---- session.c ---- */
 
 void sl__session_unref(struct sl_session *ses);
+/* Shared model: does this thread hold ses's lock for its event? (True in
+ * the pinned model, which has no lock.) */
+bool sl__session_locked(const struct sl_session *ses);
 /* Shared model: lock ses for the rest of the current event, once. */
 void sl__session_lock_for_event(struct sl_session *ses);
 /* Release the session locked for the current event, if any. */

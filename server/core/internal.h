@@ -107,6 +107,17 @@ struct sl_server {
     char gtid_pos[256];               /* gtid_current_pos, monitor's view */
     struct sl_obj_slots *stats;       /* stats.c: per-worker histograms */
     atomic_long refs;                 /* sl__obj_ref (generation.c) */
+    /* Backend connection pool (pool.c): the parameters as loaded, and
+     * counters over every worker's pool (REST statistics, /metrics). */
+    int64_t persistpoolmax;           /* 0 = no pooling */
+    uint64_t persistmaxtime_ms;       /* 0 = no age limit */
+    _Alignas(64) atomic_llong pool_size;    /* persistent_connections */
+    atomic_llong pool_max;            /* max_pool_size: the most at once */
+    atomic_ullong pool_reused;        /* reused_connections */
+    atomic_ullong pool_empty;         /* connection_pool_empty */
+    atomic_ullong pool_expired;       /* closed at persistmaxtime */
+    atomic_ullong pool_lost;          /* closed by the server, or its
+                                       * status, or a failed reset */
 };
 
 struct sl_inst_ref;   /* generation.c */

@@ -23,6 +23,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -91,8 +92,8 @@ static size_t
 min_ops_size(enum sl_module_type type)
 {
     switch (type) {
-    case SL_MODULE_PROTOCOL:
-        return sizeof(struct sl_protocol_ops);
+    case SL_MODULE_PROTOCOL:   /* 2.4 appended backend_park/_reuse */
+        return offsetof(struct sl_protocol_ops, backend_park);
     case SL_MODULE_ROUTER:
         return sizeof(struct sl_router_ops);
     case SL_MODULE_FILTER:

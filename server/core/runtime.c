@@ -1632,6 +1632,9 @@ destroy_server(struct sl_server *srv)
     unpublish(gen, srv);
     sl__persist_remove(srv->name);
     sl_log_notice("destroyed server '%s'", srv->name);
+    /* its pooled connections (each holds it) close at the pools' next
+     * check, within a second (pool.c) */
+    __atomic_store_n(&srv->persistpoolmax, 0, __ATOMIC_RELAXED);
     sl__obj_destroyed(SL_OBJ_SERVER, srv);
     return sl__admin_no_content();
 }

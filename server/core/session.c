@@ -58,12 +58,25 @@ sl__session_lock_for_event(struct sl_session *ses)
 {
     struct sl_session *root;
 
-    if (!sl__workers_shared() || locked_ses != NULL) {
+    /* NULL: a backend DCB parked in a pool since the caller looked */
+    if (!sl__workers_shared() || locked_ses != NULL || ses == NULL) {
         return;
     }
     root = ses->lock_root != NULL ? ses->lock_root : ses;
     pthread_mutex_lock(&root->lock);
     locked_ses = root;
+}
+
+bool
+sl__session_locked(const struct sl_session *ses)
+{
+    const struct sl_session *root;
+
+    if (!sl__workers_shared()) {
+        return true;
+    }
+    root = ses->lock_root != NULL ? ses->lock_root : ses;
+    return locked_ses == root;
 }
 
 void
@@ -529,7 +542,9 @@ sl_session_close(struct sl_session *ses, const char *reason)
         sl_session_close(ses->children, "parent session closed");
     }
     for (b = ses->backends; b != NULL; b = b->next) {
-        sl_backend_close(b);
+        if (!sl__pool_park(b)) {
+            sl_backend_close(b);
+        }
     }
     atomic_fetch_sub(&ses->service->sessions, 1);
     if (ses->client != NULL) {
@@ -702,11 +717,48 @@ backend_drop(struct sl_backend *b)
     }
 }
 
+/* Open a fresh connection for b (already in its session's list) and poll
+ * it. 0, or -1 with b CLOSED (logged). */
+static int
+backend_open(struct sl_backend *b)
+{
+    struct sl_session *ses = b->ses;
+    struct sl_server *srv = b->server;
+    struct sl_dcb *dcb = sl__dcb_connect_backend(b);
+
+    if (dcb == NULL) {
+        b->state = SL_BACKEND_CLOSED;
+        return -1;
+    }
+    b->dcb = dcb;
+    dcb->session = ses;
+    dcb->protocol = ses->protocol;
+    atomic_fetch_add(&ses->refs, 1);   /* the backend DCB's */
+    if (srv->proxy_protocol && sl__dcb_proxy_header(dcb, ses) != 0) {
+        b->state = SL_BACKEND_CLOSED;
+        backend_drop(b);
+        return -1;
+    }
+    if (ses->protocol->backend_init(dcb, b) == SL_ERROR) {
+        b->state = SL_BACKEND_CLOSED;
+        backend_drop(b);
+        return -1;
+    }
+    dcb->backend_inited = true;
+    if (sl__dcb_add(dcb) != 0) {
+        sl_log_ses_error(ses, "cannot poll connection to '%s'", srv->name);
+        b->state = SL_BACKEND_CLOSED;
+        backend_drop(b);
+        return -1;
+    }
+    sl_log_ses_debug(ses, "connecting to server '%s'", srv->name);
+    return 0;
+}
+
 struct sl_backend *
 sl_backend_connect(struct sl_session *ses, struct sl_server *srv)
 {
     struct sl_backend *b = calloc(1, sizeof(*b));
-    struct sl_dcb *dcb;
 
     if (b == NULL) {
         return NULL;
@@ -714,37 +766,60 @@ sl_backend_connect(struct sl_session *ses, struct sl_server *srv)
     b->ses = ses;
     b->server = srv;
     b->state = SL_BACKEND_CONNECTING;
-    dcb = sl__dcb_connect_backend(b);
-    if (dcb == NULL) {
-        free(b);
-        return NULL;
-    }
     sl__obj_ref(SL_OBJ_SERVER, srv);   /* until session_free */
-    b->dcb = dcb;
-    dcb->session = ses;
-    dcb->protocol = ses->protocol;
-    atomic_fetch_add(&ses->refs, 1);   /* the backend DCB's */
     b->next = ses->backends;
     ses->backends = b;
-    if (srv->proxy_protocol && sl__dcb_proxy_header(dcb, ses) != 0) {
-        b->state = SL_BACKEND_CLOSED;
-        backend_drop(b);
-        return NULL;
+    /* A pooled connection is reset for this session (pool.c); its
+     * answer makes the backend ready, as a login's would. */
+    if (sl__pool_take(b) != NULL) {
+        return b;
     }
-    if (ses->protocol->backend_init(dcb, b) == SL_ERROR) {
-        b->state = SL_BACKEND_CLOSED;
-        backend_drop(b);
-        return NULL;
+    if (backend_open(b) == 0) {
+        return b;
     }
-    dcb->backend_inited = true;
-    if (sl__dcb_add(dcb) != 0) {
-        sl_log_ses_error(ses, "cannot poll connection to '%s'", srv->name);
-        b->state = SL_BACKEND_CLOSED;
-        backend_drop(b);
-        return NULL;
+    if (b->dcb == NULL) {   /* no DCB points to it: forget it */
+        ses->backends = b->next;
+        sl__obj_unref(SL_OBJ_SERVER, srv);
+        free(b);
     }
-    sl_log_ses_debug(ses, "connecting to server '%s'", srv->name);
-    return b;
+    return NULL;
+}
+
+/* The reset of a pooled connection failed (pool.c): close it and connect
+ * afresh, invisibly to the router; the commands held meanwhile queue on
+ * the new connection until its login. true if that is under way. */
+static bool
+backend_reset_failed(struct sl_backend *b, const char *reason)
+{
+    struct sl_dcb *old = b->dcb;
+    size_t n = b->nheld;
+
+    sl_log_ses_notice(b->ses, "server '%s': reset of a pooled connection "
+                      "failed (%s); connecting afresh", b->server->name,
+                      reason != NULL ? reason : "?");
+    sl__pool_reset_failed(b->server);
+    b->resetting = false;
+    if (old != NULL) {
+        old->backend = NULL;   /* its close reports nothing */
+        b->dcb = NULL;
+        sl__dcb_close_quiet(old);
+    }
+    b->state = SL_BACKEND_CONNECTING;
+    if (backend_open(b) != 0) {
+        b->state = SL_BACKEND_CONNECTING;   /* fail it the usual way */
+        return false;
+    }
+    b->nheld = 0;
+    for (size_t i = 0; i < n; i++) {
+        sl__stats_backend_write(b, b->held[i]);
+        if (b->ses->protocol->backend_write(b->dcb, b->held[i]) != SL_OK) {
+            for (size_t j = i + 1; j < n; j++) {
+                sl_buf_free(b->held[j]);
+            }
+            break;
+        }
+    }
+    return true;
 }
 
 /* A router's command while a keepalive ping is unanswered: it waits for
@@ -776,7 +851,7 @@ sl_backend_write(struct sl_backend *b, struct sl_buf *buf)
         sl_buf_free(buf);
         return SL_ERROR;
     }
-    if (SL_UNLIKELY(b->ping_pending)) {
+    if (SL_UNLIKELY(b->ping_pending | b->resetting)) {
         return hold(b, buf);
     }
     b->in_flight = true;
@@ -837,6 +912,33 @@ sl_backend_set_router_data(struct sl_backend *b, void *p)
     b->router_data = p;
 }
 
+/* Write the commands held while a ping or a reset was unanswered, in
+ * order (a write failure fails the backend through its DCB). */
+static void
+flush_held(struct sl_backend *b)
+{
+    const struct sl_protocol_ops *p = b->ses->protocol;
+    size_t n = b->nheld;
+
+    b->resetting = false;
+    b->nheld = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct sl_buf *h = b->held[i];
+
+        if (b->dcb == NULL || !sl_dcb_is_open(b->dcb)) {
+            sl_buf_free(h);
+            continue;
+        }
+        sl__stats_backend_write(b, h);
+        if (p->backend_write(b->dcb, h) != SL_OK) {
+            for (size_t j = i + 1; j < n; j++) {
+                sl_buf_free(b->held[j]);
+            }
+            return;
+        }
+    }
+}
+
 void
 sl_backend_ready(struct sl_backend *b)
 {
@@ -845,6 +947,9 @@ sl_backend_ready(struct sl_backend *b)
     }
     b->state = SL_BACKEND_READY;
     sl_log_ses_debug(b->ses, "logged in to server '%s'", b->server->name);
+    if (SL_UNLIKELY(b->resetting)) {
+        flush_held(b);   /* what the router sent during the reset */
+    }
     if (b->ses->state == SL_SESSION_STARTING) {
         session_started(b->ses);
     }
@@ -909,6 +1014,11 @@ backend_fail(struct sl_backend *b, struct sl_buf *errpkt, const char *reason)
     bool go_on = false;
 
     if (b->state == SL_BACKEND_FAILED || b->state == SL_BACKEND_CLOSED) {
+        sl_buf_free(errpkt);
+        return;
+    }
+    if (SL_UNLIKELY(b->resetting) && ses->state != SL_SESSION_CLOSING &&
+        backend_reset_failed(b, reason)) {
         sl_buf_free(errpkt);
         return;
     }
@@ -987,30 +1097,12 @@ static int
 keepalive_reply(struct sl_backend *b, struct sl_buf *buf,
                 const struct sl_reply *reply)
 {
-    const struct sl_protocol_ops *p = b->ses->protocol;
-    size_t n = b->nheld;
-
     sl_buf_free(buf);
     if (reply == NULL || !reply->complete) {
         return SL_OK;
     }
     b->ping_pending = false;
-    b->nheld = 0;
-    for (size_t i = 0; i < n; i++) {
-        struct sl_buf *h = b->held[i];
-
-        if (b->dcb == NULL || !sl_dcb_is_open(b->dcb)) {
-            sl_buf_free(h);
-            continue;
-        }
-        sl__stats_backend_write(b, h);
-        if (p->backend_write(b->dcb, h) != SL_OK) {
-            for (size_t j = i + 1; j < n; j++) {
-                sl_buf_free(b->held[j]);
-            }
-            return SL_OK;   /* the backend fails through its DCB */
-        }
-    }
+    flush_held(b);
     return SL_OK;
 }
 

@@ -894,6 +894,7 @@ worker_new(int index)
     w->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     pthread_mutex_init(&w->msg_lock, NULL);
     pthread_mutex_init(&w->dcb_lock, NULL);
+    pthread_mutex_init(&w->pool.lock, NULL);
     atomic_init(&w->observed_epoch, 0);
     sl__evq_init(&w->own_evq, false);
     w->evq = model == SL_EVENT_MODEL_SHARED ? &shared_evq : &w->own_evq;
@@ -949,6 +950,7 @@ worker_delete(struct sl_worker *w)
     sl__evq_destroy(&w->own_evq);
     pthread_mutex_destroy(&w->msg_lock);
     pthread_mutex_destroy(&w->dcb_lock);
+    pthread_mutex_destroy(&w->pool.lock);
     free(w->timers);
     free(w);
 }

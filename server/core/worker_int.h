@@ -16,6 +16,16 @@ struct sl_dcb;
 struct wmsg;
 struct wtimer;
 
+/* A worker's pool of idle backend connections (pool.c). */
+struct sl_pool {
+    pthread_mutex_t lock;          /* event_model=shared only: another
+                                    * worker may handle a pooled DCB's
+                                    * event (pinned: never taken) */
+    struct sl_dcb *head;           /* newest first, via dcb->pool_next */
+    size_t n;
+    bool timer_armed;              /* the once-a-second expiry check */
+};
+
 struct sl_worker {
     int index;
     pthread_t thread;
@@ -46,6 +56,7 @@ struct sl_worker {
 
     struct sl_dcb *dcbs;           /* every DCB this worker created */
     pthread_mutex_t dcb_lock;      /* guards dcbs (setup/teardown only) */
+    struct sl_pool pool;           /* idle backend connections (pool.c) */
 
     uint64_t now_ms;
 

@@ -127,6 +127,8 @@ int mdb_backend_write(struct sl_dcb *dcb, struct sl_buf *buf);
 void mdb_backend_close(struct sl_dcb *dcb);
 void mdb_backend_free(struct sl_dcb *dcb);
 int mdb_backend_pending(const struct sl_dcb *dcb);
+bool mdb_backend_park(struct sl_dcb *dcb);
+int mdb_backend_reuse(struct sl_dcb *dcb, struct sl_backend *b);
 
 /* ---- blocking hosts after failed logins (mdb_block.c) ---- */
 

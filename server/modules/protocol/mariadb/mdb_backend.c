@@ -723,6 +723,63 @@ mdb_backend_free(struct sl_dcb *dcb)
     sl_dcb_set_protocol_data(dcb, NULL);
 }
 
+/*
+ * Backend connection pooling (core: pool.c). A connection is parked only
+ * when it is logged in, idle and outside a transaction (the server's
+ * status in its last answer); whatever else the session left behind
+ * (variables, temporary tables, locks, prepared statements, the
+ * database) is undone by the COM_CHANGE_USER that starts its reuse.
+ */
+bool
+mdb_backend_park(struct sl_dcb *dcb)
+{
+    struct mdb_backend *be = sl_dcb_protocol_data(dcb);
+
+    if (be == NULL || be->state != BS_READY || be->qhead != NULL ||
+        be->load_data || be->compress || mdb_tracker_pending(&be->trk) > 0 ||
+        be->trk.active ||
+        (be->trk.reply.server_status & (SL_SERVER_STATUS_IN_TRANS |
+                                         SL_SERVER_STATUS_IN_TRANS_READONLY))) {
+        return false;
+    }
+    if (be->reg_id != 0) {
+        mdb_kill_remove_backend(be->reg_id, be->reg_srv, be->tid);
+        be->reg_id = 0;
+        be->reg_srv = NULL;
+    }
+    be->b = NULL;
+    return true;
+}
+
+/* Reuse a parked connection for b: COM_CHANGE_USER built from b's session
+ * (user, database, charset, a native token from the scramble this
+ * connection last had), answered like a login (login_step: an auth
+ * switch, then OK or ERR). */
+int
+mdb_backend_reuse(struct sl_dcb *dcb, struct sl_backend *b)
+{
+    struct mdb_backend *be = sl_dcb_protocol_data(dcb);
+    struct mdb_login l;
+    uint8_t token[MDB_SHA1_LEN];
+    unsigned char attrs[256];
+    unsigned char out[1024];
+    struct sl_buf *pkt;
+    size_t n;
+
+    if (be == NULL || be->state != BS_READY) {
+        return SL_ERROR;
+    }
+    be->b = b;
+    make_login(dcb, be, &l, token, attrs, sizeof(attrs));
+    n = mdb_build_change_user(out, sizeof(out), &l);
+    pkt = n > 0 ? sl_mdb_make_packet(0, out, n) : NULL;
+    if (pkt == NULL || sl_dcb_write(dcb, pkt) != 0) {
+        return SL_ERROR;
+    }
+    be->state = BS_AUTH;
+    return SL_OK;
+}
+
 int
 mdb_backend_pending(const struct sl_dcb *dcb)
 {

@@ -64,6 +64,8 @@ static const struct sl_protocol_ops ops = {
     .backend_free = mdb_backend_free,
     .backend_pending = mdb_backend_pending,
     .service_diagnostics = service_diagnostics,
+    .backend_park = mdb_backend_park,
+    .backend_reuse = mdb_backend_reuse,
 };
 
 static const char *const aliases[] = {
