@@ -618,6 +618,10 @@ size_t rws_pos_format(const struct rws_instance *inst,
 struct sl_buf *rws_exec_with_id(const struct sl_buf *buf, uint32_t bid);
 /* Offset in an execute packet of its "new params bound" flag. */
 size_t rws_exec_flag_off(uint16_t params);
+/* rws_ps.c: connection idx is gone: its statement ids mean nothing to a
+ * new one there, which has seen no statement's parameter types either
+ * (they go with its next execute). */
+void rws_ps_forget_backend(struct rws_session *rs, unsigned idx);
 /* An execute with flag 0 rebuilt with flag 1 and ps->types; NULL when the
  * packet is too short, its flag is not 0 or ps has no types. */
 struct sl_buf *rws_exec_add_types(const struct sl_buf *exec,

@@ -176,6 +176,17 @@ backend_id(const struct rws_session *rs, int idx, const struct rws_ps *ps)
     return prepare_pending(rs, idx, ps) ? 0xffffffffu : 0;
 }
 
+void
+rws_ps_forget_backend(struct rws_session *rs, unsigned idx)
+{
+    for (size_t i = 0; i < rs->nps; i++) {
+        rs->ps[i].bids[idx] = 0;   /* that connection's ids */
+        if (idx < 64) {
+            rs->ps[i].types_sent &= ~(1ull << idx);
+        }
+    }
+}
+
 /* The client's COM_STMT_EXECUTE/FETCH (not taken) for connection idx: its
  * statement id, and the parameter types if idx has not seen them. */
 static struct sl_buf *
