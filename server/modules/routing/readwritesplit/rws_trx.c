@@ -721,6 +721,16 @@ rws_master_failed(struct rws_session *rs, bool pending)
     if (c->failure_mode == RWS_FAIL_INSTANTLY) {
         return false;
     }
+    if (rs->trx_active && !rs->trx_ro && rs->autocommit) {
+        /* A read-write transaction the primary took with it, not
+         * replayed (transaction_replay off, larger than
+         * transaction_replay_max_size, no attempt left): its next
+         * statements must not run on a new primary outside it, where
+         * they would commit without its first part. The client sees
+         * what a crashed server gives. */
+        rws_close_unanswered(rs, "Primary lost inside a transaction that is not replayed: closing the session");
+        return true;
+    }
     if (pending && rws_lost_autocommit(rs) >= 0) {
         return true;   /* read re-sent, or the session closed */
     }
