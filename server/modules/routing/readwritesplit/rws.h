@@ -533,6 +533,13 @@ void rws_sha_update(struct rws_session *rs, const struct sl_buf *buf);
  * or ended); hold buf (a COMMIT, or a write outside a transaction) while
  * it is up: true when held. */
 void rws_barrier_leave(struct rws_session *rs);
+/* The barrier is up (the one load the normal path pays). */
+static inline bool
+rws_barrier_up(const struct rws_instance *inst)
+{
+    return atomic_load_explicit(&inst->replays_pending,
+                                memory_order_relaxed) != 0;
+}
 bool rws_barrier_hold(struct rws_session *rs, struct sl_buf *buf,
                       const struct sl_hint *hint);
 

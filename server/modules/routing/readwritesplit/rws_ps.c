@@ -267,8 +267,9 @@ route_execute(struct rws_session *rs, struct sl_buf *buf, struct rws_ps *ps,
         rws_send_error(rs, "Prepared statement %u is not prepared on any available server", ps->id);
         return SL_OK;
     }
-    if (cmd == SL_COM_STMT_EXECUTE && idx == rs->master && !rs->trx_active &&
-        rws_changes_data(ps->type) && rws_barrier_hold(rs, buf, NULL)) {
+    if (rws_barrier_up(rs->inst) && cmd == SL_COM_STMT_EXECUTE &&
+        idx == rs->master && !rs->trx_active && rws_changes_data(ps->type) &&
+        rws_barrier_hold(rs, buf, NULL)) {
         return SL_OK;
     }
     if (cmd == SL_COM_STMT_EXECUTE) {

@@ -317,7 +317,7 @@ route_write(struct rws_session *rs, struct sl_buf *buf,
     if (m < 0) {
         return rws_hold(rs, buf, hint);
     }
-    if (rws_barrier_hold(rs, buf, hint)) {
+    if (rws_barrier_up(rs->inst) && rws_barrier_hold(rs, buf, hint)) {
         return SL_OK;
     }
     rs->wait_deadline = 0;
