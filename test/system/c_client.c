@@ -54,6 +54,14 @@
  *                             have id = 1, 2, ... and v = 3 * id; prints
  *                             "rows=N" (also inside a transaction:
  *                             "trx rows=N")
+ *   ps_pause TABLE FIRST      (a primary lost while idle) a prepared
+ *                             "INSERT INTO test.TABLE VALUES (?,
+ *                             @@server_id)" executed with id 1, "ready"
+ *                             printed, then one line read from stdin;
+ *                             then, FIRST = exec: the same statement
+ *                             executed with id 2, then a new prepared
+ *                             INSERT with id 3; FIRST = prepare: the new
+ *                             one first (id 3), then id 2; "OK"
  *
  * Exit status 0 on success; 1 with "error CODE (SQLSTATE): MESSAGE" on
  * stderr for any MySQL error; 2 for usage errors.
@@ -838,6 +846,75 @@ mode_cursor(MYSQL *conn, int argc, char **argv)
     return rc;
 }
 
+/* Prepare "INSERT INTO test.TABLE VALUES (?, @@server_id)" bound to *id. */
+static MYSQL_STMT *
+pause_prepare(MYSQL *conn, const char *table, int *id)
+{
+    char sql[256];
+    MYSQL_STMT *stmt = mysql_stmt_init(conn);
+    MYSQL_BIND b;
+
+    if (stmt == NULL) {
+        fail(conn, "stmt_init");
+        return NULL;
+    }
+    snprintf(sql, sizeof(sql), "INSERT INTO test.%s VALUES (?, @@server_id)",
+             table);
+    memset(&b, 0, sizeof(b));
+    b.buffer_type = MYSQL_TYPE_LONG;
+    b.buffer = id;
+    if (mysql_stmt_prepare(stmt, sql, strlen(sql)) != 0 ||
+        mysql_stmt_bind_param(stmt, &b) != 0) {
+        fail_stmt(stmt, "prepare insert");
+        return NULL;
+    }
+    return stmt;
+}
+
+static int
+pause_exec(MYSQL_STMT *stmt, int *id, int value)
+{
+    *id = value;
+    if (mysql_stmt_execute(stmt) != 0) {
+        return fail_stmt(stmt, "execute insert");
+    }
+    return 0;
+}
+
+static int
+mode_ps_pause(MYSQL *conn, int argc, char **argv)
+{
+    static int id1, id2;
+    MYSQL_STMT *s1, *s2 = NULL;
+    char line[16];
+    bool prepare_first = argc > 1 && strcmp(argv[1], "prepare") == 0;
+
+    if (argc < 2 || (s1 = pause_prepare(conn, argv[0], &id1)) == NULL ||
+        pause_exec(s1, &id1, 1) != 0) {
+        return 1;
+    }
+    printf("ready\n");
+    fflush(stdout);
+    if (fgets(line, sizeof(line), stdin) == NULL) {
+        return 2;
+    }
+    if (prepare_first && ((s2 = pause_prepare(conn, argv[0], &id2)) == NULL ||
+                          pause_exec(s2, &id2, 3) != 0)) {
+        return 1;
+    }
+    if (pause_exec(s1, &id1, 2) != 0) {
+        return 1;
+    }
+    if (!prepare_first && ((s2 = pause_prepare(conn, argv[0], &id2)) == NULL ||
+                           pause_exec(s2, &id2, 3) != 0)) {
+        return 1;
+    }
+    mysql_stmt_close(s1);
+    mysql_stmt_close(s2);
+    printf("OK\n");
+    return 0;
+}
+
 static int
 run_mode(MYSQL *conn, const char *mode, int argc, char **argv)
 {
@@ -876,6 +953,9 @@ run_mode(MYSQL *conn, const char *mode, int argc, char **argv)
     }
     if (strcmp(mode, "cursor") == 0) {
         return mode_cursor(conn, argc, argv);
+    }
+    if (strcmp(mode, "ps_pause") == 0) {
+        return mode_ps_pause(conn, argc, argv);
     }
     fprintf(stderr, "unknown mode or missing argument: %s\n", mode);
     return 2;

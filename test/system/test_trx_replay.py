@@ -386,6 +386,68 @@ def test_deadlock_replayed_in_shared_model(proxy, tmp_path):
     assert not problems, problems
 
 
+def test_deadlock_replay_that_differs_answers_1213(proxy):
+    """A deadlock victim whose replay reads different data (a row it read
+    was changed and committed by another client in between) gets the
+    deadlock the server gave it (1213, SQLSTATE 40001), not ERROR 1105,
+    and its session goes on: the transaction was rolled back, the
+    application retries it on the same connection. (Before: ERROR 1105
+    Transaction replay failed, session closed.)"""
+    port = PORTS["DlOn"]
+    wait_routes(port)
+    root_exec("REPLACE INTO test.rp_dl VALUES (1, 0), (2, 0), (3, 0), "
+              "(4, 0), (5, 0), (6, 0)")
+    no_app_connections()
+    errors = []
+    a = st.connect(port)
+    b = st.connect(port)
+    try:
+        ca, cb = a.cursor(), b.cursor()
+        ca.execute("START TRANSACTION")
+        cb.execute("START TRANSACTION")
+        ca.execute("UPDATE test.rp_dl SET v = v + 1 WHERE id = 1")
+        ca.execute("SELECT v FROM test.rp_dl WHERE id = 3")
+        assert ca.fetchall() == ((0,),)
+        # b is the heavier transaction: InnoDB rolls a back
+        for row in (2, 4, 5, 6):   # (one IN list would scan and lock all)
+            cb.execute(f"UPDATE test.rp_dl SET v = v + 10 WHERE id = {row}")
+        # another client commits a change to the row a read
+        root_exec("UPDATE test.rp_dl SET v = 5 WHERE id = 3")
+
+        def a_second():
+            try:
+                ca.execute("UPDATE test.rp_dl SET v = v + 1 WHERE id = 2")
+                ca.execute("COMMIT")
+            except pymysql.MySQLError as exc:
+                errors.append(st.error_code(exc))
+        ta = threading.Thread(target=a_second)
+        ta.start()
+        st.wait_until(lambda: primary_rows(
+            "SELECT COUNT(*) FROM information_schema.INNODB_LOCK_WAITS")
+            [0][0] >= 1, 10, what="a lock wait")
+        cb.execute("UPDATE test.rp_dl SET v = v + 10 WHERE id = 1")
+        cb.execute("COMMIT")
+        ta.join(30)
+        assert not ta.is_alive()
+        assert errors == [1213]
+        # the same connection goes on, outside any transaction
+        ca.execute("SELECT @@in_transaction")
+        assert ca.fetchall() == ((0,),)
+        ca.execute("START TRANSACTION")
+        ca.execute("UPDATE test.rp_dl SET v = v + 1 WHERE id = 1")
+        ca.execute("SELECT @@server_id")
+        assert ca.fetchall() == ((st.PRIMARY_ID,),)
+        ca.execute("UPDATE test.rp_dl SET v = v + 1 WHERE id = 2")
+        ca.execute("COMMIT")
+    finally:
+        a.close()
+        b.close()
+    rows = primary_rows("SELECT id, v FROM test.rp_dl WHERE id <= 3 "
+                        "ORDER BY id")
+    root_exec("DELETE FROM test.rp_dl WHERE id > 2")   # deadlock()'s rows
+    assert rows == ((1, 11), (2, 11), (3, 5))
+
+
 def test_deadlock_reaches_client_without_retry(proxy):
     wait_routes(PORTS["DlOff"])
     errors = deadlock(PORTS["DlOff"])

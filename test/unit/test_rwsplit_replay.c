@@ -151,6 +151,59 @@ test_commit_detection(void **state)
     assert_false(rws_is_commit(NULL));
 }
 
+static int
+begin_kind(const char *sql, unsigned char cmd)
+{
+    unsigned char pkt[128];
+    size_t n = strlen(sql);
+    struct sl_buf *b;
+    int r;
+
+    pkt[0] = (unsigned char)(n + 1);
+    pkt[1] = pkt[2] = pkt[3] = 0;
+    pkt[4] = cmd;
+    memcpy(pkt + 5, sql, n);
+    b = sl_buf_from(pkt, n + 5);
+    assert_non_null(b);
+    r = rws_plain_begin(b);
+    sl_buf_free(b);
+    return r;
+}
+
+/* Which first statements a replay may take a consistent snapshot for
+ * (the replay barrier): only those that say nothing else. */
+static void
+test_plain_begin(void **state)
+{
+    (void)state;
+    assert_int_equal(begin_kind("BEGIN", SL_COM_QUERY), RWS_BEGIN_PLAIN);
+    assert_int_equal(begin_kind(" begin work ;", SL_COM_QUERY),
+                     RWS_BEGIN_PLAIN);
+    assert_int_equal(begin_kind("START TRANSACTION", SL_COM_QUERY),
+                     RWS_BEGIN_PLAIN);
+    assert_int_equal(begin_kind("start\n transaction;", SL_COM_QUERY),
+                     RWS_BEGIN_PLAIN);
+    assert_int_equal(begin_kind("START TRANSACTION READ WRITE",
+                                SL_COM_QUERY),
+                     RWS_BEGIN_READ_WRITE);
+    assert_int_equal(begin_kind("START TRANSACTION READ ONLY", SL_COM_QUERY),
+                     RWS_BEGIN_OTHER);
+    assert_int_equal(begin_kind("START TRANSACTION WITH CONSISTENT SNAPSHOT",
+                                SL_COM_QUERY),
+                     RWS_BEGIN_OTHER);
+    assert_int_equal(begin_kind("BEGINNING", SL_COM_QUERY), RWS_BEGIN_OTHER);
+    assert_int_equal(begin_kind("START TRANSACTIONS", SL_COM_QUERY),
+                     RWS_BEGIN_OTHER);
+    assert_int_equal(begin_kind("/* c */ BEGIN", SL_COM_QUERY),
+                     RWS_BEGIN_OTHER);
+    assert_int_equal(begin_kind("BEGIN", SL_COM_STMT_PREPARE),
+                     RWS_BEGIN_OTHER);
+    assert_int_equal(begin_kind("UPDATE t SET a = 1", SL_COM_QUERY),
+                     RWS_BEGIN_OTHER);
+    assert_int_equal(begin_kind("", SL_COM_QUERY), RWS_BEGIN_OTHER);
+    assert_int_equal(rws_plain_begin(NULL), RWS_BEGIN_OTHER);
+}
+
 int
 main(void)
 {
@@ -161,6 +214,7 @@ main(void)
         cmocka_unit_test(test_checksum_modes),
         cmocka_unit_test(test_last_insert_id_scan),
         cmocka_unit_test(test_commit_detection),
+        cmocka_unit_test(test_plain_begin),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -358,6 +358,7 @@ free_rs(struct rws_session *rs)
     free(rs->ps);
     free(rs->tmp);
     free(rs->trx_log);
+    sl_buf_free(rs->replay_answer);
     EVP_MD_CTX_free(rs->sha);
     free(rs);
 }
@@ -417,6 +418,7 @@ rws_free_session(void *rsession)
     struct rws_session *rs = rsession;
 
     rs->closing = true;
+    rws_barrier_leave(rs);
     /* Session timers end before the session is freed (each holds a
      * reference), so these are no-ops unless free_session comes from
      * somewhere else. */

@@ -173,6 +173,10 @@ struct rws_instance {
     atomic_ullong sessions;
     atomic_ullong route_all;      /* session commands */
     atomic_ullong retried_reads, replayed_trx, causal_fallbacks;
+    /* The replay barrier (rws_trx.c): sessions replaying after a primary
+     * failure that have not yet taken their snapshot. Written only then;
+     * read (relaxed) before each COMMIT and autocommit write. */
+    _Alignas(64) atomic_uint replays_pending;
 
     /* Service-wide causal state (lock-free): dom[k] is the domain id + 1
      * owning slot k (claimed once by CAS, never released); acked[k] the
@@ -261,6 +265,7 @@ struct rws_trx_stmt {
     struct sl_buf *buf;
     unsigned char sha1[20];
     bool no_cks;                  /* no_insert_id: uses LAST_INSERT_ID() */
+    struct sl_buf *answer;        /* log_debug: the answer (rws_diag.c) */
 };
 
 struct rws_session {
@@ -364,6 +369,14 @@ struct rws_session {
                                    * (transaction_replay_timeout) */
     bool cks_skip;                /* the answer being checksummed does not
                                    * count (transaction_replay_checksum) */
+    struct sl_buf *replay_answer; /* log_debug: the replayed answer */
+    bool in_barrier;              /* counted in inst->replays_pending */
+    bool replay_for_deadlock;     /* the replay hides a 1213 from the
+                                   * client (retry_on_deadlock) */
+    bool replay_snapshot;         /* statement 0 replayed as START
+                                   * TRANSACTION WITH CONSISTENT SNAPSHOT */
+    bool barrier_hold;            /* `waiting` is held by the barrier */
+    bool barrier_passed;          /* routing what the barrier released */
     bool had_master;              /* master_reconnection=false: the
                                    * session's primary is first_master */
     unsigned first_master;
@@ -515,6 +528,26 @@ bool rws_trx_log_add(struct rws_session *rs, const struct sl_buf *buf);
 void rws_cks_begin(struct rws_session *rs, const struct sl_buf *buf,
                    const struct sl_reply *reply, size_t i);
 void rws_sha_update(struct rws_session *rs, const struct sl_buf *buf);
+
+/* The replay barrier: leave it (the session's replay has its snapshot,
+ * or ended); hold buf (a COMMIT, or a write outside a transaction) while
+ * it is up: true when held. */
+void rws_barrier_leave(struct rws_session *rs);
+/* The barrier is up (the one load the normal path pays). */
+static inline bool
+rws_barrier_up(const struct rws_instance *inst)
+{
+    return atomic_load_explicit(&inst->replays_pending,
+                                memory_order_relaxed) != 0;
+}
+bool rws_barrier_hold(struct rws_session *rs, struct sl_buf *buf,
+                      const struct sl_hint *hint);
+
+/* rws_diag.c (log_debug only): keep a piece of an answer (`first`: a new
+ * answer); describe how statement i's replayed answer differs. */
+void rws_diag_keep(struct sl_buf **acc, const struct sl_buf *buf,
+                   bool first);
+void rws_diag_mismatch(struct rws_session *rs, size_t i);
 void rws_start_timer(struct rws_session *rs);
 /* Route the held command, if any. */
 int rws_release_waiting(struct rws_session *rs);
@@ -557,6 +590,13 @@ bool rws_uses_last_insert_id(const struct sl_buf *buf);
  * as its first word (COMMIT WORK, COMMIT AND CHAIN too; not behind a
  * leading comment, not XA COMMIT). */
 bool rws_is_commit(const struct sl_buf *buf);
+/* What a transaction's first logged statement is, for a replay that
+ * takes a consistent snapshot (the replay barrier): RWS_BEGIN_PLAIN
+ * "BEGIN [WORK]" or "START TRANSACTION", RWS_BEGIN_READ_WRITE "START
+ * TRANSACTION READ WRITE" (either with a trailing ';'), else
+ * RWS_BEGIN_OTHER (other characteristics, a comment: replayed as is). */
+enum { RWS_BEGIN_OTHER, RWS_BEGIN_PLAIN, RWS_BEGIN_READ_WRITE };
+int rws_plain_begin(const struct sl_buf *buf);
 
 /* rws_causal.c: positions (struct rws_pos) of the causal_reads modes. */
 /* "D-S-N,..." into out, claiming slots for new domains if `claim`; false
@@ -585,6 +625,10 @@ size_t rws_pos_format(const struct rws_instance *inst,
 struct sl_buf *rws_exec_with_id(const struct sl_buf *buf, uint32_t bid);
 /* Offset in an execute packet of its "new params bound" flag. */
 size_t rws_exec_flag_off(uint16_t params);
+/* rws_ps.c: connection idx is gone: its statement ids mean nothing to a
+ * new one there, which has seen no statement's parameter types either
+ * (they go with its next execute). */
+void rws_ps_forget_backend(struct rws_session *rs, unsigned idx);
 /* An execute with flag 0 rebuilt with flag 1 and ps->types; NULL when the
  * packet is too short, its flag is not 0 or ps has no types. */
 struct sl_buf *rws_exec_add_types(const struct sl_buf *exec,

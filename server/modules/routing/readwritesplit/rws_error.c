@@ -39,6 +39,7 @@ rws_release_backend(struct rws_session *rs, struct rws_be *be, bool close_it)
         }
         be->b = NULL;
         atomic_fetch_sub(&rs->inst->stats[be->idx].conns, 1);
+        rws_ps_forget_backend(rs, be->idx);
     }
     rws_queue_clear(rs, be);
     if (rs->master == (int)be->idx) {
@@ -134,22 +135,27 @@ never_connected(const struct sl_buf *errpkt, const char *reason)
 }
 
 /*
- * A text statement outside a transaction that never reached the dead
- * primary goes back to the router: held (delayed_retry) until a primary
- * is usable, then routed as if it had just arrived. false when it cannot
- * be (no hold possible, a prepared statement's packet rewritten for that
- * connection, a transaction to replay instead). A routing hint is not
- * kept: the statement is routed by its text.
+ * A statement outside a transaction that never reached the dead primary
+ * goes back to the router: held (delayed_retry) until a primary is
+ * usable, then routed as if it had just arrived. A text statement, or a
+ * COM_STMT_EXECUTE: rs->cur holds the client's packet (with the client's
+ * statement id, rewritten again for the connection it goes to then,
+ * which has the session's PREPAREs from its history). false when it
+ * cannot be (no hold possible, another command, a transaction to replay
+ * instead). A routing hint is not kept: the statement is routed by its
+ * text.
  */
 static bool
 route_unsent(struct rws_session *rs)
 {
     struct sl_buf *buf = rs->cur;
+    int cmd = buf != NULL ? sl_mdb_command(buf) : -1;
 
     /* the conditions under which rws_hold holds */
     if (buf == NULL || !rs->inst->cfg.delayed_retry || rs->no_hold ||
         rs->waiting != NULL || rs->trx_active || rs->replaying ||
-        rs->cur_started || sl_mdb_command(buf) != SL_COM_QUERY) {
+        rs->cur_started ||
+        (cmd != SL_COM_QUERY && cmd != SL_COM_STMT_EXECUTE)) {
         return false;
     }
     rs->cur = NULL;

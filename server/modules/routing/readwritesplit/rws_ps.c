@@ -176,6 +176,17 @@ backend_id(const struct rws_session *rs, int idx, const struct rws_ps *ps)
     return prepare_pending(rs, idx, ps) ? 0xffffffffu : 0;
 }
 
+void
+rws_ps_forget_backend(struct rws_session *rs, unsigned idx)
+{
+    for (size_t i = 0; i < rs->nps; i++) {
+        rs->ps[i].bids[idx] = 0;   /* that connection's ids */
+        if (idx < 64) {
+            rs->ps[i].types_sent &= ~(1ull << idx);
+        }
+    }
+}
+
 /* The client's COM_STMT_EXECUTE/FETCH (not taken) for connection idx: its
  * statement id, and the parameter types if idx has not seen them. */
 static struct sl_buf *
@@ -254,6 +265,11 @@ route_execute(struct rws_session *rs, struct sl_buf *buf, struct rws_ps *ps,
     if (idx < 0) {
         sl_buf_free(buf);
         rws_send_error(rs, "Prepared statement %u is not prepared on any available server", ps->id);
+        return SL_OK;
+    }
+    if (rws_barrier_up(rs->inst) && cmd == SL_COM_STMT_EXECUTE &&
+        idx == rs->master && !rs->trx_active && rws_changes_data(ps->type) &&
+        rws_barrier_hold(rs, buf, NULL)) {
         return SL_OK;
     }
     if (cmd == SL_COM_STMT_EXECUTE) {

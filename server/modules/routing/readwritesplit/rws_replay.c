@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <strings.h>
 
 #include <sluice/buf.h>
@@ -108,4 +109,65 @@ rws_is_commit(const struct sl_buf *buf)
     next = q[i + 6];   /* COMMITTED, COMMIT_LOG: another word */
     return !((next | 0x20) >= 'a' && (next | 0x20) <= 'z') &&
            !(next >= '0' && next <= '9') && next != '_' && next != '$';
+}
+
+/* Skip spaces from q[i]; the index of the next other byte. */
+static size_t
+skip_space(const unsigned char *q, size_t i, size_t n)
+{
+    while (i < n && (q[i] == ' ' || q[i] == '\t' || q[i] == '\n' ||
+                     q[i] == '\r')) {
+        i++;
+    }
+    return i;
+}
+
+/* q[i..] starts with the word w (case-insensitive, whole word): the index
+ * past it, else 0. */
+static size_t
+word_at(const unsigned char *q, size_t i, size_t n, const char *w)
+{
+    size_t k = strlen(w);
+
+    if (n - i < k || strncasecmp((const char *)q + i, w, k) != 0) {
+        return 0;
+    }
+    if (i + k < n && ((q[i + k] | 0x20) >= 'a' && (q[i + k] | 0x20) <= 'z')) {
+        return 0;
+    }
+    return i + k;
+}
+
+int
+rws_plain_begin(const struct sl_buf *buf)
+{
+    unsigned char q[48];
+    size_t n = buf != NULL ? sl_buf_copy_out(buf, 4, sizeof(q), q) : 0;
+    size_t i, j;
+    int kind = RWS_BEGIN_PLAIN;
+
+    if (n < 2 || n == sizeof(q) || q[0] != SL_COM_QUERY) {
+        return RWS_BEGIN_OTHER;
+    }
+    i = skip_space(q, 1, n);
+    if ((j = word_at(q, i, n, "BEGIN")) != 0) {
+        i = skip_space(q, j, n);
+        if ((j = word_at(q, i, n, "WORK")) != 0) {
+            i = skip_space(q, j, n);
+        }
+    } else if ((j = word_at(q, i, n, "START")) != 0 &&
+               (j = word_at(q, skip_space(q, j, n), n, "TRANSACTION")) != 0) {
+        i = skip_space(q, j, n);
+        if ((j = word_at(q, i, n, "READ")) != 0 &&
+            (j = word_at(q, skip_space(q, j, n), n, "WRITE")) != 0) {
+            kind = RWS_BEGIN_READ_WRITE;
+            i = skip_space(q, j, n);
+        }
+    } else {
+        return RWS_BEGIN_OTHER;
+    }
+    if (i < n && q[i] == ';') {
+        i = skip_space(q, i + 1, n);
+    }
+    return i == n ? kind : RWS_BEGIN_OTHER;
 }

@@ -233,6 +233,7 @@ client_answer(struct rws_session *rs, struct rws_be *be, struct rws_expect *e,
             rws_cks_begin(rs, buf, reply, rs->ntrx - 1);
         }
         rws_sha_update(rs, buf);
+        rws_diag_keep(&rs->trx_log[rs->ntrx - 1].answer, buf, !e->started);
         if (reply->complete) {
             unsigned mdlen;
             EVP_DigestFinal_ex(rs->sha, rs->trx_log[rs->ntrx - 1].sha1,

@@ -317,6 +317,9 @@ route_write(struct rws_session *rs, struct sl_buf *buf,
     if (m < 0) {
         return rws_hold(rs, buf, hint);
     }
+    if (rws_barrier_up(rs->inst) && rws_barrier_hold(rs, buf, hint)) {
+        return SL_OK;
+    }
     rs->wait_deadline = 0;
     return rws_route_to(rs, m, buf, true);
 }

@@ -53,6 +53,9 @@
  * seen by clients is at most this longer than the move itself. */
 #define RWS_TIMER_MS 50
 
+/* Longest a COMMIT or autocommit write waits at the replay barrier. */
+#define RWS_BARRIER_MS 1000
+
 /* ---- transaction log ---- */
 
 void
@@ -60,6 +63,7 @@ rws_trx_log_clear(struct rws_session *rs)
 {
     for (size_t i = 0; i < rs->ntrx; i++) {
         sl_buf_free(rs->trx_log[i].buf);
+        sl_buf_free(rs->trx_log[i].answer);
     }
     rs->ntrx = 0;
     rs->trx_bytes = 0;
@@ -74,6 +78,7 @@ trx_log_pop(struct rws_session *rs)
     rs->ntrx--;
     rs->trx_bytes -= sl_buf_len(rs->trx_log[rs->ntrx].buf);
     sl_buf_free(rs->trx_log[rs->ntrx].buf);
+    sl_buf_free(rs->trx_log[rs->ntrx].answer);
 }
 
 bool
@@ -102,6 +107,7 @@ rws_trx_log_add(struct rws_session *rs, const struct sl_buf *buf)
     st = &rs->trx_log[rs->ntrx];
     st->buf = sl_buf_clone_new(buf);
     memset(st->sha1, 0, sizeof(st->sha1));
+    st->answer = NULL;
     st->no_cks = rs->inst->cfg.checksum == RWS_CKS_NO_INSERT_ID &&
                  rws_uses_last_insert_id(buf);
     if (st->buf == NULL) {
@@ -178,6 +184,41 @@ static bool start_replay(struct rws_session *rs);
 static void replay_send(struct rws_session *rs, int m, size_t i);
 static bool replay_again(struct rws_session *rs, bool rollback);
 
+/*
+ * A replay that hid a deadlock (transaction_replay_retry_on_deadlock)
+ * cannot go on: the client gets the 1213 its statement met, as the
+ * server answered it, and the session goes on outside any transaction
+ * (the server rolled it back; the replay's partial one is rolled back
+ * here). The client was told nothing else: an application that retries
+ * deadlocks retries this one.
+ */
+static void
+deadlock_after_all(struct rws_session *rs)
+{
+    static const unsigned char rb[] = "\x09\x00\x00\x00\x03ROLLBACK";
+    int m = rs->master;
+
+    if (m >= 0 && rws_be_live(&rs->be[m])) {
+        struct sl_buf *q = sl_buf_from(rb, sizeof(rb) - 1);
+
+        if (q != NULL) {
+            rws_write(rs, (unsigned)m, q, RK_IGNORE, NULL);
+        }
+    }
+    rs->replay_attempts = 0;
+    rws_trx_log_clear(rs);
+    rs->trx_active = !rs->autocommit;   /* autocommit=0: a new one */
+    rs->trx_ro = false;
+    rs->trx_srv = -1;
+    rs->trx_log_ok = rs->trx_active;
+    sl_buf_free(rs->cur);
+    rs->cur = NULL;
+    rs->cur_target = -1;
+    sl_log_ses_warn(rs->ses, "Transaction replay after a deadlock differs: the client gets the deadlock (1213)");
+    sl_session_send_error(rs->ses, 1213, "40001", "Deadlock found when trying to get lock; try restarting transaction");
+    rws_release_waiting(rs);
+}
+
 /* Route the held command, if any. */
 int
 rws_release_waiting(struct rws_session *rs)
@@ -213,6 +254,7 @@ on_timer(void *arg)
         }
         rs->timer = 0;
         rs->replaying = false;
+        rws_barrier_leave(rs);
         if (rs->inst->cfg.trx_replay_timeout_ms > 0) {
             rws_send_error(rs, "Transaction replay failed: transaction_replay_timeout exceeded");
         } else {
@@ -223,6 +265,22 @@ on_timer(void *arg)
     }
     if (rs->waiting == NULL) {
         rs->timer = 0;
+        rs->barrier_hold = false;
+        return false;
+    }
+    if (rs->barrier_hold) {
+        if (!expired && atomic_load_explicit(&rs->inst->replays_pending,
+                                             memory_order_relaxed) > 0) {
+            return true;
+        }
+        rs->timer = 0;
+        rs->barrier_hold = false;
+        rs->barrier_passed = true;
+        rc = rws_release_waiting(rs);
+        rs->barrier_passed = false;
+        if (rc == SL_ERROR) {
+            sl_session_close(rs->ses, "a write held by the replay barrier failed");
+        }
         return false;
     }
     if (rws_master_index(rs, false) < 0 && !expired) {
@@ -256,11 +314,86 @@ rws_start_timer(struct rws_session *rs)
 
 /* ---- transaction replay ---- */
 
+/* ---- the replay barrier ----
+ *
+ * After a primary failure the sessions whose transactions were open all
+ * replay at once on the new primary, in no particular order. Were one
+ * replay (or any client) to commit before another replay has read, that
+ * one would read rows a transaction committed that was still open when
+ * it read them the first time: a state that never existed, and a
+ * checksum mismatch. So a replay that starts with a plain BEGIN starts
+ * with START TRANSACTION WITH CONSISTENT SNAPSHOT instead (the snapshot
+ * is taken at once, not at the first read), and until every session
+ * replaying after the failure has its snapshot (inst->replays_pending
+ * is 0), the service's COMMITs and autocommit writes wait, at most
+ * RWS_BARRIER_MS. The normal path only reads the count (relaxed). */
+
+void
+rws_barrier_leave(struct rws_session *rs)
+{
+    if (rs->in_barrier) {
+        rs->in_barrier = false;
+        atomic_fetch_sub_explicit(&rs->inst->replays_pending, 1,
+                                  memory_order_relaxed);
+    }
+}
+
+static void
+barrier_enter(struct rws_session *rs)
+{
+    if (!rs->in_barrier) {
+        rs->in_barrier = true;
+        atomic_fetch_add_explicit(&rs->inst->replays_pending, 1,
+                                  memory_order_relaxed);
+    }
+}
+
+bool
+rws_barrier_hold(struct rws_session *rs, struct sl_buf *buf,
+                 const struct sl_hint *hint)
+{
+    if (atomic_load_explicit(&rs->inst->replays_pending,
+                             memory_order_relaxed) == 0 ||
+        rs->barrier_passed || rs->in_barrier || rs->replaying ||
+        rs->waiting != NULL || (rs->trx_active && !rws_is_commit(buf))) {
+        return false;
+    }
+    sl_log_ses_info(rs->ses, "Holding a %s until the transactions being replayed have their snapshots", rs->trx_active ? "COMMIT" : "write");
+    rs->waiting = buf;
+    rs->waiting_hint = hint != NULL ? *hint : (struct sl_hint){.type = 0};
+    rs->barrier_hold = true;
+    rs->wait_deadline = rws_now_us() / 1000 + RWS_BARRIER_MS;
+    rws_start_timer(rs);
+    return true;
+}
+
+/* The packet START TRANSACTION WITH CONSISTENT SNAPSHOT, with the
+ * characteristics of `begin` (rws_plain_begin). */
+static struct sl_buf *
+snapshot_begin(const struct sl_buf *begin)
+{
+    static const char plain[] = "START TRANSACTION WITH CONSISTENT SNAPSHOT";
+    static const char rw[] =
+        "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ WRITE";
+    const char *q = rws_plain_begin(begin) == RWS_BEGIN_READ_WRITE ? rw
+                                                                   : plain;
+    unsigned char pkt[5 + sizeof(rw)];
+    size_t n = strlen(q) + 1;
+
+    pkt[0] = (unsigned char)n;
+    pkt[1] = pkt[2] = pkt[3] = 0;
+    pkt[4] = SL_COM_QUERY;
+    memcpy(pkt + 5, q, n - 1);
+    return sl_buf_from(pkt, 4 + n);
+}
+
 /* Send statement i of the log to connection m, as a replay. */
 static void
 replay_send(struct rws_session *rs, int m, size_t i)
 {
-    struct sl_buf *copy = rws_for_backend(rs, m, rs->trx_log[i].buf);
+    struct sl_buf *copy = i == 0 && rs->replay_snapshot
+                              ? snapshot_begin(rs->trx_log[0].buf)
+                              : rws_for_backend(rs, m, rs->trx_log[i].buf);
     struct rws_expect e = {.kind = RK_TRX_REPLAY, .index = i};
 
     if (copy == NULL) {
@@ -296,6 +429,11 @@ start_replay(struct rws_session *rs)
     rs->replay_left = rs->ntrx;
     rs->replay_failed = false;
     rs->replay_deadlock = false;
+    rs->replay_snapshot = rs->ntrx > 0 &&
+                          rws_plain_begin(rs->trx_log[0].buf) != RWS_BEGIN_OTHER;
+    if (!rs->replay_snapshot) {
+        rws_barrier_leave(rs);   /* no snapshot to wait for */
+    }
     if (rs->ntrx == 0) {
         finish_replay(rs);
     } else {
@@ -311,11 +449,18 @@ finish_replay(struct rws_session *rs)
 
     rs->replaying = false;
     rs->replay_left = 0;
+    rs->replay_snapshot = false;
+    rws_barrier_leave(rs);
     if (rs->replay_failed) {
         bool retry = rs->replay_deadlock ? c->retry_on_deadlock
                                          : c->retry_on_mismatch;
 
         if (retry && replay_again(rs, true)) {
+            return;
+        }
+        if (rs->replay_for_deadlock) {
+            rs->replay_for_deadlock = false;
+            deadlock_after_all(rs);
             return;
         }
         if (rs->replay_deadlock && !retry) {
@@ -329,6 +474,7 @@ finish_replay(struct rws_session *rs)
         return;
     }
     rs->replay_attempts = 0;   /* as MaxScale: a success resets them */
+    rs->replay_for_deadlock = false;
     atomic_fetch_add(&rs->inst->replayed_trx, 1);
     sl_log_ses_notice(rs->ses, "Transaction replay succeeded");
     if (rs->cur != NULL && !rs->cur_started && rs->cur_is_write) {
@@ -354,6 +500,7 @@ rws_replay_answer(struct rws_session *rs, struct rws_expect *e,
         rws_cks_begin(rs, buf, reply, e->index);
     }
     rws_sha_update(rs, buf);
+    rws_diag_keep(&rs->replay_answer, buf, !e->started);
     if (!reply->complete) {
         return;
     }
@@ -362,9 +509,20 @@ rws_replay_answer(struct rws_session *rs, struct rws_expect *e,
     if (!rs->replaying || rs->replay_left == 0) {
         return;   /* an attempt given up (its connection failed) */
     }
-    if (e->index < rs->ntrx &&
-        memcmp(md, rs->trx_log[e->index].sha1, 20) != 0) {
+    if (e->index == 0 && rs->replay_snapshot) {
+        /* START TRANSACTION WITH CONSISTENT SNAPSHOT for the BEGIN: its
+         * OK stands for the BEGIN's (warnings aside: one says when the
+         * isolation level makes the snapshot moot) */
+        rs->replay_snapshot = false;
+        rws_barrier_leave(rs);
+        if (reply->is_err) {
+            sl_log_ses_warn(rs->ses, "Replayed statement 0 (START TRANSACTION WITH CONSISTENT SNAPSHOT) failed: error %u", reply->error_code);
+            rs->replay_failed = true;
+        }
+    } else if (e->index < rs->ntrx &&
+               memcmp(md, rs->trx_log[e->index].sha1, 20) != 0) {
         sl_log_ses_warn(rs->ses, "Replayed statement %zu gave a different result", e->index);
+        rws_diag_mismatch(rs, e->index);
         rs->replay_failed = true;
         rs->replay_deadlock = reply->is_err &&
                               rws_deadlock_error(reply->error_code);
@@ -377,6 +535,7 @@ rws_replay_answer(struct rws_session *rs, struct rws_expect *e,
     } else if (replay_timed_out(rs)) {
         rs->replaying = false;
         rs->replay_left = 0;
+        rws_barrier_leave(rs);
         rws_send_error(rs, "Transaction replay failed: transaction_replay_timeout exceeded");
         sl_session_close(rs->ses, "transaction replay failed");
     } else if (rs->trx_srv >= 0) {
@@ -511,7 +670,11 @@ rws_deadlock_retry(struct rws_session *rs, struct rws_be *be,
     /* The statement that met the deadlock is re-sent after the replay
      * (and logged again then), not replayed. */
     trx_log_pop(rs);
-    return replay_again(rs, false);
+    if (!replay_again(rs, false)) {
+        return false;
+    }
+    rs->replay_for_deadlock = true;
+    return true;
 }
 
 bool
@@ -522,6 +685,7 @@ rws_master_failed(struct rws_session *rs, bool pending)
     if (rs->replaying) {
         /* The new primary's connection failed too (the monitor has not
          * noticed yet): the same attempt goes on waiting. */
+        rs->replay_for_deadlock = false;
         rs->replay_left = 0;
         rs->replay_failed = false;
         rws_start_timer(rs);
@@ -549,12 +713,23 @@ rws_master_failed(struct rws_session *rs, bool pending)
         rs->replay_deadlock = false;
         rs->replay_left = 0;
         rs->wait_deadline = replay_deadline(rs, rws_now_us() / 1000);
+        barrier_enter(rs);
         sl_log_ses_notice(rs->ses, "Master lost inside a transaction: waiting to replay it");
         rws_start_timer(rs);
         return true;
     }
     if (c->failure_mode == RWS_FAIL_INSTANTLY) {
         return false;
+    }
+    if (rs->trx_active && !rs->trx_ro && rs->autocommit) {
+        /* A read-write transaction the primary took with it, not
+         * replayed (transaction_replay off, larger than
+         * transaction_replay_max_size, no attempt left): its next
+         * statements must not run on a new primary outside it, where
+         * they would commit without its first part. The client sees
+         * what a crashed server gives. */
+        rws_close_unanswered(rs, "Primary lost inside a transaction that is not replayed: closing the session");
+        return true;
     }
     if (pending && rws_lost_autocommit(rs) >= 0) {
         return true;   /* read re-sent, or the session closed */
