@@ -54,6 +54,7 @@ struct dg_table {
     struct dg_entry *head, *tail;
     uint64_t evictions;
     uint64_t dropped;
+    uint64_t untracked;              /* executes of statements not kept */
     uint64_t next_gen;
     struct dg_entry *free_list;      /* emptied by a reset (hnext) */
     int64_t wall_offset_ms;          /* unix time minus the monotonic */
@@ -226,6 +227,46 @@ sl__digest_take(struct sl_session *ses, int worker, const char *text,
     return e;
 }
 
+void *
+sl__digest_take_ps(struct sl_session *ses, int worker,
+                   struct sl_ps_digest *p, uint64_t *gen)
+{
+    struct dg_entry *e = p->entry;
+    struct dg_table *t;
+
+    /* The entry this statement's last execute counted in, if it is still
+     * that digest (same generation: not evicted, reused or reset), on this
+     * worker's table and for the same user and database. */
+    if (e != NULL && p->worker == worker && e->gen == p->gen &&
+        ses->stats.seed_ok && p->seed == ses->stats.seed &&
+        (t = tables[worker]) != NULL) {
+        if (t->head != e) {
+            lru_unlink(t, e);
+            lru_push(t, e);
+        }
+        e->row.count++;
+        e->row.last_seen_ms = now_ms(t);
+        *gen = p->gen;
+        return e;
+    }
+    e = sl__digest_take(ses, worker, p->text, p->hash, gen);
+    p->entry = e;
+    p->worker = worker;
+    p->gen = e != NULL ? *gen : 0;
+    p->seed = ses->stats.seed;
+    return e;
+}
+
+void
+sl__digest_untracked(int worker)
+{
+    struct dg_table *t = table_of(worker);
+
+    if (t != NULL) {
+        t->untracked++;
+    }
+}
+
 void
 sl__digest_done(void *entry, uint64_t gen, int worker, uint64_t ns,
                 const struct sl_reply *reply)
@@ -269,6 +310,7 @@ struct copy_job {
         size_t n;
         uint64_t evictions;
         uint64_t dropped;
+        uint64_t untracked;
     } w[MAX_WORKERS];
 };
 
@@ -295,6 +337,7 @@ copy_on_worker(void *arg, int w)
     }
     j->w[w].evictions = t->evictions;
     j->w[w].dropped = t->dropped;
+    j->w[w].untracked = t->untracked;
     j->w[w].rows = malloc((t->n ? t->n : 1) * sizeof(struct sl_digest_row));
     if (j->w[w].rows == NULL) {
         return;
@@ -368,6 +411,7 @@ sl__digest_snapshot(struct sl_digest_snapshot *out)
         total += j->w[i].n;
         out->evictions += j->w[i].evictions;
         out->dropped += j->w[i].dropped;
+        out->untracked += j->w[i].untracked;
     }
     out->entries = total;
     all = malloc((total ? total : 1) * sizeof(*all));
@@ -432,6 +476,7 @@ reset_on_worker(void *arg, int w)
     t->n = 0;
     t->evictions = 0;
     t->dropped = 0;
+    t->untracked = 0;
 }
 
 int
