@@ -42,6 +42,7 @@ struct dg_entry {
     struct dg_entry *hnext;
     struct dg_entry *prev, *next;    /* LRU: head most recent */
     uint64_t key;
+    size_t total;                    /* length of the whole text */
     uint64_t gen;
     const struct sl_service *svc;
     struct sl_digest_row row;        /* text, names and counters */
@@ -160,8 +161,9 @@ hash_unlink(struct dg_table *t, struct dg_entry *e)
 }
 
 void *
-sl__digest_take(struct sl_session *ses, int worker, const char *text,
-                uint64_t h, uint64_t *gen)
+sl__digest_take(struct sl_session *ses, int worker, uint64_t h,
+                size_t total, const char *text, const char *sql,
+                size_t sqllen, uint64_t *gen)
 {
     struct dg_table *t = table_of(worker);
     uint64_t key;
@@ -181,11 +183,13 @@ sl__digest_take(struct sl_session *ses, int worker, const char *text,
     key = (h ^ ses->stats.seed) * 0x9e3779b97f4a7c15ULL;
     key ^= key >> 29;
     bp = &t->buckets[key & (t->nbuckets - 1)];
+    /* By the text's 64-bit hash and length, not the text: the data path
+     * then never writes or compares the text of a known digest (docs/
+     * design.md, "Metrics and query digests"); names compared exactly. */
     for (e = *bp; e != NULL; e = e->hnext) {
-        if (e->key == key && e->svc == ses->service &&
+        if (e->key == key && e->total == total && e->svc == ses->service &&
             strcmp(e->row.user, ses->user) == 0 &&
-            strcmp(e->row.db, ses->db) == 0 &&
-            strcmp(e->row.text, text) == 0) {
+            strcmp(e->row.db, ses->db) == 0) {
             break;
         }
     }
@@ -206,9 +210,17 @@ sl__digest_take(struct sl_session *ses, int worker, const char *text,
         }
         memset(e, 0, sizeof(*e));
         e->key = key;
+        e->total = total;
         e->gen = t->next_gen++;
         e->svc = ses->service;
-        snprintf(e->row.text, sizeof(e->row.text), "%s", text);
+        if (text != NULL) {
+            snprintf(e->row.text, sizeof(e->row.text), "%s", text);
+        } else {     /* a new digest: now its text, once */
+            uint64_t h2;
+
+            sl__qc_canonical(sql, sqllen, e->row.text, sizeof(e->row.text),
+                             &h2, NULL);
+        }
         snprintf(e->row.user, sizeof(e->row.user), "%s", ses->user);
         snprintf(e->row.db, sizeof(e->row.db), "%s", ses->db);
         snprintf(e->row.service, sizeof(e->row.service), "%s",
@@ -217,10 +229,11 @@ sl__digest_take(struct sl_session *ses, int worker, const char *text,
         e->row.first_seen_ms = now_ms(t);
         e->hnext = *bp;
         *bp = e;
-    } else {
+        lru_push(t, e);
+    } else if (t->head != e) {
         lru_unlink(t, e);
+        lru_push(t, e);
     }
-    lru_push(t, e);
     e->row.count++;
     e->row.last_seen_ms = now_ms(t);
     *gen = e->gen;
@@ -249,7 +262,8 @@ sl__digest_take_ps(struct sl_session *ses, int worker,
         *gen = p->gen;
         return e;
     }
-    e = sl__digest_take(ses, worker, p->text, p->hash, gen);
+    e = sl__digest_take(ses, worker, p->hash, p->total, p->text, NULL, 0,
+                        gen);
     p->entry = e;
     p->worker = worker;
     p->gen = e != NULL ? *gen : 0;

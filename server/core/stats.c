@@ -476,12 +476,13 @@ prepare_digest(const struct sl_buf *buf)
     struct sl_ps_digest *p;
     uint64_t h;
     int kind;
-    size_t n;
+    size_t n, total;
 
     if (sql == NULL) {
         return NULL;
     }
-    n = sl__qc_canonical(sql, len, text, sizeof(text), &h, &kind);
+    n = sl__qc_canonical_len(sql, len, text, sizeof(text), &h, &kind,
+                             &total);
     if ((p = malloc(sizeof(*p) + n + 1)) == NULL) {
         return NULL;
     }
@@ -489,6 +490,7 @@ prepare_digest(const struct sl_buf *buf)
     p->kind = (int8_t)kind;
     p->worker = -1;
     p->hash = h;
+    p->total = total;
     memcpy(p->text, text, n + 1);
     return p;
 }
@@ -519,31 +521,45 @@ execute_digest(struct sl_session *ses, const struct sl_buf *buf, int wi,
     }
 }
 
-/* A COM_QUERY with query_digests on: its canonical text, its digest
- * entry (into *entry, *gen), and its kind counted for a router that does
- * not classify (one lexing pass for both). */
+/* A COM_QUERY with query_digests on: its digest entry (into *entry,
+ * *gen) and its kind counted for a router that does not classify, from
+ * one pass over the SQL: the fast one, which writes no text, when it
+ * takes the statement (the entry is found by hash; only a new digest's
+ * text is made), else the full one. */
 static void
 query_digest(struct sl_session *ses, const struct sl_buf *buf, int wi,
              bool timed, void **entry, uint64_t *gen)
 {
     char tmp[16384];
-    char text[sizeof(((struct sl_digest_row *)0)->text)];
     size_t len = 0;
     const char *sql = query_sql(buf, tmp, sizeof(tmp), &len);
     bool count = !(ses->service->router->capabilities & SL_RCAP_QUERY_KINDS);
     struct sl_obj_stats *o;
     uint64_t h;
+    size_t total;
     int kind;
 
     if (sql == NULL || (!timed && !count)) {
         return;
     }
-    sl__qc_canonical(sql, len, text, sizeof(text), &h, count ? &kind : NULL);
-    if (count && (o = obj_slot(&ses->service->stats, wi)) != NULL) {
-        BUMP(o->queries[kind], 1);
-    }
-    if (timed) {
-        *entry = sl__digest_take(ses, wi, text, h, gen);
+    if (sl__qc_canonical_fast(sql, len, &h, &total, count ? &kind : NULL)) {
+        if (count && (o = obj_slot(&ses->service->stats, wi)) != NULL) {
+            BUMP(o->queries[kind], 1);
+        }
+        if (timed) {
+            *entry = sl__digest_take(ses, wi, h, total, NULL, sql, len, gen);
+        }
+    } else {
+        char text[sizeof(((struct sl_digest_row *)0)->text)];
+
+        sl__qc_canonical_len(sql, len, text, sizeof(text), &h,
+                             count ? &kind : NULL, &total);
+        if (count && (o = obj_slot(&ses->service->stats, wi)) != NULL) {
+            BUMP(o->queries[kind], 1);
+        }
+        if (timed) {
+            *entry = sl__digest_take(ses, wi, h, total, text, NULL, 0, gen);
+        }
     }
 }
 

@@ -95,6 +95,7 @@ struct sl_ps_digest {
     uint64_t gen;             /* entry's generation then */
     uint64_t seed;            /* the session's seed then (user, db) */
     uint64_t hash;            /* of text, as sl__qc_canonical gives it */
+    size_t total;             /* the whole text's length (text may be cut) */
     char text[];              /* canonical text, NUL-terminated */
 };
 
@@ -232,10 +233,13 @@ void sl__digest_snapshot_free(struct sl_digest_snapshot *s);
 int sl__digest_reset(void);
 
 /* The worker-local parts digest.c keeps (stats.c calls these). */
-/* The entry of canonical text (its hash h) for ses on worker (the
- * calling one), counted as seen; NULL when digests keep no entries. */
-void *sl__digest_take(struct sl_session *ses, int worker, const char *text,
-                      uint64_t h, uint64_t *gen);
+/* The entry of the canonical text whose hash is h and whole length total
+ * for ses on worker (the calling one), counted as seen; NULL when digests
+ * keep no entries. A new entry's text is text, or when NULL made from
+ * sql (sqllen bytes) by sl__qc_canonical. */
+void *sl__digest_take(struct sl_session *ses, int worker, uint64_t h,
+                      size_t total, const char *text, const char *sql,
+                      size_t sqllen, uint64_t *gen);
 /* The same for an execute of prepared statement p: the entry p
  * remembers when still valid for this worker and the session's names
  * (no lookup), else looked up by p's text and remembered. */
@@ -254,5 +258,18 @@ void sl__digest_done(void *entry, uint64_t gen, int worker, uint64_t ns,
  * that do not classify; docs/metrics.md has the table), in the same pass. */
 size_t sl__qc_canonical(const char *sql, size_t len, char *out,
                         size_t outlen, uint64_t *hash, int *kind);
+/* The same, and *total: the length of the whole canonical text (written
+ * to out or not; what the fast form gives). */
+size_t sl__qc_canonical_len(const char *sql, size_t len, char *out,
+                            size_t outlen, uint64_t *hash, int *kind,
+                            size_t *total);
+/* The data path's form: the hash, whole length and kind sl__qc_canonical
+ * would give, without writing the text, for the statements made only of
+ * words, numbers, strings, spaces and plain punctuation; false for any
+ * other (comments, backticks, variables, ';', IN, introducers): run
+ * sl__qc_canonical then. Equal results are checked by test_digest and
+ * fuzz_classifier. */
+bool sl__qc_canonical_fast(const char *sql, size_t len, uint64_t *hash,
+                           size_t *total, int *kind);
 
 #endif
