@@ -2121,10 +2121,16 @@ sl__qc_canonical_fast(const char *sql, size_t len, uint64_t *hash,
                 uint32_t kh = HASH_INIT;
 
                 while (p < e && cclass[(unsigned char)*p] >= C_IDENT) {
-                    kh = hash_step(kh, (unsigned char)*p);
                     FAST_EMIT_BYTE(*p++);
                 }
-                t.kw = (uint16_t)kw_lookup(s, (size_t)(p - s), kh);
+                if (p - s == 6 && ci_equal(s, "SELECT", 6)) {
+                    t.kw = KW_SELECT;     /* the common one, no table */
+                } else {
+                    for (const char *w = s; w < p; w++) {
+                        kh = hash_step(kh, (unsigned char)*w);
+                    }
+                    t.kw = (uint16_t)kw_lookup(s, (size_t)(p - s), kh);
+                }
             } else {
                 while (p < e && cclass[(unsigned char)*p] >= C_IDENT) {
                     FAST_EMIT_BYTE(*p++);

@@ -240,34 +240,72 @@ sl__digest_take(struct sl_session *ses, int worker, uint64_t h,
     return e;
 }
 
+/* The entry ref remembers, counted as seen, when it is still the digest
+ * (same generation: not evicted, reused or reset) on this worker's table
+ * for the same user and database; NULL otherwise. */
+static struct dg_entry *
+take_ref(struct sl_session *ses, int worker, const struct sl_digest_ref *ref,
+         uint64_t *gen)
+{
+    struct dg_entry *e = ref->entry;
+    struct dg_table *t;
+
+    if (e == NULL || ref->worker != worker || e->gen != ref->gen ||
+        !ses->stats.seed_ok || ref->seed != ses->stats.seed ||
+        (t = tables[worker]) == NULL) {
+        return NULL;
+    }
+    if (t->head != e) {
+        lru_unlink(t, e);
+        lru_push(t, e);
+    }
+    e->row.count++;
+    e->row.last_seen_ms = now_ms(t);
+    *gen = ref->gen;
+    return e;
+}
+
+static void
+ref_set(struct sl_session *ses, int worker, struct sl_digest_ref *ref,
+        void *e, uint64_t gen)
+{
+    ref->entry = e;
+    ref->worker = worker;
+    ref->gen = e != NULL ? gen : 0;
+    ref->seed = ses->stats.seed;
+}
+
 void *
 sl__digest_take_ps(struct sl_session *ses, int worker,
                    struct sl_ps_digest *p, uint64_t *gen)
 {
-    struct dg_entry *e = p->entry;
-    struct dg_table *t;
+    void *e = take_ref(ses, worker, &p->ref, gen);
 
-    /* The entry this statement's last execute counted in, if it is still
-     * that digest (same generation: not evicted, reused or reset), on this
-     * worker's table and for the same user and database. */
-    if (e != NULL && p->worker == worker && e->gen == p->gen &&
-        ses->stats.seed_ok && p->seed == ses->stats.seed &&
-        (t = tables[worker]) != NULL) {
-        if (t->head != e) {
-            lru_unlink(t, e);
-            lru_push(t, e);
-        }
-        e->row.count++;
-        e->row.last_seen_ms = now_ms(t);
-        *gen = p->gen;
-        return e;
+    if (e == NULL) {
+        e = sl__digest_take(ses, worker, p->ref.hash, p->ref.total, p->text,
+                            NULL, 0, gen);
+        ref_set(ses, worker, &p->ref, e, *gen);
     }
-    e = sl__digest_take(ses, worker, p->hash, p->total, p->text, NULL, 0,
-                        gen);
-    p->entry = e;
-    p->worker = worker;
-    p->gen = e != NULL ? *gen : 0;
-    p->seed = ses->stats.seed;
+    return e;
+}
+
+void *
+sl__digest_take_last(struct sl_session *ses, int worker, uint64_t h,
+                     size_t total, const char *sql, size_t sqllen,
+                     uint64_t *gen)
+{
+    struct sl_digest_ref *ref = &ses->stats.last;
+    void *e = NULL;
+
+    if (ref->hash == h && ref->total == total) {
+        e = take_ref(ses, worker, ref, gen);
+    }
+    if (e == NULL) {
+        e = sl__digest_take(ses, worker, h, total, NULL, sql, sqllen, gen);
+        ref_set(ses, worker, ref, e, *gen);
+        ref->hash = h;
+        ref->total = total;
+    }
     return e;
 }
 

@@ -58,18 +58,13 @@ sl__stats_now_ns(void)
  * clock again: two clock reads per routed statement instead of four.
  * 0 outside a chain.
  */
-static __thread uint64_t chain_ns;
+__thread uint64_t sl__stats_chain_ns;
+#define chain_ns sl__stats_chain_ns
 
 static inline uint64_t
 chain_now(void)
 {
     return chain_ns != 0 ? chain_ns : sl__stats_now_ns();
-}
-
-void
-sl__stats_chain_end(void)
-{
-    chain_ns = 0;
 }
 
 /* Relaxed single-writer increment: a plain load, add and store. */
@@ -488,9 +483,9 @@ prepare_digest(const struct sl_buf *buf)
     }
     memset(p, 0, sizeof(*p));
     p->kind = (int8_t)kind;
-    p->worker = -1;
-    p->hash = h;
-    p->total = total;
+    p->ref.worker = -1;
+    p->ref.hash = h;
+    p->ref.total = total;
     memcpy(p->text, text, n + 1);
     return p;
 }
@@ -547,7 +542,7 @@ query_digest(struct sl_session *ses, const struct sl_buf *buf, int wi,
             BUMP(o->queries[kind], 1);
         }
         if (timed) {
-            *entry = sl__digest_take(ses, wi, h, total, NULL, sql, len, gen);
+            *entry = sl__digest_take_last(ses, wi, h, total, sql, len, gen);
         }
     } else {
         char text[sizeof(((struct sl_digest_row *)0)->text)];

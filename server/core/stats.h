@@ -86,16 +86,24 @@ struct sl_obj_slots {
  * COM_STMT_CLOSE, COM_RESET_CONNECTION, COM_CHANGE_USER or the session's
  * end.
  */
+/* A digest entry a session used, to count the same digest again without
+ * a lookup while the entry is still that digest (digest.c checks). */
+struct sl_digest_ref {
+    void *entry;              /* NULL: none */
+    uint64_t gen;             /* entry's generation then */
+    uint64_t seed;            /* the session's seed then (user, db) */
+    uint64_t hash;            /* the canonical text's hash and length */
+    size_t total;
+    int worker;               /* the worker whose table has entry */
+};
+
 struct sl_ps_digest {
     uint32_t id;              /* the client's statement id */
     bool has_id;              /* id read from the PREPARE's answer */
     int8_t kind;              /* SL_STATS_Q_* of the statement */
-    int worker;               /* the worker of entry, -1: none */
-    void *entry;              /* digest entry its executes counted in */
-    uint64_t gen;             /* entry's generation then */
-    uint64_t seed;            /* the session's seed then (user, db) */
-    uint64_t hash;            /* of text, as sl__qc_canonical gives it */
-    size_t total;             /* the whole text's length (text may be cut) */
+    struct sl_digest_ref ref; /* where its executes counted last (hash and
+                               * total: of text, as sl__qc_canonical
+                               * gives them; text may be cut) */
     char text[];              /* canonical text, NUL-terminated */
 };
 
@@ -127,6 +135,7 @@ struct sl_ses_stats {
     uint32_t nps, cap_ps;
     struct sl_ps_digest *ps_last;  /* the last one prepared (an execute's
                                     * id -1), in ps or pending */
+    struct sl_digest_ref last;     /* the last text statement's digest */
 };
 
 /* Configuration (main thread, before the workers start). */
@@ -152,7 +161,12 @@ void sl__stats_client_error(struct sl_session *ses);
 /* The end of the call chain sl__stats_query or sl__stats_backend_reply
  * began (session.c, when sl_session_route_query or sl_backend_reply
  * returns): later hooks read the clock again. */
-void sl__stats_chain_end(void);
+extern __thread uint64_t sl__stats_chain_ns;
+static inline void
+sl__stats_chain_end(void)
+{
+    sl__stats_chain_ns = 0;
+}
 /* A command goes to a backend / its answer is complete. */
 void sl__stats_backend_write(struct sl_backend *b, const struct sl_buf *buf);
 void sl__stats_backend_reply(struct sl_backend *b,
@@ -245,6 +259,12 @@ void *sl__digest_take(struct sl_session *ses, int worker, uint64_t h,
  * (no lookup), else looked up by p's text and remembered. */
 void *sl__digest_take_ps(struct sl_session *ses, int worker,
                          struct sl_ps_digest *p, uint64_t *gen);
+/* A text statement's: the session's last digest when h and total are
+ * its (a statement repeated: no lookup), else sl__digest_take (text made
+ * from sql when new) and remembered. */
+void *sl__digest_take_last(struct sl_session *ses, int worker, uint64_t h,
+                           size_t total, const char *sql, size_t sqllen,
+                           uint64_t *gen);
 /* An execute of a statement the session does not keep (counted). */
 void sl__digest_untracked(int worker);
 void sl__digest_done(void *entry, uint64_t gen, int worker, uint64_t ns,

@@ -27,7 +27,7 @@ stmt(uint32_t id, const char *text)
     assert_non_null(p);
     p->id = id;
     p->has_id = true;
-    p->worker = -1;
+    p->ref.worker = -1;
     strcpy(p->text, text);
     return p;
 }
