@@ -2180,7 +2180,12 @@ sl__qc_canonical_fast(const char *sql, size_t len, uint64_t *hash,
             lead = lead_kind(lead_kw);
             pos = 1;
         } else if (pos == 1) {
-            lead = kind_refine(lead, lead_kw, pos, &t, false);
+            if (lead_kw == KW_SET || lead_kw == KW_START ||
+                lead_kw == KW_ROLLBACK || lead_kw == KW_BEGIN ||
+                lead_kw == KW_DROP) {   /* the rest: nothing to refine
+                                         * without ':=' or '@' */
+                lead = kind_refine(lead, lead_kw, pos, &t, false);
+            }
             pos = 2;
         }
         /* canon_tok's spacing, then the token */
