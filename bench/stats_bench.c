@@ -6,8 +6,9 @@
  * oltp_point_select's statement with a different id each time, the same
  * with the statement's kind (what readconnroute's by-kind counter adds to
  * it), the data path's fast pass (hash, length and kind without the text,
- * sl__qc_canonical_fast: what a statement whose digest exists costs), the classifier's full pass for comparison (what counting kinds
- * would cost a router that does not classify if it used sl_qc_classify),
+ * sl__qc_canonical_fast: what a statement whose digest exists costs),
+ * the classifier's full pass for comparison (what counting kinds would
+ * cost a router that does not classify if it used sl_qc_classify),
  * and the two clock reads per statement (the command entering the session,
  * whose reading its backend write reuses, and the backend's answer, whose
  * reading the answer to the client reuses; a digest's last seen comes
@@ -17,10 +18,10 @@
  *
  * Prints nanoseconds of the thread's CPU time per statement for each part
  * and the sum of what Sluice does with query_digests and
- * latency_histograms on. Compare with bench/run's "CPU ms/1000q" of
- * Sluice (1 ms/1000q = 1000 ns per query). Not a test: ctest never runs
- * it. The hash-table lookup and LRU move of the digest (a few cache
- * lines) are not in the figure.
+ * latency_histograms on for a statement whose digest exists. Compare
+ * with bench/run's "CPU ms/1000q" of Sluice (1 ms/1000q = 1000 ns per
+ * query). Not a test: ctest never runs it. The digest entry's update (a
+ * few cache lines) is not in the figure.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,7 +121,7 @@ main(int argc, char **argv)
     printf("fast pass (hash, kind, no text): %3.0f ns/statement\n", fast);
     printf("  (full classification:       %6.0f ns/statement)\n", classify);
     printf("two clock reads:              %6.0f ns/statement\n", clocks);
-    printf("sum (a known digest: fast pass, clocks): %3.0f ns/statement (%llu)\n",
-           fast + clocks, (unsigned long long)(sink & 1));
+    printf("sum (a known digest: fast pass, clocks): %3.0f ns/statement "
+           "(%llu)\n", fast + clocks, (unsigned long long)(sink & 1));
     return 0;
 }
