@@ -5,7 +5,8 @@
  * copied to an exact-size heap buffer so ASan sees any overread), and as a
  * COM_QUERY packet through sl_qc_classify_buf. The result's invariants are
  * checked: op in range, names NUL-terminated within SL_QC_NAME_MAX, a hint
- * server only for a named-server hint, UNKNOWN set when op is undefined.
+ * server only for a named-server hint, UNKNOWN set when op is undefined;
+ * the digests' fast canonical pass agrees with the full one.
  *
  * classifier.c is compiled into this target (taking precedence over
  * libsluice's copy), so it is coverage-instrumented whether or not the
@@ -43,6 +44,27 @@ check(const struct sl_qc_result *r)
     sl_qc_type_str(r->type, buf, 7);
 }
 
+/* The digests' fast canonical pass, whenever it takes a statement, gives
+ * what the full pass gives: hash, whole length and kind. */
+static void
+check_canonical(const char *sql, size_t size)
+{
+    char out[1024];
+    uint64_t h, hf;
+    size_t total, tf, n;
+    int kind, kf;
+
+    n = canonical(sql, size, out, sizeof(out), &h, &kind, &total);
+    if (n > sizeof(out) - 1 ||
+        n != (total < sizeof(out) - 1 ? total : sizeof(out) - 1)) {
+        abort();
+    }
+    if (sl__qc_canonical_fast(sql, size, &hf, &tf, &kf) &&
+        (hf != h || tf != total || kf != kind)) {
+        abort();
+    }
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -57,6 +79,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(copy, data, size);
     sl_qc_classify(copy, size, &r);
     check(&r);
+    check_canonical(copy, size);
     free(copy);
 
     if (size + 1 >= SL_MDB_MAX_PAYLOAD) {

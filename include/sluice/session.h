@@ -203,7 +203,8 @@ SL_EXPORT int sl_backend_reply(struct sl_backend *b, struct sl_buf *buf,
  * PREPARE/DEALLOCATE), read (SELECT, SHOW, variable reads), or other.
  * The session's worker, per-worker slot, no lock: the data path. A
  * router that calls it sets SL_RCAP_QUERY_KINDS and calls it for every
- * COM_QUERY; for routers without that capability the core counts them.
+ * COM_QUERY and COM_STMT_EXECUTE (with the prepared statement's type);
+ * for routers without that capability the core counts them.
  */
 SL_EXPORT void sl_session_count_query(struct sl_session *ses,
                                       uint32_t qc_type);

@@ -164,10 +164,11 @@ queries_get(struct admin_req *r)
     }
     {
         json_t *doc = json_pack(
-            "{s:o, s:{s:I, s:I, s:I, s:I, s:I}, s:{s:o}}", "data", data,
-            "meta", "total", (json_int_t)s.n, "entries",
+            "{s:o, s:{s:I, s:I, s:I, s:I, s:I, s:I}, s:{s:o}}", "data",
+            data, "meta", "total", (json_int_t)s.n, "entries",
             (json_int_t)s.entries, "evictions", (json_int_t)s.evictions,
-            "dropped_samples", (json_int_t)s.dropped, "max_entries",
+            "dropped_samples", (json_int_t)s.dropped,
+            "untracked_executes", (json_int_t)s.untracked, "max_entries",
             (json_int_t)sl__stats_cfg.max_entries, "links", "self",
             sl__admin_link(r, "sluice/queries"));
 

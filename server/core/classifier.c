@@ -1765,19 +1765,24 @@ struct canon {
     char *out;
     size_t cap;      /* bytes of out usable for text (one kept for NUL) */
     size_t len;      /* bytes written */
+    size_t total;    /* bytes emitted, kept or not */
     uint64_t hash;   /* FNV-1a over everything emitted, kept or not */
     bool glue;       /* next token attaches without a space */
 };
+
+#define FNV64_INIT 0xcbf29ce484222325ULL
+#define FNV64_PRIME 0x100000001b3ULL
 
 static void
 canon_put(struct canon *c, const char *s, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        c->hash = (c->hash ^ (unsigned char)s[i]) * 0x100000001b3ULL;
+        c->hash = (c->hash ^ (unsigned char)s[i]) * FNV64_PRIME;
         if (c->len < c->cap) {
             c->out[c->len++] = s[i];
         }
     }
+    c->total += n;
 }
 
 static void
@@ -1908,14 +1913,16 @@ kind_merge(int a, int b)
     return a < 0 || rank[b] > rank[a] ? b : a;
 }
 
-size_t
-sl__qc_canonical(const char *sql, size_t len, char *out, size_t outlen,
-                 uint64_t *hash, int *kind)
+/* sl__qc_canonical, also giving the length of the whole canonical text
+ * (*total: bytes emitted, kept in out or not). */
+static size_t
+canonical(const char *sql, size_t len, char *out, size_t outlen,
+          uint64_t *hash, int *kind, size_t *total)
 {
     struct sl_qc_result dummy;
     struct qc q = {.p = sql, .end = sql + len, .out = &dummy};
     struct canon c = {.out = out, .cap = outlen ? outlen - 1 : 0,
-                      .hash = 0xcbf29ce484222325ULL, .glue = true};
+                      .hash = FNV64_INIT, .glue = true};
     struct tok t;
     bool prev_in = false;
     bool semi = false;   /* a ';' to write before the next token */
@@ -2020,6 +2027,7 @@ sl__qc_canonical(const char *sql, size_t len, char *out, size_t outlen,
         out[c.len] = '\0';
     }
     *hash = c.hash;
+    *total = c.total;
     if (kind != NULL) {
         if (lead >= 0) {
             all = kind_merge(all, lead);
@@ -2028,3 +2036,196 @@ sl__qc_canonical(const char *sql, size_t len, char *out, size_t outlen,
     }
     return c.len;
 }
+
+size_t
+sl__qc_canonical(const char *sql, size_t len, char *out, size_t outlen,
+                 uint64_t *hash, int *kind)
+{
+    size_t total;
+
+    return canonical(sql, len, out, outlen, hash, kind, &total);
+}
+
+size_t
+sl__qc_canonical_len(const char *sql, size_t len, char *out, size_t outlen,
+                     uint64_t *hash, int *kind, size_t *total)
+{
+    return canonical(sql, len, out, outlen, hash, kind, total);
+}
+
+/*
+ * The fast form of the canonical pass for the data path (stats.h): the
+ * hash, whole length and kind sl__qc_canonical gives, in one scan of the
+ * bytes without tokens, keyword table (but for a statement's first two
+ * words) or output text. It takes the statements applications send most:
+ * words, numbers, quoted strings, spaces and plain punctuation. Anything
+ * whose canonical form needs the full lexer's context -- comments (and
+ * executable comments), backticks, variables, ':=', ';', IN (its list may
+ * collapse), x'..'/_charset'..' introducers -- makes it give up (false)
+ * before emitting anything that would differ; the caller then runs the
+ * full pass. test_digest and fuzz_classifier check that both agree.
+ */
+
+/* The emitting side: canon_tok with no text, inlined. */
+#define FAST_EMIT_BYTE(b)                                                 \
+    (h = (h ^ (unsigned char)(b)) * FNV64_PRIME)
+#define FAST_TOKEN(attach_left)                                           \
+    do {                                                                  \
+        if (n > 0 && !glue && !(attach_left)) {                           \
+            FAST_EMIT_BYTE(' ');                                          \
+            n++;                                                          \
+        }                                                                 \
+    } while (0)
+
+bool
+sl__qc_canonical_fast(const char *sql, size_t len, uint64_t *hash,
+                      size_t *total, int *kind)
+{
+    const char *p = sql, *e = sql + len;
+    uint64_t h = FNV64_INIT;
+    size_t n = 0;             /* bytes emitted */
+    bool glue = true;         /* the next token attaches without a space */
+    bool prev_word = false;   /* the previous token was a word ... */
+    const char *prev_end = NULL;   /* ... ending here */
+    int pos = 0;              /* tokens of the statement so far (max 2) */
+    int lead = -1;
+    unsigned lead_kw = KW_NONE;
+
+    if (sql == NULL) {
+        p = e = "";
+    }
+    kw_ensure();
+    while (p < e) {
+        unsigned char c = (unsigned char)*p;
+        const char *s = p;
+        struct tok t;
+        uint8_t cl = cclass[c];
+        bool numword = false;     /* 1e5, 0x1f: a word to the lexer */
+
+        if (cl == C_SPACE) {
+            p++;
+            continue;
+        }
+        t.type = T_PUNCT;
+        t.kw = KW_NONE;
+        if (cl == C_IDENT) {
+            /* emitted while scanned; its keyword only where it decides the
+             * kind: the first word, and the second after the few leading
+             * keywords kind_refine looks past */
+            FAST_TOKEN(false);
+            if (pos == 0 || (pos == 1 && (lead_kw == KW_SET ||
+                                          lead_kw == KW_START ||
+                                          lead_kw == KW_ROLLBACK ||
+                                          lead_kw == KW_BEGIN ||
+                                          lead_kw == KW_DROP))) {
+                uint32_t kh = HASH_INIT;
+
+                while (p < e && cclass[(unsigned char)*p] >= C_IDENT) {
+                    FAST_EMIT_BYTE(*p++);
+                }
+                if (p - s == 6 && ci_equal(s, "SELECT", 6)) {
+                    t.kw = KW_SELECT;     /* the common one, no table */
+                } else {
+                    for (const char *w = s; w < p; w++) {
+                        kh = hash_step(kh, (unsigned char)*w);
+                    }
+                    t.kw = (uint16_t)kw_lookup(s, (size_t)(p - s), kh);
+                }
+            } else {
+                while (p < e && cclass[(unsigned char)*p] >= C_IDENT) {
+                    FAST_EMIT_BYTE(*p++);
+                }
+            }
+            if ((p < e && *p == '\'') ||            /* an introducer */
+                (p - s == 2 && upper((unsigned char)s[0]) == 'I' &&
+                 upper((unsigned char)s[1]) == 'N')) {   /* IN (list) */
+                return false;
+            }
+            n += (size_t)(p - s);
+            glue = false;
+            t.type = T_WORD;
+        } else if (cl == C_DIGIT) {
+            while (p < e && (cclass[(unsigned char)*p] >= C_IDENT ||
+                             *p == '.')) {
+                numword |= cclass[(unsigned char)*p] == C_IDENT;
+                p++;
+            }
+            t.type = T_NUMBER;    /* 12, 1.5, 1e5, 0x1f: all literals */
+        } else if (c == '\'' || c == '"') {
+            for (p++; p < e; p++) {    /* lex_quoted's rules */
+                if (*p == (char)c) {
+                    if (p + 1 < e && p[1] == (char)c) {
+                        p++;
+                        continue;
+                    }
+                    break;
+                }
+                if (*p == '\\' && p + 1 < e) {
+                    p++;
+                }
+            }
+            p = p < e ? p + 1 : e;
+            t.type = T_STRING;
+        } else if (c == '#' || c == '/' || c == '`' || c == '@' ||
+                   c == ':' || c == ';' ||
+                   (c == '-' && e - p >= 2 && p[1] == '-')) {
+            return false;         /* the full lexer's business */
+        } else {
+            p++;
+            t.c = c;
+        }
+        /* the statement's kind, as the full pass derives it */
+        if (pos == 0 && !(t.type == T_PUNCT && c == '(')) {
+            lead_kw = t.type == T_WORD ? t.kw : KW_NONE;
+            lead = lead_kind(lead_kw);
+            pos = 1;
+        } else if (pos == 1) {
+            if (lead_kw == KW_SET || lead_kw == KW_START ||
+                lead_kw == KW_ROLLBACK || lead_kw == KW_BEGIN ||
+                lead_kw == KW_DROP) {   /* the rest: nothing to refine
+                                         * without ':=' or '@' */
+                lead = kind_refine(lead, lead_kw, pos, &t, false);
+            }
+            pos = 2;
+        }
+        /* canon_tok's spacing, then the token */
+        switch (t.type) {
+        case T_WORD:
+            break;                /* emitted above */
+        case T_NUMBER:
+        case T_STRING:
+            FAST_TOKEN(false);
+            FAST_EMIT_BYTE('?');
+            n++;
+            glue = false;
+            break;
+        default:
+            if (c == '(') {
+                FAST_TOKEN(prev_word && prev_end == s);
+                glue = true;
+            } else if (c == ')' || c == ',') {
+                FAST_TOKEN(true);
+                glue = false;
+            } else if (c == '.') {
+                FAST_TOKEN(true);
+                glue = true;
+            } else {
+                FAST_TOKEN(false);
+                glue = false;
+            }
+            FAST_EMIT_BYTE(c);
+            n++;
+            break;
+        }
+        prev_word = t.type == T_WORD || numword;
+        prev_end = p;
+    }
+    *hash = h;
+    *total = n;
+    if (kind != NULL) {
+        *kind = lead < 0 ? SL_STATS_Q_WRITE : lead;
+    }
+    return true;
+}
+#undef FAST_TOKEN
+#undef FAST_EMIT_BYTE

@@ -42,6 +42,7 @@ struct dg_entry {
     struct dg_entry *hnext;
     struct dg_entry *prev, *next;    /* LRU: head most recent */
     uint64_t key;
+    size_t total;                    /* length of the whole text */
     uint64_t gen;
     const struct sl_service *svc;
     struct sl_digest_row row;        /* text, names and counters */
@@ -54,6 +55,7 @@ struct dg_table {
     struct dg_entry *head, *tail;
     uint64_t evictions;
     uint64_t dropped;
+    uint64_t untracked;              /* executes of statements not kept */
     uint64_t next_gen;
     struct dg_entry *free_list;      /* emptied by a reset (hnext) */
     int64_t wall_offset_ms;          /* unix time minus the monotonic */
@@ -159,8 +161,9 @@ hash_unlink(struct dg_table *t, struct dg_entry *e)
 }
 
 void *
-sl__digest_take(struct sl_session *ses, int worker, const char *text,
-                uint64_t h, uint64_t *gen)
+sl__digest_take(struct sl_session *ses, int worker, uint64_t h,
+                size_t total, const char *text, const char *sql,
+                size_t sqllen, uint64_t *gen)
 {
     struct dg_table *t = table_of(worker);
     uint64_t key;
@@ -180,11 +183,13 @@ sl__digest_take(struct sl_session *ses, int worker, const char *text,
     key = (h ^ ses->stats.seed) * 0x9e3779b97f4a7c15ULL;
     key ^= key >> 29;
     bp = &t->buckets[key & (t->nbuckets - 1)];
+    /* By the text's 64-bit hash and length, not the text: the data path
+     * then never writes or compares the text of a known digest (docs/
+     * design.md, "Metrics and query digests"); names compared exactly. */
     for (e = *bp; e != NULL; e = e->hnext) {
-        if (e->key == key && e->svc == ses->service &&
+        if (e->key == key && e->total == total && e->svc == ses->service &&
             strcmp(e->row.user, ses->user) == 0 &&
-            strcmp(e->row.db, ses->db) == 0 &&
-            strcmp(e->row.text, text) == 0) {
+            strcmp(e->row.db, ses->db) == 0) {
             break;
         }
     }
@@ -205,9 +210,17 @@ sl__digest_take(struct sl_session *ses, int worker, const char *text,
         }
         memset(e, 0, sizeof(*e));
         e->key = key;
+        e->total = total;
         e->gen = t->next_gen++;
         e->svc = ses->service;
-        snprintf(e->row.text, sizeof(e->row.text), "%s", text);
+        if (text != NULL) {
+            snprintf(e->row.text, sizeof(e->row.text), "%s", text);
+        } else {     /* a new digest: now its text, once */
+            uint64_t h2;
+
+            sl__qc_canonical(sql, sqllen, e->row.text, sizeof(e->row.text),
+                             &h2, NULL);
+        }
         snprintf(e->row.user, sizeof(e->row.user), "%s", ses->user);
         snprintf(e->row.db, sizeof(e->row.db), "%s", ses->db);
         snprintf(e->row.service, sizeof(e->row.service), "%s",
@@ -216,14 +229,94 @@ sl__digest_take(struct sl_session *ses, int worker, const char *text,
         e->row.first_seen_ms = now_ms(t);
         e->hnext = *bp;
         *bp = e;
-    } else {
+        lru_push(t, e);
+    } else if (t->head != e) {
         lru_unlink(t, e);
+        lru_push(t, e);
     }
-    lru_push(t, e);
     e->row.count++;
     e->row.last_seen_ms = now_ms(t);
     *gen = e->gen;
     return e;
+}
+
+/* The entry ref remembers, counted as seen, when it is still the digest
+ * (same generation: not evicted, reused or reset) on this worker's table
+ * for the same user and database; NULL otherwise. */
+static struct dg_entry *
+take_ref(struct sl_session *ses, int worker, const struct sl_digest_ref *ref,
+         uint64_t *gen)
+{
+    struct dg_entry *e = ref->entry;
+    struct dg_table *t;
+
+    if (e == NULL || ref->worker != worker || e->gen != ref->gen ||
+        !ses->stats.seed_ok || ref->seed != ses->stats.seed ||
+        (t = tables[worker]) == NULL) {
+        return NULL;
+    }
+    if (t->head != e) {
+        lru_unlink(t, e);
+        lru_push(t, e);
+    }
+    e->row.count++;
+    e->row.last_seen_ms = now_ms(t);
+    *gen = ref->gen;
+    return e;
+}
+
+static void
+ref_set(struct sl_session *ses, int worker, struct sl_digest_ref *ref,
+        void *e, uint64_t gen)
+{
+    ref->entry = e;
+    ref->worker = worker;
+    ref->gen = e != NULL ? gen : 0;
+    ref->seed = ses->stats.seed;
+}
+
+void *
+sl__digest_take_ps(struct sl_session *ses, int worker,
+                   struct sl_ps_digest *p, uint64_t *gen)
+{
+    void *e = take_ref(ses, worker, &p->ref, gen);
+
+    if (e == NULL) {
+        e = sl__digest_take(ses, worker, p->ref.hash, p->ref.total, p->text,
+                            NULL, 0, gen);
+        ref_set(ses, worker, &p->ref, e, *gen);
+    }
+    return e;
+}
+
+void *
+sl__digest_take_last(struct sl_session *ses, int worker, uint64_t h,
+                     size_t total, const char *sql, size_t sqllen,
+                     uint64_t *gen)
+{
+    struct sl_digest_ref *ref = &ses->stats.last;
+    void *e = NULL;
+
+    if (ref->hash == h && ref->total == total) {
+        e = take_ref(ses, worker, ref, gen);
+    }
+    if (e == NULL) {
+        e = sl__digest_take(ses, worker, h, total, NULL, sql, sqllen, gen);
+        ref_set(ses, worker, ref, e, *gen);
+        ref->hash = h;
+        ref->total = total;
+    }
+    return e;
+}
+
+void
+sl__digest_untracked(int worker)
+{
+    struct dg_table *t = table_of(worker);
+
+    if (t != NULL) {
+        t->untracked++;
+    }
 }
 
 void
@@ -269,6 +362,7 @@ struct copy_job {
         size_t n;
         uint64_t evictions;
         uint64_t dropped;
+        uint64_t untracked;
     } w[MAX_WORKERS];
 };
 
@@ -295,6 +389,7 @@ copy_on_worker(void *arg, int w)
     }
     j->w[w].evictions = t->evictions;
     j->w[w].dropped = t->dropped;
+    j->w[w].untracked = t->untracked;
     j->w[w].rows = malloc((t->n ? t->n : 1) * sizeof(struct sl_digest_row));
     if (j->w[w].rows == NULL) {
         return;
@@ -368,6 +463,7 @@ sl__digest_snapshot(struct sl_digest_snapshot *out)
         total += j->w[i].n;
         out->evictions += j->w[i].evictions;
         out->dropped += j->w[i].dropped;
+        out->untracked += j->w[i].untracked;
     }
     out->entries = total;
     all = malloc((total ? total : 1) * sizeof(*all));
@@ -432,6 +528,7 @@ reset_on_worker(void *arg, int w)
     t->n = 0;
     t->evictions = 0;
     t->dropped = 0;
+    t->untracked = 0;
 }
 
 int

@@ -113,6 +113,7 @@ session_free(struct sl_session *ses)
      * so the rest of this function may still read it */
     sl__obj_unref(SL_OBJ_SERVICE, ses->service);
     sl__splice_free(ses);
+    sl__stats_session_free(&ses->stats);
     while ((b = ses->backends) != NULL) {
         ses->backends = b->next;
         for (size_t j = 0; j < b->nheld; j++) {
@@ -341,7 +342,7 @@ to_client(struct sl_session *ses, struct sl_buf *buf,
         ses->reply_fn(ses->reply_arg, buf, reply);
         return SL_OK;
     }
-    sl__stats_client_reply(ses, reply);
+    sl__stats_client_reply(ses, buf, reply);
     if (!sl_dcb_is_open(ses->client)) {
         sl_buf_free(buf);
         return SL_OK;

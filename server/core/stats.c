@@ -58,18 +58,13 @@ sl__stats_now_ns(void)
  * clock again: two clock reads per routed statement instead of four.
  * 0 outside a chain.
  */
-static __thread uint64_t chain_ns;
+__thread uint64_t sl__stats_chain_ns;
+#define chain_ns sl__stats_chain_ns
 
 static inline uint64_t
 chain_now(void)
 {
     return chain_ns != 0 ? chain_ns : sl__stats_now_ns();
-}
-
-void
-sl__stats_chain_end(void)
-{
-    chain_ns = 0;
 }
 
 /* Relaxed single-writer increment: a plain load, add and store. */
@@ -283,12 +278,152 @@ sl__hist_quantile(const struct sl_hist *h, double q, uint64_t min_ns,
 static uint8_t
 command_byte(const struct sl_buf *buf)
 {
+    size_t n;
+    const unsigned char *head = sl_buf_head_data(buf, &n);
     unsigned char hdr[SL_MDB_HDR_LEN + 1];
 
+    if (head != NULL && n > SL_MDB_HDR_LEN) {
+        return head[SL_MDB_HDR_LEN];
+    }
     if (sl_buf_copy_out(buf, 0, sizeof(hdr), hdr) < sizeof(hdr)) {
         return 0xff;
     }
     return hdr[4];
+}
+
+/* The statement id of a COM_STMT_* command (payload bytes 1..4). */
+static uint32_t
+command_stmt_id(const struct sl_buf *buf)
+{
+    unsigned char b[4] = {0xff, 0xff, 0xff, 0xff};
+
+    sl_buf_copy_out(buf, SL_MDB_HDR_LEN + 1, 4, b);
+    return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
+           (uint32_t)b[3] << 24;
+}
+
+/* ---- the session's prepared statements ---- */
+
+/* Index of id in st->ps, or where it would go (binary search: ids mostly
+ * grow, but a server may reuse one, so no append-only shortcut). */
+static uint32_t
+ps_pos(const struct sl_ses_stats *st, uint32_t id, bool *found)
+{
+    uint32_t lo = 0, hi = st->nps;
+
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+
+        if (st->ps[mid]->id == id) {
+            *found = true;
+            return mid;
+        }
+        if (st->ps[mid]->id < id) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    *found = false;
+    return lo;
+}
+
+static void
+ps_free(struct sl_ses_stats *st, struct sl_ps_digest *p)
+{
+    if (st->ps_last == p) {
+        st->ps_last = NULL;
+    }
+    free(p);
+}
+
+bool
+sl__stats_ps_add(struct sl_ses_stats *st, struct sl_ps_digest *p)
+{
+    bool found;
+    uint32_t i = ps_pos(st, p->id, &found);
+
+    if (found) {                 /* the id names another statement now */
+        ps_free(st, st->ps[i]);
+        st->ps[i] = p;
+        st->ps_last = p;
+        return true;
+    }
+    if (st->nps >= SL_STATS_PS_MAX) {
+        ps_free(st, p);
+        return false;
+    }
+    if (st->nps == st->cap_ps) {
+        uint32_t cap = st->cap_ps ? st->cap_ps * 2 : 8;
+        struct sl_ps_digest **v = realloc(st->ps, cap * sizeof(*v));
+
+        if (v == NULL) {
+            ps_free(st, p);
+            return false;
+        }
+        st->ps = v;
+        st->cap_ps = cap;
+    }
+    memmove(&st->ps[i + 1], &st->ps[i], (st->nps - i) * sizeof(*st->ps));
+    st->ps[i] = p;
+    st->nps++;
+    st->ps_last = p;
+    return true;
+}
+
+struct sl_ps_digest *
+sl__stats_ps_find(struct sl_ses_stats *st, uint32_t id)
+{
+    bool found;
+    uint32_t i;
+
+    if (id == 0xffffffffu) {     /* MariaDB: the statement prepared last */
+        return st->ps_last != NULL && st->ps_last->has_id ? st->ps_last
+                                                           : NULL;
+    }
+    i = ps_pos(st, id, &found);
+    return found ? st->ps[i] : NULL;
+}
+
+void
+sl__stats_ps_close(struct sl_ses_stats *st, uint32_t id)
+{
+    bool found;
+    uint32_t i = ps_pos(st, id, &found);
+
+    if (found) {
+        ps_free(st, st->ps[i]);
+        memmove(&st->ps[i], &st->ps[i + 1],
+                (st->nps - i - 1) * sizeof(*st->ps));
+        st->nps--;
+    }
+}
+
+void
+sl__stats_ps_forget(struct sl_ses_stats *st)
+{
+    for (uint32_t i = 0; i < st->nps; i++) {
+        ps_free(st, st->ps[i]);
+    }
+    st->nps = 0;
+    for (unsigned k = 0; k < st->n; k++) {
+        unsigned i = (st->head + k) % SL_STATS_PENDING;
+
+        if (st->q[i].prep != NULL) {
+            ps_free(st, st->q[i].prep);
+            st->q[i].prep = NULL;
+        }
+    }
+    st->ps_last = NULL;
+}
+
+void
+sl__stats_session_free(struct sl_ses_stats *st)
+{
+    sl__stats_ps_forget(st);
+    free(st->ps);
+    st->ps = NULL;
+    st->cap_ps = 0;
 }
 
 static bool
@@ -323,31 +458,103 @@ query_sql(const struct sl_buf *buf, char *tmp, size_t tmplen, size_t *len)
     return tmp;
 }
 
-/* A COM_QUERY with query_digests on: its canonical text, its digest
- * entry (into *entry, *gen), and its kind counted for a router that does
- * not classify (one lexing pass for both). */
-static void
-query_digest(struct sl_session *ses, const struct sl_buf *buf, int wi,
-             bool timed, void **entry, uint64_t *gen)
+/* A COM_STMT_PREPARE with query_digests on: its canonical text and kind,
+ * once, into a statement record its answer will key by id (NULL: no
+ * memory). */
+static struct sl_ps_digest *
+prepare_digest(const struct sl_buf *buf)
 {
     char tmp[16384];
     char text[sizeof(((struct sl_digest_row *)0)->text)];
     size_t len = 0;
     const char *sql = query_sql(buf, tmp, sizeof(tmp), &len);
+    struct sl_ps_digest *p;
+    uint64_t h;
+    int kind;
+    size_t n, total;
+
+    if (sql == NULL) {
+        return NULL;
+    }
+    n = sl__qc_canonical_len(sql, len, text, sizeof(text), &h, &kind,
+                             &total);
+    if ((p = malloc(sizeof(*p) + n + 1)) == NULL) {
+        return NULL;
+    }
+    memset(p, 0, sizeof(*p));
+    p->kind = (int8_t)kind;
+    p->ref.worker = -1;
+    p->ref.hash = h;
+    p->ref.total = total;
+    memcpy(p->text, text, n + 1);
+    return p;
+}
+
+/* A COM_STMT_EXECUTE with query_digests on: the digest entry of its
+ * statement (into *entry, *gen) and its kind counted for a router that
+ * does not classify; no lexing, no copy: the statement's record has both.
+ * An execute of a statement the session does not keep is counted as
+ * untracked (the server answers an unknown id with an error). */
+static void
+execute_digest(struct sl_session *ses, const struct sl_buf *buf, int wi,
+               bool timed, void **entry, uint64_t *gen)
+{
+    struct sl_ps_digest *p = sl__stats_ps_find(&ses->stats,
+                                               command_stmt_id(buf));
+    struct sl_obj_stats *o;
+
+    if (p == NULL) {
+        sl__digest_untracked(wi);
+        return;
+    }
+    if (!(ses->service->router->capabilities & SL_RCAP_QUERY_KINDS) &&
+        (o = obj_slot(&ses->service->stats, wi)) != NULL) {
+        BUMP(o->queries[p->kind], 1);
+    }
+    if (timed) {
+        *entry = sl__digest_take_ps(ses, wi, p, gen);
+    }
+}
+
+/* A COM_QUERY with query_digests on: its digest entry (into *entry,
+ * *gen) and its kind counted for a router that does not classify, from
+ * one pass over the SQL: the fast one, which writes no text, when it
+ * takes the statement (the entry is found by hash; only a new digest's
+ * text is made), else the full one. */
+static void
+query_digest(struct sl_session *ses, const struct sl_buf *buf, int wi,
+             bool timed, void **entry, uint64_t *gen)
+{
+    char tmp[16384];
+    size_t len = 0;
+    const char *sql = query_sql(buf, tmp, sizeof(tmp), &len);
     bool count = !(ses->service->router->capabilities & SL_RCAP_QUERY_KINDS);
     struct sl_obj_stats *o;
     uint64_t h;
+    size_t total;
     int kind;
 
     if (sql == NULL || (!timed && !count)) {
         return;
     }
-    sl__qc_canonical(sql, len, text, sizeof(text), &h, count ? &kind : NULL);
-    if (count && (o = obj_slot(&ses->service->stats, wi)) != NULL) {
-        BUMP(o->queries[kind], 1);
-    }
-    if (timed) {
-        *entry = sl__digest_take(ses, wi, text, h, gen);
+    if (sl__qc_canonical_fast(sql, len, &h, &total, count ? &kind : NULL)) {
+        if (count && (o = obj_slot(&ses->service->stats, wi)) != NULL) {
+            BUMP(o->queries[kind], 1);
+        }
+        if (timed) {
+            *entry = sl__digest_take_last(ses, wi, h, total, sql, len, gen);
+        }
+    } else {
+        char text[sizeof(((struct sl_digest_row *)0)->text)];
+
+        sl__qc_canonical_len(sql, len, text, sizeof(text), &h,
+                             count ? &kind : NULL, &total);
+        if (count && (o = obj_slot(&ses->service->stats, wi)) != NULL) {
+            BUMP(o->queries[kind], 1);
+        }
+        if (timed) {
+            *entry = sl__digest_take(ses, wi, h, total, text, NULL, 0, gen);
+        }
     }
 }
 
@@ -365,6 +572,15 @@ sl__stats_query(struct sl_session *ses, const struct sl_buf *buf)
         return;
     }
     cmd = command_byte(buf);
+    if (cmd == SL_COM_STMT_CLOSE) {
+        if (st->nps > 0) {
+            sl__stats_ps_close(st, command_stmt_id(buf));
+        }
+        return;
+    }
+    if (cmd == SL_COM_RESET_CONNECTION || cmd == SL_COM_CHANGE_USER) {
+        sl__stats_ps_forget(st);   /* the server drops them all */
+    }
     if (!answered(cmd) || (w = sl_worker_current()) == NULL) {
         return;
     }
@@ -373,11 +589,22 @@ sl__stats_query(struct sl_session *ses, const struct sl_buf *buf)
     if (timed) {
         st->q[i].t0 = chain_ns = sl__stats_now_ns();
         st->q[i].entry = NULL;
+        st->q[i].prep = NULL;
         st->q[i].worker = sl_worker_index(w);
     }
-    if (cmd == SL_COM_QUERY && sl__stats_cfg.digests) {
-        query_digest(ses, buf, sl_worker_index(w), timed, &st->q[i].entry,
-                     &st->q[i].gen);
+    if (sl__stats_cfg.digests) {
+        if (cmd == SL_COM_QUERY) {
+            query_digest(ses, buf, sl_worker_index(w), timed,
+                         &st->q[i].entry, &st->q[i].gen);
+        } else if (cmd == SL_COM_STMT_EXECUTE) {
+            execute_digest(ses, buf, sl_worker_index(w), timed,
+                           &st->q[i].entry, &st->q[i].gen);
+        } else if (cmd == SL_COM_STMT_PREPARE && timed) {
+            st->q[i].prep = prepare_digest(buf);
+            if (st->q[i].prep != NULL) {
+                st->ps_last = st->q[i].prep;   /* an execute's id -1 */
+            }
+        }
     }
     if (timed) {
         st->n++;
@@ -398,17 +625,49 @@ pop(struct sl_session *ses, const struct sl_reply *reply)
         sl__digest_done(st->q[st->head].entry, st->q[st->head].gen,
                         st->q[st->head].worker, ns, reply);
     }
+    if (st->q[st->head].prep != NULL) {
+        struct sl_ps_digest *p = st->q[st->head].prep;
+
+        st->q[st->head].prep = NULL;
+        if (reply != NULL && !reply->is_err && p->has_id) {
+            sl__stats_ps_add(st, p);
+        } else {
+            ps_free(st, p);      /* refused: the server keeps nothing */
+        }
+    }
     st->head = (uint8_t)((st->head + 1) % SL_STATS_PENDING);
     st->n--;
 }
 
+/* The first packet of a PREPARE's answer as the client gets it (after
+ * readwritesplit put its own id in): an OK carries the statement id. */
+static void
+prepare_answer(struct sl_ps_digest *p, const struct sl_buf *buf)
+{
+    unsigned char hdr[SL_MDB_HDR_LEN + 5];
+
+    if (buf != NULL &&
+        sl_buf_copy_out(buf, 0, sizeof(hdr), hdr) == sizeof(hdr) &&
+        hdr[SL_MDB_HDR_LEN] == 0x00) {
+        p->id = (uint32_t)hdr[5] | (uint32_t)hdr[6] << 8 |
+                (uint32_t)hdr[7] << 16 | (uint32_t)hdr[8] << 24;
+        p->has_id = true;
+    }
+}
+
 void
-sl__stats_client_reply(struct sl_session *ses, const struct sl_reply *reply)
+sl__stats_client_reply(struct sl_session *ses, const struct sl_buf *buf,
+                       const struct sl_reply *reply)
 {
     struct sl_ses_stats *st = &ses->stats;
 
     if (reply == NULL) {
         return;
+    }
+    if (st->n > 0 && st->q[st->head].prep != NULL &&
+        !st->q[st->head].prep->has_id && reply->command ==
+        SL_COM_STMT_PREPARE) {
+        prepare_answer(st->q[st->head].prep, buf);
     }
     if (reply->state == SL_REPLY_LOAD_DATA && !reply->complete) {
         st->load_data = true;

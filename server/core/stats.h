@@ -77,15 +77,53 @@ struct sl_obj_slots {
     struct sl_obj_stats slot[];
 };
 
+/*
+ * A statement the client prepared (COM_STMT_PREPARE), for the digests of
+ * its executes: canonicalised once when prepared, its digest entry
+ * remembered so that an execute on the same worker, user and database
+ * counts into it without a lookup (digest.c checks the entry's
+ * generation). Made when the PREPARE is sent, kept from its OK until
+ * COM_STMT_CLOSE, COM_RESET_CONNECTION, COM_CHANGE_USER or the session's
+ * end.
+ */
+/* A digest entry a session used, to count the same digest again without
+ * a lookup while the entry is still that digest (digest.c checks). */
+struct sl_digest_ref {
+    void *entry;              /* NULL: none */
+    uint64_t gen;             /* entry's generation then */
+    uint64_t seed;            /* the session's seed then (user, db) */
+    uint64_t hash;            /* the canonical text's hash and length */
+    size_t total;
+    int worker;               /* the worker whose table has entry */
+};
+
+struct sl_ps_digest {
+    uint32_t id;              /* the client's statement id */
+    bool has_id;              /* id read from the PREPARE's answer */
+    int8_t kind;              /* SL_STATS_Q_* of the statement */
+    struct sl_digest_ref ref; /* where its executes counted last (hash and
+                               * total: of text, as sl__qc_canonical
+                               * gives them; text may be cut) */
+    char text[];              /* canonical text, NUL-terminated */
+};
+
+/* At most this many prepared statements per session are remembered for
+ * digests (the server's max_prepared_stmt_count bounds them first: only
+ * a PREPARE the server answered with OK is kept); executes of others are
+ * counted as untracked. */
+#define SL_STATS_PS_MAX 1024
+
 /* Per-session state: the commands waiting for their answer to the client
  * (a small FIFO; pipelined commands beyond it are not timed). */
 #define SL_STATS_PENDING 8
 struct sl_ses_stats {
     struct {
         uint64_t t0;          /* ns, monotonic */
-        void *entry;          /* digest entry, NULL: not a COM_QUERY */
+        void *entry;          /* digest entry, NULL: none */
         uint64_t gen;         /* entry's generation when taken */
         int worker;           /* worker that took it */
+        struct sl_ps_digest *prep;  /* a COM_STMT_PREPARE's statement,
+                                     * owned here until its answer */
     } q[SL_STATS_PENDING];
     uint8_t head;
     uint8_t n;
@@ -93,6 +131,11 @@ struct sl_ses_stats {
     bool seed_ok;             /* seed is the hash of user, db, service */
     uint64_t seed;            /* digest.c: hashed once, not per statement;
                                * sl_session_set_user/_db clear seed_ok */
+    struct sl_ps_digest **ps; /* prepared statements, sorted by id */
+    uint32_t nps, cap_ps;
+    struct sl_ps_digest *ps_last;  /* the last one prepared (an execute's
+                                    * id -1), in ps or pending */
+    struct sl_digest_ref last;     /* the last text statement's digest */
 };
 
 /* Configuration (main thread, before the workers start). */
@@ -110,7 +153,7 @@ uint64_t sl__stats_now_ns(void);
 /* A command from the client enters the session's chain. */
 void sl__stats_query(struct sl_session *ses, const struct sl_buf *buf);
 /* An answer reaches the client (reply->complete ends the command). */
-void sl__stats_client_reply(struct sl_session *ses,
+void sl__stats_client_reply(struct sl_session *ses, const struct sl_buf *buf,
                             const struct sl_reply *reply);
 /* A command the client will not get an answer for from a backend (an
  * error Sluice made up): ends the oldest pending command as an error. */
@@ -118,11 +161,32 @@ void sl__stats_client_error(struct sl_session *ses);
 /* The end of the call chain sl__stats_query or sl__stats_backend_reply
  * began (session.c, when sl_session_route_query or sl_backend_reply
  * returns): later hooks read the clock again. */
-void sl__stats_chain_end(void);
+extern __thread uint64_t sl__stats_chain_ns;
+static inline void
+sl__stats_chain_end(void)
+{
+    sl__stats_chain_ns = 0;
+}
 /* A command goes to a backend / its answer is complete. */
 void sl__stats_backend_write(struct sl_backend *b, const struct sl_buf *buf);
 void sl__stats_backend_reply(struct sl_backend *b,
                              const struct sl_reply *reply);
+
+/* The session's prepared statements (sl_ses_stats.ps), as stats.c keeps
+ * them; exposed for the unit test and for other places that see
+ * statements come and go. Workers only. */
+/* Keep p (taken) under p->id, replacing a statement with that id. false
+ * (p freed) when the session already keeps SL_STATS_PS_MAX. */
+bool sl__stats_ps_add(struct sl_ses_stats *st, struct sl_ps_digest *p);
+/* The statement with the client's id (0xffffffff: the last prepared),
+ * NULL when not kept. */
+struct sl_ps_digest *sl__stats_ps_find(struct sl_ses_stats *st,
+                                       uint32_t id);
+/* Forget one statement / all of them (and the pending PREPAREs' too). */
+void sl__stats_ps_close(struct sl_ses_stats *st, uint32_t id);
+void sl__stats_ps_forget(struct sl_ses_stats *st);
+/* Everything a session's statistics hold (session_free). */
+void sl__stats_session_free(struct sl_ses_stats *st);
 
 /* Bytes read from / written to a backend connection of server srv (dcb.c,
  * after each read or write; counted whatever latency_histograms says).
@@ -174,6 +238,7 @@ struct sl_digest_snapshot {
     uint64_t evictions;       /* all workers, since start or reset */
     uint64_t entries;         /* before merging */
     uint64_t dropped;         /* latency samples not recorded */
+    uint64_t untracked;       /* executes of statements not kept */
 };
 /* The merged table (rows with the same key summed). 0 or -1. */
 int sl__digest_snapshot(struct sl_digest_snapshot *out);
@@ -182,10 +247,26 @@ void sl__digest_snapshot_free(struct sl_digest_snapshot *s);
 int sl__digest_reset(void);
 
 /* The worker-local parts digest.c keeps (stats.c calls these). */
-/* The entry of canonical text (its hash h) for ses on worker (the
- * calling one), counted as seen; NULL when digests keep no entries. */
-void *sl__digest_take(struct sl_session *ses, int worker, const char *text,
-                      uint64_t h, uint64_t *gen);
+/* The entry of the canonical text whose hash is h and whole length total
+ * for ses on worker (the calling one), counted as seen; NULL when digests
+ * keep no entries. A new entry's text is text, or when NULL made from
+ * sql (sqllen bytes) by sl__qc_canonical. */
+void *sl__digest_take(struct sl_session *ses, int worker, uint64_t h,
+                      size_t total, const char *text, const char *sql,
+                      size_t sqllen, uint64_t *gen);
+/* The same for an execute of prepared statement p: the entry p
+ * remembers when still valid for this worker and the session's names
+ * (no lookup), else looked up by p's text and remembered. */
+void *sl__digest_take_ps(struct sl_session *ses, int worker,
+                         struct sl_ps_digest *p, uint64_t *gen);
+/* A text statement's: the session's last digest when h and total are
+ * its (a statement repeated: no lookup), else sl__digest_take (text made
+ * from sql when new) and remembered. */
+void *sl__digest_take_last(struct sl_session *ses, int worker, uint64_t h,
+                           size_t total, const char *sql, size_t sqllen,
+                           uint64_t *gen);
+/* An execute of a statement the session does not keep (counted). */
+void sl__digest_untracked(int worker);
 void sl__digest_done(void *entry, uint64_t gen, int worker, uint64_t ns,
                      const struct sl_reply *reply);
 
@@ -197,5 +278,18 @@ void sl__digest_done(void *entry, uint64_t gen, int worker, uint64_t ns,
  * that do not classify; docs/metrics.md has the table), in the same pass. */
 size_t sl__qc_canonical(const char *sql, size_t len, char *out,
                         size_t outlen, uint64_t *hash, int *kind);
+/* The same, and *total: the length of the whole canonical text (written
+ * to out or not; what the fast form gives). */
+size_t sl__qc_canonical_len(const char *sql, size_t len, char *out,
+                            size_t outlen, uint64_t *hash, int *kind,
+                            size_t *total);
+/* The data path's form: the hash, whole length and kind sl__qc_canonical
+ * would give, without writing the text, for the statements made only of
+ * words, numbers, strings, spaces and plain punctuation; false for any
+ * other (comments, backticks, variables, ';', IN, introducers): run
+ * sl__qc_canonical then. Equal results are checked by test_digest and
+ * fuzz_classifier. */
+bool sl__qc_canonical_fast(const char *sql, size_t len, uint64_t *hash,
+                           size_t *total, int *kind);
 
 #endif

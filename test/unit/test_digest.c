@@ -168,6 +168,71 @@ test_kind_matches_classifier(void **state)
     }
 }
 
+/* sl__qc_canonical_fast agrees with the full pass (hash, whole length,
+ * kind) whenever it takes a statement, and takes the common ones. */
+static bool
+fast_agrees(const char *sql, size_t len)
+{
+    char out[1024];
+    uint64_t h, hf = 0;
+    size_t total, tf = 0;
+    int kind = -1, kf = -2;
+
+    sl__qc_canonical_len(sql, len, out, sizeof(out), &h, &kind, &total);
+    if (!sl__qc_canonical_fast(sql, len, &hf, &tf, &kf)) {
+        return false;
+    }
+    if (hf != h || tf != total || kf != kind) {
+        fail_msg("\"%.*s\": fast %016llx/%zu/%d, full \"%s\" %016llx/%zu/%d",
+                 (int)len, sql, (unsigned long long)hf, tf, kf, out,
+                 (unsigned long long)h, total, kind);
+    }
+    return true;
+}
+
+static void
+test_fast_pass_agrees(void **state)
+{
+    static const char *const taken[] = {
+        "SELECT c FROM sbtest1 WHERE id=5037",
+        "SELECT c FROM sbtest1 WHERE id = ?",
+        "SELECT DISTINCT c FROM sbtest3 WHERE id BETWEEN 1 AND 100 ORDER BY c",
+        "UPDATE sbtest1 SET k=k+1 WHERE id=17",
+        "INSERT INTO t (a, b) VALUES (1, 'x''y\\'z'), (\"q\", 2.5e3)",
+        "select  a,b from t where s = 'x''y' and d = \"q\"",
+        "SELECT f(x), f (x), t.a, count(*) FROM t.u WHERE a>=-1",
+        "SELECT 0x1f(1), 1e5, 1.5.6, a1b FROM t", "SET autocommit=0",
+        "SET GLOBAL x=1", "SET SESSION x=1", "START TRANSACTION",
+        "START SLAVE", "ROLLBACK TO SAVEPOINT a", "BEGIN NOT ATOMIC",
+        "DROP PREPARE s", "(SELECT 1)", "((SELECT 1) UNION (SELECT 2))",
+        "SELECT 'unterminated", "SELECT \"a\\", "", "   ", "?",
+        "SELECT - 1", "SELECT a.b.c, * , ( ) FROM", "\x80\xff SELECT",
+        "SELECT * FROM t WHERE a = ? AND b INTO_x = ?", "a-b - -c",
+    };
+    static const char *const refused[] = {
+        "SELECT * FROM t WHERE id IN (1,2,3)", "SELECT 1; SELECT 2",
+        "/* c */ SELECT 1", "SELECT 1 -- x", "SELECT 1 # x",
+        "SELECT `a`", "SELECT @a", "SELECT @a:=1", "SELECT x'ab'",
+        "SELECT _utf8mb4'z'", "SELECT 1/2", "/*!40101 SET NAMES utf8 */",
+        "SELECT * FROM t WHERE id in (4)",
+    };
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(taken) / sizeof(taken[0]); i++) {
+        if (!fast_agrees(taken[i], strlen(taken[i]))) {
+            fail_msg("\"%s\": the fast pass gave up", taken[i]);
+        }
+    }
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        if (fast_agrees(refused[i], strlen(refused[i]))) {
+            fail_msg("\"%s\": the fast pass took it", refused[i]);
+        }
+    }
+    /* a NUL byte and a length short of the string */
+    fast_agrees("SELECT 1\0 FROM t", 17);
+    fast_agrees("SELECT 'abc' FROM t", 9);
+}
+
 int
 main(void)
 {
@@ -177,6 +242,7 @@ main(void)
         cmocka_unit_test(test_truncated_text_full_hash),
         cmocka_unit_test(test_quantiles),
         cmocka_unit_test(test_kind_matches_classifier),
+        cmocka_unit_test(test_fast_pass_agrees),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

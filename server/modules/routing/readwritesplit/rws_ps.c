@@ -495,6 +495,9 @@ rws_route_ps_cmd(struct rws_session *rs, struct sl_buf *buf, int cmd)
         }
         return SL_OK;
     }
+    if (cmd == SL_COM_STMT_EXECUTE) {
+        sl_session_count_query(rs->ses, ps->type);   /* as a text one */
+    }
     if (cmd == SL_COM_STMT_EXECUTE && ps->sescmd) {
         return exec_ps_sescmd(rs, buf, ps);
     }
