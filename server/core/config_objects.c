@@ -549,14 +549,14 @@ check_authenticator_options(struct loader *L, const struct sl_params *p,
         item[j] = '\0';
         if (strcasecmp(item, "ed_mode=sha256") == 0) {
             sl__cfg_error(L->d, line, "parameter 'authenticator_options' "
-                          "in %s: ed_mode=sha256 is not implemented by "
-                          "Sluice; give ed25519 users a backend account "
+                          "in %s: ed_mode=sha256 is not supported by "
+                          "Sluice: give ed25519 users a backend account "
                           "with user_mapping_file (docs/authentication.md)",
                           what);
         } else if (j > 0 && strcasecmp(item, "ed_mode=ed25519") != 0) {
             sl__cfg_error(L->d, line, "parameter 'authenticator_options' "
-                          "in %s: option '%s' is not supported by Sluice "
-                          "(only ed_mode=ed25519 is)", what, item);
+                          "in %s: option '%s' is not supported by Sluice: "
+                          "only ed_mode=ed25519 is", what, item);
         }
         v = e ? e + 1 : NULL;
     }
