@@ -524,9 +524,9 @@ check_authenticator(struct loader *L, const struct sl_params *p,
 
 /*
  * authenticator_options (listeners): MaxScale's comma-separated key=value
- * list. Sluice knows ed25519auth's ed_mode=ed25519 (its default, the
- * behaviour Sluice has); ed_mode=sha256 and every other option are
- * refused.
+ * list. Sluice knows ed25519auth's ed_mode=ed25519 (the default) and
+ * ed_mode=sha256 (docs/authentication.md); every other option (the RSA
+ * key files of ed_mode=sha256 included) is refused.
  */
 static void
 check_authenticator_options(struct loader *L, const struct sl_params *p,
@@ -547,16 +547,12 @@ check_authenticator_options(struct loader *L, const struct sl_params *p,
             }
         }
         item[j] = '\0';
-        if (strcasecmp(item, "ed_mode=sha256") == 0) {
-            sl__cfg_error(L->d, line, "parameter 'authenticator_options' "
-                          "in %s: ed_mode=sha256 is not supported by "
-                          "Sluice: give ed25519 users a backend account "
-                          "with user_mapping_file (docs/authentication.md)",
-                          what);
-        } else if (j > 0 && strcasecmp(item, "ed_mode=ed25519") != 0) {
+        if (j > 0 && strcasecmp(item, "ed_mode=ed25519") != 0 &&
+            strcasecmp(item, "ed_mode=sha256") != 0) {
             sl__cfg_error(L->d, line, "parameter 'authenticator_options' "
                           "in %s: option '%s' is not supported by Sluice: "
-                          "only ed_mode=ed25519 is", what, item);
+                          "only ed_mode=ed25519 and ed_mode=sha256 are",
+                          what, item);
         }
         v = e ? e + 1 : NULL;
     }

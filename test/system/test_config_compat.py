@@ -452,13 +452,14 @@ def test_native_authenticator_accepted(tmp_path, auth):
     assert status == 0, out
 
 
-@pytest.mark.parametrize("auth", ["ed25519auth", "MariaDBAuth,ed25519auth",
-                                  "mariadbauth, ED25519AUTH"])
-def test_ed25519_authenticator_accepted(tmp_path, auth):
-    """ed25519auth on a listener: client_ed25519 (test_ed25519.py)."""
+@pytest.mark.parametrize("auth,mode", [
+    ("ed25519auth", "ed25519"), ("MariaDBAuth,ed25519auth", "sha256"),
+    ("mariadbauth, ED25519AUTH", "ED25519")])
+def test_ed25519_authenticator_accepted(tmp_path, auth, mode):
+    """ed25519auth on a listener (test_ed25519.py)."""
     text = add_to_section(base_config(tmp_path), "RW-Listener",
                           f"authenticator={auth}\n"
-                          "authenticator_options=ed_mode=ed25519")
+                          f"authenticator_options=ed_mode={mode}")
     _, status, out = check(tmp_path, text)
     assert status == 0, out
 
@@ -474,11 +475,12 @@ def test_ed25519_authenticator_refused_on_server(tmp_path):
 
 
 @pytest.mark.parametrize("setting,why", [
-    ("authenticator_options=ed_mode=sha256",
-     "ed_mode=sha256 is not supported by Sluice: give ed25519 users a "
-     "backend account with user_mapping_file"),
+    ("authenticator_options=ed_mode=sha256,ed_rsa_privkey=/tmp/k.pem",
+     "option 'ed_rsa_privkey=/tmp/k.pem' is not supported by Sluice"),
     ("authenticator_options=ed_mode=ed25519,pam_mode=password",
      "option 'pam_mode=password' is not supported by Sluice"),
+    ("authenticator_options=ed_mode=sha512",
+     "option 'ed_mode=sha512' is not supported by Sluice"),
 ])
 def test_authenticator_options_refused(tmp_path, setting, why):
     text = add_to_section(base_config(tmp_path), "RW-Listener", setting)

@@ -14,11 +14,17 @@ auth_ed25519 plugin is installed on each sandbox server when missing):
   eunm    ed25519 ('edpw'), not mapped: no credential for the servers
   nat     mysql_native_password 'natpw', not mapped: as always
 
+A second proxy has listeners with `authenticator_options=ed_mode=sha256`
+(no mapping file): over TLS the client sends its password
+(sha256_password), Sluice checks it against the stored key and signs the
+servers' nonces itself; a plain connection is refused with 3159.
+
 CURRENT_USER() and @@server_id on the backend prove the backend login.
 Every test here fails on a Sluice without client_ed25519 (the listener
 parameters were refused)."""
 
 import json
+import subprocess
 import socket
 import struct
 import uuid
@@ -276,3 +282,145 @@ def test_nonce_is_fresh(proxy, users):
         sock.close()
         nonces.add(nonce)
     assert len(nonces) == 3
+
+
+def running_on_servers(marker):
+    """(server id, thread id) of statements containing marker."""
+    found = []
+    for sid in st.SERVERS:
+        with st.root(sid) as conn, conn.cursor() as cur:
+            cur.execute("SELECT id FROM information_schema.processlist "
+                        "WHERE info LIKE %s AND id <> CONNECTION_ID()",
+                        (f"%{marker}%",))
+            found += [(sid, row[0]) for row in cur.fetchall()]
+    return found
+
+
+def test_kill_query_user_of_ed25519_sessions(proxy, users):
+    """KILL QUERY USER through Sluice logs in to the servers as the
+    sessions' backend account (signing each server's nonce with the mapped
+    ed25519 password) and ends the victim's statement."""
+    key = "eself"
+    marker = "ek" + uuid.uuid4().hex[:8]
+    victim = subprocess.Popen(
+        ["mariadb", "--no-defaults", f"-u{users[key]}", f"-p{ED_PW}",
+         f"-h{st.HOST}", f"-P{RW_PORT}", "--protocol=tcp", "-e",
+         f"SELECT SLEEP(30) AS {marker}"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        st.wait_until(lambda: running_on_servers(marker), 15,
+                      what="the victim's SLEEP on a server")
+        proc = st.cli(f"KILL QUERY USER '{users[key]}'", port=RW_PORT,
+                      user=users[key], password=ED_PW)
+        assert proc.returncode == 0, proc.stderr
+        _, err = victim.communicate(timeout=10)
+        assert victim.returncode != 0, err
+        st.wait_until(lambda: not running_on_servers(marker), 10,
+                      what="the victim's statement to end")
+    finally:
+        if victim.poll() is None:
+            victim.kill()
+            victim.wait()
+
+
+# ---- ed_mode=sha256 ----
+
+SHA_PRIMARY, SHA_REPLICA, SHA_RW, SHA_PLAIN = (st.port(5630), st.port(5631),
+                                               st.port(5632), st.port(5633))
+SHA_OPTS = ("authenticator=MariaDBAuth,ed25519auth\n"
+            "authenticator_options=ed_mode=sha256\n")
+
+
+@pytest.fixture(scope="module")
+def sha_proxy(users, tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("proxy-ed-sha256")
+    for sub in ("log", "data", "persist"):
+        (run_dir / sub).mkdir(parents=True, exist_ok=True)
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048",
+                    "-nodes", "-days", "2", "-keyout", "key.pem", "-out",
+                    "cert.pem", "-subj", "/CN=localhost"], cwd=run_dir,
+                   check=True, capture_output=True, timeout=60)
+    tls = (f"ssl=true\nssl_cert={run_dir}/cert.pem\n"
+           f"ssl_key={run_dir}/key.pem\n")
+    text = (px.sluice_config(run_dir, SHA_PRIMARY, SHA_REPLICA) +
+            px.rw_service("RW-Service", SHA_RW))
+    text = text.replace("protocol=MariaDBClient\n",
+                        "protocol=MariaDBClient\n" + SHA_OPTS + tls)
+    text += f"""
+[Plain-Listener]
+type=listener
+service=RW-Service
+protocol=MariaDBClient
+address={st.HOST}
+port={SHA_PLAIN}
+{SHA_OPTS}"""
+    cfg = run_dir / "sluice.cnf"
+    cfg.write_text(text)
+    daemon = px.Daemon(st.sluice_argv("start", cfg), run_dir / "proxy.log",
+                       st.sluice_env())
+    prx = px.Proxy(daemon, SHA_PRIMARY, SHA_REPLICA, None, run_dir)
+    try:
+        daemon.wait_ports([SHA_PRIMARY, SHA_REPLICA, SHA_RW, SHA_PLAIN])
+
+        def ready():
+            with st.connect(SHA_PLAIN, connect_timeout=5) as conn:
+                return st.server_id(conn) in st.REPLICA_IDS
+        st.wait_until(ready, 30, interval=0.2, what="the RW service")
+        st.wait_until(lambda: cli_tls(SHA_PRIMARY, st.APP_USER,
+                                      st.APP_PASSWORD).returncode == 0,
+                      30, interval=0.2, what="the TLS primary listener")
+    except BaseException:
+        px.stop_proxy(prx)
+        raise
+    try:
+        yield prx
+    finally:
+        problems = px.stop_proxy(prx)
+    if problems:
+        pytest.fail("proxy shutdown: " + "\n".join(problems), pytrace=False)
+
+
+def cli_tls(port, user, password):
+    return subprocess.run(
+        ["mariadb", "--no-defaults", f"-u{user}", f"-p{password}",
+         f"-h{st.HOST}", f"-P{port}", "--protocol=tcp", "--ssl", "--batch",
+         "--skip-column-names", "--connect-timeout=10", "-e", SQL],
+        capture_output=True, text=True, timeout=60)
+
+
+SHA_ROUTES = {"readconnroute-primary": (SHA_PRIMARY, {st.PRIMARY_ID}),
+              "readconnroute-replica": (SHA_REPLICA, st.REPLICA_IDS),
+              "readwritesplit": (SHA_RW, st.REPLICA_IDS)}
+
+
+@pytest.mark.parametrize("route", SHA_ROUTES)
+@pytest.mark.parametrize("key", ["eunm", "eself"])
+def test_sha256_mode_over_tls(sha_proxy, users, route, key):
+    """No mapping needed: the backend session is the ed25519 account."""
+    port, sids = SHA_ROUTES[route]
+    proc = cli_tls(port, users[key], ED_PW)
+    assert proc.returncode == 0, proc.stderr
+    user_host, sid = proc.stdout.split()
+    assert user_host == f"{users[key]}@%"
+    assert int(sid) in sids
+
+
+def test_sha256_mode_wrong_password(sha_proxy, users):
+    proc = cli_tls(SHA_RW, users["eunm"], "wrong")
+    assert st.cli_error_code(proc) == 1045, proc.stderr
+    assert (f"Access denied for user '{users['eunm']}'@'127.0.0.1' "
+            "(using password: YES)") in proc.stderr
+
+
+def test_sha256_mode_plain_tcp_refused(sha_proxy, users):
+    """The client is refused before it is asked for its password; native
+    accounts on the same plain listener are not affected."""
+    proc = st.cli(SQL, port=SHA_PLAIN, user=users["eunm"], password=ED_PW)
+    assert st.cli_error_code(proc) == 3159, proc.stderr
+    assert "ed_mode=sha256, which needs TLS" in proc.stderr
+    log_has(sha_proxy, f"client {users['eunm']}@127.0.0.1 refused: its "
+            "ed25519 account logs in with ed_mode=sha256 on listener "
+            "'Plain-Listener', which sends the password and needs TLS")
+    proc = st.cli(SQL, port=SHA_PLAIN, user=users["nat"], password=NAT_PW)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split()[0] == f"{users['nat']}@%"

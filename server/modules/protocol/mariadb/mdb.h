@@ -90,6 +90,8 @@ struct mdb_auth_req {
     bool ed25519;                  /* token is a client_ed25519 signature
                                     * of nonce (else a native token) */
     const uint8_t *nonce;          /* MDB_ED25519_NONCE_LEN bytes */
+    bool cleartext;                /* token is the password in clear
+                                    * (ed_mode=sha256, over TLS) */
     const char *map_path;          /* listener's user_mapping_file, or
                                     * NULL */
 };
@@ -109,7 +111,9 @@ void *mdb_service_diagnostics(struct mdb_service *s);
  * req->nonce, checked against the account's ed25519 public key. A native
  * token that does not match an account with an ed25519 alternative on a
  * listener with ed25519auth gives MDB_AUTH_SWITCH_ED25519: ask the
- * client to sign a nonce, then call again.
+ * client to sign a nonce (or, ed_mode=sha256, for its password over TLS:
+ * req->cleartext, checked by deriving the public key, which also gives
+ * the backend credential SHA-512(password)), then call again.
  * On MDB_AUTH_OK, the backend credential (sd->sha1pw and sd->has_pw, or
  * sd->ed_hash and sd->has_ed, and sd->backend_user when the listener's
  * user_mapping_file maps the user) and sd->usage (the connection slot

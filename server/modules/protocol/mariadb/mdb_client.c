@@ -34,6 +34,7 @@
  *
  * Context: worker-owned (the client DCB's worker).
  */
+#include <ctype.h>
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
 #include <stdio.h>
@@ -98,7 +99,9 @@ struct mdb_client {
                                   * that follows is the same answer's */
     uint32_t ext_offered;        /* MariaDB extended caps offered */
     bool ed_pending;             /* hello->auth is a client_ed25519
-                                  * signature of ed_nonce */
+                                  * signature of ed_nonce, or with
+                                  * ed_cleartext the password (sha256) */
+    bool ed_cleartext;
     uint8_t ed_nonce[MDB_ED25519_NONCE_LEN];
 };
 
@@ -106,6 +109,17 @@ static struct mdb_client *
 client_of(const struct sl_dcb *dcb)
 {
     return sl_dcb_protocol_data(dcb);
+}
+
+/* Free a decoded login, wiping its answer first: with ed_mode=sha256 it
+ * is the client's password. */
+static void
+free_hello(struct mdb_hello *h)
+{
+    if (h != NULL) {
+        OPENSSL_cleanse(h->auth, sizeof(h->auth));
+    }
+    free(h);
 }
 
 static void
@@ -330,8 +344,67 @@ listener_map(struct sl_dcb *dcb)
     return v != NULL && v[0] != '\0' ? v : NULL;
 }
 
+/* authenticator_options has ed_mode=sha256 (config_objects.c refused
+ * every other option but ed_mode=ed25519). */
+static bool
+listener_sha256(struct sl_dcb *dcb)
+{
+    const struct sl_listener *l = sl_dcb_listener(dcb);
+    const struct sl_params *p = l != NULL ? sl_listener_params(l) : NULL;
+    const char *v = p != NULL ? sl_params_get(p, "authenticator_options")
+                              : NULL;
+
+    char low[256];
+    size_t n = 0;
+
+    for (; v != NULL && *v != '\0' && n + 1 < sizeof(low); v++) {
+        if (*v != ' ' && *v != '\t') {
+            low[n++] = (char)tolower((unsigned char)*v);
+        }
+    }
+    low[n] = '\0';
+    return strstr(low, "ed_mode=sha256") != NULL;
+}
+
+/*
+ * ed_mode=sha256: AuthSwitchRequest to sha256_password, whose client
+ * sends its password in clear over TLS. On a plain connection the
+ * client is refused before it is asked (it would ask for an RSA key,
+ * which Sluice does not have): ERR 3159.
+ */
+static int
+send_sha256_switch(struct sl_dcb *dcb, struct mdb_client *cl, uint8_t seq)
+{
+    static const char plugin[] = "sha256_password";
+    unsigned char p[1 + sizeof(plugin) + MDB_SCRAMBLE_LEN + 1];
+    size_t n = 0;
+
+    if (!sl_dcb_is_tls(dcb)) {
+        sl_log_warn("client %s@%s refused: its ed25519 account logs in "
+                    "with ed_mode=sha256 on listener '%s', which sends the "
+                    "password and needs TLS", cl->hello->user,
+                    sl_dcb_remote(dcb),
+                    sl_listener_name(sl_dcb_listener(dcb)));
+        send_err(dcb, seq, 3159, "08004", "Connections using insecure "
+                 "transport are prohibited: this account logs in with "
+                 "ed_mode=sha256, which needs TLS (connect with --ssl)");
+        sl_service_auth_failed(sl_dcb_service(dcb), SL_AUTH_FAIL_OTHER);
+        return SL_ERROR;
+    }
+    p[n++] = 0xfe;
+    memcpy(p + n, plugin, sizeof(plugin));
+    n += sizeof(plugin);
+    memcpy(p + n, cl->scramble, MDB_SCRAMBLE_LEN);
+    n += MDB_SCRAMBLE_LEN;
+    p[n++] = 0;
+    cl->ed_pending = true;
+    cl->ed_cleartext = true;
+    return send_payload(dcb, seq, p, n);
+}
+
 /* AuthSwitchRequest to client_ed25519 with a fresh nonce (raw random
- * bytes, as the server's plugin sends them). */
+ * bytes, as the server's plugin sends them); sha256_password instead on
+ * an ed_mode=sha256 listener. */
 static int
 send_ed_switch(struct sl_dcb *dcb, struct mdb_client *cl, uint8_t seq)
 {
@@ -339,6 +412,9 @@ send_ed_switch(struct sl_dcb *dcb, struct mdb_client *cl, uint8_t seq)
                     MDB_ED25519_NONCE_LEN];
     size_t n = 0;
 
+    if (listener_sha256(dcb)) {
+        return send_sha256_switch(dcb, cl, seq);
+    }
     if (RAND_bytes(cl->ed_nonce, MDB_ED25519_NONCE_LEN) != 1) {
         sl_log_error("no random bytes for the ed25519 nonce of client %s: "
                      "connection refused", sl_dcb_remote(dcb));
@@ -435,8 +511,9 @@ check_token(struct sl_dcb *dcb, struct mdb_client *cl,
         .scramble = cl->scramble,
         .may_reload = !cl->reloaded,
         .caps = cl->hello->caps,
-        .ed25519 = cl->ed_pending,
+        .ed25519 = cl->ed_pending && !cl->ed_cleartext,
         .nonce = cl->ed_nonce,
+        .cleartext = cl->ed_pending && cl->ed_cleartext,
         .map_path = listener_map(dcb),
     };
     struct sl_service *service = sl_dcb_service(dcb);
@@ -447,6 +524,10 @@ check_token(struct sl_dcb *dcb, struct mdb_client *cl,
     why->unknown_user = false;
     why->no_credential = false;
     listener_auth(dcb, &req.native_ok, &req.ed25519_ok);
+    if (req.cleartext && req.token_len > 0 &&
+        req.token[req.token_len - 1] == '\0') {
+        req.token_len--;   /* sha256_password's terminator */
+    }
     if (svc == NULL) {
         return MDB_AUTH_DENIED;
     }
@@ -495,7 +576,7 @@ start_session(struct sl_dcb *dcb, struct mdb_client *cl)
     mdb_kill_register(dcb, h->user);
     ses = sl_session_create(dcb);
     if (ses == NULL) {
-        free(h);
+        free_hello(h);
         return SL_ERROR;
     }
     sl_session_set_user(ses, h->user);
@@ -507,7 +588,7 @@ start_session(struct sl_dcb *dcb, struct mdb_client *cl)
                                         (cl->zcaps != 0 ? SL_CAP_COMPRESS
                                                         : 0) |
                                         (uint64_t)cl->sd->ext_caps << 32);
-    free(h);
+    free_hello(h);
     return SL_OK;
 }
 
@@ -613,7 +694,7 @@ start_tls(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *rq,
         return SL_ERROR;
     }
     sl_buf_consume(rq, total);
-    free(cl->hello);
+    free_hello(cl->hello);
     cl->hello = NULL;
     cl->tls_started = true;
     cl->seq++;
@@ -669,9 +750,10 @@ read_hello(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *rq)
     if (refuse_if_blocked(dcb, cl->seq)) {
         return SL_ERROR;
     }
-    free(cl->hello);
+    free_hello(cl->hello);
     cl->hello = malloc(sizeof(*cl->hello));
     cl->ed_pending = false;
+    cl->ed_cleartext = false;
     if (cl->hello == NULL || mdb_parse_hello(p, len, cl->hello) != 0) {
         return bad_handshake(dcb, cl->seq);
     }
@@ -719,7 +801,7 @@ drop_change_user(struct mdb_client *cl)
 {
     sl_buf_free(cl->cu_cmd);
     cl->cu_cmd = NULL;
-    free(cl->hello);
+    free_hello(cl->hello);
     cl->hello = NULL;
 }
 
@@ -738,7 +820,7 @@ change_user_ok(struct sl_dcb *dcb, struct mdb_client *cl)
     if (cl->hello->charset != 0) {
         cl->sd->charset = cl->hello->charset;
     }
-    free(cl->hello);
+    free_hello(cl->hello);
     cl->hello = NULL;
     cl->state = CS_READY;
     return sl_session_route_query(ses, cmd) == SL_OK ? SL_OK : SL_ERROR;
@@ -826,6 +908,7 @@ change_user(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *cmd)
     cl->hello->attrs = NULL;
     cl->reloaded = false;
     cl->ed_pending = false;
+    cl->ed_cleartext = false;
     /* The old account's connection slot goes first, as in the server:
      * changing to the same user at its max_user_connections works; a
      * refused change takes it back (change_user_failed). */
@@ -1281,7 +1364,7 @@ mdb_client_free(struct sl_dcb *client)
     mdb_kill_unregister(client);
     sl_buf_free(cl->cu_cmd);
     mdb_dbtrack_free(&cl->dbt);
-    free(cl->hello);
+    free_hello(cl->hello);
     if (cl->sd != NULL) {
         mdb_service_release(service_cache(client), cl->sd->usage);
     }

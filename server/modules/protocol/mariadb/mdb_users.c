@@ -37,6 +37,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <mysql.h>
+#include <openssl/crypto.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -782,6 +783,13 @@ backend_credential(struct mdb_service *s, const struct mdb_account *a,
         }
         return MDB_AUTH_OK;
     }
+    if (req->cleartext) {
+        /* ed_mode=sha256: the password itself is the credential */
+        sd->has_ed = mdb_ed25519_hash_password((const char *)req->token,
+                                               req->token_len,
+                                               sd->ed_hash) == 0;
+        return MDB_AUTH_OK;
+    }
     if (req->ed25519) {
         sl_log_warn("account '%s'@'%s' logged in with ed25519, but Sluice "
                     "has no password to log in to the servers as it: map "
@@ -802,6 +810,14 @@ proof_ok(const struct mdb_account *a, const struct mdb_auth_req *req,
          struct mdb_session *sd, bool *switch_ed)
 {
     *switch_ed = false;
+    if (req->cleartext) {
+        uint8_t pk[MDB_ED25519_KEY_LEN];
+
+        return a->ed25519 && req->ed25519_ok &&
+               mdb_ed25519_public_key((const char *)req->token,
+                                      req->token_len, pk) == 0 &&
+               CRYPTO_memcmp(pk, a->ed_pk, sizeof(pk)) == 0;
+    }
     if (req->ed25519) {
         return a->ed25519 && req->ed25519_ok &&
                mdb_ed25519_verify(a->ed_pk, req->nonce,
@@ -839,7 +855,7 @@ mdb_service_authenticate(struct mdb_service *s, struct sl_dcb *dcb,
     unknown = a == NULL || !((a->native && req->native_ok) ||
                              (a->ed25519 && req->ed25519_ok));
     if (a != NULL && proof_ok(a, req, sd, &switch_ed)) {
-        if (req->ed25519) {
+        if (req->ed25519 || req->cleartext) {
             sd->has_pw = false;
         }
         rc = backend_credential(s, a, req, sd, why);
