@@ -66,6 +66,12 @@ sl_dcb_listener(const struct sl_dcb *d)
     return (struct sl_listener *)&lst_obj;
 }
 const char *sl_listener_name(const struct sl_listener *l) { return "L"; }
+/* No listener parameters: the default (native) authenticator. */
+const struct sl_params *
+sl_listener_params(const struct sl_listener *l)
+{
+    return NULL;
+}
 uint64_t sl_dcb_id(const struct sl_dcb *d) { return 1; }
 bool sl_dcb_is_open(const struct sl_dcb *d) { return !f.closed; }
 bool sl_dcb_is_unix(const struct sl_dcb *d) { return f.flags & 4; }
