@@ -78,6 +78,7 @@ bool sl_dcb_is_unix(const struct sl_dcb *d) { return f.flags & 4; }
 const char *sl_dcb_remote(const struct sl_dcb *d) { return "127.0.0.1"; }
 bool sl_dcb_tls_configured(const struct sl_dcb *d) { return f.flags & 2; }
 bool sl_dcb_tls_required(const struct sl_dcb *d) { return false; }
+bool sl_dcb_is_tls(const struct sl_dcb *d) { return f.flags & 2; }
 int sl_dcb_tls_start(struct sl_dcb *d) { return 0; }
 void sl_dcb_unref(struct sl_dcb *d) {}
 void sl_dcb_close(struct sl_dcb *d) { f.closed = true; }

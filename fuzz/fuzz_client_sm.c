@@ -193,6 +193,12 @@ sl_dcb_tls_required(const struct sl_dcb *d)
     return (f.config & 3) == 3;
 }
 
+bool
+sl_dcb_is_tls(const struct sl_dcb *d)
+{
+    return f.config & 1;
+}
+
 /* TLS itself is not fuzzed here: the handshake "succeeds" and later
  * bytes stand for the decrypted stream. */
 int
