@@ -12,12 +12,16 @@
  *          complete packets: one call per read, split only where an
  *          answer completes.
  *
- * The login carries the client's user, capabilities (intersected with the
- * server's), charset and current database, and a mysql_native_password
- * token made from SHA1(password) (recovered at client authentication) and
- * this server's scramble. COM_CHANGE_USER from the client is rebuilt the
- * same way; the server's AuthSwitchRequest for it is answered here and
- * never reaches the client.
+ * The login carries the client's user (or the backend account its
+ * listener's user_mapping_file maps it to), capabilities (intersected
+ * with the server's), charset and current database, and a
+ * mysql_native_password token made from SHA1(password) (recovered at
+ * client authentication, or from the mapping) and this server's
+ * scramble; a client_ed25519 switch is answered with a signature when
+ * the session holds SHA-512 of an ed25519 password. COM_CHANGE_USER
+ * from the client is rebuilt the same way; the server's
+ * AuthSwitchRequest for it is answered here and never reaches the
+ * client.
  *
  * Context: worker-owned (the backend DCB's worker = its session's).
  */
@@ -150,9 +154,11 @@ make_login(struct sl_dcb *dcb, struct mdb_backend *be, struct mdb_login *l,
     l->caps = be->caps;
     l->ext_caps = be->ext_caps;
     l->charset = sd->charset != 0 ? sd->charset : MDB_DEFAULT_CHARSET;
-    l->user = sd->backend_user[0] != '\0' ? sd->backend_user
-              : ses != NULL                ? str_or_empty(sl_session_user(ses))
-                                           : "";
+    if (sd->backend_user[0] != '\0') {
+        l->user = sd->backend_user;   /* user_mapping_file */
+    } else {
+        l->user = ses != NULL ? str_or_empty(sl_session_user(ses)) : "";
+    }
     l->db = ses != NULL ? str_or_empty(sl_session_db(ses)) : "";
     if (sd->has_pw) {
         mdb_native_token(sd->sha1pw, be->scramble, token);
