@@ -4,7 +4,8 @@
  * client's behalf, then pass commands down and track the answers.
  *
  *   CONNECTING --Handshake v10--> send HandshakeResponse41 --> AUTH
- *   AUTH --AuthSwitchRequest (native)--> send token --> AUTH
+ *   AUTH --AuthSwitchRequest (native | client_ed25519)--> send token,
+ *        signature or an empty decline --> AUTH
  *        --OK--> READY (sl_backend_ready, flush queued commands)
  *        --ERR--> FAILED (sl_backend_failed with the server's packet)
  *   READY: commands are written and pushed on the reply tracker's FIFO;

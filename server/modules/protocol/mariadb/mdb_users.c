@@ -31,6 +31,14 @@
  * Connection limits count this service's sessions per account in a list
  * that survives reloads.
  *
+ * A client's proof is a native token, a client_ed25519 signature (the
+ * account's ed25519 key, on ed25519auth listeners) or, with
+ * ed_mode=sha256, its password over TLS. What the backends then log in
+ * with comes from the listener's user_mapping_file when it maps the
+ * user (read here, under the lock, on first use after each load), else
+ * from the proof itself; an ed25519 signature alone gives nothing, and
+ * that login is refused (docs/authentication.md).
+ *
  * Context: mdb_service_authenticate on workers; the loader thread; create
  * and free on the main thread.
  */
