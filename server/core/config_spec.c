@@ -389,8 +389,8 @@ static const struct sl_param_spec listener_specs[] = {
       "comma-separated (PAMAuth and GSSAPIAuth are refused)"),
     P("authenticator_options", SL_PARAM_STRING, NULL, 0,
       "ed25519auth's ed_mode=ed25519 (client_ed25519, the default) or "
-      "ed_mode=sha256 (sha256_password over TLS); other options are "
-      "refused"),
+      "ed_mode=sha256 (the password over TLS, caching_sha2_password); "
+      "other options are refused"),
     P("sql_mode", SL_PARAM_STRING, "default", REF,
       "only the default SQL mode is parsed (sql_mode=oracle is not)"),
     P("connection_init_sql_file", SL_PARAM_PATH, NULL, REF,

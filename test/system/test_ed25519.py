@@ -16,7 +16,7 @@ auth_ed25519 plugin is installed on each sandbox server when missing):
 
 A second proxy has listeners with `authenticator_options=ed_mode=sha256`
 (no mapping file): over TLS the client sends its password
-(sha256_password), Sluice checks it against the stored key and signs the
+(caching_sha2_password's full authentication), Sluice checks it against the stored key and signs the
 servers' nonces itself; a plain connection is refused with 3159.
 
 CURRENT_USER() and @@server_id on the backend prove the backend login.

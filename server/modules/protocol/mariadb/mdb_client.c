@@ -100,8 +100,10 @@ struct mdb_client {
     uint32_t ext_offered;        /* MariaDB extended caps offered */
     bool ed_pending;             /* hello->auth is a client_ed25519
                                   * signature of ed_nonce, or with
-                                  * ed_cleartext the password (sha256) */
+                                  * ed_cleartext the password (ed_mode=sha256) */
     bool ed_cleartext;
+    bool sha2_full;              /* caching_sha2_password: the full
+                                  * authentication was asked for */
     uint8_t ed_nonce[MDB_ED25519_NONCE_LEN];
 };
 
@@ -367,15 +369,21 @@ listener_sha256(struct sl_dcb *dcb)
 }
 
 /*
- * ed_mode=sha256: AuthSwitchRequest to sha256_password, whose client
- * sends its password in clear over TLS. On a plain connection the
- * client is refused before it is asked (it would ask for an RSA key,
- * which Sluice does not have): ERR 3159.
+ * ed_mode=sha256, as MaxScale does it: AuthSwitchRequest to
+ * caching_sha2_password; its first answer (the fast-path token, useless
+ * here: the server stores no SHA-256 for the account) is answered with
+ * "perform full authentication" (0x01 0x04), after which the client
+ * sends its password in clear, which it does only over TLS. On a plain
+ * connection the client is refused before it is asked (it would ask for
+ * an RSA key, which Sluice does not have): ERR 3159.
+ *
+ *   SWITCH(caching_sha2_password, scramble) --token--> 0x01 0x04
+ *   --password NUL--> check (req->cleartext)
  */
 static int
 send_sha256_switch(struct sl_dcb *dcb, struct mdb_client *cl, uint8_t seq)
 {
-    static const char plugin[] = "sha256_password";
+    static const char plugin[] = "caching_sha2_password";
     unsigned char p[1 + sizeof(plugin) + MDB_SCRAMBLE_LEN + 1];
     size_t n = 0;
 
@@ -399,11 +407,32 @@ send_sha256_switch(struct sl_dcb *dcb, struct mdb_client *cl, uint8_t seq)
     p[n++] = 0;
     cl->ed_pending = true;
     cl->ed_cleartext = true;
+    cl->sha2_full = false;
     return send_payload(dcb, seq, p, n);
 }
 
+/* The caching_sha2_password fast-path token arrived: ask for the full
+ * authentication (the password over TLS). */
+static bool
+needs_full_auth(const struct mdb_client *cl)
+{
+    return cl->ed_pending && cl->ed_cleartext && !cl->sha2_full;
+}
+
+static int
+request_full_auth(struct sl_dcb *dcb, struct mdb_client *cl, uint8_t *seq)
+{
+    static const unsigned char more[] = {0x01, 0x04};
+
+    OPENSSL_cleanse(cl->hello->auth, sizeof(cl->hello->auth));
+    cl->hello->auth_len = 0;
+    cl->sha2_full = true;
+    *seq = (uint8_t)(*seq + 2);
+    return send_payload(dcb, (uint8_t)(*seq - 2), more, sizeof(more));
+}
+
 /* AuthSwitchRequest to client_ed25519 with a fresh nonce (raw random
- * bytes, as the server's plugin sends them); sha256_password instead on
+ * bytes, as the server's plugin sends them); caching_sha2_password on
  * an ed_mode=sha256 listener. */
 static int
 send_ed_switch(struct sl_dcb *dcb, struct mdb_client *cl, uint8_t seq)
@@ -526,7 +555,7 @@ check_token(struct sl_dcb *dcb, struct mdb_client *cl,
     listener_auth(dcb, &req.native_ok, &req.ed25519_ok);
     if (req.cleartext && req.token_len > 0 &&
         req.token[req.token_len - 1] == '\0') {
-        req.token_len--;   /* sha256_password's terminator */
+        req.token_len--;   /* the password's terminator */
     }
     if (svc == NULL) {
         return MDB_AUTH_DENIED;
@@ -1233,9 +1262,20 @@ mdb_client_read(struct sl_dcb *client)
         return read_hello(client, cl, rq);
     case CS_SWITCH:
         rc = read_switch_response(client, cl, rq, &ready);
+        if (rc == SL_OK && ready && needs_full_auth(cl)) {
+            return request_full_auth(client, cl, &cl->seq);
+        }
         return rc == SL_OK && ready ? login(client, cl) : rc;
     case CS_CU_SWITCH:
         rc = read_switch_response(client, cl, rq, &ready);
+        if (rc == SL_OK && ready && needs_full_auth(cl)) {
+            uint8_t seq = (uint8_t)cl->cu_seq;
+
+            rc = request_full_auth(client, cl, &seq);
+            cl->cu_seq = seq;
+            cl->seq = seq;
+            return rc;
+        }
         if (rc == SL_OK && ready) {
             rc = change_user_check(client, cl);
         }
