@@ -93,8 +93,8 @@ struct host_bucket {
 
 /* A user_mapping_file as last read (listeners of a service may name
  * different files). Re-read when first used after a load of the
- * accounts, so that editing the file and `maxctrl reload service` (or
- * any reload) takes effect, as in MaxScale. */
+ * accounts, so that an edited file takes effect with the next reload
+ * (users_refresh_interval, or a login that triggers one). */
 struct usermap_file {
     struct usermap_file *next;
     char *path;
@@ -720,6 +720,9 @@ read_usermap(struct mdb_service *s, struct usermap_file *f)
     } else {
         f->ok = mdb_usermap_parse(text, n, &f->map, f->err,
                                   sizeof(f->err)) == 0;
+    }
+    if (text != NULL) {
+        OPENSSL_cleanse(text, n);   /* it holds passwords */
     }
     free(text);
     if (!f->ok) {
