@@ -8,7 +8,9 @@
  *   HELLO | SWITCH --token--> check --OK--> STARTING (session created)
  *                                  --ed25519 account--> SWITCH (to
  *                                    client_ed25519, 32-byte nonce; the
- *                                    answer is a signature, checked again)
+ *                                    answer is a signature, checked again;
+ *                                    ed_mode=sha256: caching_sha2_password,
+ *                                    token, 0x01 0x04, then the password)
  *                                  --no match--> PARKED (accounts reload)
  *                                  --denied--> ERR 1045, close
  *   PARKED --reload done--> check again --> STARTING | ERR 1045
@@ -100,7 +102,8 @@ struct mdb_client {
     uint32_t ext_offered;        /* MariaDB extended caps offered */
     bool ed_pending;             /* hello->auth is a client_ed25519
                                   * signature of ed_nonce, or with
-                                  * ed_cleartext the password (ed_mode=sha256) */
+                                  * ed_cleartext the password
+                                  * (ed_mode=sha256) */
     bool ed_cleartext;
     bool sha2_full;              /* caching_sha2_password: the full
                                   * authentication was asked for */
@@ -347,7 +350,7 @@ listener_map(struct sl_dcb *dcb)
 }
 
 /* authenticator_options has ed_mode=sha256 (config_objects.c refused
- * every other option but ed_mode=ed25519). */
+ * every option but ed_mode=ed25519|sha256, in any case and spacing). */
 static bool
 listener_sha256(struct sl_dcb *dcb)
 {
@@ -355,7 +358,6 @@ listener_sha256(struct sl_dcb *dcb)
     const struct sl_params *p = l != NULL ? sl_listener_params(l) : NULL;
     const char *v = p != NULL ? sl_params_get(p, "authenticator_options")
                               : NULL;
-
     char low[256];
     size_t n = 0;
 
