@@ -66,12 +66,19 @@ sl_dcb_listener(const struct sl_dcb *d)
     return (struct sl_listener *)&lst_obj;
 }
 const char *sl_listener_name(const struct sl_listener *l) { return "L"; }
+/* No listener parameters: the default (native) authenticator. */
+const struct sl_params *
+sl_listener_params(const struct sl_listener *l)
+{
+    return NULL;
+}
 uint64_t sl_dcb_id(const struct sl_dcb *d) { return 1; }
 bool sl_dcb_is_open(const struct sl_dcb *d) { return !f.closed; }
 bool sl_dcb_is_unix(const struct sl_dcb *d) { return f.flags & 4; }
 const char *sl_dcb_remote(const struct sl_dcb *d) { return "127.0.0.1"; }
 bool sl_dcb_tls_configured(const struct sl_dcb *d) { return f.flags & 2; }
 bool sl_dcb_tls_required(const struct sl_dcb *d) { return false; }
+bool sl_dcb_is_tls(const struct sl_dcb *d) { return f.flags & 2; }
 int sl_dcb_tls_start(struct sl_dcb *d) { return 0; }
 void sl_dcb_unref(struct sl_dcb *d) {}
 void sl_dcb_close(struct sl_dcb *d) { f.closed = true; }

@@ -27,7 +27,9 @@
  *   1 backend bytes  answers to the routed commands, via the tracker
  *   2 ready          the session's backends logged in: mdb_session_ready
  *   3 verdict        the account cache's next answer (op >> 3: ok, denied,
- *                    wait for a reload, refused with 1045/4151/1226)
+ *                    wait for a reload, refused with 1045/4151/1226; with
+ *                    op bit 7: ok first asks for a client_ed25519
+ *                    signature, refused has no backend credential)
  *   4 resume         the reload finished: mdb_client_resume
  *   5 error          a backend failed: mdb_client_error
  *   6 block          toggle the host block (max_auth_errors_until_block)
@@ -134,6 +136,14 @@ sl_listener_name(const struct sl_listener *l)
     return "fuzz-listener";
 }
 
+/* No listener parameters: the defaults (native authenticator, no
+ * user_mapping_file); the verdicts decide the rest. */
+const struct sl_params *
+sl_listener_params(const struct sl_listener *l)
+{
+    return NULL;
+}
+
 uint64_t
 sl_dcb_id(const struct sl_dcb *d)
 {
@@ -181,6 +191,12 @@ bool
 sl_dcb_tls_required(const struct sl_dcb *d)
 {
     return (f.config & 3) == 3;
+}
+
+bool
+sl_dcb_is_tls(const struct sl_dcb *d)
+{
+    return f.config & 1;
 }
 
 /* TLS itself is not fuzzed here: the handshake "succeeds" and later
@@ -251,6 +267,7 @@ refuse(struct mdb_refusal *why)
     static const uint16_t codes[] = {1045, 4151, 1862, 1226};
 
     why->code = codes[f.refusal % 4];
+    why->no_credential = (f.refusal & 4) != 0;
     strcpy(why->sqlstate, "42000");
     strcpy(why->msg, "refused by the fuzzer");
 }
@@ -264,8 +281,14 @@ mdb_service_authenticate(struct mdb_service *s, struct sl_dcb *d,
         req->token_len > MDB_AUTH_MAX) {
         abort();                /* decoded beyond its bounds */
     }
+    if (req->ed25519 && req->nonce == NULL) {
+        abort();                /* a signature needs its nonce */
+    }
     switch (f.verdict) {
     case V_OK:
+        if ((f.refusal & 4) && !req->ed25519) {
+            return MDB_AUTH_SWITCH_ED25519;
+        }
         sd->usage = (struct mdb_usage *)&slot_obj;
         f.slots++;              /* checked at the end of each input */
         sd->has_pw = req->token_len > 0;

@@ -5,7 +5,8 @@
  * lists, REQUIRE clause, limits. The text comes from a backend, so a
  * damaged or hostile table must give an account that no password matches
  * or one with the row's native password, never a crash or a leak; the
- * account is then looked up and checked with a native token.
+ * account is then looked up and checked with a native token (and, with
+ * an ed25519 key, a signature).
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -40,6 +41,15 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (a->native) {
             (void)mdb_native_check(token, sizeof(token), scramble,
                                    a->has_pw, a->stored, rec);
+        }
+        if (a->ed25519) {
+            uint8_t sig[MDB_ED25519_SIG_LEN] = {0};
+
+            /* a key from the row: OpenSSL must refuse, never crash */
+            if (mdb_ed25519_verify(a->ed_pk, scramble, sizeof(scramble),
+                                   sig, sizeof(sig))) {
+                abort();
+            }
         }
     }
     mdb_users_free(&u);

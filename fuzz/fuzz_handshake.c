@@ -6,6 +6,7 @@
  */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "mdb_parse.h"
@@ -19,6 +20,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct mdb_server_hello sh;
     char plugin[MDB_PLUGIN_MAX];
     uint8_t scr[MDB_SCRAMBLE_LEN];
+    uint8_t nonce[MDB_ED25519_NONCE_LEN + 1];
     size_t n;
     const unsigned char *v;
     size_t vlen;
@@ -33,5 +35,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     mdb_parse_server_hello(data, size, &sh);
     mdb_parse_auth_switch(data, size, plugin, scr, &n);
+    if (mdb_parse_auth_switch_data(data, size, plugin, nonce, sizeof(nonce),
+                                   &n) == 0 && n > sizeof(nonce)) {
+        abort();
+    }
     return 0;
 }

@@ -190,6 +190,15 @@ def client_seeds():
         "backend_error": b"\x00" + login + client(q1) + b"\x05" +
         client(q1) + backend(err(1, 1064, b"42000", b"syntax")),
         "too_big": b"\x08" + login + client(query(b"x" * 100)),
+        # the account cache asks for client_ed25519 (verdict ok, op bit
+        # 7): switch at seq 2, the signature at 3, OK at 4
+        "ed25519_switch": b"\x00" + b"\x83" + client(hello()) +
+        client(packet(3, b"S" * 64)) + READY + client(q1) + backend(ok(1)),
+        "ed25519_change_user": b"\x00" + login + b"\x83" +
+        client(change_user()) + client(packet(2, b"S" * 64)) +
+        backend(ok(3)) + client(q1) + backend(ok(1)),
+        # right signature, no backend credential (refused, op bit 7)
+        "ed25519_no_credential": b"\x00" + b"\x9b" + client(hello()),
         "parked_flood": b"\x00" + b"\x13" + client(hello()) +
         data_events(8, b"\x03SELECT 1;" * 25),
     }

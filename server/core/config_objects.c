@@ -24,6 +24,7 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -592,13 +593,14 @@ resolve_servers(struct loader *L, const struct sl_params *p,
 
 /*
  * MaxScale's authenticator module names. Sluice has the native
- * (mysql_native_password) authentication only: a listener or server naming
+ * (mysql_native_password) authentication, and on listeners ed25519auth
+ * (client_ed25519, docs/authentication.md): a listener or server naming
  * anything else is refused, since accepting it would silently change who
  * can log in.
  */
 static void
 check_authenticator(struct loader *L, const struct sl_params *p,
-                    const char *what)
+                    const char *what, bool listener)
 {
     static const char *const native[] = {
         "mariadbauth", "mysqlauth", "mariadbbackendauth",
@@ -624,15 +626,77 @@ check_authenticator(struct loader *L, const struct sl_params *p,
         for (size_t i = 0; i < SL_ARRAY_LEN(native); i++) {
             ok = ok || strcasecmp(item, native[i]) == 0;
         }
+        ok = ok || (listener && strcasecmp(item, "ed25519auth") == 0);
         if (!ok && n > 0) {
             sl__cfg_error(L->d, line, "parameter 'authenticator' in %s: "
                           "authenticator '%s' is not supported by Sluice "
-                          "(only the native MariaDBAuth/MySQLAuth is); "
+                          "(only the native MariaDBAuth/MySQLAuth%s is); "
                           "accepting it would change who can log in",
+                          what, item, listener ? " and ed25519auth" : "");
+        }
+        v = e ? e + 1 : NULL;
+    }
+}
+
+/*
+ * authenticator_options (listeners): MaxScale's comma-separated key=value
+ * list. Sluice knows ed25519auth's ed_mode=ed25519 (the default) and
+ * ed_mode=sha256 (docs/authentication.md); every other option (the RSA
+ * key files of ed_mode=sha256 included) is refused.
+ */
+static void
+check_authenticator_options(struct loader *L, const struct sl_params *p,
+                            const char *what)
+{
+    const char *v = sl_params_get(p, "authenticator_options");
+    int line = sl__params_line(p, "authenticator_options");
+    char item[SL_NAME_MAX];
+
+    while (v && *v) {
+        const char *e = strchr(v, ',');
+        size_t n = e ? (size_t)(e - v) : strlen(v);
+        size_t j = 0;
+
+        for (size_t i = 0; i < n && j + 1 < sizeof(item); i++) {
+            if (!isspace((unsigned char)v[i])) {
+                item[j++] = v[i];
+            }
+        }
+        item[j] = '\0';
+        if (j > 0 && strcasecmp(item, "ed_mode=ed25519") != 0 &&
+            strcasecmp(item, "ed_mode=sha256") != 0) {
+            sl__cfg_error(L->d, line, "parameter 'authenticator_options' "
+                          "in %s: option '%s' is not supported by Sluice: "
+                          "only ed_mode=ed25519 and ed_mode=sha256 are",
                           what, item);
         }
         v = e ? e + 1 : NULL;
     }
+}
+
+/* user_mapping_file (listeners): must be a readable JSON object now; its
+ * entries are checked each time it is read (mdb_usermap.c), since the
+ * file may change while Sluice runs. */
+static void
+check_user_mapping_file(struct loader *L, const struct sl_params *p,
+                        const char *what)
+{
+    const char *path = sl_params_get(p, "user_mapping_file");
+    json_error_t e;
+    json_t *j;
+
+    if (path == NULL || path[0] == '\0') {
+        return;
+    }
+    j = json_load_file(path, 0, &e);
+    if (!json_is_object(j)) {
+        sl__cfg_error(L->d, sl__params_line(p, "user_mapping_file"),
+                      "parameter 'user_mapping_file' in %s: '%s' %s%s",
+                      what, path, j == NULL ? "cannot be read as JSON: "
+                                            : "is not a JSON object",
+                      j == NULL ? e.text : "");
+    }
+    json_decref(j);
 }
 
 /* ---- servers ---- */
@@ -795,7 +859,7 @@ fill_server(struct loader *L, struct sl_server *srv,
                       set[7] == 'u' ? "monitorpw" : "monitoruser");
     }
     sl__tls_configure(L->d, p, false, what, &srv->tls);
-    check_authenticator(L, p, what);
+    check_authenticator(L, p, what, false);
 }
 
 static int
@@ -1051,7 +1115,9 @@ fill_listener(struct loader *L, struct sl_listener *l,
         }
     }
     sl__tls_configure(L->d, p, true, what, &l->tls);
-    check_authenticator(L, p, what);
+    check_authenticator(L, p, what, true);
+    check_authenticator_options(L, p, what);
+    check_user_mapping_file(L, p, what);
 }
 
 static int

@@ -395,16 +395,19 @@ static const struct sl_param_spec listener_specs[] = {
       "mandatory)"),
     P("socket", SL_PARAM_PATH, NULL, 0, "Unix socket path"),
     P("authenticator", SL_PARAM_STRING, NULL, 0,
-      "MariaDBAuth or MySQLAuth: the native authentication Sluice has "
-      "(PAMAuth, ed25519auth, GSSAPIAuth are refused)"),
-    P("authenticator_options", SL_PARAM_STRING, NULL, REF,
-      "authenticator options are not implemented"),
+      "MariaDBAuth/MySQLAuth (native) and ed25519auth (client_ed25519), "
+      "comma-separated (PAMAuth and GSSAPIAuth are refused)"),
+    P("authenticator_options", SL_PARAM_STRING, NULL, 0,
+      "ed25519auth's ed_mode=ed25519 (client_ed25519, the default) or "
+      "ed_mode=sha256 (the password over TLS, caching_sha2_password); "
+      "other options are refused"),
     P("sql_mode", SL_PARAM_STRING, "default", REF,
       "only the default SQL mode is parsed (sql_mode=oracle is not)"),
     P("connection_init_sql_file", SL_PARAM_PATH, NULL, REF,
       "connection initialization SQL is not implemented"),
-    P("user_mapping_file", SL_PARAM_PATH, NULL, REF,
-      "user mapping is not implemented"),
+    P("user_mapping_file", SL_PARAM_PATH, NULL, 0,
+      "MaxScale's JSON mapping of client users to backend accounts "
+      "(user_map, server_credentials)"),
     P("proxy_protocol_networks", SL_PARAM_STRING, NULL, 0,
       "Clients allowed to send a PROXY protocol (v1 or v2) header: "
       "addresses, subnets (a.b.c.d/n), localhost, *"),

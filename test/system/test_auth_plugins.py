@@ -145,8 +145,9 @@ def test_auth_or_wrong_password(proxy, users, route):
 
 def test_ed25519_password_of_auth_or_account(proxy, users):
     """The server would take the ed25519 password from a client that has
-    the plugin; Sluice checks clients natively only, so it refuses it
-    (docs/authentication.md)."""
+    the plugin; a listener without authenticator=ed25519auth (these) checks
+    clients natively only, so it refuses it (docs/authentication.md;
+    test_ed25519.py has the listeners that take it)."""
     direct = st.cli("SELECT CURRENT_USER()", port=st.SERVERS[st.PRIMARY_ID],
                     user=users["aor"], password=ED_PW)
     assert direct.returncode == 0, direct.stderr
@@ -161,7 +162,7 @@ def test_ed25519_only_account_is_refused_and_logged(proxy, users):
     if PROXY != "sluice":
         return
     line = (f"account '{users['eonly']}'@'%' authenticates with ed25519: "
-            "Sluice checks clients with mysql_native_password only")
+            "the listener's authenticators cannot check it")
     log = proxy.run_dir / "proxy.log"
     st.wait_until(lambda: line in log.read_text(errors="replace"), 10,
                   what=line)

@@ -454,7 +454,66 @@ def test_native_authenticator_accepted(tmp_path, auth):
     assert status == 0, out
 
 
-@pytest.mark.parametrize("auth", ["PAMAuth", "ed25519auth", "GSSAPIAuth",
+@pytest.mark.parametrize("auth,mode", [
+    ("ed25519auth", "ed25519"), ("MariaDBAuth,ed25519auth", "sha256"),
+    ("mariadbauth, ED25519AUTH", "ED25519")])
+def test_ed25519_authenticator_accepted(tmp_path, auth, mode):
+    """ed25519auth on a listener (test_ed25519.py)."""
+    text = add_to_section(base_config(tmp_path), "RW-Listener",
+                          f"authenticator={auth}\n"
+                          f"authenticator_options=ed_mode={mode}")
+    _, status, out = check(tmp_path, text)
+    assert status == 0, out
+
+
+def test_ed25519_authenticator_refused_on_server(tmp_path):
+    setting = "authenticator=ed25519auth"
+    text = add_to_section(base_config(tmp_path), "db1", setting)
+    cfg, status, out = check(tmp_path, text)
+    assert status == px.CONFIG_REFUSED, out
+    assert (f"{cfg}:{line_of(text, setting)}: parameter 'authenticator' in "
+            f"server 'db1': authenticator 'ed25519auth' is not supported "
+            "by Sluice") in out, out
+
+
+@pytest.mark.parametrize("setting,why", [
+    ("authenticator_options=ed_mode=sha256,ed_rsa_privkey=/tmp/k.pem",
+     "option 'ed_rsa_privkey=/tmp/k.pem' is not supported by Sluice"),
+    ("authenticator_options=ed_mode=ed25519,pam_mode=password",
+     "option 'pam_mode=password' is not supported by Sluice"),
+    ("authenticator_options=ed_mode=sha512",
+     "option 'ed_mode=sha512' is not supported by Sluice"),
+])
+def test_authenticator_options_refused(tmp_path, setting, why):
+    text = add_to_section(base_config(tmp_path), "RW-Listener", setting)
+    cfg, status, out = check(tmp_path, text)
+    assert status == px.CONFIG_REFUSED, out
+    assert (f"{cfg}:{line_of(text, setting)}: parameter "
+            "'authenticator_options' in listener 'RW-Listener': " + why) \
+        in out, out
+
+
+@pytest.mark.parametrize("content,why", [
+    (None, "cannot be read as JSON"),
+    ("{\"user_map\": [", "cannot be read as JSON"),
+    ("[]", "is not a JSON object"),
+])
+def test_user_mapping_file_checked(tmp_path, content, why):
+    path = tmp_path / "map.json"
+    if content is not None:
+        path.write_text(content)
+    setting = f"user_mapping_file={path}"
+    text = add_to_section(base_config(tmp_path), "RW-Listener", setting)
+    cfg, status, out = check(tmp_path, text)
+    assert status == px.CONFIG_REFUSED, out
+    assert (f"{cfg}:{line_of(text, setting)}: parameter 'user_mapping_file' "
+            f"in listener 'RW-Listener': '{path}' {why}") in out, out
+    path.write_text('{"user_map": [], "server_credentials": []}')
+    _, status, out = check(tmp_path, text)
+    assert status == 0, out
+
+
+@pytest.mark.parametrize("auth", ["PAMAuth", "GSSAPIAuth",
                                   "MariaDBAuth,PAMAuth"])
 def test_other_authenticator_refused(tmp_path, auth):
     setting = f"authenticator={auth}"

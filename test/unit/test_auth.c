@@ -778,6 +778,171 @@ test_ed25519_sign_verify(void **state)
     assert_false(mdb_ed25519_verify(pk, scramble, 32, sig2, sizeof(sig2)));
 }
 
+/*
+ * The server's AuthSwitchRequest to client_ed25519 carries 32 raw nonce
+ * bytes without a terminator (this one, constructed, ends in a zero
+ * byte): the data parser keeps them all; more than its room is an error,
+ * not a truncation. The 20-byte parser is unchanged.
+ */
+static void
+test_ed25519_switch_parse(void **state)
+{
+    unsigned char req[1 + 15 + 32];
+    char plugin[MDB_PLUGIN_MAX];
+    uint8_t data[33], small[MDB_SCRAMBLE_LEN];
+    size_t n;
+
+    (void)state;
+    req[0] = 0xfe;
+    memcpy(req + 1, "client_ed25519", 15);
+    for (size_t i = 0; i < 32; i++) {
+        req[16 + i] = (unsigned char)(i * 37 + 1);
+    }
+    req[16 + 31] = 0;
+    assert_int_equal(mdb_parse_auth_switch_data(req, sizeof(req), plugin,
+                                                data, sizeof(data), &n), 0);
+    assert_string_equal(plugin, MDB_ED25519_CLIENT_PLUGIN);
+    assert_int_equal(n, 32);
+    assert_memory_equal(data, req + 16, 32);
+    assert_int_equal(mdb_parse_auth_switch_data(req, sizeof(req), plugin,
+                                                data, 31, &n), -1);
+    assert_int_equal(mdb_parse_auth_switch_data(req, 10, plugin, data,
+                                                sizeof(data), &n), 0);
+    assert_int_equal(n, 0);   /* "client_e" running to the end: no data */
+    assert_int_equal(mdb_parse_auth_switch_data(req + 1, 5, plugin, data,
+                                                sizeof(data), &n), -1);
+    assert_int_equal(mdb_parse_auth_switch(req, sizeof(req), plugin, small,
+                                           &n), 0);
+    assert_int_equal(n, MDB_SCRAMBLE_LEN);
+}
+
+/* Signing from SHA-512(password), what a session holds for a backend
+ * ed25519 login, gives the signature the server accepted. */
+static void
+test_ed25519_sign_hash(void **state)
+{
+    size_t n, m;
+    unsigned char *nonce = unhex(
+        "199a28bc49eea6e7dceb6134a2622598e6f68cb43f89d891d788fc3d9093fd33",
+        &n);
+    unsigned char *want = unhex(
+        "377d16fe324ff3135f71e51d21d0f5df70c19b930233967aa6c28f6012596f6c"
+        "22999aa1380650cd35130da5413b045e9435666cee7ca9c1fc33ef61badcd500",
+        &m);
+    uint8_t hpw[MDB_ED25519_HASH_LEN], sig[MDB_ED25519_SIG_LEN];
+
+    (void)state;
+    assert_int_equal(mdb_ed25519_hash_password("x", 1, hpw), 0);
+    assert_int_equal(mdb_ed25519_sign_hash(hpw, nonce, n, sig), 0);
+    assert_memory_equal(sig, want, sizeof(sig));
+    assert_int_equal(mdb_ed25519_hash_password("y", 1, hpw), 0);
+    assert_int_equal(mdb_ed25519_sign_hash(hpw, nonce, n, sig), 0);
+    assert_memory_not_equal(sig, want, sizeof(sig));
+    free(nonce);
+    free(want);
+}
+
+/* The ed25519 public key of a global_priv row: alone, in an auth_or list
+ * (the first ed25519 alternative), absent for native rows, and not taken
+ * from a malformed string. */
+static void
+test_global_priv_ed25519(void **state)
+{
+    struct mdb_users u = {0};
+    uint8_t pk[MDB_ED25519_KEY_LEN];
+    char row[512];
+
+    (void)state;
+    assert_int_equal(mdb_ed25519_parse_key(ED_STORED_X, pk), 0);
+    snprintf(row, sizeof(row), "{\"plugin\":\"ed25519\","
+             "\"authentication_string\":\"%s\"}", ED_STORED_X);
+    assert_int_equal(mdb_users_add_priv(&u, "eonly", "%", row), 0);
+    snprintf(row, sizeof(row), "{\"plugin\":\"mysql_native_password\","
+             "\"authentication_string\":"
+             "\"*E56A114692FE0DE073F9A1DD68A00EEB9703F3F1\","
+             "\"auth_or\":[{\"plugin\":\"ed25519\","
+             "\"authentication_string\":\"%s\"},{}]}", ED_STORED_X);
+    assert_int_equal(mdb_users_add_priv(&u, "aor", "%", row), 0);
+    assert_int_equal(mdb_users_add_priv(&u, "nat", "%",
+                     "{\"plugin\":\"mysql_native_password\","
+                     "\"authentication_string\":\"\"}"), 0);
+    assert_int_equal(mdb_users_add_priv(&u, "bad", "%",
+                     "{\"plugin\":\"ed25519\","
+                     "\"authentication_string\":\"tooshort\"}"), 0);
+    assert_int_equal(mdb_users_add(&u, "old", "%", ED_STORED_X, "ed25519"),
+                     0);
+    assert_true(u.v[0].ed25519 && !u.v[0].native);
+    assert_memory_equal(u.v[0].ed_pk, pk, sizeof(pk));
+    assert_true(u.v[1].ed25519 && u.v[1].native);
+    assert_memory_equal(u.v[1].ed_pk, pk, sizeof(pk));
+    assert_false(u.v[2].ed25519);
+    assert_false(u.v[3].ed25519);
+    assert_true(u.v[4].ed25519);
+    assert_memory_equal(u.v[4].ed_pk, pk, sizeof(pk));
+    mdb_users_free(&u);
+}
+
+static void
+usermap_bad(const char *text, const char *want)
+{
+    struct mdb_usermap m;
+    char err[256] = "";
+
+    assert_int_equal(mdb_usermap_parse(text, strlen(text), &m, err,
+                                       sizeof(err)), -1);
+    assert_non_null(strstr(err, want));
+    assert_int_equal(m.n_map + m.n_creds, 0);
+}
+
+/* MaxScale's user_mapping_file: users mapped, credentials found by the
+ * mapped name (none: NULL, an empty native password), and what is
+ * refused with a reason. */
+static void
+test_usermap(void **state)
+{
+    static const char text[] =
+        "{\"user_map\":[{\"original_user\":\"bob\",\"mapped_user\":\"app\"},"
+        "{\"original_user\":\"eve\",\"mapped_user\":\"edapp\"},"
+        "{\"original_user\":\"joe\",\"mapped_user\":\"nocred\"}],"
+        "\"group_map\":[],"
+        "\"server_credentials\":[{\"mapped_user\":\"app\","
+        "\"password\":\"pw1\",\"plugin\":\"mysql_native_password\"},"
+        "{\"mapped_user\":\"edapp\",\"password\":\"pw2\","
+        "\"plugin\":\"ed25519\"}]}";
+    struct mdb_usermap m;
+    const struct mdb_usermap_cred *c;
+    char err[256];
+
+    (void)state;
+    assert_int_equal(mdb_usermap_parse(text, strlen(text), &m, err,
+                                       sizeof(err)), 0);
+    assert_string_equal(mdb_usermap_find(&m, "bob", &c), "app");
+    assert_non_null(c);
+    assert_string_equal(c->password, "pw1");
+    assert_false(c->ed25519);
+    assert_string_equal(mdb_usermap_find(&m, "eve", &c), "edapp");
+    assert_true(c->ed25519);
+    assert_string_equal(mdb_usermap_find(&m, "joe", &c), "nocred");
+    assert_null(c);
+    assert_null(mdb_usermap_find(&m, "app", &c));
+    assert_null(mdb_usermap_find(&m, "Bob", &c));
+    mdb_usermap_free(&m);
+
+    usermap_bad("[]", "not a JSON object");
+    usermap_bad("{\"user_map\":", "not JSON");
+    usermap_bad("{\"user_map\":{}}", "must be arrays");
+    usermap_bad("{\"group_map\":[{\"original_group\":\"g\","
+                "\"mapped_user\":\"u\"}]}", "group_map");
+    usermap_bad("{\"user_map\":[{\"original_user\":\"a\"}]}",
+                "original_user");
+    usermap_bad("{\"user_map\":[{\"original_user\":\"\","
+                "\"mapped_user\":\"b\"}]}", "original_user");
+    usermap_bad("{\"server_credentials\":[{\"mapped_user\":\"a\","
+                "\"password\":\"p\",\"plugin\":\"pam\"}]}", "plugin");
+    usermap_bad("{\"server_credentials\":[{\"mapped_user\":\"a\","
+                "\"password\":5}]}", "password");
+}
+
 int
 main(void)
 {
@@ -801,6 +966,10 @@ main(void)
         cmocka_unit_test(test_ed25519_public_key),
         cmocka_unit_test(test_ed25519_sign_verify),
         cmocka_unit_test(test_ed25519_server_accepted),
+        cmocka_unit_test(test_ed25519_switch_parse),
+        cmocka_unit_test(test_ed25519_sign_hash),
+        cmocka_unit_test(test_global_priv_ed25519),
+        cmocka_unit_test(test_usermap),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -33,6 +33,13 @@ struct sl_backend;
 struct mdb_session {
     uint8_t sha1pw[MDB_SHA1_LEN];   /* SHA1(password), when has_pw */
     bool has_pw;
+    /* The backend account when user_mapping_file maps the client's
+     * user ("" = the client's own), and for a backend ed25519 login
+     * SHA-512(its password) (mdb_ed25519_sign_hash). Wiped with the
+     * session (mdb_client_free). */
+    char backend_user[MDB_USER_MAX];
+    uint8_t ed_hash[MDB_ED25519_HASH_LEN];
+    bool has_ed;
     uint32_t caps;                  /* client caps & MDB_SERVER_CAPS */
     uint32_t ext_caps;              /* MariaDB extended caps, client's &
                                      * the ones offered (MDB_EXT_CAPS) */
@@ -51,6 +58,8 @@ enum mdb_auth_rc {
     MDB_AUTH_WAIT,    /* parked: mdb_client_resume(dcb) will be posted */
     MDB_AUTH_REFUSED, /* right password, but the account may not log in
                          now: send the mdb_refusal's error */
+    MDB_AUTH_SWITCH_ED25519, /* ask the client for a client_ed25519
+                                signature and check again */
 };
 
 /* Why a login with the right password is refused, with MariaDB's error. */
@@ -59,6 +68,8 @@ struct mdb_refusal {
     char sqlstate[6];
     char msg[256];
     bool unknown_user;  /* MDB_AUTH_DENIED: no account (else: password) */
+    bool no_credential; /* right password, but Sluice has no credential
+                         * to log in to the servers (msg says why) */
 };
 
 /* Per-account connection counts, for MAX_USER_CONNECTIONS and
@@ -74,6 +85,15 @@ struct mdb_auth_req {
     const uint8_t *scramble;       /* MDB_SCRAMBLE_LEN bytes */
     bool may_reload;               /* false once a reload was waited for */
     uint32_t caps;                 /* the client's capabilities */
+    bool native_ok;                /* the listener's authenticators: */
+    bool ed25519_ok;               /* native, ed25519auth */
+    bool ed25519;                  /* token is a client_ed25519 signature
+                                    * of nonce (else a native token) */
+    const uint8_t *nonce;          /* MDB_ED25519_NONCE_LEN bytes */
+    bool cleartext;                /* token is the password in clear
+                                    * (ed_mode=sha256, over TLS) */
+    const char *map_path;          /* listener's user_mapping_file, or
+                                    * NULL */
 };
 
 /* Create the cache and start loading accounts in its own thread. */
@@ -87,8 +107,19 @@ void *mdb_service_diagnostics(struct mdb_service *s);
  * the client's own TLS (the server only sees Sluice's link), ACCOUNT
  * LOCK, an expired password (refused only when the server disconnects
  * clients that cannot handle one), and its connection limits.
- * On MDB_AUTH_OK, sd->sha1pw, sd->has_pw and sd->usage (the connection
- * slot taken, or NULL; give it back with mdb_service_release) are set. On
+ * With req->ed25519 the token is instead a client_ed25519 signature of
+ * req->nonce, checked against the account's ed25519 public key. A native
+ * token that does not match an account with an ed25519 alternative on a
+ * listener with ed25519auth gives MDB_AUTH_SWITCH_ED25519: ask the
+ * client to sign a nonce (or, ed_mode=sha256, for its password over TLS:
+ * req->cleartext, checked by deriving the public key, which also gives
+ * the backend credential SHA-512(password)), then call again.
+ * On MDB_AUTH_OK, the backend credential (sd->sha1pw and sd->has_pw, or
+ * sd->ed_hash and sd->has_ed, and sd->backend_user when the listener's
+ * user_mapping_file maps the user) and sd->usage (the connection slot
+ * taken, or NULL; give it back with mdb_service_release) are set. An
+ * ed25519 login that no mapping gives a credential is MDB_AUTH_REFUSED
+ * (why->no_credential). On
  * MDB_AUTH_REFUSED, *why says what to send. On MDB_AUTH_WAIT, the cache
  * holds a reference on dcb and posts mdb_client_resume(dcb) (sl_dcb_post)
  * after the next load. Worker-owned caller; takes the cache's mutex

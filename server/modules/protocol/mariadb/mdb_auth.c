@@ -267,6 +267,8 @@ mdb_users_add(struct mdb_users *u, const char *user, const char *host,
     a->native = rc >= 0 &&
                 (plugin == NULL || plugin[0] == '\0' ||
                  strcmp(plugin, MDB_NATIVE_PLUGIN) == 0);
+    a->ed25519 = plugin != NULL && strcmp(plugin, "ed25519") == 0 &&
+                 mdb_ed25519_parse_key(auth, a->ed_pk) == 0;
     a->rank = host_rank(a->host);
     a->pw_changed = -1;
     a->pw_lifetime = -1;

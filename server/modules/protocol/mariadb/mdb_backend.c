@@ -4,7 +4,8 @@
  * client's behalf, then pass commands down and track the answers.
  *
  *   CONNECTING --Handshake v10--> send HandshakeResponse41 --> AUTH
- *   AUTH --AuthSwitchRequest (native)--> send token --> AUTH
+ *   AUTH --AuthSwitchRequest (native | client_ed25519)--> send token,
+ *        signature or an empty decline --> AUTH
  *        --OK--> READY (sl_backend_ready, flush queued commands)
  *        --ERR--> FAILED (sl_backend_failed with the server's packet)
  *   READY: commands are written and pushed on the reply tracker's FIFO;
@@ -12,12 +13,16 @@
  *          complete packets: one call per read, split only where an
  *          answer completes.
  *
- * The login carries the client's user, capabilities (intersected with the
- * server's), charset and current database, and a mysql_native_password
- * token made from SHA1(password) (recovered at client authentication) and
- * this server's scramble. COM_CHANGE_USER from the client is rebuilt the
- * same way; the server's AuthSwitchRequest for it is answered here and
- * never reaches the client.
+ * The login carries the client's user (or the backend account its
+ * listener's user_mapping_file maps it to), capabilities (intersected
+ * with the server's), charset and current database, and a
+ * mysql_native_password token made from SHA1(password) (recovered at
+ * client authentication, or from the mapping) and this server's
+ * scramble; a client_ed25519 switch is answered with a signature when
+ * the session holds SHA-512 of an ed25519 password. COM_CHANGE_USER
+ * from the client is rebuilt the same way; the server's
+ * AuthSwitchRequest for it is answered here and never reaches the
+ * client.
  *
  * Context: worker-owned (the backend DCB's worker = its session's).
  */
@@ -150,7 +155,11 @@ make_login(struct sl_dcb *dcb, struct mdb_backend *be, struct mdb_login *l,
     l->caps = be->caps;
     l->ext_caps = be->ext_caps;
     l->charset = sd->charset != 0 ? sd->charset : MDB_DEFAULT_CHARSET;
-    l->user = ses != NULL ? str_or_empty(sl_session_user(ses)) : "";
+    if (sd->backend_user[0] != '\0') {
+        l->user = sd->backend_user;   /* user_mapping_file */
+    } else {
+        l->user = ses != NULL ? str_or_empty(sl_session_user(ses)) : "";
+    }
     l->db = ses != NULL ? str_or_empty(sl_session_db(ses)) : "";
     if (sd->has_pw) {
         mdb_native_token(sd->sha1pw, be->scramble, token);
@@ -279,24 +288,37 @@ on_handshake(struct sl_dcb *dcb, struct mdb_backend *be,
  * the server then switches to the native alternative, or refuses the
  * login (1045) when there is none. Other plugins fail the login here: an
  * empty answer could count as a wrong password elsewhere (PAM).
+ *
+ * When the session holds SHA-512 of an ed25519 password (a backend
+ * account from user_mapping_file with plugin ed25519), client_ed25519 is
+ * answered with the signature of the server's 32-byte nonce.
  */
 static int
 auth_switch(struct sl_dcb *dcb, struct mdb_backend *be,
             const unsigned char *p, size_t len, uint8_t seq)
 {
     char plugin[MDB_PLUGIN_MAX];
-    uint8_t data[MDB_SCRAMBLE_LEN];
+    uint8_t data[MDB_ED25519_NONCE_LEN + 1];
     uint8_t token[MDB_SHA1_LEN];
+    uint8_t sig[MDB_ED25519_SIG_LEN];
     size_t dlen;
     const struct mdb_session *sd = session_data(dcb);
     struct sl_buf *pkt;
 
-    if (mdb_parse_auth_switch(p, len, plugin, data, &dlen) != 0) {
+    if (mdb_parse_auth_switch_data(p, len, plugin, data, sizeof(data),
+                                   &dlen) != 0) {
         return -1;
     }
     if (strcmp(plugin, MDB_ED25519_CLIENT_PLUGIN) == 0) {
-        pkt = sl_mdb_make_packet((uint8_t)(seq + 1), data, 0);
+        bool sign = sd->has_ed && dlen == MDB_ED25519_NONCE_LEN &&
+                    mdb_ed25519_sign_hash(sd->ed_hash, data, dlen, sig) == 0;
+
+        pkt = sl_mdb_make_packet((uint8_t)(seq + 1), sig,
+                                 sign ? MDB_ED25519_SIG_LEN : 0);
         return pkt != NULL && sl_dcb_write(dcb, pkt) == 0 ? 0 : -1;
+    }
+    if (dlen == MDB_SCRAMBLE_LEN + 1 && data[MDB_SCRAMBLE_LEN] == 0) {
+        dlen--;   /* the native scramble's NUL */
     }
     if (strcmp(plugin, MDB_NATIVE_PLUGIN) != 0 || dlen != MDB_SCRAMBLE_LEN) {
         return -1;

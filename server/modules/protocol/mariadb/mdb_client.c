@@ -6,6 +6,11 @@
  *   accept --Handshake v10--> HELLO
  *   HELLO --HandshakeResponse41, other plugin--> SWITCH (AuthSwitchRequest)
  *   HELLO | SWITCH --token--> check --OK--> STARTING (session created)
+ *                                  --ed25519 account--> SWITCH (to
+ *                                    client_ed25519, 32-byte nonce; the
+ *                                    answer is a signature, checked again;
+ *                                    ed_mode=sha256: caching_sha2_password,
+ *                                    token, 0x01 0x04, then the password)
  *                                  --no match--> PARKED (accounts reload)
  *                                  --denied--> ERR 1045, close
  *   PARKED --reload done--> check again --> STARTING | ERR 1045
@@ -15,7 +20,8 @@
  *          LOCAL INFILE: packets are file data until an empty one
  *
  * Sequence numbers during login: handshake 0, response 1, OK/ERR 2; after
- * an auth switch: request 2, response 3, OK/ERR 4.
+ * an auth switch: request 2, response 3, OK/ERR 4; each further switch
+ * (native, then client_ed25519) adds two.
  *
  * Bounds on what a client makes us hold: outside READY at most one login
  * packet may be queued (1043 beyond); in READY a command may announce at
@@ -30,6 +36,9 @@
  *
  * Context: worker-owned (the client DCB's worker).
  */
+#include <ctype.h>
+#include <openssl/crypto.h>
+#include <openssl/rand.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,12 +100,31 @@ struct mdb_client {
     bool load_data_done;         /* LOCAL INFILE data ended: the answer
                                   * that follows is the same answer's */
     uint32_t ext_offered;        /* MariaDB extended caps offered */
+    bool ed_pending;             /* hello->auth is a client_ed25519
+                                  * signature of ed_nonce, or with
+                                  * ed_cleartext the password
+                                  * (ed_mode=sha256) */
+    bool ed_cleartext;
+    bool sha2_full;              /* caching_sha2_password: the full
+                                  * authentication was asked for */
+    uint8_t ed_nonce[MDB_ED25519_NONCE_LEN];
 };
 
 static struct mdb_client *
 client_of(const struct sl_dcb *dcb)
 {
     return sl_dcb_protocol_data(dcb);
+}
+
+/* Free a decoded login, wiping its answer first: with ed_mode=sha256 it
+ * is the client's password. */
+static void
+free_hello(struct mdb_hello *h)
+{
+    if (h != NULL) {
+        OPENSSL_cleanse(h->auth, sizeof(h->auth));
+    }
+    free(h);
 }
 
 static void
@@ -274,6 +302,166 @@ needs_switch(const struct mdb_hello *h)
     return h->auth_len != 0 && h->auth_len != MDB_SHA1_LEN;
 }
 
+/*
+ * The listener's authenticator list (MaxScale's module names): may it
+ * check native passwords (no list, or a native name in it) and ed25519
+ * signatures (ed25519auth in it)? The configuration refused any other
+ * name when it was loaded.
+ */
+static void
+listener_auth(struct sl_dcb *dcb, bool *native, bool *ed25519)
+{
+    const struct sl_listener *l = sl_dcb_listener(dcb);
+    const struct sl_params *p = l != NULL ? sl_listener_params(l) : NULL;
+    const char *v = p != NULL ? sl_params_get(p, "authenticator") : NULL;
+    char item[64];
+
+    *native = v == NULL || v[0] == '\0';
+    *ed25519 = false;
+    while (v != NULL && *v != '\0') {
+        size_t n = strcspn(v, ",");
+        size_t i = 0, j = 0;
+
+        for (; i < n && j + 1 < sizeof(item); i++) {
+            if (v[i] != ' ' && v[i] != '\t') {
+                item[j++] = v[i];
+            }
+        }
+        item[j] = '\0';
+        if (strcasecmp(item, "ed25519auth") == 0) {
+            *ed25519 = true;
+        } else if (item[0] != '\0') {
+            *native = true;
+        }
+        v = v[n] == ',' ? v + n + 1 : NULL;
+    }
+}
+
+/* The listener's user_mapping_file, or NULL. */
+static const char *
+listener_map(struct sl_dcb *dcb)
+{
+    const struct sl_listener *l = sl_dcb_listener(dcb);
+    const struct sl_params *p = l != NULL ? sl_listener_params(l) : NULL;
+    const char *v = p != NULL ? sl_params_get(p, "user_mapping_file")
+                              : NULL;
+
+    return v != NULL && v[0] != '\0' ? v : NULL;
+}
+
+/* authenticator_options has ed_mode=sha256 (config_objects.c refused
+ * every option but ed_mode=ed25519|sha256, in any case and spacing). */
+static bool
+listener_sha256(struct sl_dcb *dcb)
+{
+    const struct sl_listener *l = sl_dcb_listener(dcb);
+    const struct sl_params *p = l != NULL ? sl_listener_params(l) : NULL;
+    const char *v = p != NULL ? sl_params_get(p, "authenticator_options")
+                              : NULL;
+    char low[256];
+    size_t n = 0;
+
+    for (; v != NULL && *v != '\0' && n + 1 < sizeof(low); v++) {
+        if (*v != ' ' && *v != '\t') {
+            low[n++] = (char)tolower((unsigned char)*v);
+        }
+    }
+    low[n] = '\0';
+    return strstr(low, "ed_mode=sha256") != NULL;
+}
+
+/*
+ * ed_mode=sha256, as MaxScale does it: AuthSwitchRequest to
+ * caching_sha2_password; its first answer (the fast-path token, useless
+ * here: the server stores no SHA-256 for the account) is answered with
+ * "perform full authentication" (0x01 0x04), after which the client
+ * sends its password in clear, which it does only over TLS. On a plain
+ * connection the client is refused before it is asked (it would ask for
+ * an RSA key, which Sluice does not have): ERR 3159.
+ *
+ *   SWITCH(caching_sha2_password, scramble) --token--> 0x01 0x04
+ *   --password NUL--> check (req->cleartext)
+ */
+static int
+send_sha256_switch(struct sl_dcb *dcb, struct mdb_client *cl, uint8_t seq)
+{
+    static const char plugin[] = "caching_sha2_password";
+    unsigned char p[1 + sizeof(plugin) + MDB_SCRAMBLE_LEN + 1];
+    size_t n = 0;
+
+    if (!sl_dcb_is_tls(dcb)) {
+        sl_log_warn("client %s@%s refused: its ed25519 account logs in "
+                    "with ed_mode=sha256 on listener '%s', which sends the "
+                    "password and needs TLS", cl->hello->user,
+                    sl_dcb_remote(dcb),
+                    sl_listener_name(sl_dcb_listener(dcb)));
+        send_err(dcb, seq, 3159, "08004", "Connections using insecure "
+                 "transport are prohibited: this account logs in with "
+                 "ed_mode=sha256, which needs TLS (connect with --ssl)");
+        sl_service_auth_failed(sl_dcb_service(dcb), SL_AUTH_FAIL_OTHER);
+        return SL_ERROR;
+    }
+    p[n++] = 0xfe;
+    memcpy(p + n, plugin, sizeof(plugin));
+    n += sizeof(plugin);
+    memcpy(p + n, cl->scramble, MDB_SCRAMBLE_LEN);
+    n += MDB_SCRAMBLE_LEN;
+    p[n++] = 0;
+    cl->ed_pending = true;
+    cl->ed_cleartext = true;
+    cl->sha2_full = false;
+    return send_payload(dcb, seq, p, n);
+}
+
+/* The caching_sha2_password fast-path token arrived: ask for the full
+ * authentication (the password over TLS). */
+static bool
+needs_full_auth(const struct mdb_client *cl)
+{
+    return cl->ed_pending && cl->ed_cleartext && !cl->sha2_full;
+}
+
+static int
+request_full_auth(struct sl_dcb *dcb, struct mdb_client *cl, uint8_t *seq)
+{
+    static const unsigned char more[] = {0x01, 0x04};
+
+    OPENSSL_cleanse(cl->hello->auth, sizeof(cl->hello->auth));
+    cl->hello->auth_len = 0;
+    cl->sha2_full = true;
+    *seq = (uint8_t)(*seq + 2);
+    return send_payload(dcb, (uint8_t)(*seq - 2), more, sizeof(more));
+}
+
+/* AuthSwitchRequest to client_ed25519 with a fresh nonce (raw random
+ * bytes, as the server's plugin sends them); caching_sha2_password on
+ * an ed_mode=sha256 listener. */
+static int
+send_ed_switch(struct sl_dcb *dcb, struct mdb_client *cl, uint8_t seq)
+{
+    unsigned char p[1 + sizeof(MDB_ED25519_CLIENT_PLUGIN) +
+                    MDB_ED25519_NONCE_LEN];
+    size_t n = 0;
+
+    if (listener_sha256(dcb)) {
+        return send_sha256_switch(dcb, cl, seq);
+    }
+    if (RAND_bytes(cl->ed_nonce, MDB_ED25519_NONCE_LEN) != 1) {
+        sl_log_error("no random bytes for the ed25519 nonce of client %s: "
+                     "connection refused", sl_dcb_remote(dcb));
+        send_err(dcb, seq, 1105, "HY000", "Cannot generate a random nonce");
+        return SL_ERROR;
+    }
+    p[n++] = 0xfe;
+    memcpy(p + n, MDB_ED25519_CLIENT_PLUGIN,
+           sizeof(MDB_ED25519_CLIENT_PLUGIN));
+    n += sizeof(MDB_ED25519_CLIENT_PLUGIN);
+    memcpy(p + n, cl->ed_nonce, MDB_ED25519_NONCE_LEN);
+    n += MDB_ED25519_NONCE_LEN;
+    cl->ed_pending = true;
+    return send_payload(dcb, seq, p, n);
+}
+
 static int
 send_switch(struct sl_dcb *dcb, uint8_t seq, const uint8_t *scramble)
 {
@@ -296,7 +484,9 @@ count_auth_failure(struct sl_dcb *dcb, enum mdb_auth_rc rc,
 {
     enum sl_auth_failure r = SL_AUTH_FAIL_OTHER;
 
-    if (rc != MDB_AUTH_REFUSED) {
+    if (why->no_credential) {
+        r = SL_AUTH_FAIL_OTHER;
+    } else if (rc != MDB_AUTH_REFUSED) {
         r = why->code == 1 ? SL_AUTH_FAIL_DENIED
             : why->unknown_user ? SL_AUTH_FAIL_UNKNOWN_USER
                                 : SL_AUTH_FAIL_WRONG_PASSWORD;
@@ -319,9 +509,9 @@ send_refusal(struct sl_dcb *dcb, uint8_t seq, const struct mdb_hello *h,
              const struct mdb_refusal *why)
 {
     const struct sl_params *params = sl_service_params(sl_dcb_service(dcb));
-    const char *reason = why->code == 1045 ? "account's REQUIRE clause not "
-                                             "met"
-                                           : why->msg;
+    const char *reason = why->code == 1045 && !why->no_credential
+                             ? "account's REQUIRE clause not met"
+                             : why->msg;
 
     if (params == NULL || sl_params_bool(params, "log_auth_warnings")) {
         sl_log_warn("login of '%s'@'%s' refused: %d %s", h->user,
@@ -352,6 +542,10 @@ check_token(struct sl_dcb *dcb, struct mdb_client *cl,
         .scramble = cl->scramble,
         .may_reload = !cl->reloaded,
         .caps = cl->hello->caps,
+        .ed25519 = cl->ed_pending && !cl->ed_cleartext,
+        .nonce = cl->ed_nonce,
+        .cleartext = cl->ed_pending && cl->ed_cleartext,
+        .map_path = listener_map(dcb),
     };
     struct sl_service *service = sl_dcb_service(dcb);
     struct mdb_service *svc = sl_service_protocol_data(service);
@@ -359,6 +553,12 @@ check_token(struct sl_dcb *dcb, struct mdb_client *cl,
 
     why->code = 1;   /* denied before the account is looked at */
     why->unknown_user = false;
+    why->no_credential = false;
+    listener_auth(dcb, &req.native_ok, &req.ed25519_ok);
+    if (req.cleartext && req.token_len > 0 &&
+        req.token[req.token_len - 1] == '\0') {
+        req.token_len--;   /* the password's terminator */
+    }
     if (svc == NULL) {
         return MDB_AUTH_DENIED;
     }
@@ -407,7 +607,7 @@ start_session(struct sl_dcb *dcb, struct mdb_client *cl)
     mdb_kill_register(dcb, h->user);
     ses = sl_session_create(dcb);
     if (ses == NULL) {
-        free(h);
+        free_hello(h);
         return SL_ERROR;
     }
     sl_session_set_user(ses, h->user);
@@ -419,7 +619,7 @@ start_session(struct sl_dcb *dcb, struct mdb_client *cl)
                                         (cl->zcaps != 0 ? SL_CAP_COMPRESS
                                                         : 0) |
                                         (uint64_t)cl->sd->ext_caps << 32);
-    free(h);
+    free_hello(h);
     return SL_OK;
 }
 
@@ -431,7 +631,8 @@ login(struct sl_dcb *dcb, struct mdb_client *cl)
 
     enum mdb_auth_rc rc = check_token(dcb, cl, cl->sd, &why);
 
-    if (rc != MDB_AUTH_OK && rc != MDB_AUTH_WAIT) {
+    if (rc != MDB_AUTH_OK && rc != MDB_AUTH_WAIT &&
+        rc != MDB_AUTH_SWITCH_ED25519) {
         count_auth_failure(dcb, rc, &why);
     }
     switch (rc) {
@@ -440,8 +641,12 @@ login(struct sl_dcb *dcb, struct mdb_client *cl)
     case MDB_AUTH_WAIT:
         cl->state = CS_PARKED;
         return SL_OK;
+    case MDB_AUTH_SWITCH_ED25519:
+        cl->state = CS_SWITCH;
+        cl->seq += 2;
+        return send_ed_switch(dcb, cl, (uint8_t)(cl->seq - 2));
     case MDB_AUTH_REFUSED:
-        if (why.code == 1045) {
+        if (why.code == 1045 && !why.no_credential) {
             mdb_host_auth_failed(sl_dcb_service(dcb), sl_dcb_remote(dcb));
         }
         send_refusal(dcb, cl->seq, cl->hello, &why);
@@ -520,7 +725,7 @@ start_tls(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *rq,
         return SL_ERROR;
     }
     sl_buf_consume(rq, total);
-    free(cl->hello);
+    free_hello(cl->hello);
     cl->hello = NULL;
     cl->tls_started = true;
     cl->seq++;
@@ -576,8 +781,10 @@ read_hello(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *rq)
     if (refuse_if_blocked(dcb, cl->seq)) {
         return SL_ERROR;
     }
-    free(cl->hello);
+    free_hello(cl->hello);
     cl->hello = malloc(sizeof(*cl->hello));
+    cl->ed_pending = false;
+    cl->ed_cleartext = false;
     if (cl->hello == NULL || mdb_parse_hello(p, len, cl->hello) != 0) {
         return bad_handshake(dcb, cl->seq);
     }
@@ -625,7 +832,7 @@ drop_change_user(struct mdb_client *cl)
 {
     sl_buf_free(cl->cu_cmd);
     cl->cu_cmd = NULL;
-    free(cl->hello);
+    free_hello(cl->hello);
     cl->hello = NULL;
 }
 
@@ -644,7 +851,7 @@ change_user_ok(struct sl_dcb *dcb, struct mdb_client *cl)
     if (cl->hello->charset != 0) {
         cl->sd->charset = cl->hello->charset;
     }
-    free(cl->hello);
+    free_hello(cl->hello);
     cl->hello = NULL;
     cl->state = CS_READY;
     return sl_session_route_query(ses, cmd) == SL_OK ? SL_OK : SL_ERROR;
@@ -674,19 +881,30 @@ change_user_check(struct sl_dcb *dcb, struct mdb_client *cl)
     struct mdb_refusal why;
     enum mdb_auth_rc rc = check_token(dcb, cl, &fresh, &why);
 
-    if (rc != MDB_AUTH_OK && rc != MDB_AUTH_WAIT) {
+    if (rc != MDB_AUTH_OK && rc != MDB_AUTH_WAIT &&
+        rc != MDB_AUTH_SWITCH_ED25519) {
         count_auth_failure(dcb, rc, &why);
     }
     switch (rc) {
     case MDB_AUTH_OK:
         memcpy(cl->sd->sha1pw, fresh.sha1pw, MDB_SHA1_LEN);
         cl->sd->has_pw = fresh.has_pw;
+        memcpy(cl->sd->backend_user, fresh.backend_user,
+               sizeof(fresh.backend_user));
+        memcpy(cl->sd->ed_hash, fresh.ed_hash, sizeof(fresh.ed_hash));
+        cl->sd->has_ed = fresh.has_ed;
         cl->sd->usage = fresh.usage;
+        OPENSSL_cleanse(&fresh, sizeof(fresh));
         cl->cu_old_usage = NULL;
         return change_user_ok(dcb, cl);
     case MDB_AUTH_WAIT:
         cl->state = CS_CU_PARKED;
         return SL_OK;
+    case MDB_AUTH_SWITCH_ED25519:
+        cl->state = CS_CU_SWITCH;
+        cl->cu_seq += 2;
+        cl->seq = (uint8_t)cl->cu_seq;
+        return send_ed_switch(dcb, cl, (uint8_t)(cl->cu_seq - 2));
     case MDB_AUTH_REFUSED:
         send_refusal(dcb, (uint8_t)cl->cu_seq, cl->hello, &why);
         return change_user_failed(dcb, cl);
@@ -720,6 +938,8 @@ change_user(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *cmd)
     }
     cl->hello->attrs = NULL;
     cl->reloaded = false;
+    cl->ed_pending = false;
+    cl->ed_cleartext = false;
     /* The old account's connection slot goes first, as in the server:
      * changing to the same user at its max_user_connections works; a
      * refused change takes it back (change_user_failed). */
@@ -1044,9 +1264,20 @@ mdb_client_read(struct sl_dcb *client)
         return read_hello(client, cl, rq);
     case CS_SWITCH:
         rc = read_switch_response(client, cl, rq, &ready);
+        if (rc == SL_OK && ready && needs_full_auth(cl)) {
+            return request_full_auth(client, cl, &cl->seq);
+        }
         return rc == SL_OK && ready ? login(client, cl) : rc;
     case CS_CU_SWITCH:
         rc = read_switch_response(client, cl, rq, &ready);
+        if (rc == SL_OK && ready && needs_full_auth(cl)) {
+            uint8_t seq = (uint8_t)cl->cu_seq;
+
+            rc = request_full_auth(client, cl, &seq);
+            cl->cu_seq = seq;
+            cl->seq = seq;
+            return rc;
+        }
         if (rc == SL_OK && ready) {
             rc = change_user_check(client, cl);
         }
@@ -1175,9 +1406,12 @@ mdb_client_free(struct sl_dcb *client)
     mdb_kill_unregister(client);
     sl_buf_free(cl->cu_cmd);
     mdb_dbtrack_free(&cl->dbt);
-    free(cl->hello);
+    free_hello(cl->hello);
     if (cl->sd != NULL) {
         mdb_service_release(service_cache(client), cl->sd->usage);
+    }
+    if (cl->sd != NULL) {
+        OPENSSL_cleanse(cl->sd, sizeof(*cl->sd));   /* credentials */
     }
     free(cl->sd);
     free(cl);

@@ -81,10 +81,18 @@ mdb_ed25519_verify(const uint8_t pk[MDB_ED25519_KEY_LEN],
     return ok;
 }
 
+int
+mdb_ed25519_hash_password(const char *pw, size_t pw_len,
+                          uint8_t hpw[MDB_ED25519_HASH_LEN])
+{
+    return SHA512((const unsigned char *)pw, pw_len, hpw) != NULL ? 0 : -1;
+}
+
 /* SHA-512(password), first half clamped as RFC 8032 does: the scalar a
  * (reduced mod L) and the nonce prefix. */
 static int
-expand(const char *pw, size_t pw_len, uint8_t a[32], uint8_t prefix[32])
+expand(const uint8_t hpw[MDB_ED25519_HASH_LEN], uint8_t a[32],
+       uint8_t prefix[32])
 {
     uint8_t h[64];
     uint8_t wide[64] = {0};
@@ -92,7 +100,7 @@ expand(const char *pw, size_t pw_len, uint8_t a[32], uint8_t prefix[32])
     if (sodium_init() < 0) {
         return -1;
     }
-    SHA512((const unsigned char *)pw, pw_len, h);
+    memcpy(h, hpw, sizeof(h));
     h[0] &= 248;
     h[31] &= 63;
     h[31] |= 64;
@@ -108,15 +116,17 @@ int
 mdb_ed25519_public_key(const char *pw, size_t pw_len,
                        uint8_t pk[MDB_ED25519_KEY_LEN])
 {
-    uint8_t a[32], prefix[32];
+    uint8_t a[32], prefix[32], hpw[MDB_ED25519_HASH_LEN];
     int rc = -1;
 
-    if (expand(pw, pw_len, a, prefix) == 0 &&
+    if (mdb_ed25519_hash_password(pw, pw_len, hpw) == 0 &&
+        expand(hpw, a, prefix) == 0 &&
         crypto_scalarmult_ed25519_base_noclamp(pk, a) == 0) {
         rc = 0;
     }
     OPENSSL_cleanse(a, sizeof(a));
     OPENSSL_cleanse(prefix, sizeof(prefix));
+    OPENSSL_cleanse(hpw, sizeof(hpw));
     return rc;
 }
 
@@ -141,11 +151,26 @@ int
 mdb_ed25519_sign(const char *pw, size_t pw_len, const uint8_t *msg,
                  size_t msg_len, uint8_t sig[MDB_ED25519_SIG_LEN])
 {
+    uint8_t hpw[MDB_ED25519_HASH_LEN];
+    int rc = mdb_ed25519_hash_password(pw, pw_len, hpw);
+
+    if (rc == 0) {
+        rc = mdb_ed25519_sign_hash(hpw, msg, msg_len, sig);
+    }
+    OPENSSL_cleanse(hpw, sizeof(hpw));
+    return rc;
+}
+
+int
+mdb_ed25519_sign_hash(const uint8_t hpw[MDB_ED25519_HASH_LEN],
+                      const uint8_t *msg, size_t msg_len,
+                      uint8_t sig[MDB_ED25519_SIG_LEN])
+{
     uint8_t a[32], prefix[32], A[32], r[32], k[32], ka[32];
     uint8_t h[64];
     int rc = -1;
 
-    if (expand(pw, pw_len, a, prefix) != 0 ||
+    if (expand(hpw, a, prefix) != 0 ||
         crypto_scalarmult_ed25519_base_noclamp(A, a) != 0) {
         goto out;
     }

@@ -407,6 +407,27 @@ mdb_parse_server_hello(const unsigned char *p, size_t len,
 }
 
 int
+mdb_parse_auth_switch_data(const unsigned char *p, size_t len,
+                           char plugin[MDB_PLUGIN_MAX], uint8_t *data,
+                           size_t cap, size_t *data_len)
+{
+    struct rd r = {p, len};
+    size_t n;
+
+    if (len < 1 || p[0] != 0xfe || !rd_skip(&r, 1) ||
+        !rd_str(&r, plugin, MDB_PLUGIN_MAX, true)) {
+        return -1;
+    }
+    n = r.left;   /* as sent: a nonce may end in a zero byte */
+    if (n > cap) {
+        return -1;
+    }
+    memcpy(data, r.p, n);
+    *data_len = n;
+    return 0;
+}
+
+int
 mdb_parse_auth_switch(const unsigned char *p, size_t len,
                       char plugin[MDB_PLUGIN_MAX],
                       uint8_t data[MDB_SCRAMBLE_LEN], size_t *data_len)

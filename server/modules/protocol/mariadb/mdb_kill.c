@@ -22,6 +22,7 @@
  */
 #include <errno.h>
 #include <netdb.h>
+#include <openssl/crypto.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -225,6 +226,8 @@ struct kill_job {
     char user[MDB_USER_MAX];
     uint8_t sha1pw[MDB_SHA1_LEN];
     bool has_pw;
+    uint8_t ed_hash[MDB_ED25519_HASH_LEN];   /* ed25519 backend login */
+    bool has_ed;
     uint32_t named_id;     /* the Sluice id the client named */
     struct sl_dcb *reply_to;   /* referenced; NULL: nobody waits */
     mdb_kill_done_fn done;
@@ -236,6 +239,20 @@ struct kill_job {
     char msg[512];
 };
 
+/* Log in as the session's backends do: its backend account (the client's,
+ * or the one user_mapping_file maps it to) with its credential. */
+static void
+set_credential(struct kill_job *j, const char *user,
+               const struct mdb_session *sd)
+{
+    snprintf(j->user, sizeof(j->user), "%s",
+             sd->backend_user[0] != '\0' ? sd->backend_user : user);
+    memcpy(j->sha1pw, sd->sha1pw, MDB_SHA1_LEN);
+    j->has_pw = sd->has_pw;
+    memcpy(j->ed_hash, sd->ed_hash, MDB_ED25519_HASH_LEN);
+    j->has_ed = sd->has_ed;
+}
+
 static void
 job_free(struct kill_job *j)
 {
@@ -244,6 +261,7 @@ job_free(struct kill_job *j)
     }
     free(j->close);
     free(j->t);
+    OPENSSL_cleanse(j, sizeof(*j));   /* its credentials */
     free(j);
 }
 
@@ -420,7 +438,8 @@ login(struct kill_job *j, const struct kill_target *t, int fd,
     }
     for (int round = 0; round < 3; round++) {
         char plugin[MDB_PLUGIN_MAX];
-        uint8_t data[MDB_SCRAMBLE_LEN];
+        uint8_t data[MDB_ED25519_NONCE_LEN + 1];
+        uint8_t sig[MDB_ED25519_SIG_LEN];
         size_t dlen;
 
         if ((len = read_packet(fd, buf, &seq)) <= 0) {
@@ -432,6 +451,18 @@ login(struct kill_job *j, const struct kill_target *t, int fd,
         if (buf[0] == 0xff) {
             take_err(j, buf, (size_t)len);
             return -1;
+        }
+        if (buf[0] == 0xfe &&
+            mdb_parse_auth_switch_data(buf, (size_t)len, plugin, data,
+                                       sizeof(data), &dlen) == 0 &&
+            strcmp(plugin, MDB_ED25519_CLIENT_PLUGIN) == 0 && j->has_ed &&
+            dlen == MDB_ED25519_NONCE_LEN) {
+            if (mdb_ed25519_sign_hash(j->ed_hash, data, dlen, sig) != 0 ||
+                write_packet(fd, (uint8_t)(seq + 1), sig, sizeof(sig)) !=
+                    0) {
+                return -1;
+            }
+            continue;
         }
         if (buf[0] != 0xfe ||
             mdb_parse_auth_switch(buf, (size_t)len, plugin, data, &dlen) !=
@@ -679,9 +710,7 @@ mdb_kill_start(struct sl_dcb *killer, const struct mdb_kill_stmt *k,
         return MDB_KILL_FAILED;
     }
     set_verb(j, k);
-    snprintf(j->user, sizeof(j->user), "%s", user);
-    memcpy(j->sha1pw, sd->sha1pw, MDB_SHA1_LEN);
-    j->has_pw = sd->has_pw;
+    set_credential(j, user, sd);
     j->done = done;
     if (k->by_user) {
         struct sl_service *svc = sl_dcb_service(killer);
@@ -753,9 +782,7 @@ mdb_kill_backend_query(struct sl_server *srv, uint32_t tid, const char *user,
         return;
     }
     snprintf(j->verb, sizeof(j->verb), "KILL QUERY");
-    snprintf(j->user, sizeof(j->user), "%s", user);
-    memcpy(j->sha1pw, sd->sha1pw, MDB_SHA1_LEN);
-    j->has_pw = sd->has_pw;
+    set_credential(j, user, sd);
     if (!add_target(j, &cap, srv, tid) || start_job(j) != 0) {
         sl_log_warn("cannot start KILL QUERY %u on server '%s'", tid,
                     sl_server_name(srv));

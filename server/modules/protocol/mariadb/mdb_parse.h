@@ -128,6 +128,12 @@ int mdb_parse_server_hello(const unsigned char *p, size_t len,
 int mdb_parse_auth_switch(const unsigned char *p, size_t len,
                           char plugin[MDB_PLUGIN_MAX],
                           uint8_t data[MDB_SCRAMBLE_LEN], size_t *data_len);
+/* The same with room for cap bytes of data, copied as sent (a trailing
+ * NUL is kept: client_ed25519's 32-byte nonce may end in a zero byte);
+ * more than cap is -1, not truncated. */
+int mdb_parse_auth_switch_data(const unsigned char *p, size_t len,
+                               char plugin[MDB_PLUGIN_MAX], uint8_t *data,
+                               size_t cap, size_t *data_len);
 
 /* Parameters of the HandshakeResponse41 the backend side sends. */
 struct mdb_login {
@@ -191,11 +197,11 @@ bool mdb_native_check(const uint8_t *token, size_t token_len,
  * anything else (another plugin's string). */
 int mdb_parse_stored(const char *s, uint8_t stored[MDB_SHA1_LEN]);
 
-/* ---- MariaDB's ed25519 plugin (mdb_ed25519.c) ----
- * The primitives only: not yet used at login (accounts whose only plugin
- * is ed25519 are still refused, see docs/authentication.md). */
+/* ---- MariaDB's ed25519 plugin (mdb_ed25519.c) ---- */
 #define MDB_ED25519_KEY_LEN 32
 #define MDB_ED25519_SIG_LEN 64
+#define MDB_ED25519_NONCE_LEN 32   /* the server's challenge */
+#define MDB_ED25519_HASH_LEN 64    /* SHA-512(password) */
 /* An ed25519 account's authentication_string (base64 of the 32-byte
  * public key, 43 characters, no padding) into pk. 0, or -1 if malformed. */
 int mdb_ed25519_parse_key(const char *s, uint8_t pk[MDB_ED25519_KEY_LEN]);
@@ -212,6 +218,14 @@ int mdb_ed25519_public_key(const char *pw, size_t pw_len,
  * the password as the expanded key; libsodium). 0 or -1. */
 int mdb_ed25519_sign(const char *pw, size_t pw_len, const uint8_t *msg,
                      size_t msg_len, uint8_t sig[MDB_ED25519_SIG_LEN]);
+/* SHA-512(pw): all the signer needs, so a holder of a backend credential
+ * keeps this rather than the password. 0 or -1. */
+int mdb_ed25519_hash_password(const char *pw, size_t pw_len,
+                              uint8_t hpw[MDB_ED25519_HASH_LEN]);
+/* mdb_ed25519_sign from SHA-512(pw). 0 or -1. */
+int mdb_ed25519_sign_hash(const uint8_t hpw[MDB_ED25519_HASH_LEN],
+                          const uint8_t *msg, size_t msg_len,
+                          uint8_t sig[MDB_ED25519_SIG_LEN]);
 
 /* ---- accounts and host matching ---- */
 
@@ -236,6 +250,8 @@ struct mdb_account {
     bool has_pw;
     bool native;        /* usable with mysql_native_password (one of
                          * its auth_or alternatives is) */
+    bool ed25519;       /* one alternative is ed25519 with a key */
+    uint8_t ed_pk[MDB_ED25519_KEY_LEN];  /* its public key, then */
     char *plugins;      /* its plugins in the server's order, comma-
                          * separated ("ed25519,mysql_native_password"),
                          * or NULL when unknown */
@@ -301,5 +317,40 @@ const struct mdb_account *mdb_users_find(const struct mdb_users *u,
                                          const char *client, bool is_unix);
 /* Does a mysql.user Host pattern match the client? */
 bool mdb_host_match(const char *pattern, const char *client, bool is_unix);
+
+/* ---- user_mapping_file (mdb_usermap.c) ----
+ * MaxScale's JSON: {"user_map": [{"original_user": U, "mapped_user": M}],
+ * "server_credentials": [{"mapped_user": M, "password": P,
+ * "plugin": "mysql_native_password" | "ed25519"}]}. A mapped user without
+ * credentials logs in to the servers with an empty native password, as in
+ * MaxScale. "group_map" (Linux groups) is refused when not empty. */
+struct mdb_usermap_entry {
+    char *user;        /* original_user */
+    char *mapped;      /* mapped_user */
+};
+
+struct mdb_usermap_cred {
+    char *user;        /* mapped_user */
+    char *password;
+    bool ed25519;      /* plugin ed25519 (else mysql_native_password) */
+};
+
+struct mdb_usermap {
+    struct mdb_usermap_entry *map;
+    size_t n_map;
+    struct mdb_usermap_cred *creds;
+    size_t n_creds;
+};
+
+/* Parse the file's text; 0, or -1 with err[errlen] saying what is wrong
+ * (and *m left empty). */
+int mdb_usermap_parse(const char *text, size_t len, struct mdb_usermap *m,
+                      char *err, size_t errlen);
+/* Wipes the passwords. */
+void mdb_usermap_free(struct mdb_usermap *m);
+/* The mapping of user: NULL if not mapped; else the mapped user, and
+ * *cred its credentials (NULL: none, an empty native password). */
+const char *mdb_usermap_find(const struct mdb_usermap *m, const char *user,
+                             const struct mdb_usermap_cred **cred);
 
 #endif

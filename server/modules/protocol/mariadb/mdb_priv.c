@@ -96,6 +96,12 @@ is_native(const char *plugin)
            strcmp(plugin, MDB_NATIVE_PLUGIN) == 0;
 }
 
+static bool
+is_ed25519(const char *plugin)
+{
+    return plugin != NULL && strcmp(plugin, "ed25519") == 0;
+}
+
 /* Append name to the comma list in buf (cut at its size). */
 static void
 append_name(char *buf, size_t size, const char *name)
@@ -136,7 +142,8 @@ mdb_users_add_priv(struct mdb_users *u, const char *user, const char *host,
     const char *top_plugin, *top_auth, *plugin, *auth;
     char names[MDB_PLUGINS_MAX] = "";
     uint8_t stored[MDB_SHA1_LEN];
-    bool found = false, usable;
+    uint8_t pk[MDB_ED25519_KEY_LEN];
+    bool found = false, usable, ed = false;
     struct mdb_account *a;
     int rc = 0;
 
@@ -159,6 +166,9 @@ mdb_users_add_priv(struct mdb_users *u, const char *user, const char *host,
                 alt_of(alt, &p, &s);
             }
             append_name(names, sizeof(names), p);
+            if (!ed && is_ed25519(p) && mdb_ed25519_parse_key(s, pk) == 0) {
+                ed = true;   /* the first one, as the server tries it */
+            }
             usable = is_native(p) && mdb_parse_stored(s, stored) >= 0;
             if (!found && (i == 0 || usable)) {
                 plugin = p;   /* the first native one, else the first */
@@ -168,12 +178,18 @@ mdb_users_add_priv(struct mdb_users *u, const char *user, const char *host,
         }
     } else if (json_is_object(j)) {
         append_name(names, sizeof(names), top_plugin);
+        ed = is_ed25519(top_plugin) &&
+             mdb_ed25519_parse_key(top_auth, pk) == 0;
     }
     if (mdb_users_add(u, user, host, auth, plugin) != 0) {
         json_decref(j);
         return -1;
     }
     a = &u->v[u->n - 1];
+    if (ed) {
+        a->ed25519 = true;
+        memcpy(a->ed_pk, pk, sizeof(pk));
+    }
     if (names[0] != '\0' && (a->plugins = strdup(names)) == NULL) {
         rc = -1;
     } else if (json_is_object(j)) {

@@ -31,13 +31,23 @@
  * Connection limits count this service's sessions per account in a list
  * that survives reloads.
  *
+ * A client's proof is a native token, a client_ed25519 signature (the
+ * account's ed25519 key, on ed25519auth listeners) or, with
+ * ed_mode=sha256, its password over TLS. What the backends then log in
+ * with comes from the listener's user_mapping_file when it maps the
+ * user (read here, under the lock, on first use after each load), else
+ * from the proof itself; an ed25519 signature alone gives nothing, and
+ * that login is refused (docs/authentication.md).
+ *
  * Context: mdb_service_authenticate on workers; the loader thread; create
  * and free on the main thread.
  */
 #include <errno.h>
 #include <jansson.h>
 #include <mysql.h>
+#include <openssl/crypto.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -57,6 +67,7 @@
 #define HOST_BUCKET_SIZE 10.0       /* reloads a host may trigger at once */
 #define HOST_REFILL_MS 5000.0       /* one more every 5 s */
 #define HOST_SLOTS 128
+#define MDB_USERMAP_MAX (1024 * 1024)   /* user_mapping_file size limit */
 
 struct waiter {
     struct sl_dcb *dcb;
@@ -80,6 +91,19 @@ struct host_bucket {
     uint64_t stamp_ms;
 };
 
+/* A user_mapping_file as last read (listeners of a service may name
+ * different files). Re-read when first used after a load of the
+ * accounts, so that an edited file takes effect with the next reload
+ * (users_refresh_interval, or a login that triggers one). */
+struct usermap_file {
+    struct usermap_file *next;
+    char *path;
+    struct mdb_usermap map;
+    bool ok;                  /* parsed; else err says why */
+    char err[256];
+    uint64_t loads;           /* s->loads when read */
+};
+
 struct mdb_service {
     struct sl_service *svc;
     pthread_mutex_t lock;
@@ -99,6 +123,7 @@ struct mdb_service {
     char last_error[256];
     char source[128];         /* server the last good load came from */
     struct mdb_usage *usage;  /* accounts with connection limits */
+    struct usermap_file *maps;
     uint64_t refresh_ms;      /* users_refresh_time: least time between
                                * reloads a failed login may cause */
     uint64_t interval_ms;     /* users_refresh_interval: periodic, 0 off */
@@ -455,6 +480,14 @@ mdb_service_free(struct mdb_service *s)
         s->usage = u->next;
         free(u);
     }
+    while (s->maps != NULL) {
+        struct usermap_file *f = s->maps;
+
+        s->maps = f->next;
+        mdb_usermap_free(&f->map);
+        free(f->path);
+        free(f);
+    }
     pthread_cond_destroy(&s->cond);
     pthread_mutex_destroy(&s->lock);
     free(s);
@@ -659,6 +692,160 @@ admit(struct mdb_service *s, struct sl_dcb *dcb, const struct mdb_account *a,
     return take_slot(s, a, sd, why);
 }
 
+/* Read a user_mapping_file into f (lock held: a small local file, read
+ * once per load of the accounts). */
+static void
+read_usermap(struct mdb_service *s, struct usermap_file *f)
+{
+    FILE *fp = fopen(f->path, "r");
+    char *text = NULL;
+    size_t n = 0;
+
+    mdb_usermap_free(&f->map);
+    f->ok = false;
+    f->loads = s->loads;
+    if (fp == NULL) {
+        snprintf(f->err, sizeof(f->err), "cannot open it: %s",
+                 strerror(errno));
+        return;
+    }
+    text = malloc(MDB_USERMAP_MAX + 1);
+    if (text != NULL) {
+        n = fread(text, 1, MDB_USERMAP_MAX + 1, fp);
+    }
+    fclose(fp);
+    if (text == NULL || n > MDB_USERMAP_MAX) {
+        snprintf(f->err, sizeof(f->err), "larger than %d bytes",
+                 MDB_USERMAP_MAX);
+    } else {
+        f->ok = mdb_usermap_parse(text, n, &f->map, f->err,
+                                  sizeof(f->err)) == 0;
+    }
+    if (text != NULL) {
+        OPENSSL_cleanse(text, n);   /* it holds passwords */
+    }
+    free(text);
+    if (!f->ok) {
+        sl_log_error("service %s: user_mapping_file '%s': %s; logins "
+                     "through it are refused", sl_service_name(s->svc),
+                     f->path, f->err);
+    }
+}
+
+/* The parsed map of path, read if needed (NULL: unreadable, logged). Lock
+ * held. */
+static const struct mdb_usermap *
+usermap_of(struct mdb_service *s, const char *path)
+{
+    struct usermap_file *f;
+
+    for (f = s->maps; f != NULL && strcmp(f->path, path) != 0;
+         f = f->next) {
+    }
+    if (f == NULL) {
+        if ((f = calloc(1, sizeof(*f))) == NULL ||
+            (f->path = strdup(path)) == NULL) {
+            free(f);
+            return NULL;
+        }
+        f->next = s->maps;
+        s->maps = f;
+        read_usermap(s, f);
+    } else if (f->loads != s->loads) {
+        read_usermap(s, f);
+    }
+    return f->ok ? &f->map : NULL;
+}
+
+/*
+ * The client's password (or signature) matched account a: the
+ * credential the backends get. The listener's user_mapping_file may map
+ * the user to another account (any plugin the client used); otherwise a
+ * native login keeps SHA1(password) and an ed25519 login has nothing to
+ * log in with. Lock held.
+ */
+static enum mdb_auth_rc
+backend_credential(struct mdb_service *s, const struct mdb_account *a,
+                   const struct mdb_auth_req *req, struct mdb_session *sd,
+                   struct mdb_refusal *why)
+{
+    const struct mdb_usermap *m = NULL;
+    const struct mdb_usermap_cred *c;
+    const char *to = NULL;
+
+    sd->backend_user[0] = '\0';
+    sd->has_ed = false;
+    if (req->map_path != NULL &&
+        (m = usermap_of(s, req->map_path)) == NULL) {
+        why->no_credential = true;
+        return refuse(why, 1045, "28000", "its listener's "
+                      "user_mapping_file cannot be used (see the error "
+                      "logged when it was read)");
+    }
+    if (m != NULL && (to = mdb_usermap_find(m, req->user, &c)) != NULL) {
+        snprintf(sd->backend_user, sizeof(sd->backend_user), "%s", to);
+        sd->has_pw = c != NULL && c->password[0] != '\0' && !c->ed25519;
+        if (sd->has_pw) {
+            mdb_sha1(c->password, strlen(c->password), sd->sha1pw);
+        } else if (c != NULL && c->ed25519) {
+            sd->has_ed = mdb_ed25519_hash_password(
+                             c->password, strlen(c->password),
+                             sd->ed_hash) == 0;
+        }
+        return MDB_AUTH_OK;
+    }
+    if (req->cleartext) {
+        /* ed_mode=sha256: the password itself is the credential */
+        sd->has_ed = mdb_ed25519_hash_password((const char *)req->token,
+                                               req->token_len,
+                                               sd->ed_hash) == 0;
+        return MDB_AUTH_OK;
+    }
+    if (req->ed25519) {
+        sl_log_warn("account '%s'@'%s' logged in with ed25519, but Sluice "
+                    "has no password to log in to the servers as it: map "
+                    "the user to a backend account in the listener's "
+                    "user_mapping_file (see docs/authentication.md)",
+                    a->user, a->host);
+        why->no_credential = true;
+        return refuse(why, 1045, "28000", "no backend credential for an "
+                      "ed25519 login (user_mapping_file)");
+    }
+    return MDB_AUTH_OK;
+}
+
+/* Does the client's proof match a? *switch_ed: it does not, but a
+ * client_ed25519 signature may. Lock held. */
+static bool
+proof_ok(const struct mdb_account *a, const struct mdb_auth_req *req,
+         struct mdb_session *sd, bool *switch_ed)
+{
+    *switch_ed = false;
+    if (req->cleartext) {
+        uint8_t pk[MDB_ED25519_KEY_LEN];
+
+        return a->ed25519 && req->ed25519_ok &&
+               mdb_ed25519_public_key((const char *)req->token,
+                                      req->token_len, pk) == 0 &&
+               CRYPTO_memcmp(pk, a->ed_pk, sizeof(pk)) == 0;
+    }
+    if (req->ed25519) {
+        return a->ed25519 && req->ed25519_ok &&
+               mdb_ed25519_verify(a->ed_pk, req->nonce,
+                                  MDB_ED25519_NONCE_LEN, req->token,
+                                  req->token_len);
+    }
+    if (a->native && req->native_ok &&
+        mdb_native_check(req->token, req->token_len, req->scramble,
+                         a->has_pw, a->stored, sd->sha1pw)) {
+        sd->has_pw = a->has_pw;
+        return true;
+    }
+    *switch_ed = a->ed25519 && req->ed25519_ok &&
+                 (req->caps & SL_CAP_PLUGIN_AUTH);
+    return false;
+}
+
 enum mdb_auth_rc
 mdb_service_authenticate(struct mdb_service *s, struct sl_dcb *dcb,
                          const struct mdb_auth_req *req,
@@ -666,20 +853,26 @@ mdb_service_authenticate(struct mdb_service *s, struct sl_dcb *dcb,
 {
     const struct mdb_account *a = NULL;
     enum mdb_auth_rc rc = MDB_AUTH_DENIED;
-    bool unknown = true;   /* no native account matched (under the lock) */
+    bool unknown = true;   /* no usable account matched (under the lock) */
+    bool switch_ed = false;
 
+    why->no_credential = false;
     pthread_mutex_lock(&s->lock);
     if (!s->loaded) {
         rc = park(s, dcb);
         goto out;
     }
     a = mdb_users_find(&s->users, req->user, req->client, req->is_unix);
-    unknown = a == NULL || !a->native;
-    if (a != NULL && a->native &&
-        mdb_native_check(req->token, req->token_len, req->scramble,
-                         a->has_pw, a->stored, sd->sha1pw)) {
-        sd->has_pw = a->has_pw;
-        rc = admit(s, dcb, a, req, sd, why);
+    unknown = a == NULL || !((a->native && req->native_ok) ||
+                             (a->ed25519 && req->ed25519_ok));
+    if (a != NULL && proof_ok(a, req, sd, &switch_ed)) {
+        if (req->ed25519 || req->cleartext) {
+            sd->has_pw = false;
+        }
+        rc = backend_credential(s, a, req, sd, why);
+        if (rc == MDB_AUTH_OK) {
+            rc = admit(s, dcb, a, req, sd, why);
+        }
         /* A stale cache must not keep refusing an account just unlocked
          * or altered: reload once, as for a wrong password. */
         if (rc == MDB_AUTH_REFUSED && why->code != 1226 && req->may_reload &&
@@ -688,15 +881,19 @@ mdb_service_authenticate(struct mdb_service *s, struct sl_dcb *dcb,
             park(s, dcb) == MDB_AUTH_WAIT) {
             rc = MDB_AUTH_WAIT;   /* else the refusal stands */
         }
+    } else if (switch_ed) {
+        rc = MDB_AUTH_SWITCH_ED25519;
     } else if (req->may_reload &&
                host_may_reload(s, req->is_unix ? "localhost" : req->client,
                                sl_monotonic_ms())) {
         rc = park(s, dcb);
     }
-    if (rc == MDB_AUTH_DENIED && a != NULL && !a->native) {
+    if (rc == MDB_AUTH_DENIED && a != NULL && unknown) {
         /* Say why, once the login is finally refused. */
-        sl_log_warn("account '%s'@'%s' authenticates with %s: Sluice checks "
-                    "clients with mysql_native_password only (see "
+        sl_log_warn("account '%s'@'%s' authenticates with %s: the "
+                    "listener's authenticators cannot check it (Sluice "
+                    "checks mysql_native_password, and ed25519 on "
+                    "listeners with authenticator=ed25519auth; see "
                     "docs/authentication.md)", a->user, a->host,
                     a->plugins != NULL ? a->plugins : "an unknown plugin");
     }
