@@ -53,6 +53,9 @@ enum sl_qc_type {
     SL_QC_CALL = 1u << 23,             /* CALL proc (may write) */
     SL_QC_LOAD_LOCAL = 1u << 24,       /* LOAD DATA LOCAL INFILE */
     SL_QC_SHOW = 1u << 25,             /* SHOW ... */
+    SL_QC_PREV_RESULT = 1u << 26,      /* reads what the connection's
+                                        * previous statement left:
+                                        * FOUND_ROWS() (ABI 2.4) */
     SL_QC_UNKNOWN = 1u << 31,          /* could not classify: treat as write */
 };
 

@@ -804,6 +804,9 @@ body_keyword(struct qc *q, const struct tok *t)
     }
     if ((kwdefs[t->kw].flags & KF_FUNC) && is_punct(peek(q), '(')) {
         q->type |= SL_QC_MASTER_READ;
+        if (t->kw == KW_FOUND_ROWS) {
+            q->type |= SL_QC_PREV_RESULT;
+        }
     } else if (q->with_pending && q->depth == 0) {
         with_verb(q, t->kw);
     }
@@ -1736,7 +1739,7 @@ sl_qc_type_str(uint32_t type, char *buf, size_t len)
         "COMMIT", "ROLLBACK", "ENABLE_AUTOCOMMIT", "DISABLE_AUTOCOMMIT",
         "READ_ONLY_TRX", "READ_WRITE_TRX", "MASTER_READ", "CREATE_TMP_TABLE",
         "DROP_TABLE", "PREPARE_NAMED", "DEALLOC_PREPARE", "EXEC_PREPARED",
-        "MULTI_STMT", "XA", "CALL", "LOAD_LOCAL", "SHOW",
+        "MULTI_STMT", "XA", "CALL", "LOAD_LOCAL", "SHOW", "PREV_RESULT",
         [31] = "UNKNOWN",
     };
     size_t used = 0;

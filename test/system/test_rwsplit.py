@@ -531,6 +531,26 @@ def test_prepare_with_another_param_count_drops_backend(
         in log
 
 
+def test_found_rows_asks_the_server_that_ran_the_select(proxy):
+    """FOUND_ROWS() answers about the connection's previous statement, so
+    it goes where that SELECT ran (a replica), not to the primary."""
+    wait_routes(RW_PORT)
+    with st.root(st.PRIMARY_ID) as r, r.cursor() as cur:
+        cur.execute("REPLACE INTO test.rws VALUES (71, 1, 'fr'), "
+                    "(72, 1, 'fr'), (73, 1, 'fr')")
+        total = int(st.scalar(r, "SELECT COUNT(*) FROM test.rws"))
+    st.wait_replicated()
+    assert total >= 3
+    with st.connect(RW_PORT) as conn, conn.cursor() as cur:
+        for _ in range(4):   # both replicas, in turn
+            cur.execute("SELECT SQL_CALC_FOUND_ROWS id, @@server_id FROM "
+                        "test.rws LIMIT 1")
+            [(_, sid)] = cur.fetchall()
+            assert sid in st.REPLICA_IDS
+            cur.execute("SELECT FOUND_ROWS(), @@server_id")
+            assert cur.fetchall() == ((total, sid),)
+
+
 def replica_lag_ok(port, sid_avoided, n=20):
     with st.connect(port) as conn:
         ids = ids_of(conn, "SELECT @@server_id", n)

@@ -206,7 +206,7 @@ static const struct row rows[] = {
     E("SELECT IS_FREE_LOCK('l')", RD | MR, SELECT),
     E("SELECT IS_USED_LOCK('l')", RD | MR, SELECT),
     E("SELECT RELEASE_ALL_LOCKS()", RD | MR, SELECT),
-    E("SELECT FOUND_ROWS()", RD | MR, SELECT),
+    E("SELECT FOUND_ROWS()", RD | MR | SL_QC_PREV_RESULT, SELECT),
     E("SELECT ROW_COUNT()", RD | MR, SELECT),
     E("SELECT NEXTVAL(s1)", RD | MR, SELECT),
     E("SELECT LASTVAL(s1)", RD | MR, SELECT),
@@ -936,7 +936,7 @@ test_type_str(void **state)
                         "DISABLE_AUTOCOMMIT|READ_ONLY_TRX|READ_WRITE_TRX|"
                         "MASTER_READ|CREATE_TMP_TABLE|DROP_TABLE|"
                         "PREPARE_NAMED|DEALLOC_PREPARE|EXEC_PREPARED|"
-                        "MULTI_STMT|XA|CALL|LOAD_LOCAL|SHOW|UNKNOWN");
+                        "MULTI_STMT|XA|CALL|LOAD_LOCAL|SHOW|PREV_RESULT|UNKNOWN");
 }
 
 int

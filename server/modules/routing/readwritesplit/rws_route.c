@@ -408,8 +408,18 @@ route_query_text(struct rws_session *rs, struct sl_buf *buf,
     }
     t = decide(rs, &qc);
     if (t != T_ALL) {
+        static const struct sl_hint last = {.type =
+                                                SL_HINT_ROUTE_TO_LAST_USED};
         const struct sl_hint *h = hint->type != SL_HINT_NONE ? hint
                                                              : &qc.hint;
+
+        /* FOUND_ROWS() answers about the statement before it (a SELECT
+         * that may have run on a replica): ask the server that ran it.
+         * A transaction is on one server anyway; a hint wins. */
+        if (h->type == SL_HINT_NONE && (qc.type & SL_QC_PREV_RESULT) &&
+            !rs->trx_active && !(qc.type & SL_QC_WRITE)) {
+            h = &last;
+        }
         if (h->type != SL_HINT_NONE) {
             rc = route_by_hint(rs, buf, h, &done);
             if (done) {
