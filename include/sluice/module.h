@@ -76,9 +76,12 @@
  *        now counts statements by kind for routers without it, so a
  *        router that calls sl_session_count_query must set it (else they
  *        count twice).
+ *   2.4  struct sl_protocol_ops gained backend_forwarded_running (appended:
+ *        kernel forwarding tells the protocol a statement it forwarded may
+ *        still run, for kill_on_client_close).
  */
 #define SL_MODULE_ABI_MAJOR 2
-#define SL_MODULE_ABI_MINOR 3
+#define SL_MODULE_ABI_MINOR 4
 
 enum sl_module_type {
     SL_MODULE_PROTOCOL = 1,

@@ -71,6 +71,14 @@ struct sl_protocol_ops {
 
     /* Diagnostics of the per-service data (users loaded, reloads...). */
     void *(*service_diagnostics)(void *data);   /* returns json_t * */
+
+    /* ---- ABI 2.4 ---- */
+    /* Kernel forwarding of the backend's session ended (include/sluice/
+     * splice.h) while the server had not yet started to answer a command
+     * the kernel forwarded: the protocol treats the backend as running a
+     * statement (kill_on_client_close when it closes) until the server
+     * sends again. May be NULL. */
+    void (*backend_forwarded_running)(struct sl_dcb *dcb);
 };
 
 #endif

@@ -127,6 +127,9 @@ int mdb_backend_write(struct sl_dcb *dcb, struct sl_buf *buf);
 void mdb_backend_close(struct sl_dcb *dcb);
 void mdb_backend_free(struct sl_dcb *dcb);
 int mdb_backend_pending(const struct sl_dcb *dcb);
+/* Kernel forwarding ended with a forwarded statement unanswered: count
+ * the backend as running one (kill_on_client_close). */
+void mdb_backend_forwarded_running(struct sl_dcb *dcb);
 
 /* ---- blocking hosts after failed logins (mdb_block.c) ---- */
 

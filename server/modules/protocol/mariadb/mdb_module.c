@@ -64,6 +64,7 @@ static const struct sl_protocol_ops ops = {
     .backend_free = mdb_backend_free,
     .backend_pending = mdb_backend_pending,
     .service_diagnostics = service_diagnostics,
+    .backend_forwarded_running = mdb_backend_forwarded_running,
 };
 
 static const char *const aliases[] = {
