@@ -162,8 +162,12 @@ kf_query(struct __sk_buff *skb, __u32 text, __u32 avail)
     if (i >= n) {
         return i < avail;   /* only whitespace here: more to come? */
     }
-    c = q[i & (QWIN - 1)];
-    d = q[(i + 1) & (QWIN + 3)];
+    if (i >= QWIN) {
+        return 1;
+    }
+    /* i < QWIN: q[i + 3] is inside q */
+    c = q[i];
+    d = q[i + 1];
     if ((c | 0x20) != 'k') {
         /* a comment first: cannot tell cheaply, Sluice looks */
         return c == '#' || (c == '/' && d == '*') || (c == '-' && d == '-') ||
@@ -172,9 +176,8 @@ kf_query(struct __sk_buff *skb, __u32 text, __u32 avail)
     if (i + 3 >= n) {
         return 1;
     }
-    return (q[(i + 1) & (QWIN + 3)] | 0x20) == 'i' &&
-           (q[(i + 2) & (QWIN + 3)] | 0x20) == 'l' &&
-           (q[(i + 3) & (QWIN + 3)] | 0x20) == 'l';
+    return (d | 0x20) == 'i' && (q[i + 2] | 0x20) == 'l' &&
+           (q[i + 3] | 0x20) == 'l';
 }
 
 /* What kf_packet found: the packet's length (header included) in the low
