@@ -355,7 +355,15 @@ int kf_verdict(struct __sk_buff *skb)
     } else {
         struct kf_peer *c = bpf_map_lookup_elem(&kf_peers, &peer);
 
-        if (c != 0 && c->pending > 0) {
+        __u8 h[7];
+
+        /* A bare FIN is an skb too: only bytes answer. A progress report
+         * (an ERR packet with code 0xffff: ALTER TABLE and the like, for
+         * clients with CLIENT_PROGRESS) leading the skb is not the
+         * answer either: the statement still runs. */
+        if (c != 0 && c->pending > 0 && skb->len > 0 &&
+            !(skb->len >= 7 && bpf_skb_load_bytes(skb, 0, h, 7) == 0 &&
+              h[4] == 0xff && h[5] == 0xff && h[6] == 0xff)) {
             __u64 n = c->pending;
 
             c->pending = 0;

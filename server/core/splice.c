@@ -505,6 +505,31 @@ sl__splice_started(struct sl_session *ses)
                     "space", why);
 }
 
+/* Wait (at most 500 ms) until TCP has been handed every byte the kernel
+ * redirected to socket fd: expected in all (Sluice's own writes
+ * included). */
+static bool
+egress_done(int fd, uint64_t expected)
+{
+    for (int i = 0; i < 5000; i++) {
+        struct tcp_info ti;
+        socklen_t len = sizeof(ti);
+
+        memset(&ti, 0, sizeof(ti));
+        if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
+            len < offsetof(struct tcp_info, tcpi_bytes_retrans) +
+                      sizeof(ti.tcpi_bytes_retrans)) {
+            return true;   /* cannot tell: an old kernel */
+        }
+        if (ti.tcpi_bytes_sent - ti.tcpi_bytes_retrans +
+                ti.tcpi_notsent_bytes >= expected) {
+            return true;
+        }
+        usleep(100);
+    }
+    return false;
+}
+
 /* The protocol treats the backend as running a statement the kernel
  * forwarded (kill_on_client_close when it closes). */
 static void
@@ -562,33 +587,17 @@ sl__splice_stop(struct sl_session *ses)
         }
         end_active(ses, sp, "session closing");
     }
+    /* Taking the client's socket out of the sockhash drops what the
+     * kernel redirected to it but has not sent yet (a killed server's
+     * last error packet): wait (briefly) until TCP has it. */
+    if (ses->client != NULL && ses->client->fd >= 0 &&
+        !egress_done(ses->client->fd,
+                     ses->client->bytes_written + sp->last.server_bytes)) {
+        sl_log_ses_info(ses, "kernel forwarding: the last bytes from the "
+                        "server were not sent within 500 ms");
+    }
     unmap(sp);
     sp->mapped = false;
-}
-
-/* Wait (at most 500 ms) until TCP has been handed every byte the kernel
- * redirected to socket fd: expected in all (Sluice's own writes
- * included). */
-static bool
-egress_done(int fd, uint64_t expected)
-{
-    for (int i = 0; i < 5000; i++) {
-        struct tcp_info ti;
-        socklen_t len = sizeof(ti);
-
-        memset(&ti, 0, sizeof(ti));
-        if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
-            len < offsetof(struct tcp_info, tcpi_bytes_retrans) +
-                      sizeof(ti.tcpi_bytes_retrans)) {
-            return true;   /* cannot tell: an old kernel */
-        }
-        if (ti.tcpi_bytes_sent - ti.tcpi_bytes_retrans +
-                ti.tcpi_notsent_bytes >= expected) {
-            return true;
-        }
-        usleep(100);
-    }
-    return false;
 }
 
 int
@@ -647,6 +656,30 @@ sl__splice_take_back(struct sl_dcb *client, size_t *skip)
     }
     *skip = (size_t)c.div_skip;
     return 1;
+}
+
+void
+sl__splice_lost_answer(struct sl_session *ses, const char *reason)
+{
+    struct sl_splice *sp = ses->splice;
+    struct kf_peer c;
+    struct sl_buf *err;
+    char text[512];
+
+    if (sp == NULL || !sp->active || ses->client == NULL ||
+        !read_peer(sp->ccookie, &c)) {
+        return;
+    }
+    if (c.pending == 0 || c.diverted) {
+        return;
+    }
+    snprintf(text, sizeof(text), "Lost connection to backend server: %s",
+             reason != NULL ? reason : "connection closed");
+    /* sequence 1: the answer to the command the kernel forwarded */
+    err = sl_mdb_make_err(1, 1927, "70100", text);
+    if (err != NULL) {
+        (void)sl_dcb_write(ses->client, err);
+    }
 }
 
 void

@@ -36,6 +36,12 @@ struct sl_dcb *sl__splice_peer(const struct sl_dcb *dcb);
 int sl__splice_take_back(struct sl_dcb *client, size_t *skip);
 /* The backend DCB a session was spliced with (NULL: none). */
 struct sl_dcb *sl__splice_backend(const struct sl_session *ses);
+/* The backend of a session failed: if it is kernel-forwarded and the
+ * server had not started to answer the last command the kernel forwarded,
+ * send the client what the user-space path sends then (1927 "Lost
+ * connection to backend server: reason", as the answer to that command).
+ * Worker-owned, before sl_session_close. */
+void sl__splice_lost_answer(struct sl_session *ses, const char *reason);
 /* Sessions kernel-forwarded since start, and now. Any thread. */
 void sl__splice_counts(uint64_t *total, int64_t *now);
 /* One-second sweep of a spliced client DCB: KEEP, ROLE_LOST (its server
