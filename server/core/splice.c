@@ -675,6 +675,11 @@ sl__splice_lost_answer(struct sl_session *ses, const char *reason)
     }
     snprintf(text, sizeof(text), "Lost connection to backend server: %s",
              reason != NULL ? reason : "connection closed");
+    sl_log_ses_info(ses, "kernel forwarding: the server went away before "
+                    "answering a forwarded command: 1927 to the client");
+    /* Out of the sockhash first (once TCP has what the kernel forwarded):
+     * written through the socket's psock, the error was lost at times. */
+    sl__splice_stop(ses);
     /* sequence 1: the answer to the command the kernel forwarded */
     err = sl_mdb_make_err(1, 1927, "70100", text);
     if (err != NULL) {
