@@ -336,7 +336,10 @@ int kf_verdict(struct __sk_buff *skb)
     struct kf_peer *p = bpf_map_lookup_elem(&kf_peers, &cookie);
     __u64 peer, now;
 
-    if (p == 0) {
+    /* A bare FIN (no bytes) stays with its socket: redirected, the
+     * kernel's send of zero bytes counts as a failure and marks the peer
+     * socket broken (EPIPE), so Sluice could not write its last words. */
+    if (p == 0 || skb->len == 0) {
         return SK_PASS;
     }
     peer = p->peer;
@@ -357,11 +360,11 @@ int kf_verdict(struct __sk_buff *skb)
 
         __u8 h[7];
 
-        /* A bare FIN is an skb too: only bytes answer. A progress report
+        /* A progress report
          * (an ERR packet with code 0xffff: ALTER TABLE and the like, for
          * clients with CLIENT_PROGRESS) leading the skb is not the
          * answer either: the statement still runs. */
-        if (c != 0 && c->pending > 0 && skb->len > 0 &&
+        if (c != 0 && c->pending > 0 &&
             !(skb->len >= 7 && bpf_skb_load_bytes(skb, 0, h, 7) == 0 &&
               h[4] == 0xff && h[5] == 0xff && h[6] == 0xff)) {
             __u64 n = c->pending;
