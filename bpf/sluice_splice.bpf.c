@@ -83,6 +83,9 @@ struct {
 struct {
     __uint(type, BPF_MAP_TYPE_HASH);
     __uint(max_entries, 65536);
+    /* entries (about 350 bytes) are made as sessions are spliced, not
+     * 65,536 of them up front; the program never adds one */
+    __uint(map_flags, BPF_F_NO_PREALLOC);
     __type(key, __u64);
     __type(value, struct kf_peer);
 } kf_peers SEC(".maps");
