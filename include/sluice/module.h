@@ -79,9 +79,13 @@
  *   2.4  struct sl_protocol_ops gained backend_park and backend_reuse
  *        (appended, optional: backend connection pooling; the loader
  *        accepts protocol ops tables of the 2.3 size).
+ *   2.5  struct sl_protocol_ops gained backend_forwarded_running
+ *        (appended after the 2.4 members: kernel forwarding tells the
+ *        protocol a statement it forwarded may still run, for
+ *        kill_on_client_close); classifier bit SL_QC_PREV_RESULT.
  */
 #define SL_MODULE_ABI_MAJOR 2
-#define SL_MODULE_ABI_MINOR 4
+#define SL_MODULE_ABI_MINOR 5
 
 enum sl_module_type {
     SL_MODULE_PROTOCOL = 1,

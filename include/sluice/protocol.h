@@ -89,6 +89,14 @@ struct sl_protocol_ops {
      * or SL_ERROR if nothing could be sent (the core then connects
      * afresh). */
     int (*backend_reuse)(struct sl_dcb *dcb, struct sl_backend *b);
+
+    /* ---- ABI 2.5 ---- */
+    /* Kernel forwarding of the backend's session ended (include/sluice/
+     * splice.h) while the server had not yet started to answer a command
+     * the kernel forwarded: the protocol treats the backend as running a
+     * statement (kill_on_client_close when it closes) until the server
+     * sends again. May be NULL. */
+    void (*backend_forwarded_running)(struct sl_dcb *dcb);
 };
 
 #endif

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "admin_int.h"
+#include "splice_int.h"
 #include "stats.h"
 
 static const char *const sort_keys[] = {
@@ -171,7 +172,17 @@ queries_get(struct admin_req *r)
             "untracked_executes", (json_int_t)s.untracked, "max_entries",
             (json_int_t)sl__stats_cfg.max_entries, "links", "self",
             sl__admin_link(r, "sluice/queries"));
+        uint64_t kf_total;
+        int64_t kf_now;
 
+        /* Kernel-forwarded sessions are absent from the table (their
+         * statements never reach Sluice): say how many there were. */
+        sl__splice_counts(&kf_total, &kf_now);
+        json_object_set_new(json_object_get(doc, "meta"),
+                            "kernel_forwarded_sessions",
+                            json_pack("{s:I, s:I}", "current",
+                                      (json_int_t)kf_now, "total",
+                                      (json_int_t)kf_total));
         sl__digest_snapshot_free(&s);
         return sl__admin_ok(doc);
     }

@@ -852,12 +852,41 @@ spliced_events(struct sl_dcb *dcb)
     enum read_result r = read_some(dcb);
     struct sl_dcb *peer;
     struct sl_buf *out;
+    size_t skip = 0;
+    int tb = 0;
 
-    if (dcb->role == SL_DCB_CLIENT && dcb->readq.len > 0 &&
-        sl__splice_user_command(dcb)) {
-        /* Back to user space for good: the protocol takes it from here. */
-        sl__splice_stop(dcb->session);
-        if (!deliver(dcb)) {
+    if (dcb->role == SL_DCB_CLIENT && dcb->readq.len > 0) {
+        tb = sl__splice_take_back(dcb, &skip);
+    }
+    if (tb < 0) {
+        sl_buf_reset(&dcb->readq);
+        hangup(dcb, "kernel forwarding: the session could not be taken "
+                    "back");
+        return 0;
+    } else if (tb > 0) {
+        /* Back to user space for good: the BPF program left a command to
+         * Sluice. The first skip bytes end a packet the kernel forwarded
+         * the start of: they go to the server as they are (all of the
+         * diverted skb is with the socket, so reading finds them). */
+        while (dcb->readq.len < skip && r == READ_MORE) {
+            r = read_some(dcb);
+        }
+        peer = skip > 0 ? sl__splice_backend(dcb->session) : NULL;
+        if (skip > 0) {
+            out = peer != NULL && dcb->readq.len >= skip ? sl_buf_new()
+                                                          : NULL;
+            if (out != NULL && sl_buf_split(&dcb->readq, skip, out) != 0) {
+                sl_buf_free(out);
+                out = NULL;
+            }
+            if (out == NULL || sl_dcb_write(peer, out) != 0) {
+                sl_buf_reset(&dcb->readq);
+                hangup(dcb, "kernel forwarding: the end of a forwarded "
+                            "packet could not be passed on");
+                return 0;
+            }
+        }
+        if (dcb->readq.len > 0 && !deliver(dcb)) {
             return 0;
         }
     } else if (dcb->readq.len > 0) {

@@ -44,6 +44,7 @@
 #include <sluice/server.h>
 
 #include "dcb_int.h"
+#include "splice_int.h"
 #include "worker_int.h"
 
 #define POOL_TICK_MS 1000
@@ -202,10 +203,10 @@ not_parkable(const struct sl_backend *b)
     const struct sl_session *ses = b->ses;
     const struct sl_dcb *d = b->dcb;
 
-    /* The one place that keeps kernel-forwarded sessions out: a session
-     * that asked for forwarding may have had bytes pass that Sluice
-     * never saw. */
-    if (ses->splice != NULL) {
+    /* The one place that keeps kernel-forwarded sessions out: their
+     * bytes passed without Sluice seeing them. (A server that pools is
+     * never forwarded to in the first place: splice.c.) */
+    if (sl__splice_ever(ses)) {
         return "kernel forwarding";
     }
     if (d == NULL || b->state != SL_BACKEND_READY || d->state != DCB_POLLING) {

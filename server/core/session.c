@@ -1039,6 +1039,9 @@ backend_fail(struct sl_backend *b, struct sl_buf *errpkt, const char *reason)
     if (!go_on) {
         if (ses->state == SL_SESSION_STARTING || pending) {
             send_backend_error(ses, errpkt, reason);
+        } else {
+            /* kernel forwarding: a forwarded command got no answer */
+            sl__splice_lost_answer(ses, reason);
         }
         sl_session_close(ses, reason);
     }

@@ -27,6 +27,9 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <linux/sockios.h>
+#include <linux/tcp.h>
+#include <netinet/in.h>
+#include <unistd.h>
 #include <jansson.h>
 
 #include <sluice/log.h>
@@ -36,6 +39,7 @@
 
 #include "dcb_int.h"
 #include "splice_int.h"
+#include "stats.h"
 
 #ifdef SLUICE_HAVE_BPF
 #include <bpf/bpf.h>
@@ -60,6 +64,19 @@ struct kf_peer {
     uint64_t packets;
     uint64_t is_client;
     uint64_t last_ns;
+    uint64_t rem;
+    uint64_t diverted;
+    uint64_t div_skip;
+    uint64_t div_broken;
+    uint64_t part;
+    uint64_t part_len;
+    uint64_t last_seq;
+    uint64_t cmds;
+    uint64_t pending;
+    uint64_t req_ns;
+    uint64_t timed;
+    uint64_t sum_ns;
+    uint64_t hist[SL_HIST_BUCKETS];
 };
 
 /* A service max_allowed_packet below this (the default, and MariaDB's)
@@ -76,6 +93,14 @@ struct sl_splice {
     uint32_t status_ok;
     bool active;
     bool ever;                   /* was spliced at some point */
+    bool mapped;                 /* both sockets in the maps (taken back:
+                                  * still there, see sl__splice_take_back) */
+    bool is_write;               /* the server was Master when spliced */
+    /* What of the BPF statement counters went into the statistics
+     * (fold): compare-and-swapped, as the sweep may look from another
+     * worker in the shared model. */
+    uint64_t f_cmds, f_timed, f_sum;
+    uint64_t f_hist[SL_HIST_BUCKETS];
     uint64_t ccookie;            /* client socket's cookie */
     uint64_t bcookie;            /* backend socket's cookie */
     struct sl_splice_stats last; /* counters when it was unspliced */
@@ -88,6 +113,9 @@ struct sl_splice {
 };
 
 static int socks_fd = -1;    /* kf_socks; -1: no kernel forwarding */
+/* Sessions kernel-forwarded since start, and now (REST). */
+static uint64_t forwarded_total;
+static int64_t forwarded_now;
 static bool load_tried;
 static char unavailable[1024] = "not loaded";
 
@@ -167,6 +195,15 @@ load(void)
         bpf_object__close(obj);
         return;
     }
+    if (bpf_map__value_size(peers) != sizeof(struct kf_peer)) {
+        /* the program and this file disagree: a build error, in effect */
+        snprintf(unavailable, sizeof(unavailable),
+                 "the BPF map kf_peers has values of %u bytes, Sluice "
+                 "expects %zu", bpf_map__value_size(peers),
+                 sizeof(struct kf_peer));
+        bpf_object__close(obj);
+        return;
+    }
     kf_obj = obj;
     socks_fd = bpf_map__fd(socks);
     peers_fd = bpf_map__fd(peers);
@@ -233,12 +270,18 @@ read_peer(uint64_t cookie, struct kf_peer *out)
 #endif
 }
 
+/* The counters of both sockets into *st (and the client's whole entry
+ * into *c when not NULL; zeroed if it could not be read). */
 static void
-read_stats(const struct sl_splice *sp, struct sl_splice_stats *st)
+read_stats_c(const struct sl_splice *sp, struct sl_splice_stats *st,
+             struct kf_peer *c)
 {
     struct kf_peer p;
 
     *st = sp->last;
+    if (c != NULL) {
+        memset(c, 0, sizeof(*c));
+    }
     if (!sp->active) {
         return;
     }
@@ -246,10 +289,68 @@ read_stats(const struct sl_splice *sp, struct sl_splice_stats *st)
     if (read_peer(sp->ccookie, &p)) {
         st->client_bytes = p.bytes;
         st->client_packets = p.packets;
+        if (c != NULL) {
+            *c = p;
+        }
     }
     if (read_peer(sp->bcookie, &p)) {
         st->server_bytes = p.bytes;
         st->server_packets = p.packets;
+    }
+}
+
+static void
+read_stats(const struct sl_splice *sp, struct sl_splice_stats *st)
+{
+    read_stats_c(sp, st, NULL);
+}
+
+/* What a counter moved since *f last took it (0 if another thread took
+ * it already). */
+static uint64_t
+take_delta(uint64_t *f, uint64_t now)
+{
+    uint64_t old = __atomic_load_n(f, __ATOMIC_RELAXED);
+
+    while (now > old) {
+        if (__atomic_compare_exchange_n(f, &old, now, false,
+                                        __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED)) {
+            return now - old;
+        }
+    }
+    return 0;
+}
+
+/* Add what the BPF program counted for the client since the last fold to
+ * the statistics: the commands to the server's routed reads or writes
+ * (as readconnroute counts them), the request -> first-response-byte
+ * times to the service's and the server's response-time histograms.
+ * Worker thread (the calling worker's slots). */
+static void
+fold(struct sl_session *ses, struct sl_splice *sp, const struct kf_peer *c)
+{
+    struct sl_hist h;
+    uint64_t d;
+
+    if (c->is_client == 0 || sp->b == NULL || sp->b->server == NULL) {
+        return;   /* not read */
+    }
+    d = take_delta(&sp->f_cmds, c->cmds);
+    if (d > 0) {
+        atomic_fetch_add_explicit(sp->is_write ? &sp->b->server->routed_writes
+                                               : &sp->b->server->routed_reads,
+                                  d, memory_order_relaxed);
+    }
+    memset(&h, 0, sizeof(h));
+    h.count = take_delta(&sp->f_timed, c->timed);
+    h.sum_ns = take_delta(&sp->f_sum, c->sum_ns);
+    for (int i = 0; i < SL_HIST_BUCKETS; i++) {
+        h.bucket[i] = take_delta(&sp->f_hist[i], c->hist[i]);
+    }
+    if (h.count > 0 && sl__stats_cfg.histograms) {
+        sl__stats_obj_add(&ses->service->stats, &h);
+        sl__stats_obj_add(&sp->b->server->stats, &h);
     }
 }
 
@@ -262,6 +363,12 @@ sl_session_splice_stats(const struct sl_session *ses,
     }
     read_stats(ses->splice, out);
     return true;
+}
+
+bool
+sl__splice_ever(const struct sl_session *ses)
+{
+    return ses->splice != NULL && ses->splice->ever;
 }
 
 /* Why dcb's socket cannot be spliced now ("" if it can). */
@@ -374,6 +481,8 @@ sl__splice_started(struct sl_session *ses)
         why = "protocol compression";   /* the client's, from its OK on */
     } else if (sp->b == NULL || sp->b->state != SL_BACKEND_READY) {
         why = "the backend is not ready";
+    } else if (sp->b->server->persistpoolmax > 0) {
+        why = "its server pools connections (persistpoolmax)";
     } else if (ses->protocol->backend_pending != NULL && bd != NULL &&
                ses->protocol->backend_pending(bd) > 0) {
         why = "commands are queued for the backend";
@@ -390,7 +499,10 @@ sl__splice_started(struct sl_session *ses)
                             "(%s): forwarding in user space", strerror(-err));
             return;
         }
-        sp->active = sp->ever = true;
+        sp->active = sp->ever = sp->mapped = true;
+        sp->is_write = (sl_server_status(sp->b->server) & SL_SRV_MASTER) != 0;
+        __atomic_add_fetch(&forwarded_total, 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&forwarded_now, 1, __ATOMIC_RELAXED);
         sl__dcb_set_spliced(c, true);
         sl__dcb_set_spliced(bd, true);
         sl_log_ses_info(ses, "kernel forwarding to server '%s'",
@@ -401,30 +513,193 @@ sl__splice_started(struct sl_session *ses)
                     "space", why);
 }
 
-void
-sl__splice_stop(struct sl_session *ses)
+/* Wait (at most 500 ms) until TCP has been handed every byte the kernel
+ * redirected to socket fd: expected in all (Sluice's own writes
+ * included). */
+static bool
+egress_done(int fd, uint64_t expected)
 {
-    struct sl_splice *sp = ses->splice;
+    for (int i = 0; i < 5000; i++) {
+        struct tcp_info ti;
+        socklen_t len = sizeof(ti);
 
-    if (sp == NULL || !sp->active) {
-        return;
+        memset(&ti, 0, sizeof(ti));
+        if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
+            len < offsetof(struct tcp_info, tcpi_bytes_retrans) +
+                      sizeof(ti.tcpi_bytes_retrans)) {
+            return true;   /* cannot tell: an old kernel */
+        }
+        if (ti.tcpi_bytes_sent - ti.tcpi_bytes_retrans +
+                ti.tcpi_notsent_bytes >= expected) {
+            return true;
+        }
+        usleep(100);
     }
-    read_stats(sp, &sp->last);
+    return false;
+}
+
+/* The protocol treats the backend as running a statement the kernel
+ * forwarded (kill_on_client_close when it closes). */
+static void
+mark_running(struct sl_session *ses, struct sl_splice *sp)
+{
+    const struct sl_protocol_ops *p = ses->protocol;
+
+    if (p != NULL && sp->b != NULL && sp->b->dcb != NULL &&
+        p->size >= offsetof(struct sl_protocol_ops,
+                            backend_forwarded_running) + sizeof(void *) &&
+        p->backend_forwarded_running != NULL) {
+        p->backend_forwarded_running(sp->b->dcb);
+    }
+}
+
+/* The session's DCBs leave the spliced event mode; the counters of the
+ * last look (sp->last) are final. */
+static void
+end_active(struct sl_session *ses, struct sl_splice *sp, const char *how)
+{
     sp->last.active = false;
-    unmap(sp);
     sp->active = false;
+    __atomic_sub_fetch(&forwarded_now, 1, __ATOMIC_RELAXED);
     if (ses->client != NULL) {
         sl__dcb_set_spliced(ses->client, false);
     }
     if (sp->b != NULL && sp->b->dcb != NULL) {
         sl__dcb_set_spliced(sp->b->dcb, false);
     }
-    sl_log_ses_info(ses, "kernel forwarding ended: %llu bytes (%llu skbs) "
-                    "from the client, %llu bytes (%llu skbs) from the server",
+    sl_log_ses_info(ses, "kernel forwarding ended (%s): %llu bytes (%llu "
+                    "skbs) from the client, %llu bytes (%llu skbs) from "
+                    "the server", how,
                     (unsigned long long)sp->last.client_bytes,
                     (unsigned long long)sp->last.client_packets,
                     (unsigned long long)sp->last.server_bytes,
                     (unsigned long long)sp->last.server_packets);
+}
+
+void
+sl__splice_stop(struct sl_session *ses)
+{
+    struct sl_splice *sp = ses->splice;
+    struct kf_peer c;
+
+    if (sp == NULL || !sp->mapped) {
+        return;
+    }
+    if (sp->active) {
+        read_stats_c(sp, &sp->last, &c);
+        fold(ses, sp, &c);
+        if (c.pending > 0) {
+            /* the client leaves (or the session is closed) while the
+             * server has not started to answer */
+            mark_running(ses, sp);
+        }
+        end_active(ses, sp, "session closing");
+    }
+    /* Taking the client's socket out of the sockhash drops what the
+     * kernel redirected to it but has not sent yet (a killed server's
+     * last error packet): wait (briefly) until TCP has it. */
+    if (ses->client != NULL && ses->client->fd >= 0 &&
+        !egress_done(ses->client->fd,
+                     ses->client->bytes_written + sp->last.server_bytes)) {
+        sl_log_ses_info(ses, "kernel forwarding: the last bytes from the "
+                        "server were not sent within 500 ms");
+    }
+    unmap(sp);
+    sp->mapped = false;
+}
+
+int
+sl__splice_take_back(struct sl_dcb *client, size_t *skip)
+{
+    struct sl_session *ses = client->session;
+    struct sl_splice *sp = ses != NULL ? ses->splice : NULL;
+    struct sl_dcb *bd;
+    struct kf_peer c, b;
+
+    *skip = 0;
+    if (sp == NULL || !sp->active || sp->b == NULL ||
+        (bd = sp->b->dcb) == NULL || !read_peer(sp->ccookie, &c) ||
+        !c.diverted) {
+        return 0;
+    }
+#ifdef SLUICE_HAVE_BPF
+    /* The server's bytes stop going to the client: from now on they stay
+     * with its socket, which Sluice reads. Both sockets stay in the
+     * sockhash until the session ends: taking a socket out drops what
+     * the kernel still holds for it (bytes passed to it, and bytes
+     * redirected to it but not yet sent). */
+    memset(&b, 0, sizeof(b));
+    if (bpf_map_lookup_and_delete_elem(peers_fd, &sp->bcookie, &b) != 0) {
+        (void)read_peer(sp->bcookie, &b);
+        bpf_map_delete_elem(peers_fd, &sp->bcookie);
+    }
+#else
+    memset(&b, 0, sizeof(b));
+#endif
+    sp->last.client_bytes = c.bytes;
+    sp->last.client_packets = c.packets;
+    sp->last.server_bytes = b.bytes;
+    sp->last.server_packets = b.packets;
+    fold(ses, sp, &c);
+    if (c.pending > 0) {
+        mark_running(ses, sp);
+    }
+    end_active(ses, sp, "a command for Sluice");
+    /* Before Sluice writes to either socket, TCP must have what the
+     * kernel redirected to it (the redirect is queued and sent by a
+     * kernel worker): else Sluice's bytes could overtake them. */
+    if (!egress_done(bd->fd, bd->bytes_written + c.bytes) ||
+        !egress_done(client->fd, client->bytes_written + b.bytes)) {
+        sl_log_ses_error(ses, "kernel forwarding: the kernel did not send "
+                         "what it forwarded within 500 ms, closing the "
+                         "session");
+        return -1;
+    }
+    if (c.div_broken) {
+        sl_log_ses_error(ses, "kernel forwarding: a command Sluice must see "
+                         "(KILL, COM_QUIT, COM_CHANGE_USER) had its packet "
+                         "header cut between two TCP reads, and the server "
+                         "has its start: closing the session");
+        return -1;
+    }
+    *skip = (size_t)c.div_skip;
+    return 1;
+}
+
+void
+sl__splice_lost_answer(struct sl_session *ses, const char *reason)
+{
+    struct sl_splice *sp = ses->splice;
+    struct kf_peer c;
+    struct sl_buf *err;
+    char text[512];
+
+    if (sp == NULL || !sp->active || ses->client == NULL ||
+        !read_peer(sp->ccookie, &c)) {
+        return;
+    }
+    if (c.pending == 0 || c.diverted) {
+        return;
+    }
+    snprintf(text, sizeof(text), "Lost connection to backend server: %s",
+             reason != NULL ? reason : "connection closed");
+    sl_log_ses_info(ses, "kernel forwarding: the server went away before "
+                    "answering a forwarded command: 1927 to the client");
+    /* Out of the sockhash first (once TCP has what the kernel forwarded):
+     * written through the socket's psock, the error was lost at times. */
+    sl__splice_stop(ses);
+    /* sequence 1: the answer to the command the kernel forwarded */
+    err = sl_mdb_make_err(1, 1927, "70100", text);
+    if (err != NULL) {
+        (void)sl_dcb_write(ses->client, err);
+    }
+}
+
+void
+sl__splice_counts(uint64_t *total, int64_t *now)
+{
+    *total = __atomic_load_n(&forwarded_total, __ATOMIC_RELAXED);
+    *now = __atomic_load_n(&forwarded_now, __ATOMIC_RELAXED);
 }
 
 void
@@ -447,6 +722,14 @@ sl__splice_peer(const struct sl_dcb *dcb)
     return dcb->role == SL_DCB_CLIENT ? sp->b->dcb : ses->client;
 }
 
+struct sl_dcb *
+sl__splice_backend(const struct sl_session *ses)
+{
+    const struct sl_splice *sp = ses->splice;
+
+    return sp != NULL && sp->b != NULL ? sp->b->dcb : NULL;
+}
+
 int
 sl__splice_sweep(struct sl_dcb *client, uint64_t now, char *why, size_t len)
 {
@@ -454,7 +737,7 @@ sl__splice_sweep(struct sl_dcb *client, uint64_t now, char *why, size_t len)
     struct sl_splice *sp = ses != NULL ? ses->splice : NULL;
     const struct sl_service *svc = client->service;
     struct sl_splice_stats st;
-    bool have_stats = false;
+    struct kf_peer c;
     int outq = 0;
 
     why[0] = '\0';
@@ -468,10 +751,11 @@ sl__splice_sweep(struct sl_dcb *client, uint64_t now, char *why, size_t len)
             sp->status_ok) {
         return SL__SPLICE_ROLE_LOST;
     }
+    /* The statement counters into the statistics, once a second. */
+    read_stats_c(sp, &st, &c);
+    fold(ses, sp, &c);
     /* connection_timeout: forwarded bytes are activity too. */
     if (svc != NULL && svc->connection_timeout_ms) {
-        read_stats(sp, &st);
-        have_stats = true;
         if (st.client_bytes + st.server_bytes != sp->seen_bytes) {
             sp->seen_bytes = st.client_bytes + st.server_bytes;
             client->last_read_ms = now;
@@ -481,9 +765,6 @@ sl__splice_sweep(struct sl_dcb *client, uint64_t now, char *why, size_t len)
      * read in the client socket's send queue (SIOCOUTQ); no progress is
      * a send queue that neither shrinks nor lets more server bytes in. */
     if (svc != NULL && svc->net_write_timeout_ms) {
-        if (!have_stats) {
-            read_stats(sp, &st);
-        }
         if (ioctl(client->fd, SIOCOUTQ, &outq) != 0 || outq <= 0) {
             sp->stall_ms = 0;
         } else if (sp->stall_ms == 0 || outq != sp->stall_outq ||
@@ -530,19 +811,6 @@ sl__splice_role_lost(struct sl_dcb *client)
 }
 
 bool
-sl__splice_user_command(struct sl_dcb *client)
-{
-    unsigned char h[5];
-
-    if (sl_buf_copy_out(&client->readq, 0, sizeof(h), h) != sizeof(h)) {
-        return false;
-    }
-    return h[4] == SL_COM_CHANGE_USER && h[3] == 0 &&
-           ((size_t)h[0] | (size_t)h[1] << 8 | (size_t)h[2] << 16) + 4 ==
-               client->readq.len;
-}
-
-bool
 sl__splice_drain_busy(const struct sl_dcb *client)
 {
     struct sl_splice *sp = client->session->splice;
@@ -559,7 +827,7 @@ sl__splice_drain_busy(const struct sl_dcb *client)
     /* The client sent something after the server last did (a statement
      * waits for its answer), or the server sent within the last
      * SPLICE_STREAMING_NS (an answer may still be streaming). */
-    return c.last_ns > b.last_ns ||
+    return c.pending > 0 || c.last_ns > b.last_ns ||
            (b.last_ns != 0 && now_ns - b.last_ns < SPLICE_STREAMING_NS);
 }
 

@@ -23,10 +23,27 @@ void sl__splice_stop(struct sl_session *ses);
 void sl__splice_free(struct sl_session *ses);
 /* The other DCB of a spliced dcb, NULL if not spliced (any more). */
 struct sl_dcb *sl__splice_peer(const struct sl_dcb *dcb);
-/* The bytes a spliced client DCB read are one whole COM_CHANGE_USER,
- * which the BPF program leaves to Sluice: the session must go back to
- * user space (sl__splice_stop) and the protocol handle it. */
-bool sl__splice_user_command(struct sl_dcb *client);
+/* A spliced client DCB read bytes. If the BPF program diverted the
+ * client's socket (a command Sluice must see: COM_QUIT,
+ * COM_PROCESS_KILL, COM_CHANGE_USER, a KILL statement; or the program
+ * could not tell), take the session back to user space for good: the
+ * server's bytes stop going to the client, the counters are folded into
+ * the statistics, and once TCP has everything the kernel redirected, 1
+ * with *skip the bytes at the head of what was read that end a packet
+ * the kernel forwarded the start of (the caller sends them to the server
+ * as they are, then the protocol reads the rest). 0: not diverted (the
+ * bytes go to the peer as they are); -1: the session must close. */
+int sl__splice_take_back(struct sl_dcb *client, size_t *skip);
+/* The backend DCB a session was spliced with (NULL: none). */
+struct sl_dcb *sl__splice_backend(const struct sl_session *ses);
+/* The backend of a session failed: if it is kernel-forwarded and the
+ * server had not started to answer the last command the kernel forwarded,
+ * send the client what the user-space path sends then (1927 "Lost
+ * connection to backend server: reason", as the answer to that command).
+ * Worker-owned, before sl_session_close. */
+void sl__splice_lost_answer(struct sl_session *ses, const char *reason);
+/* Sessions kernel-forwarded since start, and now. Any thread. */
+void sl__splice_counts(uint64_t *total, int64_t *now);
 /* One-second sweep of a spliced client DCB: KEEP, ROLE_LOST (its server
  * lost the role the router asked for: sl__splice_role_lost) or TIMED_OUT
  * (net_write_timeout: the client reads nothing; why says so). Also marks
@@ -48,5 +65,9 @@ bool sl__splice_drain_busy(const struct sl_dcb *client);
 /* Unload the BPF program and its maps (exit; every session is gone).
  * Main thread. */
 void sl__splice_finish(void);
+
+/* Whether ses was ever kernel-forwarded (its bytes may have passed
+ * without Sluice seeing them): such a connection is never pooled. */
+bool sl__splice_ever(const struct sl_session *ses);
 
 #endif

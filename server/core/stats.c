@@ -124,6 +124,24 @@ obj_record(struct sl_obj_slots **slotsp, uint64_t ns, bool err)
 }
 
 void
+sl__stats_obj_add(struct sl_obj_slots **slotsp, const struct sl_hist *h)
+{
+    struct sl_worker *w = sl_worker_current();
+    struct sl_obj_stats *o;
+
+    if (w == NULL || (o = obj_slot(slotsp, sl_worker_index(w))) == NULL) {
+        return;
+    }
+    BUMP(o->lat.count, h->count);
+    BUMP(o->lat.sum_ns, h->sum_ns);
+    for (int b = 0; b < SL_HIST_BUCKETS; b++) {
+        if (h->bucket[b] != 0) {
+            BUMP(o->lat.bucket[b], h->bucket[b]);
+        }
+    }
+}
+
+void
 sl__stats_obj_read(struct sl_obj_slots *const *slotsp, struct sl_hist *out,
                    uint64_t *errors)
 {

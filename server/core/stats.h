@@ -194,6 +194,11 @@ void sl__stats_session_free(struct sl_ses_stats *st);
 void sl__stats_server_bytes(struct sl_server *srv, uint64_t in,
                             uint64_t out);
 
+/* Add samples counted elsewhere (kernel forwarding's BPF histogram, in
+ * the same buckets: splice.c) to an object's histogram, in the calling
+ * worker's slot. */
+void sl__stats_obj_add(struct sl_obj_slots **slotsp, const struct sl_hist *h);
+
 /* ---- readers (admin thread) ---- */
 /* The statements sl_session_count_query counted, by kind, all workers. */
 void sl__stats_obj_queries(struct sl_obj_slots *const *slotsp,

@@ -19,9 +19,9 @@ the master-only session with error 1105 on its next command and keeps a
 replica session: the same outcomes on both paths.
 
 The switchover changes the sandbox primary; the module puts db1 back
-(as test_mariadbmon.py does). kernel_forwarding is off by default
-(docs/modules.md: KILL translation and per-statement statistics need the
-bytes), so the services here set kernel_forwarding=auto.
+(as test_mariadbmon.py does). kernel_forwarding=auto is the default
+(test_kernel_forwarding_auto.py tests that and what a forwarded session
+still leaves to Sluice); the services here set it explicitly anyway.
 """
 
 import hashlib
@@ -70,7 +70,7 @@ protocol=MariaDBClient
 address={st.HOST}
 port={OFF_PORT}
 """
-    # kernel_forwarding is off by default (docs/modules.md): on here
+    # auto is the default (docs/modules.md); said here explicitly
     text += readconnroute_services(servers, PRIMARY_PORT, REPLICA_PORT) \
         .replace("router=readconnroute\n",
                  "router=readconnroute\nkernel_forwarding=auto\n")

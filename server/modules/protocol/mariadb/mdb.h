@@ -160,6 +160,9 @@ void mdb_backend_free(struct sl_dcb *dcb);
 int mdb_backend_pending(const struct sl_dcb *dcb);
 bool mdb_backend_park(struct sl_dcb *dcb);
 int mdb_backend_reuse(struct sl_dcb *dcb, struct sl_backend *b);
+/* Kernel forwarding ended with a forwarded statement unanswered: count
+ * the backend as running one (kill_on_client_close). */
+void mdb_backend_forwarded_running(struct sl_dcb *dcb);
 
 /* ---- blocking hosts after failed logins (mdb_block.c) ---- */
 

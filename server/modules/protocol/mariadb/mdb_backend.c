@@ -72,6 +72,8 @@ struct mdb_backend {
     struct queued *qtail;
     int queued_replies;           /* queued commands expecting answers */
     bool load_data;               /* writing a LOCAL INFILE's packets */
+    bool forwarded_running;       /* kernel forwarding ended with a
+                                   * statement of its unanswered */
     uint32_t tid;                 /* the server's thread id (greeting) */
     uint32_t reg_id;              /* Sluice id registered under, or 0 */
     struct sl_server *reg_srv;    /* and the server */
@@ -585,6 +587,7 @@ mdb_backend_read(struct sl_dcb *dcb)
         sl_buf_reset(rq);
         return SL_OK;
     }
+    be->forwarded_running = false;   /* the server answers */
     return track_replies(dcb, be, rq);
 }
 
@@ -674,8 +677,9 @@ still_running(const struct mdb_backend *be)
 {
     size_t pending = mdb_tracker_pending(&be->trk);
 
-    return pending > 0 && !be->load_data &&
-           !(pending == 1 && be->trk.active);
+    return be->forwarded_running ||
+           (pending > 0 && !be->load_data &&
+            !(pending == 1 && be->trk.active));
 }
 
 /*
@@ -720,6 +724,16 @@ mdb_backend_close(struct sl_dcb *dcb)
     }
     if (!be->load_data && (buf = sl_buf_from(quit, sizeof(quit))) != NULL) {
         sl_dcb_write(dcb, buf);
+    }
+}
+
+void
+mdb_backend_forwarded_running(struct sl_dcb *dcb)
+{
+    struct mdb_backend *be = sl_dcb_protocol_data(dcb);
+
+    if (be != NULL && be->state == BS_READY) {
+        be->forwarded_running = true;
     }
 }
 

@@ -66,6 +66,7 @@ static const struct sl_protocol_ops ops = {
     .service_diagnostics = service_diagnostics,
     .backend_park = mdb_backend_park,
     .backend_reuse = mdb_backend_reuse,
+    .backend_forwarded_running = mdb_backend_forwarded_running,
 };
 
 static const char *const aliases[] = {

@@ -346,10 +346,11 @@ static const struct sl_param_spec rcr_params[] = {
     {"router_options", SL_PARAM_ENUM_MASK, "running", 0, rcr_option_names,
      "Roles a server must have to be chosen: master, slave, running, "
      "synced (any of the listed)"},
-    {"kernel_forwarding", SL_PARAM_ENUM, "off", 0, rcr_kfwd_names,
+    {"kernel_forwarding", SL_PARAM_ENUM, "auto", 0, rcr_kfwd_names,
      "auto: once a session has started, forward its bytes in the kernel "
-     "(BPF sockhash) when nothing needs to see them (no KILL translation, "
-     "no per-statement statistics); off: always in user space"},
+     "(BPF sockhash) when nothing needs to see them (KILL, COM_QUIT and "
+     "COM_CHANGE_USER still reach Sluice; no query digests); off: always "
+     "in user space"},
     {"max_replication_lag", SL_PARAM_DURATION, "0s", SL_PARAM_F_SECONDS,
      NULL, "New sessions avoid a replica whose lag (as the monitor measures "
      "it) is unknown or larger; the primary when none qualifies; 0: off"},
