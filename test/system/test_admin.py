@@ -293,13 +293,6 @@ def test_session_times(sluice):
         assert b["seconds_alive"] >= a["seconds_alive"]
 
 
-def test_readwritesplit_defaults_as_maxscale_24(sluice):
-    """master_failure_mode defaults to MaxScale 24's fail_on_write (the
-    behaviour is tested with it set explicitly in test_trx_replay)."""
-    params = get("/services/RW-Service")["data"]["attributes"]["parameters"]
-    assert params["master_failure_mode"] == "fail_on_write"
-
-
 def rw_stats():
     diag = get("/services/RW-Service")["data"]["attributes"][
         "router_diagnostics"]

@@ -532,7 +532,7 @@ static const struct sl_param_spec rws_params[] = {
      "tuning: replica connections follow max_slave_connections"},
     {"lazy_connect", SL_PARAM_BOOL, "false", 0, NULL,
      "Connect to servers only when a statement needs them"},
-    {"master_failure_mode", SL_PARAM_ENUM, "fail_on_write", 0,
+    {"master_failure_mode", SL_PARAM_ENUM, "fail_instantly", 0,
      failure_names, "What a session does when the primary is lost"},
     {"retry_failed_reads", SL_PARAM_BOOL, "true", 0, NULL,
      "Retry a read on another server when its server fails"},
