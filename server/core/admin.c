@@ -822,11 +822,12 @@ sl__admin_start(const struct sl_config *cfg)
 void
 sl__admin_stop(void)
 {
-    sl__admin_audit_close();
     if (daemon_ != NULL) {
         MHD_stop_daemon(daemon_);
         daemon_ = NULL;
     }
+    /* after the MHD thread is gone: it is the audit file's only user */
+    sl__admin_audit_close();
 }
 
 void
