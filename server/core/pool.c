@@ -229,9 +229,9 @@ not_parkable(const struct sl_backend *b)
 }
 
 static void
-note_max(struct sl_server *srv, int64_t n)
+note_max(struct sl_server *srv, long long n)
 {
-    int64_t m = atomic_load(&srv->pool_max);
+    long long m = atomic_load(&srv->pool_max);
 
     while (n > m && !atomic_compare_exchange_weak(&srv->pool_max, &m, n)) {
     }
