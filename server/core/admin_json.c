@@ -119,6 +119,18 @@ document(struct admin_req *r, json_t *data)
                               "self", sl__admin_link(r, "%s", r->url + 4)));
 }
 
+/* t as an HTTP date (MaxScale's format for `started`, `connected`,
+ * `started_at`), into buf. */
+static const char *
+http_date(time_t t, char *buf, size_t len)
+{
+    struct tm tm;
+
+    gmtime_r(&t, &tm);
+    strftime(buf, len, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+    return buf;
+}
+
 /* ---- servers ---- */
 
 /* MaxScale's server attributes that come from its monitor (the server's
@@ -289,11 +301,9 @@ service_json(struct admin_req *r, void *obj)
         (json_int_t)atomic_load(&s->total_sessions));
     {
         char date[64];
-        struct tm tm;
 
-        gmtime_r(&s->created_at, &tm);
-        strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S GMT", &tm);
-        json_object_set_new(attrs, "started", json_string(date));
+        json_object_set_new(attrs, "started", json_string(
+            http_date(s->created_at, date, sizeof(date))));
         json_object_set_new(json_object_get(attrs, "statistics"),
                             "max_connections", json_integer(
                                 (json_int_t)atomic_load(&s->peak_sessions)));
@@ -455,21 +465,16 @@ kfwd_json(const struct sl_session_info *ses)
                      "server_packets", (json_int_t)st->server_packets);
 }
 
-/* The wall-clock time ms_ago milliseconds ago as an HTTP date (MaxScale's
- * format for `connected`, `started`), into buf. */
+/* The wall-clock time ms_ago milliseconds ago as an HTTP date. */
 static const char *
 http_date_ms_ago(uint64_t ms_ago, char *buf, size_t len)
 {
     struct timespec now;
-    struct tm tm;
-    time_t t;
 
     clock_gettime(CLOCK_REALTIME, &now);
-    t = (time_t)(((uint64_t)now.tv_sec * 1000 +
-                  (uint64_t)now.tv_nsec / 1000000 - ms_ago) / 1000);
-    gmtime_r(&t, &tm);
-    strftime(buf, len, "%a, %d %b %Y %H:%M:%S GMT", &tm);
-    return buf;
+    return http_date((time_t)(((uint64_t)now.tv_sec * 1000 +
+                               (uint64_t)now.tv_nsec / 1000000 - ms_ago) /
+                              1000), buf, len);
 }
 
 static void
@@ -697,12 +702,10 @@ sl__rest_maxscale_get(struct admin_req *r)
 {
     const struct sl_global *g = &sl__config->global;
     char started[64];
-    time_t t = time(NULL) - (time_t)sl__admin_uptime();
-    struct tm tm;
     json_t *attrs;
 
-    gmtime_r(&t, &tm);
-    strftime(started, sizeof(started), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+    http_date(time(NULL) - (time_t)sl__admin_uptime(), started,
+              sizeof(started));
     attrs = json_pack(
         "{s:s, s:s, s:I, s:i, s:i, s:b, s:o}",
         "version", SLUICE_VERSION, "started_at", started,
