@@ -344,8 +344,17 @@ def test_divergent_session_command_drops_replicas(proxy):
             for _ in range(6):
                 cur.execute("SELECT @x, @@server_id")
                 assert cur.fetchone() == (7, st.PRIMARY_ID)
-        # other sessions unaffected
-        assert set(session_ids(RW_PORT, 4)) == st.REPLICA_IDS
+        # Other sessions unaffected: both replicas still serve new
+        # sessions. Polled, because four sessions can all start on one
+        # replica while the other is briefly busy or behind after the
+        # earlier tests (CI saw {2} once).
+        seen = set()
+
+        def both_used():
+            seen.update(session_ids(RW_PORT, 4))
+            return seen == st.REPLICA_IDS
+        st.wait_until(both_used, 15, interval=0.5,
+                      what="new sessions on both replicas")
     finally:
         with st.root(st.PRIMARY_ID) as p, p.cursor() as cur:
             cur.execute("SET sql_log_bin = 0")
