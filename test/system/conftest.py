@@ -42,6 +42,12 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "slow: long-running (sysbench, "
                             "1 GiB result, 5000 connections); skipped with "
                             "SLUICE_SKIP_SLOW=1")
+    config.addinivalue_line("markers", "release: checks only the release "
+                            "build can make (RSS bounds, packages): relaxed "
+                            "or skipped under a sanitizer; CI's split run "
+                            "(scripts/test --split) runs these and the slow "
+                            "tests in the release build, the rest under "
+                            "ASan+UBSan only")
     config.addinivalue_line("markers", "sluice_only: needs Sluice itself; "
                             "skipped with SLUICE_TEST_PROXY=haproxy")
     if not config.pluginmanager.hasplugin("timeout"):

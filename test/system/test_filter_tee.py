@@ -105,6 +105,7 @@ def _sanitized(pid):
     return "libasan" in maps or "libtsan" in maps
 
 
+@pytest.mark.release
 def test_slow_target_drops_copies_past_the_bound(proxy):
     """tee_dst is locked on the primary, so the copies (rewritten to
     tee_dst) wait on the server. 60 statements of 900 KiB: the client's

@@ -26,7 +26,7 @@ import pytest
 
 import sluicetest as st
 
-pytestmark = pytest.mark.sluice_only
+pytestmark = [pytest.mark.sluice_only, pytest.mark.release]
 
 DEBROOT = st.ROOT / "scripts" / "debroot"
 LISTEN = st.port(4950)
@@ -51,7 +51,7 @@ def _why_skip():
 
 
 if _why_skip():
-    pytestmark = [pytestmark, pytest.mark.skip(reason=_why_skip())]
+    pytestmark = pytestmark + [pytest.mark.skip(reason=_why_skip())]
 
 
 def _run(argv, timeout=600, **kw):

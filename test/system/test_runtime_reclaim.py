@@ -201,6 +201,7 @@ def test_unlinked_server_freed_after_last_session(proxy):
     assert wait_destroyed(rest, 0) == 0
 
 
+@pytest.mark.release
 def test_rss_flat_over_create_destroy_cycles(proxy):
     rest = Rest()
     figures = {}
