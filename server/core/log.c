@@ -94,11 +94,19 @@ sl__log_reopen(void)
     pthread_mutex_lock(&reopen_lock);
     if (log_path[0] != '\0') {
         fd = open_log(log_path);
-        if (fd >= 0) {
-            old = atomic_exchange(&log_fd, fd);
-            if (old != STDOUT_FILENO) {
-                close(old);
+        old = atomic_load(&log_fd);
+        if (fd >= 0 && old != STDOUT_FILENO) {
+            /* Workers write to log_fd without a lock: its number must
+             * never be closed under them (a socket opened meanwhile could
+             * get it). dup2 points the same number at the new file in one
+             * step; a write goes wholly to the old file or the new. */
+            if (dup2(fd, old) < 0) {
+                sl_log_error("Could not reopen the log file '%s': %s",
+                             log_path, strerror(errno));
             }
+            close(fd);
+        } else if (fd >= 0) {
+            atomic_store(&log_fd, fd);
         }
     }
     pthread_mutex_unlock(&reopen_lock);
