@@ -7,6 +7,9 @@ sandbox server itself reports. And a server's own monitor credentials
 (`monitoruser`/`monitorpw`), proven by the user of the monitor's
 connection in the server's PROCESSLIST."""
 
+import email.utils
+import time
+
 import pymysql
 import pytest
 
@@ -82,6 +85,41 @@ def test_server_facts_from_the_monitor(sl):
             "Yes"
         assert conn["slave_sql_running"] == "Yes"
         assert conn["seconds_behind_master"] == 0
+
+
+def test_last_event_and_triggered_at(sl):
+    """last_event: the server's latest state-change event as the monitor's
+    script events name it; triggered_at: when, an HTTP date (MaxScale's
+    shape). Each server's first is its *_up; a replica whose replication
+    stops loses its role (lost_slave), and gets it back (new_slave)."""
+    def event(name):
+        a = attrs(name)
+        return a["last_event"], a["triggered_at"]
+
+    st.wait_until(lambda: event("db3")[0] is not None, 10,
+                  what="db3's first event")
+    assert event("db1")[0] == "master_up"
+    assert event("db2")[0] == "slave_up"
+    first, when = event("db3")
+    assert first == "slave_up"
+    at = email.utils.parsedate_to_datetime(when)
+    assert when.endswith(" GMT") and at.tzinfo is not None, when
+    age = time.time() - at.timestamp()
+    assert -2 <= age <= 300, (when, age)
+    try:
+        with st.root(3) as c, c.cursor() as cur:
+            cur.execute("STOP SLAVE")
+        st.wait_until(lambda: event("db3")[0] == "lost_slave", 10,
+                      what="db3's lost_slave event")
+        lost_at = email.utils.parsedate_to_datetime(event("db3")[1])
+        assert lost_at >= at
+        with st.root(3) as c, c.cursor() as cur:
+            cur.execute("START SLAVE")
+        st.wait_until(lambda: event("db3")[0] == "new_slave", 10,
+                      what="db3's new_slave event")
+    finally:
+        repair_db3()
+    assert event("db2")[0] == "slave_up"   # the others saw no event
 
 
 def monitor_users(sid):

@@ -565,6 +565,8 @@ script_events(struct mmon_instance *inst)
         ev = mmon_event_of(ms->ev_status, now);
         ms->ev_status = now;
         if (ev != MMON_EV_NONE) {
+            ms->last_ev = (int)ev;
+            ms->last_ev_at = time(NULL);
             sl_log_notice("Monitor '%s': server '%s' event %s", MONNAME(inst), SRVNAME(inst, i), mmon_event_names[ev]);
             script_queue(inst, i, ev);
         }
@@ -918,6 +920,27 @@ enforce_read_only(struct mmon_instance *inst)
     }
 }
 
+/* last_event (the latest state-change event, as the script's events
+ * name it) and triggered_at (its time, an HTTP date as MaxScale writes
+ * it); null before the first. */
+static void
+last_event(const struct mmon_server *ms, json_t *entry)
+{
+    char when[64];
+    struct tm tm;
+
+    if (ms->last_ev < 0 || gmtime_r(&ms->last_ev_at, &tm) == NULL ||
+        strftime(when, sizeof(when), "%a, %d %b %Y %H:%M:%S GMT", &tm) ==
+            0) {
+        json_object_set_new(entry, "last_event", json_null());
+        json_object_set_new(entry, "triggered_at", json_null());
+        return;
+    }
+    json_object_set_new(entry, "last_event",
+                        json_string(mmon_event_names[ms->last_ev]));
+    json_object_set_new(entry, "triggered_at", json_string(when));
+}
+
 /* MaxScale's server attributes that the core copies into the server's
  * REST resource (admin_json.c, server_monitor_facts) besides those of
  * server_info: node_id, master_id, uptime. */
@@ -938,6 +961,7 @@ server_facts(const struct mmon_instance *inst, int i, json_t *entry)
     json_object_set_new(entry, "uptime", v->running && v->uptime >= 0
                                              ? json_integer(v->uptime)
                                              : json_null());
+    last_event(&inst->servers[i], entry);
 }
 
 /* MaxScale's slave_connections: the default (or first) connection, the
@@ -1259,6 +1283,7 @@ mmon_create_instance(struct sl_monitor *mon, const struct sl_params *p)
     inst->rand_state = (unsigned)sl_monotonic_us() ^ (unsigned)getpid();
     for (size_t i = 0; i < n; i++) {
         inst->servers[i].parent = -1;
+        inst->servers[i].last_ev = -1;
     }
     read_params(inst, p);
     if (read_script(inst, p) < 0) {

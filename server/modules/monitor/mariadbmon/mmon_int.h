@@ -14,6 +14,7 @@
 #include <jansson.h>
 #include <mysql.h>
 #include <pthread.h>
+#include <time.h>
 
 #include <sluice/monitor.h>
 #include <sluice/server.h>
@@ -47,6 +48,8 @@ struct mmon_server {
     bool ro_enforced_logged;
     enum mmon_lock lock;         /* cooperative lock, this tick */
     uint32_t ev_status;          /* status the script events last saw */
+    int last_ev;                 /* enum mmon_event last seen, -1 none */
+    time_t last_ev_at;           /* when (REST triggered_at) */
     int parent;                  /* last known master index, -1 none */
     struct mmon_slave_conn last_slave;  /* as of the last good probe */
     bool master_lock_held;       /* MMON_MASTER_LOCK on this connection */
