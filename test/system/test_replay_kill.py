@@ -23,9 +23,15 @@ again. One failover for all the options keeps the module near 40 s.
   Tmo      transaction_replay_timeout=2s, servers=db1 only (no primary
            to replay on)
   Max      transaction_replay_max_size=200
+  Safe     transaction_replay_safe_commit=true (the default), a COMMIT
+           in flight at the kill
+  NoSafe   transaction_replay_safe_commit=false, the same
 each with master_failure_mode=fail_on_write, delayed_retry_timeout=30s.
+The COMMITs in flight wait in db1's group commit (binlog_commit_wait_*)
+when db1 is killed: written nowhere, their outcome unknown to the client.
 """
 
+import threading
 import time
 
 import pymysql
@@ -39,6 +45,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.sluice_only]
 
 NAMES = ("Full", "NoIns", "ResOnly", "Mism", "Att1", "Tmo", "Max")
 PORTS = {n: st.port(5462 + i) for i, n in enumerate(NAMES)}
+PORTS.update({"Safe": st.port(5471), "NoSafe": st.port(5472)})
 ADMIN_PORT = st.port(5470)
 BASE = """transaction_replay=true
 master_failure_mode=fail_on_write
@@ -54,6 +61,8 @@ PARAMS = {
                    "transaction_replay_attempts=1\n",
     "Tmo": BASE + "transaction_replay_timeout=2s\n",
     "Max": BASE + "transaction_replay_max_size=200\n",
+    "Safe": BASE,
+    "NoSafe": BASE + "transaction_replay_safe_commit=false\n",
 }
 INTERVAL_MS, FAILCOUNT = 500, 2
 
@@ -71,7 +80,7 @@ enforce_read_only_slaves=true
 switchover_timeout=20s
 failover_timeout=20s
 """)
-    for n in NAMES:
+    for n in PORTS:
         text += rw_service(f"{n}-Service", PORTS[n], PARAMS[n],
                            "db1" if n == "Tmo" else servers)
     return text
@@ -151,10 +160,11 @@ def test_primary_killed_mid_transaction(sl):
     c = {}
     for name in ("full_ok", "full_mism", "full_ai", "noins_ai",
                  "resonly_ai", "resonly_lii", "mism", "att1", "tmo",
-                 "max"):
+                 "max", "safe", "nosafe"):
         svc = {"full": "Full", "noins": "NoIns", "resonly": "ResOnly",
                "mism": "Mism", "att1": "Att1", "tmo": "Tmo",
-               "max": "Max"}[name.split("_")[0]]
+               "max": "Max", "safe": "Safe",
+               "nosafe": "NoSafe"}[name.split("_")[0]]
         c[name] = st.connect(PORTS[svc], connect_timeout=10, read_timeout=60)
     try:
         for conn in c.values():
@@ -177,12 +187,33 @@ def test_primary_killed_mid_transaction(sl):
         q(c["att1"], "INSERT INTO test.rk VALUES (131, 'att1')")
         q(c["tmo"], "INSERT INTO test.rk VALUES (141, 'tmo')")
         q(c["max"], "INSERT INTO test.rk VALUES (151, '" + "x" * 300 + "')")
+        q(c["safe"], "INSERT INTO test.rk VALUES (161, 'safe')")
+        q(c["nosafe"], "INSERT INTO test.rk VALUES (171, 'nosafe')")
         # committed by others after those reads and inserts, before the
         # crash: rows 2-4 change, and an AUTO_INCREMENT id is taken, so a
         # replayed insert gets another id than the original
         root_exec(1, "UPDATE test.rk SET v = 'changed' WHERE id IN (2, 3, 4)")
         root_exec(1, "INSERT INTO test.rk_ai (v) VALUES ('other')")
         st.wait_replicated()
+        # Safe and NoSafe COMMIT now: db1 holds both in its group commit
+        # (before the binary log) until it dies
+        root_exec(1, "SET GLOBAL binlog_commit_wait_usec = 60000000")
+        root_exec(1, "SET GLOBAL binlog_commit_wait_count = 100")
+        commits = {}
+
+        def commit(name):
+            commits[name] = error_of(c[name], "COMMIT")
+        threads = [threading.Thread(target=commit, args=(n,))
+                   for n in ("safe", "nosafe")]
+        for t in threads:
+            t.start()
+
+        def both_waiting():
+            return len(root_exec(
+                1, "SELECT ID FROM information_schema.PROCESSLIST WHERE "
+                   "USER = 'app' AND INFO = 'COMMIT'")) == 2
+        st.wait_until(both_waiting, 10, interval=0.05,
+                      what="the two COMMITs waiting on db1")
 
         t_kill = time.monotonic()
         st.sandbox_cmd("kill-server", 1)
@@ -233,7 +264,21 @@ def test_primary_killed_mid_transaction(sl):
         e = error_of(c["max"], "INSERT INTO test.rk VALUES (152, 'max')",
                      "COMMIT")
         assert e and e[0] in (2006, 2013), e
+        # safe_commit: the COMMIT's outcome is unknown, so it is not
+        # replayed: 2013, and (db1 died before its binary log had it) the
+        # row is nowhere; without safe_commit the transaction is
+        # replayed on the new primary and the COMMIT succeeds
+        for t in threads:
+            t.join(60)
+            assert not t.is_alive()
+        assert commits["safe"] and commits["safe"][0] == 2013, commits
+        assert commits["nosafe"] is None, commits
     finally:
+        try:   # a failure before the kill: db1 must not keep waiting
+            root_exec(1, "SET GLOBAL binlog_commit_wait_count = 0")
+            root_exec(1, "SET GLOBAL binlog_commit_wait_usec = 100000")
+        except pymysql.MySQLError:
+            pass   # killed, as it should be: restarted with the defaults
         for conn in c.values():
             try:
                 conn.close()
@@ -241,8 +286,9 @@ def test_primary_killed_mid_transaction(sl):
                 pass
 
     ids = {r[0] for r in root_exec(new, "SELECT id FROM test.rk")}
-    assert {101, 102, 121, 122} <= ids
-    assert not ids & {111, 112, 131, 132, 141, 142, 151, 152}, sorted(ids)
+    assert {101, 102, 121, 122, 171} <= ids
+    assert not ids & {111, 112, 131, 132, 141, 142, 151, 152, 161}, \
+        sorted(ids)
     ai = [r[0] for r in root_exec(new, "SELECT v FROM test.rk_ai")]
     assert sorted(ai) == ["noins_ai", "other", "resonly_ai"]
     assert root_exec(new, "SELECT v FROM test.rk WHERE id = 3") == (("c",),)
