@@ -83,9 +83,11 @@
  *        (appended after the 2.4 members: kernel forwarding tells the
  *        protocol a statement it forwarded may still run, for
  *        kill_on_client_close); classifier bit SL_QC_PREV_RESULT.
+ *   2.6  sl_server_mysql_connect (administrative connections through
+ *        the server's extra_port).
  */
 #define SL_MODULE_ABI_MAJOR 2
-#define SL_MODULE_ABI_MINOR 5
+#define SL_MODULE_ABI_MINOR 6
 
 enum sl_module_type {
     SL_MODULE_PROTOCOL = 1,

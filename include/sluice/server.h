@@ -72,6 +72,19 @@ sl_server_is_usable(uint32_t status)
 SL_EXPORT int sl_server_mysql_tls(const struct sl_server *s, void *mysql);
 SL_EXPORT bool sl_server_mysql_tls_ok(const struct sl_server *s,
                                       void *mysql);
+/*
+ * Connect an administrative connection (monitors, user account loading)
+ * as user/password: mysql is an initialised MYSQL * whose options are
+ * set (sl_server_mysql_tls). With the server's extra_port set (and no
+ * socket) the extra port is tried first, and the normal port only when
+ * that refuses because of its connection limit (1040) or nothing
+ * listens there (2002, 2003), as MaxScale does; client sessions always use
+ * the normal port. Returns mysql_real_connect's result (NULL: failed,
+ * mysql_errno/mysql_error tell why). Any thread; blocks.
+ */
+SL_EXPORT void *sl_server_mysql_connect(const struct sl_server *s,
+                                        void *mysql, const char *user,
+                                        const char *password);
 
 SL_EXPORT int64_t sl_server_replication_lag(const struct sl_server *s);
 SL_EXPORT void sl_server_set_replication_lag(struct sl_server *s, int64_t lag);

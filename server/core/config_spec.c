@@ -284,8 +284,10 @@ static const struct sl_param_spec server_specs[] = {
       "user (with monitorpw)"),
     P("monitorpw", SL_PARAM_PASSWORD, NULL, 0,
       "The password of monitoruser (may be encrypted)"),
-    P("extra_port", SL_PARAM_COUNT, "0", REF,
-      "the server's extra port is not used"),
+    P("extra_port", SL_PARAM_COUNT, "0", 0,
+      "The server's extra_port: monitors and user account loading connect "
+      "there first, and to port when it refuses (connection limit, not "
+      "listening); 0 = not used"),
     P("proxy_protocol", SL_PARAM_BOOL, "false", 0,
       "Send a PROXY protocol (v1) header with the client's address on "
       "each client connection to this server"),

@@ -14,10 +14,13 @@
  *
  * Context: the monitor's own thread (blocking calls; never a worker).
  */
+#include <errmsg.h>
 #include <mysql.h>
+#include <mysqld_error.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <sluice/log.h>
 #include <sluice/monitor.h>
 #include <sluice/params.h>
 #include <sluice/server.h>
@@ -133,6 +136,40 @@ sl_server_mysql_tls(const struct sl_server *srv, void *mysql)
 }
 
 void *
+sl_server_mysql_connect(const struct sl_server *srv, void *mysql,
+                        const char *user, const char *password)
+{
+    const char *sock = sl_server_socket(srv);
+    const struct sl_params *p = sl_server_params(srv);
+    uint64_t extra = sock == NULL && p != NULL
+                         ? sl_params_count(p, "extra_port") : 0;
+
+    if (extra > 0 && extra <= 65535) {
+        unsigned e;
+
+        /* CLIENT_REMEMBER_OPTIONS: a failed attempt keeps the options
+         * (TLS, PROXY header, source address) for the second */
+        if (mysql_real_connect(mysql, sl_server_address(srv), user,
+                               password, NULL, (unsigned)extra, NULL,
+                               CLIENT_REMEMBER_OPTIONS) != NULL) {
+            return mysql;
+        }
+        e = mysql_errno(mysql);
+        if (e != ER_CON_COUNT_ERROR && e != CR_CONNECTION_ERROR &&
+            e != CR_CONN_HOST_ERROR) {
+            return NULL;
+        }
+        sl_log_info("server %s: extra_port %llu: %s; using port %d",
+                    sl_server_name(srv), (unsigned long long)extra,
+                    mysql_error(mysql), sl_server_port(srv));
+    }
+    return mysql_real_connect(mysql, sock ? NULL : sl_server_address(srv),
+                              user, password, NULL,
+                              sock ? 0 : (unsigned)sl_server_port(srv),
+                              sock, 0);
+}
+
+void *
 sl_monitor_connect(const struct sl_monitor *mon, struct sl_server *srv,
                    unsigned *err, char *msg, size_t msglen)
 {
@@ -170,10 +207,7 @@ sl_monitor_connect(const struct sl_monitor *mon, struct sl_server *srv,
         mysql_close(c);
         return NULL;
     }
-    if (mysql_real_connect(c, sock ? NULL : sl_server_address(srv),
-                           user, password,
-                           NULL, sock ? 0 : (unsigned)sl_server_port(srv),
-                           sock, 0) == NULL) {
+    if (sl_server_mysql_connect(srv, c, user, password) == NULL) {
         *err = mysql_errno(c);
         snprintf(msg, msglen, "%s", mysql_error(c));
         mysql_close(c);

@@ -241,7 +241,6 @@ load_from(struct mdb_service *s, struct sl_server *srv,
 {
     unsigned timeout = 5;
     MYSQL *c = mysql_init(NULL);
-    const char *sock = sl_server_socket(srv);
     bool limited = false;
     int rc = -1;
 
@@ -258,10 +257,8 @@ load_from(struct mdb_service *s, struct sl_server *srv,
         mysql_close(c);
         return -1;
     }
-    if (mysql_real_connect(c, sock != NULL ? NULL : sl_server_address(srv),
-                           sl_service_user(s->svc),
-                           sl_service_password(s->svc), NULL,
-                           (unsigned)sl_server_port(srv), sock, 0) == NULL) {
+    if (sl_server_mysql_connect(srv, c, sl_service_user(s->svc),
+                                sl_service_password(s->svc)) == NULL) {
         snprintf(err, errlen, "server %s: %s", sl_server_name(srv),
                  mysql_error(c));
     } else if (!sl_server_mysql_tls_ok(srv, c)) {
