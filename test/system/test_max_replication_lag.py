@@ -17,6 +17,11 @@ max_slave_replication_lag) and a readconnroute service
   the lag rule: mariadbmon takes the Slave status from a replica whose
   SQL thread is stopped, so no router chooses it anyway; unknown lag is
   covered by unit.readconnroute.)
+- readconnroute's master_accept_reads=false: NoMaster-Service
+  (router_options=slave, max_replication_lag=2s) refuses new sessions
+  (1105) when every replica lags instead of using the primary, and
+  RunNoMaster-Service (router_options=running) spreads sessions over the
+  replicas only.
 - The REST API shows the value under both names; a PATCH of either name
   changes the one setting.
 - Setting both names in one service is a configuration error naming the
@@ -27,6 +32,7 @@ import contextlib
 import subprocess
 from pathlib import Path
 
+import pymysql
 import pytest
 
 import sluicetest as st
@@ -38,6 +44,8 @@ pytestmark = [pytest.mark.sluice_only]
 RW_PORT = st.port(5132)
 RCR_PORT = st.port(5133)
 ADMIN_PORT = st.port(5134)
+NOMASTER_PORT = st.port(5676)
+RUN_NOMASTER_PORT = st.port(5677)
 SERVERS = "db1,db2,db3"
 SESSIONS = 6
 
@@ -47,22 +55,27 @@ def config(run_dir, rw_params="max_replication_lag=2s"):
     text += mariadbmon_section(SERVERS, params="auto_failover=false\n"
                                "auto_rejoin=false\n")
     text += rw_service("RW-Service", RW_PORT, rw_params, SERVERS)
-    text += f"""
-[RCR-Service]
+    for name, port, params in (
+            ("RCR", RCR_PORT, "router_options=slave\nmax_replication_lag=2s"),
+            ("NoMaster", NOMASTER_PORT, "router_options=slave\n"
+             "max_replication_lag=2s\nmaster_accept_reads=false"),
+            ("RunNoMaster", RUN_NOMASTER_PORT, "router_options=running\n"
+             "master_accept_reads=false")):
+        text += f"""
+[{name}-Service]
 type=service
 router=readconnroute
-router_options=slave
-max_replication_lag=2s
+{params}
 servers={SERVERS}
 user={st.SERVICE_USER}
 password={st.SERVICE_PASSWORD}
 
-[RCR-Listener]
+[{name}-Listener]
 type=listener
-service=RCR-Service
+service={name}-Service
 protocol=MariaDBClient
 address={st.HOST}
-port={RCR_PORT}
+port={port}
 """
     return text
 
@@ -109,7 +122,8 @@ def sl(tmp_path_factory):
     daemon = Daemon(st.sluice_argv("start", cfg), run_dir / "proxy.log",
                     st.sluice_env())
     try:
-        daemon.wait_ports([RW_PORT, RCR_PORT, ADMIN_PORT])
+        daemon.wait_ports([RW_PORT, RCR_PORT, ADMIN_PORT, NOMASTER_PORT,
+                           RUN_NOMASTER_PORT])
         st.wait_until(lambda: all(
             "Slave" in server_attrs(f"db{i}")["state"] and
             server_attrs(f"db{i}")["replication_lag"] == 0
@@ -168,7 +182,20 @@ def test_every_replica_lagging_uses_primary(sl):
     with locked(2, 3):
         assert ids_of_new_sessions(RCR_PORT) == [1] * SESSIONS
         assert ids_of_new_sessions(RW_PORT) == [1] * SESSIONS
+        # master_accept_reads=false: never the primary, so no server
+        with pytest.raises(pymysql.MySQLError) as exc:
+            st.connect(NOMASTER_PORT).close()
+        assert st.error_code(exc.value) == 1105, exc.value
+        assert "has no eligible servers" in str(exc.value)
     assert 1 not in ids_of_new_sessions(RCR_PORT)
+    assert 1 not in ids_of_new_sessions(NOMASTER_PORT)
+
+
+def test_master_accept_reads_false_keeps_running_off_the_primary(sl):
+    """router_options=running takes every server; master_accept_reads=
+    false leaves the primary out (the default would give it a third of
+    the sessions)."""
+    assert set(ids_of_new_sessions(RUN_NOMASTER_PORT)) == {2, 3}
 
 
 def config_check(tmp_path, rw_params):

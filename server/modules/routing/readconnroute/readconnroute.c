@@ -64,6 +64,8 @@ struct rcr_instance {
     size_t nservers;
     uint32_t options;                   /* enum rcr_option bits */
     int64_t max_lag_s;                  /* max_replication_lag; 0 off */
+    bool no_master;                     /* master_accept_reads=false and
+                                         * router_options without master */
     char options_str[64];               /* "master,slave" for diagnostics */
     atomic_llong *sessions;             /* [nservers]: current sessions */
     atomic_ullong total_sessions;       /* sessions ever started */
@@ -122,6 +124,8 @@ rcr_create_instance(struct sl_service *svc, const struct sl_params *params)
     if (inst->options == 0) {
         inst->options = RCR_OPT_RUNNING;
     }
+    inst->no_master = !sl_params_bool(params, "master_accept_reads") &&
+                      !(inst->options & RCR_OPT_MASTER);
     options_to_str(inst->options, inst->options_str,
                    sizeof(inst->options_str));
     inst->sessions = calloc(inst->nservers ? inst->nservers : 1,
@@ -166,6 +170,9 @@ choose_server(struct rcr_instance *inst, uint32_t *status_out)
     }
     for (size_t i = 0; i < inst->nservers; i++) {
         c[i].status = sl_server_status(inst->servers[i]);
+        if (inst->no_master && (c[i].status & SL_SRV_MASTER)) {
+            c[i].status = 0;   /* not a candidate, not even the fallback */
+        }
         c[i].weight = sl_server_weight(inst->servers[i]);
         c[i].sessions = atomic_load_explicit(&inst->sessions[i],
                                              memory_order_relaxed);
@@ -354,10 +361,10 @@ static const struct sl_param_spec rcr_params[] = {
     {"max_replication_lag", SL_PARAM_DURATION, "0s", SL_PARAM_F_SECONDS,
      NULL, "New sessions avoid a replica whose lag (as the monitor measures "
      "it) is unknown or larger; the primary when none qualifies; 0: off"},
-    /* MaxScale names not implemented (docs/configuration.md) */
-    {"master_accept_reads", SL_PARAM_BOOL, "true", SL_PARAM_F_REFUSED,
-     NULL, "only true is implemented: a service without router_options="
-     "master still uses the primary when no other server is usable"},
+    {"master_accept_reads", SL_PARAM_BOOL, "true", 0, NULL,
+     "false: a service whose router_options lack master never uses the "
+     "primary (not even when no replica is usable: the session is "
+     "refused); no effect with router_options=master"},
     SL_PARAM_END,
 };
 
