@@ -352,9 +352,12 @@ static const struct sl_param_spec service_specs[] = {
     P("net_write_timeout", SL_PARAM_DURATION, "0s", SECS,
       "Close a client whose writes make no progress this long, 0 = never"),
     P("idle_session_pool_time", SL_PARAM_DURATION, NULL, REF | SECS,
-      "connection pooling is not implemented"),
+      "idle sessions' backend connections are not moved to the pool "
+      "(session multiplexing); persistpoolmax pools closed sessions' "
+      "connections"),
     P("multiplex_timeout", SL_PARAM_DURATION, NULL, REF | SECS,
-      "connection pooling is not implemented"),
+      "session multiplexing (idle_session_pool_time) is not "
+      "implemented"),
     P("connection_keepalive", SL_PARAM_DURATION, "300s", SECS,
       "Ping (COM_PING, answer not passed on) a session's backend "
       "connection that has been idle this long, so the server's "
