@@ -85,9 +85,12 @@
  *        kill_on_client_close); classifier bit SL_QC_PREV_RESULT.
  *   2.6  sl_server_mysql_connect (administrative connections through
  *        the server's extra_port).
+ *   2.7  sl_server_rank (the server parameter rank, live),
+ *        sl_server_max_routing_connections and sl_server_routing_full
+ *        (the server parameter max_routing_connections).
  */
 #define SL_MODULE_ABI_MAJOR 2
-#define SL_MODULE_ABI_MINOR 6
+#define SL_MODULE_ABI_MINOR 7
 
 enum sl_module_type {
     SL_MODULE_PROTOCOL = 1,

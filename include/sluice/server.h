@@ -40,6 +40,29 @@ SL_EXPORT const char *sl_server_socket(const struct sl_server *s);
 SL_EXPORT const struct sl_params *sl_server_params(const struct sl_server *s);
 SL_EXPORT int sl_server_weight(const struct sl_server *s);
 
+/*
+ * The server's rank (parameter `rank`, MaxScale's semantics): routers use
+ * secondary servers only while no primary-rank server fits; lower is
+ * better. Changed live through the REST API: read it at every choice (a
+ * relaxed atomic load). Any thread.
+ */
+enum sl_server_rank {
+    SL_SERVER_RANK_PRIMARY = 0,
+    SL_SERVER_RANK_SECONDARY = 1,
+};
+SL_EXPORT int sl_server_rank(const struct sl_server *s);
+
+/*
+ * max_routing_connections (0 = no limit) and whether the server's
+ * routing connections (sessions' backend connections, pooled ones
+ * included) have reached it. The core enforces the limit when it opens a
+ * connection (sl_backend_connect returns NULL); routers ask this only to
+ * word the error. Any thread.
+ */
+SL_EXPORT int64_t sl_server_max_routing_connections(
+    const struct sl_server *s);
+SL_EXPORT bool sl_server_routing_full(const struct sl_server *s);
+
 SL_EXPORT uint32_t sl_server_status(const struct sl_server *s);
 /* Replace the status bits. Any thread (normally a monitor). */
 SL_EXPORT void sl_server_set_status(struct sl_server *s, uint32_t status);

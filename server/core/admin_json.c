@@ -230,6 +230,11 @@ server_json(struct admin_req *r, void *obj)
         sl__stats_obj_bytes(&s->stats, &in, &out);
         json_object_set_new(st, "persistent_connections",
                             json_integer(atomic_load(&s->pool_size)));
+        /* max_routing_connections: connections counted against it are
+         * `connections` (pooled ones included); refused ones here */
+        json_object_set_new(st, "routing_connections_refused", json_integer(
+                                (json_int_t)atomic_load(
+                                    &s->routing_conns_refused)));
         json_object_set_new(st, "max_pool_size",
                             json_integer(atomic_load(&s->pool_max)));
         json_object_set_new(st, "reused_connections", json_integer(
@@ -244,6 +249,19 @@ server_json(struct admin_req *r, void *obj)
                             "bytes_received", json_integer((json_int_t)in));
         json_object_set_new(json_object_get(attrs, "statistics"),
                             "bytes_sent", json_integer((json_int_t)out));
+    }
+    {
+        /* the parameters PATCH changes live: their current values, not
+         * the ones loaded (the file has the new ones for the next start) */
+        json_t *pa = json_object_get(attrs, "parameters");
+        char num[32];
+
+        json_object_set_new(pa, "rank", json_string(
+                                sl_server_rank(s) == SL_SERVER_RANK_SECONDARY
+                                    ? "secondary" : "primary"));
+        snprintf(num, sizeof(num), "%lld",
+                 (long long)sl_server_max_routing_connections(s));
+        json_object_set_new(pa, "max_routing_connections", json_string(num));
     }
     sl_server_gtid_pos(s, state, sizeof(state));
     json_object_set_new(attrs, "gtid_current_pos", json_string(state));

@@ -816,6 +816,10 @@ fill_server(struct loader *L, struct sl_server *srv,
     srv->weight = (int)weight;
     srv->proxy_protocol = sl_params_bool(p, "proxy_protocol");
     srv->persistpoolmax = (int64_t)sl_params_count(p, "persistpoolmax");
+    srv->rank = sl_params_enum(p, "rank") == 1 ? SL_SERVER_RANK_SECONDARY
+                                              : SL_SERVER_RANK_PRIMARY;
+    srv->max_routing_conns =
+        (int64_t)sl_params_count(p, "max_routing_connections");
     srv->persistmaxtime_ms = sl_params_duration_ms(p, "persistmaxtime");
     if (has_addr) {
         copy_checked(L, srv->address, sizeof(srv->address),

@@ -31,6 +31,7 @@
  */
 
 static const char *const event_models[] = {"pinned", "shared", NULL};
+static const char *const server_ranks[] = {"primary", "secondary", NULL};
 
 static const struct sl_param_spec global_specs[] = {
     P("threads", SL_PARAM_STRING, "auto", 0,
@@ -275,8 +276,10 @@ static const struct sl_param_spec server_specs[] = {
       "no pooling"),
     P("persistmaxtime", SL_PARAM_DURATION, "0s", SECS,
       "Longest time a connection stays in the pool; 0s = no limit"),
-    P("rank", SL_PARAM_STRING, "primary", REF,
-      "server ranks are not implemented"),
+    PE("rank", SL_PARAM_ENUM, "primary", 0, server_ranks,
+       "primary or secondary: readconnroute and readwritesplit use "
+       "secondary servers only while no primary-rank server fits (see "
+       "modules.md, Server ranks)"),
     P("priority", SL_PARAM_INT, "0", IGN,
       "used only by galeramon, which Sluice does not have"),
     P("monitoruser", SL_PARAM_STRING, NULL, 0,
@@ -295,8 +298,11 @@ static const struct sl_param_spec server_specs[] = {
       "Compress the protocol (zlib) on connections to this server"),
     P("disk_space_threshold", SL_PARAM_STRING, NULL, REF,
       "disk space monitoring is not implemented"),
-    P("max_routing_connections", SL_PARAM_COUNT, "0", REF,
-      "connection limits per server are not implemented"),
+    P("max_routing_connections", SL_PARAM_COUNT, "0", 0,
+      "Most connections sessions may have to this server at once, pooled "
+      "ones included, across all threads; a connection beyond it is "
+      "refused (the statement or session that needed it gets an error); "
+      "0 = no limit"),
     P("replication_custom_options", SL_PARAM_STRING, NULL, 0,
       "More CHANGE MASTER TO options (MASTER_X=value, ...) mariadbmon "
       "uses when it makes this server a replica"),
@@ -373,7 +379,8 @@ static const struct sl_param_spec service_specs[] = {
     P("user_accounts_file_usage", SL_PARAM_STRING, NULL, REF,
       "user account files are not implemented"),
     P("rank", SL_PARAM_STRING, "primary", REF,
-      "service ranks are not implemented"),
+      "a service's rank orders services used as targets of another "
+      "service, which Sluice refuses (server ranks are supported)"),
     P("cluster", SL_PARAM_STRING, NULL, 0,
       "The service's servers are this monitor's, following its list at "
       "run time (not with servers= or targets=)"),

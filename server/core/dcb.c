@@ -1651,6 +1651,38 @@ sl__local_address_bind(int fd, int fam)
     return bind(fd, (struct sockaddr *)&local_addr.ss, local_addr.len);
 }
 
+/*
+ * max_routing_connections: count one more backend connection to srv
+ * (server->connections: open and pooled ones, every worker) unless that
+ * would pass the limit. One atomic add, then a check: two workers racing
+ * for the last slot may both be refused for a moment, never both let in,
+ * so the server never sees more than the limit from Sluice. false (logged,
+ * counted) when the limit is reached.
+ */
+static bool
+routing_slot_take(struct sl_server *srv)
+{
+    int64_t max = __atomic_load_n(&srv->max_routing_conns, __ATOMIC_RELAXED);
+    int64_t n = atomic_fetch_add(&srv->connections, 1) + 1;
+
+    if (max > 0 && n > max) {
+        atomic_fetch_sub(&srv->connections, 1);
+        atomic_fetch_add_explicit(&srv->routing_conns_refused, 1,
+                                  memory_order_relaxed);
+        sl_log_warn("server '%s': max_routing_connections (%lld) reached; "
+                    "a session's connection to it is refused", srv->name,
+                    (long long)max);
+        return false;
+    }
+    return true;
+}
+
+static void
+routing_slot_give(struct sl_server *srv)
+{
+    atomic_fetch_sub(&srv->connections, 1);
+}
+
 /* Open a non-blocking connection for backend b and poll it. */
 struct sl_dcb *
 sl__dcb_connect_backend(struct sl_backend *b)
@@ -1661,13 +1693,18 @@ sl__dcb_connect_backend(struct sl_backend *b)
     int one = 1;
     int fd;
 
+    if (!routing_slot_take(b->server)) {
+        return NULL;
+    }
     if (resolve(b->server, &ss, &len) != 0) {
+        routing_slot_give(b->server);
         return NULL;
     }
     fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         sl_log_error("server '%s': socket: %s", b->server->name,
                      strerror(errno));
+        routing_slot_give(b->server);
         return NULL;
     }
     if (ss.ss_family != AF_UNIX) {
@@ -1678,6 +1715,7 @@ sl__dcb_connect_backend(struct sl_backend *b)
                          b->server->name, sl__local_address(),
                          strerror(errno));
             close(fd);
+            routing_slot_give(b->server);
             return NULL;
         }
     }
@@ -1686,11 +1724,13 @@ sl__dcb_connect_backend(struct sl_backend *b)
         sl_log_error("server '%s': connect: %s", b->server->name,
                      strerror(errno));
         close(fd);
+        routing_slot_give(b->server);
         return NULL;
     }
     dcb = sl__dcb_alloc(SL_DCB_BACKEND, fd);
     if (dcb == NULL) {
         close(fd);
+        routing_slot_give(b->server);
         return NULL;
     }
     dcb->connecting = true;   /* EPOLLOUT + SO_ERROR tell the outcome */
@@ -1700,7 +1740,8 @@ sl__dcb_connect_backend(struct sl_backend *b)
     dcb->backend = b;
     snprintf(dcb->remote, sizeof(dcb->remote), "%s",
              dcb->is_unix ? "localhost" : b->server->address);
-    atomic_fetch_add(&b->server->connections, 1);
+    /* server->connections was counted by routing_slot_take; the close
+     * (sl__dcb_close) gives it back */
     atomic_fetch_add(&b->server->total_connections, 1);
     return dcb;
 }

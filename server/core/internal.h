@@ -89,6 +89,12 @@ struct sl_server {
     int port;
     char socket[108];                 /* "" = TCP */
     int weight;
+    /* rank (enum sl_server_rank: 0 primary, 1 secondary) and
+     * max_routing_connections (0 = no limit): loaded from the
+     * configuration, changed live by PATCH /v1/servers/NAME (runtime.c),
+     * read by routers and sl__dcb_connect_backend with relaxed loads. */
+    int rank;
+    int64_t max_routing_conns;
     bool proxy_protocol;              /* send a PROXY v1 header (dcb.c) */
     struct sl_params *params;
     atomic_uint status;               /* enum sl_server_status bits */
@@ -98,6 +104,7 @@ struct sl_server {
     char version_string[256];         /* written by the monitor only */
     atomic_llong connections;         /* current backend connections */
     atomic_ullong total_connections;
+    atomic_ullong routing_conns_refused;   /* max_routing_connections hit */
     /* Counted on every routed command by every worker: a line of their
      * own, so routers reading status, lag and connections do not miss. */
     _Alignas(64) atomic_ullong routed_reads;

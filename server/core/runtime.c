@@ -1458,12 +1458,67 @@ server_weight(struct sl_server *srv, json_t *params, struct admin_resp *res)
     return 0;
 }
 
-/* PATCH servers/NAME: parameters (persisted; `weight` applies at once,
- * the others at the next start) and relationships.services (live). */
+/* A server's rank and max_routing_connections, live (already checked
+ * by patch_lines against the spec: an enum and a count). Routers and
+ * sl__dcb_connect_backend read them with relaxed loads at every choice
+ * or connection. 0, or -1 with *res set. */
+static int
+server_rank_limit(struct sl_server *srv, json_t *params,
+                  struct admin_resp *res)
+{
+    json_t *r = json_object_get(params, "rank");
+    json_t *m = json_object_get(params, "max_routing_connections");
+    int rank = -1;
+    long long max = -1;
+
+    if (r != NULL) {
+        const char *v = json_is_string(r) ? json_string_value(r) : "";
+
+        rank = strcasecmp(v, "primary") == 0     ? SL_SERVER_RANK_PRIMARY
+               : strcasecmp(v, "secondary") == 0 ? SL_SERVER_RANK_SECONDARY
+                                                 : -1;
+        if (rank < 0) {
+            *res = sl__admin_error(400, "invalid value for parameter 'rank' "
+                                   "(expected primary or secondary)");
+            return -1;
+        }
+    }
+    if (m != NULL) {
+        char *end = NULL;
+
+        max = json_is_integer(m) ? (long long)json_integer_value(m)
+              : json_is_string(m) ? strtoll(json_string_value(m), &end, 10)
+                                  : -1;
+        if (max < 0 || (end && (*end || end == json_string_value(m)))) {
+            *res = sl__admin_error(400, "invalid value for parameter "
+                                   "'max_routing_connections' (expected a "
+                                   "count, 0 = no limit)");
+            return -1;
+        }
+    }
+    if (rank >= 0) {
+        __atomic_store_n(&srv->rank, rank, __ATOMIC_RELAXED);
+        sl_log_notice("server '%s': rank is now %s", srv->name,
+                      rank == SL_SERVER_RANK_PRIMARY ? "primary"
+                                                     : "secondary");
+    }
+    if (max >= 0) {
+        __atomic_store_n(&srv->max_routing_conns, (int64_t)max,
+                         __ATOMIC_RELAXED);
+        sl_log_notice("server '%s': max_routing_connections is now %lld",
+                      srv->name, max);
+    }
+    return 0;
+}
+
+/* PATCH servers/NAME: parameters (persisted; `weight`, `rank` and
+ * `max_routing_connections` apply at once, the others at the next start)
+ * and relationships.services (live). */
 static struct admin_resp
 alter_server(struct sl_server *srv, json_t *data)
 {
-    static const char *const live[] = {"weight", NULL};
+    static const char *const live[] = {"weight", "rank",
+                                       "max_routing_connections", NULL};
     json_t *params = json_object_get(json_object_get(data, "attributes"),
                                      "parameters");
     json_t *svcs = json_object_get(json_object_get(data, "relationships"),
@@ -1474,7 +1529,8 @@ alter_server(struct sl_server *srv, json_t *data)
 
     if (params != NULL) {
         if (patch_lines("server", NULL, params, &over, &res) < 0 ||
-            server_weight(srv, params, &res) < 0) {
+            server_weight(srv, params, &res) < 0 ||
+            server_rank_limit(srv, params, &res) < 0) {
             free(over);
             return res;
         }

@@ -54,6 +54,26 @@ sl_server_weight(const struct sl_server *s)
     return __atomic_load_n(&s->weight, __ATOMIC_RELAXED);
 }
 
+int
+sl_server_rank(const struct sl_server *s)
+{
+    return __atomic_load_n(&s->rank, __ATOMIC_RELAXED);
+}
+
+int64_t
+sl_server_max_routing_connections(const struct sl_server *s)
+{
+    return __atomic_load_n(&s->max_routing_conns, __ATOMIC_RELAXED);
+}
+
+bool
+sl_server_routing_full(const struct sl_server *s)
+{
+    int64_t max = sl_server_max_routing_connections(s);
+
+    return max > 0 && sl_server_connections(s) >= max;
+}
+
 uint32_t
 sl_server_status(const struct sl_server *s)
 {

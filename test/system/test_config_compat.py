@@ -125,8 +125,7 @@ REFUSED = [
     ("maxscale", "load_persisted_configs=false"),
     ("maxscale", "skip_name_resolve=true"),
     ("maxscale", "admin_pam_readwrite_service=sluice"),
-    ("db1", "max_routing_connections=5"),
-    ("db1", "rank=secondary"),
+    ("RW", "rank=secondary"),
     ("db1", "extra_port=3307"),
     ("db1", "disk_space_threshold=/data:80"),
     ("Mon", "enforce_writable_master=true"),
@@ -168,7 +167,7 @@ def test_refused_at_startup_too(tmp_path):
 
 
 @pytest.mark.parametrize("section,setting", [
-    ("maxscale", "sql_mode=default"), ("db1", "rank=primary"),
+    ("maxscale", "sql_mode=default"), ("RW", "rank=primary"),
     ("db1", "proxy_protocol=no"),
     ("RW", "optimistic_trx=false"),
     ("Mon", "enforce_writable_master=false")])

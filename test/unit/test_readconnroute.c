@@ -31,7 +31,7 @@ static void
 test_least_connections(void **state)
 {
     struct rcr_candidate c[] = {
-        {UP, 1, 5, 0}, {UP, 1, 2, 0}, {UP, 1, 3, 0},
+        {UP, 1, 5, 0, 0}, {UP, 1, 2, 0, 0}, {UP, 1, 3, 0, 0},
     };
 
     assert_int_equal(rcr_select(c, 3, RCR_OPT_RUNNING, 0), 1);
@@ -44,7 +44,7 @@ static void
 test_even_spread(void **state)
 {
     struct rcr_candidate c[] = {
-        {UP, 1, 0, 0}, {SLAVE, 1, 0, 0}, {MASTER, 1, 0, 0},
+        {UP, 1, 0, 0, 0}, {SLAVE, 1, 0, 0, 0}, {MASTER, 1, 0, 0, 0},
     };
 
     start_sessions(c, 3, RCR_OPT_RUNNING, 300);
@@ -57,7 +57,7 @@ static void
 test_weights(void **state)
 {
     struct rcr_candidate c[] = {
-        {SLAVE, 3, 0, 0}, {SLAVE, 1, 0, 0},
+        {SLAVE, 3, 0, 0, 0}, {SLAVE, 1, 0, 0, 0},
     };
 
     start_sessions(c, 2, RCR_OPT_SLAVE, 1000);
@@ -69,7 +69,7 @@ static void
 test_weight_zero_last_resort(void **state)
 {
     struct rcr_candidate c[] = {
-        {SLAVE, 0, 0, 0}, {SLAVE, 1, 1000, 0},
+        {SLAVE, 0, 0, 0, 0}, {SLAVE, 1, 1000, 0, 0},
     };
 
     assert_int_equal(rcr_select(c, 2, RCR_OPT_SLAVE, 0), 1);
@@ -78,7 +78,7 @@ test_weight_zero_last_resort(void **state)
 
     /* Only weight-0 servers: least sessions among them. */
     struct rcr_candidate z[] = {
-        {UP, 0, 4, 0}, {UP, 0, 2, 0}, {UP, -1, 3, 0},
+        {UP, 0, 4, 0, 0}, {UP, 0, 2, 0, 0}, {UP, -1, 3, 0, 0},
     };
     assert_int_equal(rcr_select(z, 3, RCR_OPT_RUNNING, 0), 1);
 }
@@ -87,10 +87,10 @@ static void
 test_maintenance_draining_down(void **state)
 {
     struct rcr_candidate c[] = {
-        {UP | SL_SRV_MAINT, 1, 0, 0},
-        {UP | SL_SRV_DRAINING, 1, 0, 0},
-        {SL_SRV_SLAVE, 1, 0, 0},   /* slave bit but not running */
-        {UP, 1, 50, 0},
+        {UP | SL_SRV_MAINT, 1, 0, 0, 0},
+        {UP | SL_SRV_DRAINING, 1, 0, 0, 0},
+        {SL_SRV_SLAVE, 1, 0, 0, 0},   /* slave bit but not running */
+        {UP, 1, 50, 0, 0},
     };
 
     assert_int_equal(rcr_select(c, 4, RCR_OPT_RUNNING, 0), 3);
@@ -105,7 +105,7 @@ static void
 test_master_only(void **state)
 {
     struct rcr_candidate c[] = {
-        {SLAVE, 1, 0, 0}, {MASTER, 1, 100, 0}, {UP, 1, 0, 0},
+        {SLAVE, 1, 0, 0, 0}, {MASTER, 1, 100, 0, 0}, {UP, 1, 0, 0, 0},
     };
 
     assert_int_equal(rcr_select(c, 3, RCR_OPT_MASTER, 0), 1);
@@ -117,7 +117,7 @@ static void
 test_slave_only_and_fallback(void **state)
 {
     struct rcr_candidate c[] = {
-        {MASTER, 1, 0, 0}, {SLAVE, 1, 10, 0}, {MASTER | SL_SRV_SLAVE, 1, 0, 0},
+        {MASTER, 1, 0, 0, 0}, {SLAVE, 1, 10, 0, 0}, {MASTER | SL_SRV_SLAVE, 1, 0, 0, 0},
     };
 
     /* Servers that are master (even if also slave) are skipped. */
@@ -137,8 +137,8 @@ static void
 test_master_or_slave_and_synced(void **state)
 {
     struct rcr_candidate c[] = {
-        {UP, 1, 0, 0}, {SLAVE, 1, 3, 0}, {MASTER, 1, 2, 0},
-        {UP | SL_SRV_SYNCED, 1, 9, 0},
+        {UP, 1, 0, 0, 0}, {SLAVE, 1, 3, 0, 0}, {MASTER, 1, 2, 0, 0},
+        {UP | SL_SRV_SYNCED, 1, 9, 0, 0},
     };
 
     assert_int_equal(rcr_select(c, 4, RCR_OPT_MASTER | RCR_OPT_SLAVE, 0), 2);
@@ -152,10 +152,10 @@ static void
 test_max_replication_lag(void **state)
 {
     struct rcr_candidate c[] = {
-        {MASTER, 1, 0, SL_SERVER_LAG_UNKNOWN},
-        {SLAVE, 1, 0, 30},
-        {SLAVE, 1, 5, 2},
-        {SLAVE, 1, 0, SL_SERVER_LAG_UNKNOWN},
+        {MASTER, 1, 0, SL_SERVER_LAG_UNKNOWN, 0},
+        {SLAVE, 1, 0, 30, 0},
+        {SLAVE, 1, 5, 2, 0},
+        {SLAVE, 1, 0, SL_SERVER_LAG_UNKNOWN, 0},
     };
 
     /* 0: lag is not looked at; the least loaded replica wins. */
@@ -171,6 +171,44 @@ test_max_replication_lag(void **state)
     c[0].sessions = 50;
     c[2].lag = 0;
     assert_int_equal(rcr_select(c, 4, RCR_OPT_RUNNING, 10), 2);
+}
+
+/* rank (MaxScale: readconnroute uses primary-rank servers before
+ * secondary ones as long as they match router_options). */
+static void
+test_rank(void **state)
+{
+    struct rcr_candidate c[] = {
+        {MASTER, 1, 0, 0, 0},
+        {SLAVE, 1, 50, 0, 0},
+        {SLAVE, 1, 0, 0, 1},   /* secondary, idle */
+    };
+
+    /* The busy primary-rank replica beats the idle secondary one. */
+    assert_int_equal(rcr_select(c, 3, RCR_OPT_SLAVE, 0), 1);
+    start_sessions(c, 3, RCR_OPT_SLAVE, 20);
+    assert_int_equal(c[2].sessions, 0);
+    /* Its replica gone: the secondary replica, not the master fallback. */
+    c[1].status |= SL_SRV_MAINT;
+    assert_int_equal(rcr_select(c, 3, RCR_OPT_SLAVE, 0), 2);
+    /* Both ranks equal again: least loaded. */
+    c[1].status = SLAVE;
+    c[2].rank = 0;
+    start_sessions(c, 3, RCR_OPT_SLAVE, 70);
+    assert_int_equal(c[1].sessions, 70);   /* 50 + the 20 above */
+    assert_int_equal(c[2].sessions, 70);
+
+    /* router_options=master with several masters (MXS-4132): the best
+     * rank first, in configuration order. */
+    struct rcr_candidate m[] = {
+        {MASTER, 1, 9, 0, 1}, {MASTER, 1, 5, 0, 0}, {MASTER, 1, 0, 0, 1},
+    };
+    assert_int_equal(rcr_select(m, 3, RCR_OPT_MASTER, 0), 1);
+    m[1].status = SLAVE;
+    assert_int_equal(rcr_select(m, 3, RCR_OPT_MASTER, 0), 2);
+    /* A replica service's master fallback is rank-ordered too. */
+    m[0].rank = 0;
+    assert_int_equal(rcr_select(m, 3, RCR_OPT_SYNCED, 0), 0);
 }
 
 static void
@@ -192,6 +230,7 @@ main(void)
         cmocka_unit_test(test_slave_only_and_fallback),
         cmocka_unit_test(test_master_or_slave_and_synced),
         cmocka_unit_test(test_max_replication_lag),
+        cmocka_unit_test(test_rank),
         cmocka_unit_test(test_empty),
     };
 

@@ -63,6 +63,8 @@ lag_ok(const struct rcr_candidate *c, int64_t max_lag_s)
            (c->lag >= 0 && c->lag <= max_lag_s);
 }
 
+/* The least loaded of the eligible servers of the best (lowest) rank:
+ * a secondary server only while no primary-rank one is eligible. */
 static int
 least_loaded(const struct rcr_candidate *c, size_t n, uint32_t options,
              int64_t max_lag_s)
@@ -74,7 +76,8 @@ least_loaded(const struct rcr_candidate *c, size_t n, uint32_t options,
             !lag_ok(&c[i], max_lag_s)) {
             continue;
         }
-        if (best < 0 || better(&c[i], &c[best])) {
+        if (best < 0 || c[i].rank < c[best].rank ||
+            (c[i].rank == c[best].rank && better(&c[i], &c[best]))) {
             best = (int)i;
         }
     }

@@ -30,6 +30,7 @@ struct rcr_candidate {
     int64_t sessions;  /* this router's sessions on the server now */
     int64_t lag;       /* replication lag in seconds as the monitor measured
                         * it; SL_SERVER_LAG_UNKNOWN (-1) when unknown */
+    int rank;          /* sl_server_rank(): 0 primary, 1 secondary */
 };
 
 /*
@@ -37,13 +38,15 @@ struct rcr_candidate {
  *
  * Eligible: usable (Running, not Maintenance), not Draining, and matching
  * any role in `options`: master = has Master; slave = has Slave and not
- * Master; running = any; synced = has Synced. Among the eligible, the one
+ * Master; running = any; synced = has Synced. Only the eligible servers of
+ * the best rank count (a secondary-rank server only while no primary-rank
+ * one is eligible: MaxScale's rule for readconnroute). Among those, the one
  * with the fewest (sessions + 1) / weight wins; servers of weight 0 are
  * chosen only when no eligible server has a positive weight; ties go to
  * the first in configuration order. With max_lag_s > 0 a server that is
  * not Master is eligible only if its lag is known and at most max_lag_s
  * (max_replication_lag). When nothing is eligible, a usable,
- * non-draining Master is chosen by the same rule (MaxScale's fallback: a
+ * non-draining Master is chosen by the same rules (rank first) (MaxScale's fallback: a
  * replica service keeps working on the primary alone).
  *
  * Returns the index into c[0..n), or -1 when no server can be used.

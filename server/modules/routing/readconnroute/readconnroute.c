@@ -174,6 +174,7 @@ choose_server(struct rcr_instance *inst, uint32_t *status_out)
             c[i].status = 0;   /* not a candidate, not even the fallback */
         }
         c[i].weight = sl_server_weight(inst->servers[i]);
+        c[i].rank = sl_server_rank(inst->servers[i]);
         c[i].sessions = atomic_load_explicit(&inst->sessions[i],
                                              memory_order_relaxed);
         c[i].lag = inst->max_lag_s > 0
@@ -231,8 +232,18 @@ rcr_new_session(void *instance, struct sl_session *ses)
     if (rs->backend == NULL) {
         atomic_fetch_sub_explicit(&inst->sessions[idx], 1,
                                   memory_order_relaxed);
-        snprintf(msg, sizeof(msg), "Could not connect to server '%s' of service '%s'",
-                 sl_server_name(rs->server), sl_service_name(inst->svc));
+        if (sl_server_routing_full(rs->server)) {
+            snprintf(msg, sizeof(msg), "Could not connect to server '%s' "
+                     "of service '%s': its max_routing_connections (%lld) "
+                     "is reached", sl_server_name(rs->server),
+                     sl_service_name(inst->svc),
+                     (long long)sl_server_max_routing_connections(
+                         rs->server));
+        } else {
+            snprintf(msg, sizeof(msg), "Could not connect to server '%s' "
+                     "of service '%s'", sl_server_name(rs->server),
+                     sl_service_name(inst->svc));
+        }
         sl_session_send_error(ses, RCR_ERR_CODE, RCR_ERR_STATE, msg);
         free(rs);
         return NULL;

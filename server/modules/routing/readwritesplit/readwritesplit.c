@@ -318,6 +318,7 @@ connect_initial(struct rws_session *rs)
     const struct rws_config *c = &rs->inst->cfg;
     int m = rws_master_index(rs, !c->lazy_connect);
     unsigned slaves = 0;
+    int rank;
 
     if (m < 0 && c->lazy_connect) {
         m = master_server(rs);
@@ -329,13 +330,15 @@ connect_initial(struct rws_session *rs)
     if (c->lazy_connect) {
         return true;
     }
+    rank = rws_current_rank(rs);   /* the replicas': the primary's */
     for (unsigned i = 0; i < rs->inst->nservers; i++) {
         uint32_t st = sl_server_status(rs->be[i].srv);
 
         if (slaves >= c->max_slave_conns) {
             break;
         }
-        if ((int)i == m || !sl_server_is_usable(st) ||
+        if ((int)i == m || sl_server_rank(rs->be[i].srv) != rank ||
+            !sl_server_is_usable(st) ||
             !(st & SL_SRV_SLAVE) || (st & (SL_SRV_DRAINING | SL_SRV_MASTER))) {
             continue;
         }

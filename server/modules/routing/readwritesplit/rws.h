@@ -447,6 +447,14 @@ struct sl_buf *rws_for_backend(struct rws_session *rs, int idx,
 /* rws_target.c: which connection. */
 int rws_master_index(struct rws_session *rs, bool connect);
 int rws_slave_index(struct rws_session *rs, int exclude);
+/*
+ * The rank the session's replicas must have (MaxScale's rule for
+ * readwritesplit, see modules.md "Server ranks"): its primary
+ * connection's server's while it has one; otherwise the best rank among
+ * the servers it is connected to, then among those that can be
+ * connected to. Reads the servers' rank and status (atomics).
+ */
+int rws_current_rank(const struct rws_session *rs);
 /* The usable server a hint names (connected to if needed), or -1. */
 int rws_named_index(struct rws_session *rs, const char *name);
 /* Server status st may take the session's primary work. */

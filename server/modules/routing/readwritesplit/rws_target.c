@@ -9,7 +9,7 @@
  *                     master_reconnection=false keeps the first one only
  *   rws_slave_index   a replica: the candidates (status, lag, draining,
  *                     max_slave_connections, what causal_reads requires of
- *                     it) are snapshotted into struct rws_cand and the
+ *                     it, the rank rws_current_rank says) are snapshotted into struct rws_cand and the
  *                     pure rws_select() (rws_select.c) picks one under
  *                     slave_selection_criteria
  *   rws_named_index   a server named by a hint
@@ -59,11 +59,45 @@ master_status_ok(uint32_t st)
     return rws_master_usable(st);
 }
 
+/* May a new connection be opened to a server of this status. */
+static bool
+connectable(uint32_t st)
+{
+    return sl_server_is_usable(st) && !(st & SL_SRV_DRAINING);
+}
+
+int
+rws_current_rank(const struct rws_session *rs)
+{
+    int best = -1;
+    int best_class = 3;   /* 0 live+connectable, 1 live, 2 connectable */
+
+    if (rs->master >= 0 && rws_be_live(&rs->be[rs->master])) {
+        return sl_server_rank(rs->be[rs->master].srv);
+    }
+    for (unsigned i = 0; i < rs->inst->nservers; i++) {
+        bool live = rws_be_live(&rs->be[i]);
+        bool conn = connectable(sl_server_status(rs->be[i].srv));
+        int cls = live ? (conn ? 0 : 1) : conn ? 2 : 3;
+        int rank = sl_server_rank(rs->be[i].srv);
+
+        if (best < 0 || cls < best_class ||
+            (cls == best_class && rank < best)) {
+            best = rank;
+            best_class = cls;
+        }
+    }
+    return best < 0 ? SL_SERVER_RANK_PRIMARY : best;
+}
+
 /*
  * The session's master connection, connecting (when `connect`) to the
  * server the monitor calls Master if there is none; -1 when there is no
  * usable master. A master connection whose server lost the role is not
- * used (and is replaced when a new master exists).
+ * used (and is replaced when a new master exists). A new one is chosen
+ * among the usable masters of the best rank only (MaxScale: a
+ * secondary-rank primary only while no primary-rank one is usable), in
+ * configuration order.
  */
 int
 rws_master_index(struct rws_session *rs, bool connect)
@@ -79,10 +113,22 @@ rws_master_index(struct rws_session *rs, bool connect)
          * connection, or none (lost, or its server no longer primary) */
         return -1;
     }
+    int best_rank = -1;
+
+    for (unsigned i = 0; i < rs->inst->nservers; i++) {
+        uint32_t st = sl_server_status(rs->be[i].srv);
+        int rank = sl_server_rank(rs->be[i].srv);
+
+        if (master_status_ok(st) && !(st & SL_SRV_DRAINING) &&
+            (best_rank < 0 || rank < best_rank)) {
+            best_rank = rank;
+        }
+    }
     for (unsigned i = 0; i < rs->inst->nservers; i++) {
         uint32_t st = sl_server_status(rs->be[i].srv);
 
-        if (!master_status_ok(st) || (st & SL_SRV_DRAINING)) {
+        if (!master_status_ok(st) || (st & SL_SRV_DRAINING) ||
+            sl_server_rank(rs->be[i].srv) != best_rank) {
             continue;
         }
         if (!rws_be_live(&rs->be[i]) &&
@@ -238,6 +284,7 @@ rws_slave_index(struct rws_session *rs, int exclude)
     size_t n = inst->nservers < 64 ? inst->nservers : 64;
     bool may_connect = live_slaves(rs) < inst->cfg.max_slave_conns &&
                        !rs->hist_overflow;
+    int rank = rws_current_rank(rs);
     int idx;
 
     for (size_t i = 0; i < n; i++) {
@@ -246,6 +293,7 @@ rws_slave_index(struct rws_session *rs, int exclude)
 
         cand[i] = (struct rws_cand){.connected = rws_be_live(be)};
         cand[i].ok = (int)i != exclude &&
+                     sl_server_rank(be->srv) == rank &&
                      slave_ok(rs, (unsigned)i, sl_server_status(be->srv)) &&
                      (cand[i].connected || may_connect) &&
                      ryw_ok(rs, (unsigned)i);
