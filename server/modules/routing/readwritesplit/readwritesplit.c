@@ -324,6 +324,19 @@ connect_initial(struct rws_session *rs)
         m = master_server(rs);
     }
     if (m < 0 && c->failure_mode == RWS_FAIL_INSTANTLY) {
+        int ms = master_server(rs);
+
+        if (ms >= 0 && sl_server_routing_full(rs->be[ms].srv)) {
+            rws_send_error(rs, "Service '%s': cannot connect to master "
+                           "server '%s': its max_routing_connections "
+                           "(%lld) is reached (master_failure_mode="
+                           "fail_instantly)",
+                           sl_service_name(rs->inst->svc),
+                           sl_server_name(rs->be[ms].srv),
+                           (long long)sl_server_max_routing_connections(
+                               rs->be[ms].srv));
+            return false;
+        }
         rws_send_error(rs, "Service '%s': no master server available (master_failure_mode=fail_instantly)", sl_service_name(rs->inst->svc));
         return false;
     }
