@@ -224,6 +224,12 @@ not_parkable(const struct sl_backend *b)
         !protocol_pools(d->protocol)) {
         return "TLS, compression, PROXY protocol or its protocol";
     }
+    /* Pooled connections count against max_routing_connections: one kept
+     * at the limit would hold a slot only this worker's sessions can
+     * reuse, so at the limit it is closed and the slot is free for any. */
+    if (sl_server_routing_full(b->server)) {
+        return "the server's max_routing_connections is reached";
+    }
     return server_takes(b->server) ? NULL : "server down, in maintenance "
                                             "or draining";
 }

@@ -4,7 +4,8 @@ semantics, on the sandbox (db1 primary, db2 and db3 replicas) by
 `@@server_id`.
 
 One Sluice (threads=2, mariadbmon) over db1, db2, db3 with db3
-`rank=secondary` and db1 `max_routing_connections=100` in the file;
+`rank=secondary` and db1 `max_routing_connections=100` (and
+`persistpoolmax=4`, `persistmaxtime=5s`) in the file;
 readconnroute with `router_options=slave` (RCR-S) and
 `router_options=master` (RCR-M), readwritesplit (RWS, and RWS-E with
 `master_failure_mode=error_on_write`).
@@ -24,11 +25,12 @@ readconnroute with `router_options=slave` (RCR-S) and
 - max_routing_connections=2 on db1 (PATCH): two readconnroute master
   sessions connect, the third is refused with 1105 naming the limit
   (`routing_connections_refused` + 1) and connects once one of the two
-  closes; db1's processlist never shows more than 2 of the app user's
+  closes (closed at the limit, not pooled: `persistent_connections` 0); db1's processlist never shows more than 2 of the app user's
   connections, sampled all along; meanwhile a readwritesplit session is
   refused naming the limit (fail_instantly), and with error_on_write it
   connects, reads from a replica and its write gets an error; 0 lifts
-  the limit.
+  the limit (4 at once) and a closing session's connection is pooled
+  again.
 """
 
 import subprocess
@@ -54,7 +56,8 @@ def config(run_dir):
     text = global_section(run_dir, ADMIN, threads=2)
     text += server_sections()
     text = text.replace("[db1]\ntype=server\n",
-                        "[db1]\ntype=server\nmax_routing_connections=100\n",
+                        "[db1]\ntype=server\nmax_routing_connections=100\n"
+                        "persistpoolmax=4\npersistmaxtime=5s\n",
                         1)
     text = text.replace("[db3]\ntype=server\n",
                         "[db3]\ntype=server\nrank=secondary\n", 1)
@@ -300,7 +303,9 @@ class Sampler(threading.Thread):
 
 
 def test_max_routing_connections(sluice, reset):
-    st.wait_until(lambda: app_conns_on_db1() == 0, 10,
+    # the earlier tests' pooled connections expire (persistmaxtime=5s)
+    st.wait_until(lambda: app_conns_on_db1() == 0 and
+                  server("db1")["statistics"]["connections"] == 0, 30,
                   what="no app connection on db1")
     patch("db1", max_routing_connections=2)
     refused = server("db1")["statistics"]["routing_connections_refused"]
@@ -338,10 +343,16 @@ def test_max_routing_connections(sluice, reset):
         finally:
             st.close_quietly(rws)
         assert app_conns_on_db1() == 2
-        # one closes: the next client gets its connection
+        # one closes: at the limit its connection is closed, not pooled
+        # (a pooled one would keep the slot for its thread only), and the
+        # next client gets a connection
         held.pop().close()
+        # at once, not when a pooled one would expire (persistmaxtime 5s)
         st.wait_until(lambda: server("db1")["statistics"]["connections"]
-                      < 2, 10, what="a slot free on db1")
+                      < 2, 2.5, what="a slot free on db1")
+        assert server("db1")["statistics"]["persistent_connections"] == 0
+        st.wait_until(lambda: app_conns_on_db1() == 1, 10,
+                      what="the closed connection gone from db1")
         third = st.connect(RCR_M)
         held.append(third)
         assert st.server_id(third) == 1
@@ -354,6 +365,11 @@ def test_max_routing_connections(sluice, reset):
         held += [st.connect(RCR_M) for _ in range(2)]
         assert [st.server_id(c) for c in held] == [1] * 4
         assert app_conns_on_db1() == 4
+        # below the limit connections are pooled again
+        held.pop().close()
+        st.wait_until(lambda: server("db1")["statistics"]
+                      ["persistent_connections"] == 1, 10,
+                      what="a pooled connection to db1")
     finally:
         sampler.stop()
         for c in held:
