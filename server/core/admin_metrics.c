@@ -312,6 +312,14 @@ server_metrics(FILE *f, const struct sl_config *c)
                c->servers[i]->name, "%llu", (unsigned long long)
                atomic_load(&c->servers[i]->pool_reused));
     }
+    family(f, "sluice_server_routing_connections_refused_total", "counter",
+           "Connections to the server not opened: max_routing_connections "
+           "reached");
+    for (size_t i = 0; i < c->nservers; i++) {
+        sample(f, "sluice_server_routing_connections_refused_total",
+               "server", c->servers[i]->name, "%llu", (unsigned long long)
+               atomic_load(&c->servers[i]->routing_conns_refused));
+    }
     family(f, "sluice_server_routed_total", "counter",
            "Commands routed to the server, by kind (read or write)");
     for (size_t i = 0; i < c->nservers; i++) {

@@ -24,7 +24,7 @@ readconnroute with `router_options=slave` (RCR-S) and
   reads follow the primary's rank to db3 only, never db2.
 - max_routing_connections=2 on db1 (PATCH): two readconnroute master
   sessions connect, the third is refused with 1105 naming the limit
-  (`routing_connections_refused` + 1) and connects once one of the two
+  (`routing_connections_refused` + 1, also in /metrics) and connects once one of the two
   closes (closed at the limit, not pooled: `persistent_connections` 0); db1's processlist never shows more than 2 of the app user's
   connections, sampled all along; meanwhile a readwritesplit session is
   refused naming the limit (fail_instantly), and with error_on_write it
@@ -33,16 +33,18 @@ readconnroute with `router_options=slave` (RCR-S) and
   again.
 """
 
+import re
 import subprocess
 import threading
 import time
+import urllib.request
 
 import pymysql
 import pytest
 
 import sluicetest as st
-from proxy import Daemon, admin_rest, global_section, mariadbmon_section, \
-    run_sluice, server_sections
+from proxy import ADMIN_AUTH, Daemon, admin_rest, global_section, \
+    mariadbmon_section, run_sluice, server_sections
 
 pytestmark = [pytest.mark.sluice_only]
 
@@ -121,6 +123,16 @@ def patch(name, **params):
     status, doc = admin_rest(ADMIN, "PATCH", f"servers/{name}", {
         "data": {"attributes": {"parameters": params}}})
     assert status in (200, 204), doc
+
+
+def metric(name, server_name):
+    req = urllib.request.Request(f"http://{st.HOST}:{ADMIN}/metrics")
+    req.add_header("Authorization", ADMIN_AUTH)
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        text = resp.read().decode()
+    m = re.search(rf'^{name}{{server="{server_name}"}} (\d+)$', text, re.M)
+    assert m, f"{name} for {server_name} not in /metrics"
+    return int(m.group(1))
 
 
 def maxctrl(*args):
@@ -323,6 +335,8 @@ def test_max_routing_connections(sluice, reset):
         assert "max_routing_connections" in str(exc.value), exc.value
         stats = server("db1")["statistics"]
         assert stats["routing_connections_refused"] == refused + 1
+        assert metric("sluice_server_routing_connections_refused_total",
+                      "db1") == refused + 1
         sampler.settle()
         # readwritesplit, master_failure_mode=fail_instantly (the
         # default): the session is refused, naming the limit
