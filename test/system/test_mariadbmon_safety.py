@@ -374,12 +374,18 @@ def test_safe_no_failover_when_transactions_would_be_lost(tmp_path,
         assert log.count("not failing over (auto_failover=safe)") == 1, log
         assert "5 transaction(s) would be lost; a manual failover is " \
                "still possible" in log
+    except BaseException:
+        stop_all(d)
+        raise
     finally:
         if killed:
             st.sandbox_cmd("start-server", 1)
         for sid in (2, 3):
             with st.root(sid) as c:
-                c.cursor().execute("START SLAVE")
+                try:
+                    c.cursor().execute("START SLAVE")
+                except Exception:  # noqa: BLE001 - the fixture repairs
+                    pass
     try:
         st.wait_until(lambda: st.healthy_topology(1), 30,
                       what="db1 primary again, replicas replicating")
@@ -434,6 +440,9 @@ def test_safe_fails_over_when_nothing_is_lost(tmp_path, safe_table):
               f"{w.errors} client errors")
         assert not lost, sorted(lost)[:10]
         assert f"failover: promoting 'db{new}'" in log_of(tmp_path)
+    except BaseException:
+        stop_all(d)
+        raise
     finally:
         if w is not None:
             w.stop()
