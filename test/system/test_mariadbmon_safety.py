@@ -329,11 +329,13 @@ def test_auto_failover_values(tmp_path, value):
     cfg.write_text(text)
     status, out = px.run_sluice("check", cfg)
     assert status == 0, out
-    cfg.write_text(text.replace(f"auto_failover={value}",
-                                "auto_failover=maybe"))
+    text = text.replace(f"auto_failover={value}", "auto_failover=maybe")
+    cfg.write_text(text)
     status, out = px.run_sluice("check", cfg)
+    line = text.splitlines().index("auto_failover=maybe") + 1
     assert status == px.CONFIG_REFUSED, out
-    assert "invalid value 'maybe' for parameter 'auto_failover'" in out, out
+    assert f"{cfg}:{line}: invalid value 'maybe' for parameter " \
+        "'auto_failover'" in out, out
 
 
 def test_safe_no_failover_when_transactions_would_be_lost(tmp_path,
