@@ -376,6 +376,12 @@ def test_safe_no_failover_when_transactions_would_be_lost(tmp_path,
         assert log.count("not failing over (auto_failover=safe)") == 1, log
         assert "5 transaction(s) would be lost; a manual failover is " \
                "still possible" in log
+        # MaxScale's failover-safe command applies the same rule
+        status, doc = px.monitor_command(ADMIN_PORT, "failover-safe",
+                                         MONITOR)
+        assert status != 200, (status, doc)
+        assert "5 transaction(s) would be lost" in error_detail(doc), doc
+        assert st.read_only(2) and st.read_only(3)
     except BaseException:
         stop_all(d)
         raise

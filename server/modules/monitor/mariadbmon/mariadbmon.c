@@ -832,29 +832,42 @@ update_primary(struct mmon_instance *inst)
  * last probe cannot be known: the check is as good as the monitor's
  * view (MaxScale's rule has the same limit).
  */
+/* The safety rule for failing over `old`: true, or false with why[]. */
 static bool
-failover_is_safe(struct mmon_instance *inst)
+failover_safe_now(struct mmon_instance *inst, int old, char *now,
+                  size_t nowlen)
 {
-    const struct mmon_server *ms = &inst->servers[inst->lost];
+    const struct mmon_server *ms = &inst->servers[old];
     char why[384], b[512];
-    char now[sizeof(inst->failover_blocked)];
-    int cand = mmon_pick_promotion(inst->views, inst->n, inst->lost, why,
+    int cand = mmon_pick_promotion(inst->views, inst->n, old, why,
                                    sizeof(why));
 
     if (cand < 0) {
         return true;   /* the failover reports it has no candidate */
     }
     if (!ms->seen_binlog_known) {
-        snprintf(now, sizeof(now), "the binary log position of primary "
+        snprintf(now, nowlen, "the binary log position of primary "
                  "'%s' was never seen (down since before Sluice started)",
-                 SRVNAME(inst, inst->lost));
-    } else if (!mmon_failover_safe(&ms->seen_binlog, &inst->views[cand],
-                                   why, sizeof(why))) {
-        snprintf(now, sizeof(now), "promoting '%s' would lose transactions "
+                 SRVNAME(inst, old));
+        return false;
+    }
+    if (!mmon_failover_safe(&ms->seen_binlog, &inst->views[cand], why,
+                            sizeof(why))) {
+        snprintf(now, nowlen, "promoting '%s' would lose transactions "
                  "of primary '%s' (last seen gtid_binlog_pos %s): %s",
-                 SRVNAME(inst, cand), SRVNAME(inst, inst->lost),
+                 SRVNAME(inst, cand), SRVNAME(inst, old),
                  mmon_gtid_format(&ms->seen_binlog, b, sizeof(b)), why);
-    } else {
+        return false;
+    }
+    return true;
+}
+
+static bool
+failover_is_safe(struct mmon_instance *inst)
+{
+    char now[sizeof(inst->failover_blocked)];
+
+    if (failover_safe_now(inst, inst->lost, now, sizeof(now))) {
         inst->failover_blocked[0] = '\0';
         return true;
     }
@@ -1529,11 +1542,12 @@ server_index(struct mmon_instance *inst, struct sl_server *srv)
 }
 
 enum cmd_kind { CMD_SWITCHOVER, CMD_FAILOVER, CMD_REJOIN, CMD_RELEASE,
-                CMD_RESET };
+                CMD_RESET, CMD_FAILOVER_SAFE };
 
 static const char *const cmd_names[] = {"switchover", "failover", "rejoin",
                                         "release-locks",
-                                        "reset-replication"};
+                                        "reset-replication",
+                                        "failover-safe"};
 
 /* fetch-cmd-result's view of inst->cmd. */
 enum mmon_cmd_state { CMD_NONE, CMD_SCHEDULED, CMD_RUNNING, CMD_DONE };
@@ -1591,6 +1605,7 @@ run_locked(struct mmon_instance *inst, enum cmd_kind kind, int a, int b,
     case CMD_SWITCHOVER:
         return mmon_switchover(inst, a, b, err, errlen);
     case CMD_FAILOVER:
+    case CMD_FAILOVER_SAFE:
         if (inst->lost < 0 && inst->primary >= 0) {
             snprintf(err, errlen, "primary '%s' is running: use switchover",
                      SRVNAME(inst, inst->primary));
@@ -1601,8 +1616,13 @@ run_locked(struct mmon_instance *inst, enum cmd_kind kind, int a, int b,
                      MONNAME(inst));
             return -1;
         }
-        return mmon_failover(inst, inst->lost, "manual failover command",
-                             err, errlen);
+        if (kind == CMD_FAILOVER_SAFE &&
+            !failover_safe_now(inst, inst->lost, err, errlen)) {
+            return -1;   /* MaxScale's failover-safe: the same rule */
+        }
+        return mmon_failover(inst, inst->lost, kind == CMD_FAILOVER_SAFE
+                                 ? "manual failover-safe command"
+                                 : "manual failover command", err, errlen);
     case CMD_REJOIN:
         if (!mmon_rejoin_allowed(inst, a, err, errlen)) {
             return -1;
@@ -1779,6 +1799,20 @@ cmd_failover(const struct sl_modcmd_arg *args, int nargs, void **output,
              char **error)
 {
     return run_command(CMD_FAILOVER, false, args, nargs, output, error);
+}
+
+static int
+cmd_failover_safe(const struct sl_modcmd_arg *args, int nargs,
+                  void **output, char **error)
+{
+    return run_command(CMD_FAILOVER_SAFE, false, args, nargs, output, error);
+}
+
+static int
+cmd_async_failover_safe(const struct sl_modcmd_arg *args, int nargs,
+                        void **output, char **error)
+{
+    return run_command(CMD_FAILOVER_SAFE, true, args, nargs, output, error);
 }
 
 static int
@@ -1971,6 +2005,12 @@ mmon_process_init(void)
              failover_args, 1, "Schedule a failover and return at once"},
             {"async-rejoin", SL_MODCMD_ACTIVE, cmd_async_rejoin, rejoin_args,
              2, "Schedule a rejoin and return at once"},
+            {"failover-safe", SL_MODCMD_ACTIVE, cmd_failover_safe,
+             failover_args, 1, "Fail over only if no transaction the "
+             "failed primary was seen to write is lost"},
+            {"async-failover-safe", SL_MODCMD_ACTIVE,
+             cmd_async_failover_safe, failover_args, 1,
+             "Schedule a failover-safe and return at once"},
             {"async-reset-replication", SL_MODCMD_ACTIVE,
              cmd_async_reset_replication, reset_args, 2,
              "Schedule a reset-replication and return at once"},
