@@ -964,7 +964,8 @@ maybe_rejoin(struct mmon_instance *inst)
  * when it is still running and replicates from no running monitored
  * server, else the server the primary choice would make with read_only
  * ignored, if it has a replica (so a set of standalone servers never
- * gets one made writable). Runs before the primary is chosen, so the
+ * gets one made writable). Nothing while the last primary is down: that
+ * is failover's decision (auto_failover, safe or not). Runs before the primary is chosen, so the
  * server is Master in the same tick. Only the primary monitor, never a
  * passive instance (primary_monitor is false then).
  */
@@ -976,7 +977,12 @@ enforce_writable(struct mmon_instance *inst)
     char err[512];
 
     if (!inst->enforce_writable_master || !inst->primary_monitor ||
-        (c >= 0 && inst->views[c].running && !inst->views[c].read_only)) {
+        (c >= 0 && !inst->views[c].read_only)) {
+        return;
+    }
+    /* A primary that is down (or was, and failover has not replaced it)
+     * is failover's business: never make another server writable here. */
+    if ((c >= 0 && !inst->views[c].running) || inst->lost >= 0) {
         return;
     }
     copy = malloc(sizeof(*copy) * (size_t)inst->n);
