@@ -128,8 +128,7 @@ REFUSED = [
     ("RW", "rank=secondary"),
     ("db1", "extra_port=3307"),
     ("db1", "disk_space_threshold=/data:80"),
-    ("Mon", "enforce_writable_master=true"),
-    ("Mon", "promotion_sql_file=/tmp/promote.sql"),
+    ("Mon", "switchover_on_low_disk_space=true"),
     ("RW", "idle_session_pool_time=1s"),
     ("RW", "user_accounts_file=/tmp/users.json"),
     ("RW", "auth_all_servers=true"),
@@ -170,7 +169,7 @@ def test_refused_at_startup_too(tmp_path):
     ("maxscale", "sql_mode=default"), ("RW", "rank=primary"),
     ("db1", "proxy_protocol=no"),
     ("RW", "optimistic_trx=false"),
-    ("Mon", "enforce_writable_master=false")])
+    ("Mon", "switchover_on_low_disk_space=false")])
 def test_refused_parameter_at_sluices_value_loads(tmp_path, section,
                                                   setting):
     """Set to what Sluice does, a refused name is harmless: it loads, with

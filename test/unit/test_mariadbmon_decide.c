@@ -234,6 +234,38 @@ test_locks_needed(void **state)
     assert_int_equal(mmon_locks_needed(false, 3, 0), 1);
 }
 
+/* auto_failover=safe: the candidate must have received (or applied)
+ * every GTID of the primary's last seen binlog position, in each domain. */
+static void
+test_failover_safe(void **state)
+{
+    struct mmon_gtid_pos primary = pos("0-1-100,1-1-7");
+    struct mmon_view c = srv(true, 0, "0-1-100,1-1-7");
+    char why[256] = "";
+
+    (void)state;
+    assert_true(mmon_failover_safe(&primary, &c, why, sizeof(why)));
+    /* received but not yet applied counts: failover applies it first */
+    c.current_pos = pos("0-1-90,1-1-7");
+    assert_true(mmon_failover_safe(&primary, &c, why, sizeof(why)));
+    /* applied ahead of a stale IO position counts too */
+    c = srv(true, 0, "0-1-90,1-1-7");
+    c.current_pos = pos("0-1-100,1-1-7");
+    assert_true(mmon_failover_safe(&primary, &c, why, sizeof(why)));
+    /* one domain behind: refused, and why says where */
+    c = srv(true, 0, "0-1-100,1-1-5");
+    assert_false(mmon_failover_safe(&primary, &c, why, sizeof(why)));
+    assert_non_null(strstr(why, "domain 1"));
+    assert_non_null(strstr(why, "1-1-7"));
+    assert_non_null(strstr(why, "2 transaction(s) would be lost"));
+    /* a domain the candidate never saw */
+    c = srv(true, 0, "0-1-100");
+    assert_false(mmon_failover_safe(&primary, &c, why, sizeof(why)));
+    /* a primary that never wrote anything: nothing to lose */
+    primary = pos("");
+    assert_true(mmon_failover_safe(&primary, &c, why, sizeof(why)));
+}
+
 int
 main(void)
 {
@@ -247,6 +279,7 @@ main(void)
         cmocka_unit_test(test_promotion_choice),
         cmocka_unit_test(test_rejoin),
         cmocka_unit_test(test_locks_needed),
+        cmocka_unit_test(test_failover_safe),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

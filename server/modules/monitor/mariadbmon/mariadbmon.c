@@ -339,6 +339,8 @@ probe_server(struct mmon_instance *inst, int i)
     }
     inst->views[i].running = true;
     ms->last_slave = inst->views[i].slave;
+    ms->seen_binlog = inst->views[i].binlog_pos;
+    ms->seen_binlog_known = true;
 }
 
 void
@@ -814,10 +816,69 @@ update_primary(struct mmon_instance *inst)
     if (now >= 0) {
         inst->lost = -1;
         inst->lost_ticks = 0;
+        inst->failover_blocked[0] = '\0';
         inst->verify_logged = false;
         inst->no_candidate_logged = false;
     }
     inst->primary = now;
+}
+
+/*
+ * auto_failover=safe (MaxScale's): fail over only when no transaction the
+ * failed primary is known to have written is lost: the replica failover
+ * would promote must have received (or applied) everything up to the
+ * primary's gtid_binlog_pos as the last good probe saw it. Otherwise no
+ * automatic failover: a warning says why (once per reason), the reason
+ * is in monitor_diagnostics.auto_failover_blocked, and the manual
+ * failover command stays possible. Writes the primary made after the
+ * last probe cannot be known: the check is as good as the monitor's
+ * view (MaxScale's rule has the same limit).
+ */
+/* The safety rule for failing over `old`: true, or false with why[]. */
+static bool
+failover_safe_now(struct mmon_instance *inst, int old, char *now,
+                  size_t nowlen)
+{
+    const struct mmon_server *ms = &inst->servers[old];
+    char why[384], b[512];
+    int cand = mmon_pick_promotion(inst->views, inst->n, old, why,
+                                   sizeof(why));
+
+    if (cand < 0) {
+        return true;   /* the failover reports it has no candidate */
+    }
+    if (!ms->seen_binlog_known) {
+        snprintf(now, nowlen, "the binary log position of primary "
+                 "'%s' was never seen (down since before Sluice started)",
+                 SRVNAME(inst, old));
+        return false;
+    }
+    if (!mmon_failover_safe(&ms->seen_binlog, &inst->views[cand], why,
+                            sizeof(why))) {
+        snprintf(now, nowlen, "promoting '%s' would lose transactions "
+                 "of primary '%s' (last seen gtid_binlog_pos %s): %s",
+                 SRVNAME(inst, cand), SRVNAME(inst, old),
+                 mmon_gtid_format(&ms->seen_binlog, b, sizeof(b)), why);
+        return false;
+    }
+    return true;
+}
+
+static bool
+failover_is_safe(struct mmon_instance *inst)
+{
+    char now[sizeof(inst->failover_blocked)];
+
+    if (failover_safe_now(inst, inst->lost, now, sizeof(now))) {
+        inst->failover_blocked[0] = '\0';
+        return true;
+    }
+    if (strcmp(now, inst->failover_blocked) != 0) {
+        snprintf(inst->failover_blocked, sizeof(inst->failover_blocked),
+                 "%s", now);
+        sl_log_warn("Monitor '%s': not failing over (auto_failover=safe): %s; a manual failover is still possible", MONNAME(inst), now);
+    }
+    return false;
 }
 
 /* auto_failover: decide, with the reason logged either way. */
@@ -838,6 +899,9 @@ maybe_failover(struct mmon_instance *inst)
             inst->verify_logged = true;
             sl_log_warn("Monitor '%s': not failing over: primary '%s' is unreachable from Sluice but replica '%s' is still connected to it (verify_master_failure)", MONNAME(inst), SRVNAME(inst, inst->lost), SRVNAME(inst, alive));
         }
+        return;
+    }
+    if (inst->failover_safe && !failover_is_safe(inst)) {
         return;
     }
     snprintf(reason, sizeof(reason), "primary '%s' down for %llu monitor "
@@ -893,6 +957,56 @@ maybe_rejoin(struct mmon_instance *inst)
             sl_log_error("Monitor '%s': automatic rejoin of '%s' failed: %s", MONNAME(inst), SRVNAME(inst, i), why);
         }
         probe_server(inst, i);   /* publish it as a replica at once */
+    }
+}
+
+/*
+ * enforce_writable_master (MaxScale's): the server that would be the
+ * primary but for read_only gets read_only=0. That is the last primary
+ * when it is still running and replicates from no running monitored
+ * server, else the server the primary choice would make with read_only
+ * ignored, if it has a replica (so a set of standalone servers never
+ * gets one made writable). Nothing while the last primary is down: that
+ * is failover's decision (auto_failover, safe or not). Runs before the primary is chosen, so the
+ * server is Master in the same tick. Only the primary monitor, never a
+ * passive instance (primary_monitor is false then).
+ */
+static void
+enforce_writable(struct mmon_instance *inst)
+{
+    struct mmon_view *copy;
+    int c = inst->primary;
+    char err[512];
+
+    if (!inst->enforce_writable_master || !inst->primary_monitor ||
+        (c >= 0 && !inst->views[c].read_only)) {
+        return;
+    }
+    /* A primary that is down (or was, and failover has not replaced it)
+     * is failover's business: never make another server writable here. */
+    if ((c >= 0 && !inst->views[c].running) || inst->lost >= 0) {
+        return;
+    }
+    copy = malloc(sizeof(*copy) * (size_t)inst->n);
+    if (copy == NULL) {
+        return;
+    }
+    memcpy(copy, inst->views, sizeof(*copy) * (size_t)inst->n);
+    for (int i = 0; i < inst->n; i++) {
+        copy[i].read_only = false;
+    }
+    c = mmon_pick_primary(copy, inst->n, inst->primary);
+    if (c >= 0 && c != inst->primary &&
+        mmon_count_replicas(copy, inst->n, c) == 0) {
+        c = -1;
+    }
+    free(copy);
+    if (c < 0 || !inst->views[c].read_only || inst->views[c].maint) {
+        return;
+    }
+    sl_log_notice("Monitor '%s': primary '%s' is read-only, setting read_only=0 (enforce_writable_master)", MONNAME(inst), SRVNAME(inst, c));
+    if (mmon_exec(inst, c, "SET GLOBAL read_only=0", err, sizeof(err)) == 0) {
+        inst->views[c].read_only = false;
     }
 }
 
@@ -1050,6 +1164,10 @@ update_snapshot(struct mmon_instance *inst)
                     "passive", sl_monitor_passive(),
                     "cooperative_monitoring_locks", coop_names[inst->coop],
                     "server_info", arr);
+    json_object_set_new(doc, "auto_failover_blocked",
+                        inst->failover_blocked[0]
+                            ? json_string(inst->failover_blocked)
+                            : json_null());
     if (inst->coop != MMON_COOP_NONE) {
         json_object_set_new(doc, "lock_overview", json_pack(
             "{s:i, s:i, s:i, s:b, s:o}", "held_locks", inst->locks_held,
@@ -1157,6 +1275,7 @@ mmon_tick(void *instance)
     pthread_mutex_lock(&inst->lock);
     mmon_probe_all(inst);
     update_locks(inst);
+    enforce_writable(inst);
     update_primary(inst);
     guess_lost_primary(inst);
     if (inst->primary >= 0) {
@@ -1192,13 +1311,33 @@ parse_no_promotion(struct mmon_instance *inst, const struct sl_params *p)
     free(copy);
 }
 
+/* auto_failover: MaxScale 24.02's enum (the booleans, and safe). */
+enum mmon_af {
+    MMON_AF_FALSE, MMON_AF_TRUE, MMON_AF_SAFE, MMON_AF_OFF, MMON_AF_ON,
+    MMON_AF_NO, MMON_AF_YES, MMON_AF_0, MMON_AF_1,
+};
+static const char *const auto_failover_names[] = {
+    "false", "true", "safe", "off", "on", "no", "yes", "0", "1", NULL};
+
 static void
 read_params(struct mmon_instance *inst, const struct sl_params *p)
 {
     const char *u = sl_params_get(p, "replication_user");
     const char *pw = sl_params_get(p, "replication_password");
 
-    inst->auto_failover = sl_params_bool(p, "auto_failover");
+    switch (sl_params_enum(p, "auto_failover")) {
+    case MMON_AF_SAFE:
+        inst->auto_failover = true;
+        inst->failover_safe = true;
+        break;
+    case MMON_AF_TRUE: case MMON_AF_ON: case MMON_AF_YES: case MMON_AF_1:
+        inst->auto_failover = true;
+        break;
+    default:
+        break;
+    }
+    inst->enforce_writable_master = sl_params_bool(p,
+                                                   "enforce_writable_master");
     inst->auto_rejoin = sl_params_bool(p, "auto_rejoin");
     inst->verify_master_failure = sl_params_bool(p, "verify_master_failure");
     inst->enforce_read_only_slaves =
@@ -1207,7 +1346,7 @@ read_params(struct mmon_instance *inst, const struct sl_params *p)
     inst->enforce_simple_topology = sl_params_bool(p,
                                                    "enforce_simple_topology");
     if (inst->enforce_simple_topology) {
-        /* MaxScale: whatever they are set to */
+        /* MaxScale: whatever they are set to (safe stays safe) */
         inst->auto_failover = true;
         inst->auto_rejoin = true;
     }
@@ -1254,6 +1393,37 @@ read_script(struct mmon_instance *inst, const struct sl_params *p)
     return 0;
 }
 
+/* promotion_sql_file, demotion_sql_file: kept as paths and read at each
+ * operation (as MaxScale does); at start-up each must be readable, or the
+ * monitor is refused naming the parameter (the core adds FILE:LINE). */
+static int
+read_sql_files(struct mmon_instance *inst, const struct sl_params *p)
+{
+    static const char *const names[] = {"promotion_sql_file",
+                                        "demotion_sql_file"};
+    char **slots[] = {&inst->promotion_sql_file, &inst->demotion_sql_file};
+    char err[1024];
+
+    for (int k = 0; k < 2; k++) {
+        const char *path = sl_params_get(p, names[k]);
+
+        if (path == NULL || path[0] == '\0') {
+            continue;
+        }
+        if (mmon_run_sql_file(inst, -1, names[k], path, err,
+                              sizeof(err)) < 0) {
+            /* err starts with the parameter's name and ": " */
+            sl_log_error("Monitor '%s': parameter '%s': %s", MONNAME(inst), names[k], err + strlen(names[k]) + 2);
+            return -1;
+        }
+        *slots[k] = strdup(path);
+        if (*slots[k] == NULL) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static void *
 mmon_create_instance(struct sl_monitor *mon, const struct sl_params *p)
 {
@@ -1286,8 +1456,10 @@ mmon_create_instance(struct sl_monitor *mon, const struct sl_params *p)
         inst->servers[i].last_ev = -1;
     }
     read_params(inst, p);
-    if (read_script(inst, p) < 0) {
+    if (read_script(inst, p) < 0 || read_sql_files(inst, p) < 0) {
         mmon_script_free_argv(inst->script_argv);
+        free(inst->promotion_sql_file);
+        free(inst->demotion_sql_file);
         free(inst->servers);
         free(inst->views);
         free(inst);
@@ -1330,6 +1502,8 @@ mmon_destroy_instance(void *instance)
     }
     free(inst->jobs);
     mmon_script_free_argv(inst->script_argv);
+    free(inst->promotion_sql_file);
+    free(inst->demotion_sql_file);
     pthread_mutex_destroy(&inst->lock);
     pthread_mutex_destroy(&inst->snap_lock);
     pthread_mutex_destroy(&inst->cmd_lock);
@@ -1399,11 +1573,12 @@ server_index(struct mmon_instance *inst, struct sl_server *srv)
 }
 
 enum cmd_kind { CMD_SWITCHOVER, CMD_FAILOVER, CMD_REJOIN, CMD_RELEASE,
-                CMD_RESET };
+                CMD_RESET, CMD_FAILOVER_SAFE };
 
 static const char *const cmd_names[] = {"switchover", "failover", "rejoin",
                                         "release-locks",
-                                        "reset-replication"};
+                                        "reset-replication",
+                                        "failover-safe"};
 
 /* fetch-cmd-result's view of inst->cmd. */
 enum mmon_cmd_state { CMD_NONE, CMD_SCHEDULED, CMD_RUNNING, CMD_DONE };
@@ -1461,6 +1636,7 @@ run_locked(struct mmon_instance *inst, enum cmd_kind kind, int a, int b,
     case CMD_SWITCHOVER:
         return mmon_switchover(inst, a, b, err, errlen);
     case CMD_FAILOVER:
+    case CMD_FAILOVER_SAFE:
         if (inst->lost < 0 && inst->primary >= 0) {
             snprintf(err, errlen, "primary '%s' is running: use switchover",
                      SRVNAME(inst, inst->primary));
@@ -1471,8 +1647,13 @@ run_locked(struct mmon_instance *inst, enum cmd_kind kind, int a, int b,
                      MONNAME(inst));
             return -1;
         }
-        return mmon_failover(inst, inst->lost, "manual failover command",
-                             err, errlen);
+        if (kind == CMD_FAILOVER_SAFE &&
+            !failover_safe_now(inst, inst->lost, err, errlen)) {
+            return -1;   /* MaxScale's failover-safe: the same rule */
+        }
+        return mmon_failover(inst, inst->lost, kind == CMD_FAILOVER_SAFE
+                                 ? "manual failover-safe command"
+                                 : "manual failover command", err, errlen);
     case CMD_REJOIN:
         if (!mmon_rejoin_allowed(inst, a, err, errlen)) {
             return -1;
@@ -1649,6 +1830,20 @@ cmd_failover(const struct sl_modcmd_arg *args, int nargs, void **output,
              char **error)
 {
     return run_command(CMD_FAILOVER, false, args, nargs, output, error);
+}
+
+static int
+cmd_failover_safe(const struct sl_modcmd_arg *args, int nargs,
+                  void **output, char **error)
+{
+    return run_command(CMD_FAILOVER_SAFE, false, args, nargs, output, error);
+}
+
+static int
+cmd_async_failover_safe(const struct sl_modcmd_arg *args, int nargs,
+                        void **output, char **error)
+{
+    return run_command(CMD_FAILOVER_SAFE, true, args, nargs, output, error);
 }
 
 static int
@@ -1841,6 +2036,12 @@ mmon_process_init(void)
              failover_args, 1, "Schedule a failover and return at once"},
             {"async-rejoin", SL_MODCMD_ACTIVE, cmd_async_rejoin, rejoin_args,
              2, "Schedule a rejoin and return at once"},
+            {"failover-safe", SL_MODCMD_ACTIVE, cmd_failover_safe,
+             failover_args, 1, "Fail over only if no transaction the "
+             "failed primary was seen to write is lost"},
+            {"async-failover-safe", SL_MODCMD_ACTIVE,
+             cmd_async_failover_safe, failover_args, 1,
+             "Schedule a failover-safe and return at once"},
             {"async-reset-replication", SL_MODCMD_ACTIVE,
              cmd_async_reset_replication, reset_args, 2,
              "Schedule a reset-replication and return at once"},
@@ -1869,8 +2070,10 @@ mmon_process_init(void)
 }
 
 static const struct sl_param_spec mmon_params[] = {
-    {"auto_failover", SL_PARAM_BOOL, "false", 0, NULL,
-     "Fail over automatically when the primary is down"},
+    {"auto_failover", SL_PARAM_ENUM, "false", 0, auto_failover_names,
+     "Fail over automatically when the primary is down; safe: only when "
+     "the replica promoted has every transaction the primary was last "
+     "seen to have written"},
     {"auto_rejoin", SL_PARAM_BOOL, "false", 0, NULL,
      "Make returning servers replicate from the primary"},
     {"failcount", SL_PARAM_COUNT, "5", 0, NULL,
@@ -1902,8 +2105,8 @@ static const struct sl_param_spec mmon_params[] = {
      "Scheduled events follow the primary: ENABLED events of a demoted "
      "server set to DISABLE ON SLAVE, those enabled on the old primary "
      "enabled on the promoted one"},
-    {"enforce_writable_master", SL_PARAM_BOOL, "false", SL_PARAM_F_REFUSED,
-     NULL, "enforce_writable_master is not implemented"},
+    {"enforce_writable_master", SL_PARAM_BOOL, "false", 0, NULL,
+     "Set read_only=0 on the primary when it is found read-only"},
     {"switchover_on_low_disk_space", SL_PARAM_BOOL, "false",
      SL_PARAM_F_REFUSED, NULL, "disk space monitoring is not implemented"},
     {"maintenance_on_low_disk_space", SL_PARAM_BOOL, "true",
@@ -1912,10 +2115,12 @@ static const struct sl_param_spec mmon_params[] = {
      "Several Sluice (or MaxScale) instances on one cluster: only the one "
      "holding GET_LOCK('maxscale_mariadbmon') on a majority of all, or of "
      "the running, servers changes the cluster"},
-    {"promotion_sql_file", SL_PARAM_PATH, NULL, SL_PARAM_F_REFUSED, NULL,
-     "promotion SQL files are not implemented"},
-    {"demotion_sql_file", SL_PARAM_PATH, NULL, SL_PARAM_F_REFUSED, NULL,
-     "demotion SQL files are not implemented"},
+    {"promotion_sql_file", SL_PARAM_PATH, NULL, 0, NULL,
+     "SQL statements (one a line, # comments) run on a promoted server "
+     "once it is writable; one failing fails the operation"},
+    {"demotion_sql_file", SL_PARAM_PATH, NULL, 0, NULL,
+     "SQL statements run on a demoted primary once it is read-only, and "
+     "on a standalone server before it rejoins"},
     {"script", SL_PARAM_STRING, NULL, 0, NULL,
      "Command run on server events ($INITIATOR, $EVENT, $PARENT, $CHILDREN, "
      "$CREDENTIALS, $LIST, $NODELIST, $MASTERLIST, $SLAVELIST, $SYNCEDLIST "

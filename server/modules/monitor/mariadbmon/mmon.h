@@ -100,6 +100,17 @@ int mmon_pick_promotion(const struct mmon_view *v, int n, int old,
                         char *why, size_t whylen);
 
 /*
+ * auto_failover=safe: would promoting `cand` lose nothing the failed
+ * primary is known to have written? True when, in every domain of the
+ * primary's last seen gtid_binlog_pos, the candidate has received
+ * (Gtid_IO_Pos) or applied (gtid_current_pos) at least that sequence.
+ * False with why[] naming the domain and how many are missing.
+ */
+bool mmon_failover_safe(const struct mmon_gtid_pos *primary_binlog,
+                        const struct mmon_view *cand, char *why,
+                        size_t whylen);
+
+/*
  * Can a server with binlog position `server_binlog` replicate from a
  * primary with binlog position `primary_binlog`, slave position
  * `primary_slave` (where it stopped replicating when promoted) and server

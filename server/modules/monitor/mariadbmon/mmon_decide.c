@@ -253,6 +253,37 @@ mmon_pick_promotion(const struct mmon_view *v, int n, int old, char *why,
 }
 
 bool
+mmon_failover_safe(const struct mmon_gtid_pos *primary_binlog,
+                   const struct mmon_view *cand, char *why, size_t whylen)
+{
+    for (int i = 0; i < primary_binlog->n; i++) {
+        const struct mmon_gtid *g = &primary_binlog->g[i];
+        const struct mmon_gtid *io = mmon_gtid_domain(&cand->slave.io_pos,
+                                                      g->domain);
+        const struct mmon_gtid *cur = mmon_gtid_domain(&cand->current_pos,
+                                                       g->domain);
+        uint64_t has = 0;
+
+        if (io != NULL) {
+            has = io->seq;
+        }
+        if (cur != NULL && cur->seq > has) {
+            has = cur->seq;
+        }
+        if (has < g->seq) {
+            snprintf(why, whylen, "in domain %u it has received up to "
+                     "sequence %llu, the primary had written %u-%u-%llu: "
+                     "%llu transaction(s) would be lost", g->domain,
+                     (unsigned long long)has, g->domain, g->server_id,
+                     (unsigned long long)g->seq,
+                     (unsigned long long)(g->seq - has));
+            return false;
+        }
+    }
+    return true;
+}
+
+bool
 mmon_can_rejoin(const struct mmon_gtid_pos *server_binlog,
                 const struct mmon_gtid_pos *primary_binlog,
                 const struct mmon_gtid_pos *primary_slave,

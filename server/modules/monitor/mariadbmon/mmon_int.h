@@ -52,6 +52,8 @@ struct mmon_server {
     time_t last_ev_at;           /* when (REST triggered_at) */
     int parent;                  /* last known master index, -1 none */
     struct mmon_slave_conn last_slave;  /* as of the last good probe */
+    struct mmon_gtid_pos seen_binlog;   /* gtid_binlog_pos, last good probe */
+    bool seen_binlog_known;      /* probed at least once */
     bool master_lock_held;       /* MMON_MASTER_LOCK on this connection */
     int nnamed;                  /* named replication connections */
     char named[MMON_MAX_NAMED][65];
@@ -90,6 +92,12 @@ struct mmon_instance {
 
     /* parameters */
     bool auto_failover;
+    bool failover_safe;          /* auto_failover=safe */
+    char failover_blocked[512];  /* why safe mode holds a failover back,
+                                  * "" when it does not (REST, the log) */
+    bool enforce_writable_master;
+    char *promotion_sql_file;    /* NULL: none */
+    char *demotion_sql_file;
     bool auto_rejoin;
     bool verify_master_failure;
     bool enforce_read_only_slaves;
@@ -145,6 +153,14 @@ int mmon_switchover(struct mmon_instance *inst, int new_primary, int old,
                     char *err, size_t errlen);
 int mmon_rejoin(struct mmon_instance *inst, int i, char *err,
                 size_t errlen);
+/*
+ * promotion_sql_file / demotion_sql_file: read `path` (one statement a
+ * line; empty lines and lines starting with '#' skipped) and run each on
+ * server i (i < 0: only read it, the start-up check). 0, or -1 with err[]
+ * naming the file and line, or the failed statement.
+ */
+int mmon_run_sql_file(struct mmon_instance *inst, int i, const char *param,
+                      const char *path, char *err, size_t errlen);
 /* mmon_events.c (handle_events; no-ops when it is off). */
 void mmon_events_remember(struct mmon_instance *inst, int i);
 void mmon_events_demote(struct mmon_instance *inst, int i);

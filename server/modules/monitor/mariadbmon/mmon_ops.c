@@ -15,6 +15,10 @@
  *                       (timeout: read_only=0 on old again, give up)
  *                    -> promote new -> old replicates from new
  *                    -> redirect the other replicas of old to new
+ *   promotion_sql_file runs on the promoted server once it is writable
+ *   (after its events are enabled), demotion_sql_file on a demoted
+ *   primary once it is read_only (switchover) and on a standalone server
+ *   before it rejoins; a failing statement fails the operation.
  *   rejoin(s):       only when s's GTID history is contained in the
  *                    primary's (mmon_can_rejoin); read_only=1 with
  *                    enforce_read_only_slaves; gtid_slave_pos = what s
@@ -26,6 +30,8 @@
 #define _GNU_SOURCE
 #define SL_LOG_TAG "mariadbmon"
 
+#include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -176,6 +182,60 @@ wait_applied(struct mmon_instance *inst, int i,
     return 0;
 }
 
+int
+mmon_run_sql_file(struct mmon_instance *inst, int i, const char *param,
+                  const char *path, char *err, size_t errlen)
+{
+    FILE *f;
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    unsigned lineno = 0;
+    int rc = 0;
+
+    if (path == NULL) {
+        return 0;
+    }
+    f = fopen(path, "r");
+    if (f == NULL) {
+        snprintf(err, errlen, "%s: cannot read '%s': %s", param, path,
+                 strerror(errno));
+        return -1;
+    }
+    while ((len = getline(&line, &cap, f)) >= 0) {
+        char *b = line;
+        char e[1024];
+
+        lineno++;
+        while (len > 0 && isspace((unsigned char)line[len - 1])) {
+            line[--len] = '\0';
+        }
+        while (isspace((unsigned char)*b)) {
+            b++;
+        }
+        if (*b == '\0' || *b == '#' || i < 0) {
+            continue;
+        }
+        if (mmon_exec(inst, i, b, e, sizeof(e)) < 0) {
+            snprintf(err, errlen, "%s '%s' line %u: %s", param, path, lineno,
+                     e);
+            rc = -1;
+            break;
+        }
+    }
+    if (rc == 0 && ferror(f)) {
+        snprintf(err, errlen, "%s: cannot read '%s': %s", param, path,
+                 strerror(errno));
+        rc = -1;
+    }
+    free(line);
+    fclose(f);
+    if (rc == 0 && i >= 0) {
+        sl_log_notice("Monitor '%s': ran %s '%s' on '%s'", MONNAME(inst), param, path, SRVNAME(inst, i));
+    }
+    return rc;
+}
+
 static int
 promote(struct mmon_instance *inst, int i, char *err, size_t errlen)
 {
@@ -289,6 +349,11 @@ failover_run(struct mmon_instance *inst, int old, const char *reason,
         return -1;
     }
     mmon_events_promote(inst, cand, old);
+    if (mmon_run_sql_file(inst, cand, "promotion_sql_file",
+                          inst->promotion_sql_file, err, errlen) < 0) {
+        sl_log_error("Monitor '%s': failover to '%s' failed: %s", MONNAME(inst), SRVNAME(inst, cand), err);
+        return -1;
+    }
     redirect_replicas(inst, old, cand);
     inst->primary = cand;
     inst->lost = -1;
@@ -361,6 +426,13 @@ switchover_run(struct mmon_instance *inst, int new_primary, int old,
     }
     mmon_events_remember(inst, old);
     mmon_events_demote(inst, old);
+    if (mmon_run_sql_file(inst, old, "demotion_sql_file",
+                          inst->demotion_sql_file, err, errlen) < 0) {
+        sl_log_warn("Monitor '%s': switchover aborted, '%s' stays the primary: %s", MONNAME(inst), SRVNAME(inst, old), err);
+        mmon_exec(inst, old, "SET GLOBAL read_only=0", ignored,
+                  sizeof(ignored));
+        return -1;
+    }
     /* No new writes on old from here: its binlog position is final. */
     mmon_probe_all(inst);
     pos = inst->views[old].binlog_pos;
@@ -375,6 +447,14 @@ switchover_run(struct mmon_instance *inst, int new_primary, int old,
         return -1;
     }
     mmon_events_promote(inst, new_primary, old);
+    if (mmon_run_sql_file(inst, new_primary, "promotion_sql_file",
+                          inst->promotion_sql_file, err, errlen) < 0) {
+        /* MaxScale: every statement must succeed. The new primary is
+         * writable already; the old one stays read_only, not redirected:
+         * the operator decides (the error says which statement). */
+        sl_log_error("Monitor '%s': switchover to '%s' failed after its promotion: %s", MONNAME(inst), SRVNAME(inst, new_primary), err);
+        return -1;
+    }
     /* The new primary takes writes now, before the old one is
      * redirected: the held statements go on at once. */
     publish_early(inst->servers[new_primary].srv,
@@ -426,6 +506,14 @@ rejoin_run(struct mmon_instance *inst, int i, char *err, size_t errlen)
     merge_pos(&s->binlog_pos, &s->slave_pos, &has);
     sl_log_notice("Monitor '%s': rejoining '%s' (GTID %s) as a replica of '%s'", MONNAME(inst), SRVNAME(inst, i), mmon_gtid_format(&has, gtid, sizeof(gtid)), SRVNAME(inst, inst->primary));
     mmon_events_demote(inst, i);
+    /* MaxScale: a standalone server (no replication connection at all,
+     * typically a former primary) runs demotion_sql_file first; a replica
+     * of the wrong source does not. */
+    if (!s->slave.present &&
+        mmon_run_sql_file(inst, i, "demotion_sql_file",
+                          inst->demotion_sql_file, err, errlen) < 0) {
+        return -1;
+    }
     return redirect(inst, i, inst->primary, &has, err, errlen);
 }
 
