@@ -16,9 +16,6 @@ fail_instantly closes it. A connection the server closes without a word
 word too, as the server does to a direct client.
 """
 
-import threading
-import time
-
 import pymysql
 import pytest
 
@@ -72,8 +69,17 @@ def primary_value():
         return st.scalar(conn, "SELECT v FROM test.fw_t WHERE id = 1")
 
 
-def kill_backend(tid):
-    """KILL a thread on the primary as root, and wait until it is gone."""
+CLOSED = "server 'db1': connection closed by peer"
+
+
+def closes_seen(proxy):
+    return proxy.daemon.log_path.read_text(errors="replace").count(CLOSED)
+
+
+def kill_backend(tid, proxy=None):
+    """KILL a thread on the primary as root, wait until it is gone and
+    (proxy) until Sluice has logged a primary connection's close."""
+    seen = closes_seen(proxy) if proxy is not None else 0
     with st.root(st.PRIMARY_ID) as conn:
         with conn.cursor() as cur:
             cur.execute(f"KILL {int(tid)}")
@@ -82,7 +88,9 @@ def kill_backend(tid):
             return st.scalar(conn, "SELECT COUNT(*) FROM information_schema"
                              ".processlist WHERE id = %s", (tid,)) == 0
         st.wait_until(gone, 10, interval=0.05, what=f"thread {tid} to end")
-    time.sleep(0.3)   # Sluice reads the close
+    if proxy is not None:
+        st.wait_until(lambda: closes_seen(proxy) > seen, 10, interval=0.05,
+                      what="Sluice to see the primary connection close")
 
 
 @pytest.mark.parametrize("svc", ["FW", "FI"])
@@ -116,7 +124,7 @@ def test_server_error_before_close_reaches_the_client(proxy, svc):
     conn.close()
 
 
-def blocked_kill(port_or_direct):
+def blocked_kill(proxy, port_or_direct):
     """A LOCK TABLE blocked behind another session's lock, its primary
     thread killed by root: the raw bytes its client got."""
     holder = st.connect(FW_PORT, database="test")
@@ -137,7 +145,7 @@ def blocked_kill(port_or_direct):
                              ".processlist WHERE info = %s", (sql,))
         st.wait_until(running, 10, interval=0.05, what="the LOCK to wait")
         tid = running()
-    kill_backend(tid)
+    kill_backend(tid, None if port_or_direct == "direct" else proxy)
     got = read_all(victim)
     with holder.cursor() as cur:
         cur.execute("UNLOCK TABLES")
@@ -161,9 +169,9 @@ def test_killed_without_a_word(proxy):
     error packet (checked on a direct connection): under fail_on_write
     the client's connection is closed the same way (its library reports
     2013, as with the server itself); fail_instantly sends 1927."""
-    assert blocked_kill("direct") == b"<closed>"
-    assert blocked_kill(FW_PORT) == b"<closed>"
-    got = blocked_kill(FI_PORT)
+    assert blocked_kill(proxy, "direct") == b"<closed>"
+    assert blocked_kill(proxy, FW_PORT) == b"<closed>"
+    got = blocked_kill(proxy, FI_PORT)
     assert got[4:7] == b"\xff\x87\x07" and got.endswith(b"<closed>"), got
 
 
@@ -189,7 +197,7 @@ def test_strict_tmp_tables_closes_the_session(proxy):
     (its next statement fails with a lost connection), never sent on to
     a new primary connection where the table does not exist."""
     conn, tid = tmp_session(FW_PORT)
-    kill_backend(tid)
+    kill_backend(tid, proxy)
     with pytest.raises(pymysql.MySQLError) as exc:
         st.scalar(conn, "SELECT COUNT(*) FROM fw_tmp")
     assert st.error_code(exc.value) in (2013, 2006), exc.value
@@ -201,7 +209,7 @@ def test_strict_tmp_tables_false_reconnects(proxy):
     connection; the temporary table is gone with the old one (1146) and
     can be made again there."""
     conn, tid = tmp_session(NT_PORT)
-    kill_backend(tid)
+    kill_backend(tid, proxy)
     with pytest.raises(pymysql.MySQLError) as exc:
         st.scalar(conn, "SELECT COUNT(*) FROM fw_tmp")
     assert st.error_code(exc.value) == 1146, exc.value
