@@ -220,3 +220,21 @@ def test_strict_tmp_tables_false_reconnects(proxy):
                     "FROM fw_tmp", (tid,))
         assert cur.fetchone() == (st.PRIMARY_ID, 1, 7)
     conn.close()
+
+
+def test_strict_tmp_tables_after_drop_reconnects(proxy):
+    """strict_tmp_tables=true holds only while temporary tables exist:
+    once the session dropped its table, a lost primary connection is
+    replaced as usual (a write goes on, checked in the data)."""
+    conn, tid = tmp_session(FW_PORT)
+    with conn.cursor() as cur:
+        cur.execute("DROP TEMPORARY TABLE fw_tmp")
+    kill_backend(tid, proxy)
+    before = primary_value()
+    with conn.cursor() as cur:
+        cur.execute("UPDATE fw_t SET v = v + 1 WHERE id = 1")
+    conn.commit()
+    assert primary_value() == before + 1
+    assert st.scalar(conn, "SELECT @@server_id FROM fw_t FOR UPDATE") == \
+        st.PRIMARY_ID
+    conn.close()
