@@ -629,8 +629,17 @@ sl__dcb_close_all(struct sl_worker *w)
 
 /* ---- reading and events ---- */
 
+/*
+ * Read what the socket holds, up to the read budget. A read shorter than
+ * asked for is taken as the end of what is there (no extra read() for
+ * its EAGAIN), unless to_eof: the event said the peer closed, and with
+ * edge-triggered epoll that close is reported once, so reading must go on
+ * to the EOF behind the last bytes. A server that answers and closes at
+ * once (an ERR 1927 for KILL CONNECTION_ID(), then its FIN) is otherwise
+ * seen answering but not closing.
+ */
 static enum read_result
-read_some(struct sl_dcb *dcb)
+read_some(struct sl_dcb *dcb, bool to_eof)
 {
     size_t budget = sl__evq_read_budget;
     size_t total = 0;
@@ -658,7 +667,7 @@ read_some(struct sl_dcb *dcb)
             }
             stamp(&dcb->last_read_ms);
             total += (size_t)n;
-            if ((size_t)n < avail && dcb->tls == NULL) {
+            if ((size_t)n < avail && dcb->tls == NULL && !to_eof) {
                 return READ_DRAINED;
             }
         } else if (n == 0) {
@@ -849,7 +858,7 @@ deliver(struct sl_dcb *dcb)
 static uint32_t
 spliced_events(struct sl_dcb *dcb)
 {
-    enum read_result r = read_some(dcb);
+    enum read_result r = read_some(dcb, false);
     struct sl_dcb *peer;
     struct sl_buf *out;
     size_t skip = 0;
@@ -869,7 +878,7 @@ spliced_events(struct sl_dcb *dcb)
          * the start of: they go to the server as they are (all of the
          * diverted skb is with the socket, so reading finds them). */
         while (dcb->readq.len < skip && r == READ_MORE) {
-            r = read_some(dcb);
+            r = read_some(dcb, false);
         }
         peer = skip > 0 ? sl__splice_backend(dcb->session) : NULL;
         if (skip > 0) {
@@ -1053,7 +1062,7 @@ conn_events(struct sl_dcb *dcb, uint32_t ev)
         return 0;
     }
     before = dcb->readq.len + dcb->rawq.len;
-    r = read_some(dcb);
+    r = read_some(dcb, (ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0);
     if (dcb->readq.len + dcb->rawq.len > before && !deliver(dcb)) {
         return 0;
     }

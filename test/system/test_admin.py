@@ -294,6 +294,14 @@ def test_session_times(sluice):
         assert b["seconds_alive"] >= a["seconds_alive"]
 
 
+def test_readwritesplit_defaults_as_maxscale_24(sluice):
+    """master_failure_mode and strict_tmp_tables default to MaxScale 24's
+    fail_on_write and true (their behaviour: test_rwsplit_failwrite)."""
+    params = get("/services/RW-Service")["data"]["attributes"]["parameters"]
+    assert params["master_failure_mode"] == "fail_on_write", params
+    assert params["strict_tmp_tables"] in (True, "true"), params
+
+
 def rw_stats():
     diag = get("/services/RW-Service")["data"]["attributes"][
         "router_diagnostics"]

@@ -137,6 +137,7 @@ read_config(struct rws_config *c, const struct sl_params *p, size_t n)
     c->checksum = (enum rws_checksum)sl_params_enum(
         p, "transaction_replay_checksum");
     c->master_reconnection = sl_params_bool(p, "master_reconnection");
+    c->strict_tmp_tables = sl_params_bool(p, "strict_tmp_tables");
     c->max_history = (unsigned)sl_params_count(p, "max_sescmd_history");
     c->prune_history = sl_params_bool(p, "prune_sescmd_history");
     c->disable_history = sl_params_bool(p, "disable_sescmd_history");
@@ -548,7 +549,7 @@ static const struct sl_param_spec rws_params[] = {
      "tuning: replica connections follow max_slave_connections"},
     {"lazy_connect", SL_PARAM_BOOL, "false", 0, NULL,
      "Connect to servers only when a statement needs them"},
-    {"master_failure_mode", SL_PARAM_ENUM, "fail_instantly", 0,
+    {"master_failure_mode", SL_PARAM_ENUM, "fail_on_write", 0,
      failure_names, "What a session does when the primary is lost"},
     {"retry_failed_reads", SL_PARAM_BOOL, "true", 0, NULL,
      "Retry a read on another server when its server fails"},
@@ -601,6 +602,10 @@ static const struct sl_param_spec rws_params[] = {
      checksum_names, "What a replay must reproduce: full (every answer), "
      "result_only (result sets and errors), no_insert_id (result_only "
      "less results of statements using LAST_INSERT_ID())"},
+    {"strict_tmp_tables", SL_PARAM_BOOL, "true", 0, NULL,
+     "Close the session when its primary connection is lost while it has "
+     "temporary tables (false: connect to a primary again, the tables are "
+     "gone)"},
     {"master_reconnection", SL_PARAM_BOOL, "true", 0, NULL,
      "A session may connect to a primary again after losing its primary "
      "connection (false: it closes when it next needs the primary; "
@@ -620,8 +625,6 @@ static const struct sl_param_spec rws_params[] = {
     {"reuse_prepared_statements", SL_PARAM_BOOL, "false",
      SL_PARAM_F_REFUSED, NULL, "prepared statement reuse is not "
      "implemented"},
-    {"strict_tmp_tables", SL_PARAM_BOOL, "true", SL_PARAM_F_REFUSED, NULL,
-     "not implemented (only the default value is accepted)"},
     {"sync_transaction", SL_PARAM_STRING, "none", SL_PARAM_F_REFUSED,
      NULL, "not implemented"},
     SL_PARAM_END,

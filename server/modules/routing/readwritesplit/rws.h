@@ -127,6 +127,7 @@ struct rws_config {
     bool safe_commit;             /* transaction_replay_safe_commit */
     enum rws_checksum checksum;   /* transaction_replay_checksum */
     bool master_reconnection;
+    bool strict_tmp_tables;       /* no new primary while temp tables exist */
     unsigned max_history;
     bool prune_history;
     bool disable_history;

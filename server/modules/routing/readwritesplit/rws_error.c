@@ -240,6 +240,14 @@ rws_handle_error(void *rsession, struct sl_backend *b,
           any_live_backend(rs) >= 0)) {
         return false;   /* login failed (e.g. unknown database) */
     }
+    if (was_master && rs->ntmp > 0 && rs->inst->cfg.strict_tmp_tables) {
+        /* strict_tmp_tables: the session's temporary tables died with
+         * this connection; it is closed rather than go on without them.
+         * An answer the server sent before it closed has been forwarded;
+         * a pending statement without one gets the core's error. */
+        sl_log_ses_warn(rs->ses, "Primary connection to '%s' lost while the session has temporary tables (strict_tmp_tables): closing the session", sl_server_name(be->srv));
+        return false;
+    }
     if (was_master && pending && never_connected(errpkt, reason) &&
         route_unsent(rs)) {
         return true;

@@ -6,7 +6,8 @@
  *
  *   rws_master_index  the session's primary connection; a server must be a
  *                     usable Master not being demoted (rws_master_usable),
- *                     master_reconnection=false keeps the first one only
+ *                     master_reconnection=false keeps the first one only,
+ *                     strict_tmp_tables the one that has temporary tables
  *   rws_slave_index   a replica: the candidates (status, lag, draining,
  *                     max_slave_connections, what causal_reads requires of
  *                     it, the rank rws_current_rank says) are snapshotted into struct rws_cand and the
@@ -25,6 +26,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include <sluice/log.h>
 #include <sluice/server.h>
 #include <sluice/worker.h>
 
@@ -113,6 +115,12 @@ rws_master_index(struct rws_session *rs, bool connect)
          * connection, or none (lost, or its server no longer primary) */
         return -1;
     }
+    if (rs->inst->cfg.strict_tmp_tables && rs->ntmp > 0 && rs->had_master) {
+        /* strict_tmp_tables: the temporary tables live on the primary
+         * connection the session had; no other one is opened while they
+         * exist (MaxScale 24.02) */
+        return -1;
+    }
     int best_rank = -1;
 
     for (unsigned i = 0; i < rs->inst->nservers; i++) {
@@ -134,6 +142,12 @@ rws_master_index(struct rws_session *rs, bool connect)
         if (!rws_be_live(&rs->be[i]) &&
             (!connect || rws_connect(rs, i, true) != 0)) {
             continue;
+        }
+        if (rs->had_master && rs->ntmp > 0) {
+            /* strict_tmp_tables=false: a new primary connection has none
+             * of the temporary tables the session made */
+            sl_log_ses_info(rs->ses, "New primary connection to '%s': the session's %zu temporary table(s) are gone", sl_server_name(rs->be[i].srv), rs->ntmp);
+            rs->ntmp = 0;
         }
         rs->master = (int)i;
         rs->had_master = true;
