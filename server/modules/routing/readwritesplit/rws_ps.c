@@ -227,6 +227,10 @@ route_execute(struct rws_session *rs, struct sl_buf *buf, struct rws_ps *ps,
      * transaction exactly as the text one does. */
     if (cmd == SL_COM_STMT_EXECUTE) {
         rws_track_trx(rs, ps->type);
+        if (rws_optimistic(rs) && !ps->is_read && !ps->sescmd &&
+            !(ps->type & (SL_QC_BEGIN_TRX | SL_QC_COMMIT | SL_QC_ROLLBACK))) {
+            return rws_opt_to_primary(rs, buf, NULL);   /* a write */
+        }
     }
     ro_trx = rs->trx_active && rs->trx_ro;
     to_master = !ro_trx && (!ps->is_read || rs->trx_active ||

@@ -177,8 +177,10 @@ static int
 client_answer(struct rws_session *rs, struct rws_be *be, struct rws_expect *e,
               struct sl_buf *buf, const struct sl_reply *reply)
 {
-    bool logging = rs->inst->cfg.trx_replay && (int)be->idx == rs->master &&
-                   rs->trx_log_ok && rs->ntrx > 0 && rs->cur_is_write;
+    bool logging = rs->trx_log_ok && rs->ntrx > 0 &&
+                   ((rs->inst->cfg.trx_replay &&
+                     (int)be->idx == rs->master && rs->cur_is_write) ||
+                    (rws_optimistic(rs) && (int)be->idx == rs->ro_target));
     int rc;
 
     if (rs->causal_failed && (int)be->idx != rs->master &&

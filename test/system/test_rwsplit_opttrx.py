@@ -1,0 +1,227 @@
+# SPDX-License-Identifier: Apache-2.0
+"""readwritesplit's optimistic_trx and reuse_prepared_statements on the
+real cluster, checked by @@server_id, the data the servers hold, their
+status counters and the exact errors the client sees.
+
+Services (ports st.port(5732..5733); 5730/5731 are proxy.py's stock
+readconnroute services):
+  Opt-Service    optimistic_trx=true, causal_reads=none (a read is never
+                 sent to the primary because a replica lags: the mismatch
+                 test stops replication)
+  Reuse-Service  reuse_prepared_statements=true
+"""
+
+import struct
+
+import pymysql
+import pytest
+
+import sluicetest as st
+from proxy import running_proxy, rw_service
+
+pytestmark = pytest.mark.sluice_only
+
+PRIMARY_PORT, REPLICA_PORT = st.port(5730), st.port(5731)
+OPT_PORT = st.port(5732)
+REUSE_PORT = st.port(5733)
+
+EXTRA = (rw_service("Opt-Service", OPT_PORT,
+                    "optimistic_trx=true\ncausal_reads=none"))
+
+
+@pytest.fixture(scope="module")
+def proxy(tmp_path_factory):
+    with st.root(st.PRIMARY_ID) as conn, conn.cursor() as cur:
+        cur.execute("CREATE DATABASE IF NOT EXISTS test")
+        cur.execute("DROP TABLE IF EXISTS test.opt")
+        cur.execute("CREATE TABLE test.opt (id INT PRIMARY KEY, "
+                    "v VARCHAR(32))")
+        cur.execute("INSERT INTO test.opt VALUES (1, 'one'), (2, 'two')")
+    st.wait_replicated()
+    yield from running_proxy(tmp_path_factory, PRIMARY_PORT, REPLICA_PORT,
+                             extra=EXTRA)
+
+
+def wait_routes(port, timeout=20):
+    def ok():
+        with st.connect(port, connect_timeout=5) as c:
+            return st.server_id(c) in st.REPLICA_IDS
+    st.wait_until(ok, timeout, interval=0.3, what=f"port {port} to route")
+
+
+def status(sid, names):
+    """Global status counters of server sid, by name."""
+    with st.root(sid) as c, c.cursor() as cur:
+        marks = ", ".join(["%s"] * len(names))
+        cur.execute("SELECT VARIABLE_NAME, VARIABLE_VALUE FROM "
+                    "information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME "
+                    f"IN ({marks})", [n.upper() for n in names])
+        got = {k.lower(): int(v) for k, v in cur.fetchall()}
+    return {n: got[n.lower()] for n in names}
+
+
+def all_status(names):
+    return {sid: status(sid, names) for sid in st.SERVERS}
+
+
+def delta(before, after):
+    return {sid: {n: after[sid][n] - before[sid][n] for n in before[sid]}
+            for sid in before}
+
+
+TRX = ["Com_begin", "Com_commit", "Com_rollback", "Com_insert"]
+
+
+def test_read_only_transaction_commits_on_one_replica(proxy):
+    """BEGIN; reads; COMMIT: all of it on one replica (@@server_id), the
+    primary sees no BEGIN or COMMIT; the replica one of each."""
+    wait_routes(OPT_PORT)
+    with st.connect(OPT_PORT) as conn, conn.cursor() as cur:
+        before = all_status(TRX)
+        cur.execute("BEGIN")
+        sid = st.server_id(conn)
+        assert sid in st.REPLICA_IDS
+        cur.execute("SELECT v, @@server_id FROM test.opt WHERE id = 1")
+        assert cur.fetchall() == (("one", sid),)
+        cur.execute("SELECT COUNT(*) FROM test.opt")
+        assert cur.fetchone()[0] >= 2
+        cur.execute("COMMIT")
+        after = all_status(TRX)
+    d = delta(before, after)
+    assert d[st.PRIMARY_ID]["Com_begin"] == 0, d
+    assert d[st.PRIMARY_ID]["Com_commit"] == 0, d
+    assert d[sid]["Com_begin"] == 1 and d[sid]["Com_commit"] == 1, d
+    other = (st.REPLICA_IDS - {sid}).pop()
+    assert d[other]["Com_begin"] == 0, d
+
+
+def test_write_moves_transaction_to_primary(proxy):
+    """BEGIN; SELECT; INSERT; SELECT; COMMIT: the reads before the INSERT
+    ran on a replica, were rolled back there and replayed on the primary
+    (same answers); the INSERT and what follows are on the primary, the
+    row committed and replicated."""
+    wait_routes(OPT_PORT)
+    with st.root(st.PRIMARY_ID) as r, r.cursor() as cur:
+        cur.execute("DELETE FROM test.opt WHERE id >= 10")
+    st.wait_replicated()
+    with st.connect(OPT_PORT) as conn, conn.cursor() as cur:
+        before = all_status(TRX)
+        cur.execute("BEGIN")
+        cur.execute("SELECT v FROM test.opt WHERE id = 2")
+        assert cur.fetchall() == (("two",),)
+        # (no @@server_id here: the primary's would differ in the replay)
+        cur.execute("INSERT INTO test.opt VALUES (10, 'ten')")
+        assert st.server_id(conn) == st.PRIMARY_ID   # in the transaction
+        cur.execute("SELECT v FROM test.opt WHERE id = 10")
+        assert cur.fetchall() == (("ten",),)
+        cur.execute("COMMIT")
+        after = all_status(TRX)
+        # the session goes on normally: reads on replicas again
+        assert st.server_id(conn) in st.REPLICA_IDS
+    d = delta(before, after)
+    # one replica ran the start and rolled it back at the write (its
+    # BEGIN and COMMIT counters also count what replication applies)
+    assert sorted(d[sid]["Com_rollback"] for sid in st.REPLICA_IDS) \
+        == [0, 1], d
+    # the primary: the replayed BEGIN (as START TRANSACTION WITH
+    # CONSISTENT SNAPSHOT), the INSERT, the COMMIT
+    assert d[st.PRIMARY_ID]["Com_begin"] == 1, d
+    assert d[st.PRIMARY_ID]["Com_insert"] == 1, d
+    assert d[st.PRIMARY_ID]["Com_commit"] == 1, d
+    st.wait_replicated()
+    for sid in st.SERVERS:
+        with st.root(sid) as c:
+            assert st.scalar(c, "SELECT v FROM test.opt WHERE id = 10") \
+                == "ten", sid
+
+
+@pytest.fixture
+def replication_stopped():
+    for sid in st.REPLICA_IDS:
+        with st.root(sid) as c, c.cursor() as cur:
+            cur.execute("STOP SLAVE SQL_THREAD")
+    try:
+        yield
+    finally:
+        for sid in st.REPLICA_IDS:
+            with st.root(sid) as c, c.cursor() as cur:
+                cur.execute("START SLAVE SQL_THREAD")
+        st.wait_replicated()
+
+
+def test_moved_transaction_whose_reads_differ_fails(proxy,
+                                                    replication_stopped):
+    """The row read on the replica changed on the primary before the
+    write (replication stopped, so the replica still has the old value):
+    the replay on the primary reads another value, the client gets 1105
+    'Transaction replay failed' for its INSERT, the session closes, and
+    the INSERT never ran anywhere."""
+    wait_routes(OPT_PORT)
+    conn = st.connect(OPT_PORT)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("BEGIN")
+            cur.execute("SELECT v FROM test.opt WHERE id = 1")
+            assert cur.fetchall() == (("one",),)
+            with st.root(st.PRIMARY_ID) as r, r.cursor() as rc:
+                rc.execute("UPDATE test.opt SET v = 'uno' WHERE id = 1")
+            before = all_status(["Com_insert"])
+            with pytest.raises(pymysql.MySQLError) as exc:
+                cur.execute("INSERT INTO test.opt VALUES (11, 'eleven')")
+            assert st.error_code(exc.value) == 1105, exc.value
+            assert "Transaction replay failed" in str(exc.value)
+            with pytest.raises(pymysql.MySQLError) as exc:
+                cur.execute("SELECT 1")
+            assert st.error_code(exc.value) in (2006, 2013), exc.value
+    finally:
+        st.close_quietly(conn)
+    after = all_status(["Com_insert"])
+    assert all(after[s]["Com_insert"] == before[s]["Com_insert"]
+               for s in st.SERVERS), (before, after)
+    with st.root(st.PRIMARY_ID) as r:
+        assert st.scalar(r, "SELECT COUNT(*) FROM test.opt "
+                            "WHERE id = 11") == 0
+    with st.root(st.PRIMARY_ID) as r, r.cursor() as rc:
+        rc.execute("UPDATE test.opt SET v = 'one' WHERE id = 1")
+
+
+def test_server_specific_read_cannot_move(proxy):
+    """A read whose answer depends on the server (@@server_id) cannot be
+    reproduced on the primary: the write after it fails with 1105 and
+    the session closes (the documented limit); nothing is written."""
+    wait_routes(OPT_PORT)
+    conn = st.connect(OPT_PORT)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("BEGIN")
+            assert st.server_id(conn) in st.REPLICA_IDS
+            with pytest.raises(pymysql.MySQLError) as exc:
+                cur.execute("INSERT INTO test.opt VALUES (13, 'x')")
+            assert st.error_code(exc.value) == 1105, exc.value
+    finally:
+        st.close_quietly(conn)
+    st.wait_replicated()
+    with st.root(st.PRIMARY_ID) as r:
+        assert st.scalar(r, "SELECT COUNT(*) FROM test.opt "
+                            "WHERE id = 13") == 0
+
+
+def test_autocommit_and_read_only_transactions_unchanged(proxy):
+    """Outside optimistic transactions nothing changes: an autocommit
+    write goes to the primary, START TRANSACTION READ ONLY stays on a
+    replica, a write in an optimistic transaction with nothing read
+    before it moves at once."""
+    wait_routes(OPT_PORT)
+    with st.connect(OPT_PORT) as conn, conn.cursor() as cur:
+        cur.execute("REPLACE INTO test.opt VALUES (12, 'twelve')")
+        cur.execute("START TRANSACTION READ ONLY")
+        assert st.server_id(conn) in st.REPLICA_IDS
+        cur.execute("COMMIT")
+        cur.execute("BEGIN")
+        cur.execute("UPDATE test.opt SET v = 'douze' WHERE id = 12")
+        assert cur.rowcount == 1
+        assert st.server_id(conn) == st.PRIMARY_ID
+        cur.execute("COMMIT")
+    with st.root(st.PRIMARY_ID) as r:
+        assert st.scalar(r, "SELECT v FROM test.opt WHERE id = 12") \
+            == "douze"
