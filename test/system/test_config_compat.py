@@ -134,7 +134,6 @@ REFUSED = [
     ("RW", "idle_session_pool_time=1s"),
     ("RW", "user_accounts_file=/tmp/users.json"),
     ("RW", "auth_all_servers=true"),
-    ("RW", "reuse_prepared_statements=true"),
     ("RW", "session_track_trx_state=true"),
     ("RW-Listener", "authenticator_options=skip_authentication=true"),
     ("RW-Listener", "connection_init_sql_file=/tmp/init.sql"),

@@ -3,12 +3,14 @@
 real cluster, checked by @@server_id, the data the servers hold, their
 status counters and the exact errors the client sees.
 
-Services (ports st.port(5732..5733); 5730/5731 are proxy.py's stock
+Services (ports st.port(5732..5734); 5730/5731 are proxy.py's stock
 readconnroute services):
   Opt-Service    optimistic_trx=true, causal_reads=none (a read is never
                  sent to the primary because a replica lags: the mismatch
                  test stops replication)
   Reuse-Service  reuse_prepared_statements=true
+  Plain-Service  the defaults (reuse_prepared_statements=false), to
+                 show what the reuse saves
 """
 
 import struct
@@ -24,9 +26,13 @@ pytestmark = pytest.mark.sluice_only
 PRIMARY_PORT, REPLICA_PORT = st.port(5730), st.port(5731)
 OPT_PORT = st.port(5732)
 REUSE_PORT = st.port(5733)
+PLAIN_PORT = st.port(5734)
 
 EXTRA = (rw_service("Opt-Service", OPT_PORT,
-                    "optimistic_trx=true\ncausal_reads=none"))
+                    "optimistic_trx=true\ncausal_reads=none")
+         + rw_service("Reuse-Service", REUSE_PORT,
+                      "reuse_prepared_statements=true\ncausal_reads=none")
+         + rw_service("Plain-Service", PLAIN_PORT, "causal_reads=none"))
 
 
 @pytest.fixture(scope="module")
@@ -225,3 +231,140 @@ def test_autocommit_and_read_only_transactions_unchanged(proxy):
     with st.root(st.PRIMARY_ID) as r:
         assert st.scalar(r, "SELECT v FROM test.opt WHERE id = 12") \
             == "douze"
+
+
+# ---- reuse_prepared_statements ----
+
+PS_SQL = "SELECT ?, @@server_id FROM test.opt WHERE id = 1"
+PS = ["Com_stmt_prepare", "Com_stmt_close"]
+
+
+def ps_prepare(conn, sql):
+    """COM_STMT_PREPARE by hand: (statement id, parameter count)."""
+    conn._execute_command(0x16, sql.encode())
+    data = conn._read_packet().get_all_data()
+    if data[0] == 0xFF:
+        raise AssertionError(f"PREPARE failed: {data!r}")
+    stmt_id, ncols, nparams = struct.unpack("<IHH", data[1:9])
+    for n in (nparams, ncols):
+        for _ in range(n):
+            conn._read_packet()
+        if n and not conn.client_flag & (1 << 24):   # DEPRECATE_EOF
+            conn._read_packet()
+    return stmt_id, nparams
+
+
+def ps_execute(conn, stmt_id, value):
+    """COM_STMT_EXECUTE with one BIGINT parameter: the rows' two 8-byte
+    integer columns."""
+    body = struct.pack("<IBI", stmt_id, 0, 1) + b"\x00\x01"
+    body += bytes([0x08, 0]) + struct.pack("<q", value)
+    conn._execute_command(0x17, body)
+    first = conn._read_packet().get_all_data()
+    if first[0] == 0xFF:
+        raise AssertionError(f"EXECUTE failed: {first!r}")
+    ncols = first[0]
+    for _ in range(ncols):
+        conn._read_packet()
+    if not conn.client_flag & (1 << 24):
+        conn._read_packet()
+    rows = []
+    while True:
+        data = conn._read_packet().get_all_data()
+        if data[0] == 0xFE and len(data) < 0xFFFFFF:
+            return rows
+        nulls = (ncols + 7 + 2) // 8
+        rows.append(struct.unpack("<qq", data[1 + nulls:17 + nulls]))
+
+
+def ps_close(conn, stmt_id):
+    """COM_STMT_CLOSE (no answer)."""
+    conn._execute_command(0x19, struct.pack("<I", stmt_id))
+
+
+def test_same_text_prepared_twice_reaches_servers_once(proxy):
+    """Two PREPAREs of one text: the second is answered from the first
+    (the same statement id, as MaxScale gives it), each server counts one
+    COM_STMT_PREPARE, and executes through the id run on a replica with
+    the client's values. Without reuse (Plain-Service) each server counts
+    two and the ids differ."""
+    wait_routes(REUSE_PORT)
+    with st.connect(REUSE_PORT) as conn:
+        before = all_status(PS)
+        id1, n1 = ps_prepare(conn, PS_SQL)
+        id2, n2 = ps_prepare(conn, PS_SQL)
+        mid = all_status(PS)
+        assert (n1, n2) == (1, 1)
+        assert id1 == id2
+        for i in range(4):
+            [(v, sid)] = ps_execute(conn, id2 if i % 2 else id1, 100 + i)
+            assert v == 100 + i and sid in st.REPLICA_IDS
+        d = delta(before, mid)
+        assert all(d[s]["Com_stmt_prepare"] == 1 for s in st.SERVERS), d
+        # another text is prepared on the servers, with its own id
+        id3, _ = ps_prepare(conn, PS_SQL + " AND 1 = 1")
+        assert id3 != id1
+        assert ps_execute(conn, id3, 7)[0][0] == 7
+        d = delta(before, all_status(PS))
+        assert all(d[s]["Com_stmt_prepare"] == 2 for s in st.SERVERS), d
+    with st.connect(PLAIN_PORT) as conn:
+        before = all_status(PS)
+        id1, _ = ps_prepare(conn, PS_SQL)
+        id2, _ = ps_prepare(conn, PS_SQL)
+        d = delta(before, all_status(PS))
+        assert id1 != id2
+        assert all(d[s]["Com_stmt_prepare"] == 2 for s in st.SERVERS), d
+        assert ps_execute(conn, id2, 9)[0][0] == 9
+
+
+def test_closed_statement_stays_open_for_reuse(proxy):
+    """COM_STMT_CLOSE leaves the statement open on the servers (MaxScale's
+    documented behaviour): no server counts a close, and the next PREPARE
+    of the text is answered without one, its id still executing."""
+    wait_routes(REUSE_PORT)
+    with st.connect(REUSE_PORT) as conn:
+        before = all_status(PS)
+        id1, _ = ps_prepare(conn, PS_SQL)
+        ps_close(conn, id1)
+        assert st.scalar(conn, "SELECT 1") == 1   # the close is passed
+        id2, _ = ps_prepare(conn, PS_SQL)
+        assert id2 == id1
+        assert ps_execute(conn, id2, 42)[0][0] == 42
+        d = delta(before, all_status(PS))
+    assert all(d[s]["Com_stmt_prepare"] == 1 for s in st.SERVERS), d
+    assert all(d[s]["Com_stmt_close"] == 0 for s in st.SERVERS), d
+
+
+def test_reuse_is_per_default_database(proxy):
+    """The same text after USE of another database names other tables: it
+    is prepared again (a table only that database has proves where the
+    second statement reads)."""
+    wait_routes(REUSE_PORT)
+    with st.root(st.PRIMARY_ID) as r, r.cursor() as cur:
+        cur.execute("CREATE DATABASE IF NOT EXISTS test2")
+        cur.execute("CREATE TABLE IF NOT EXISTS test2.opt (id INT "
+                    "PRIMARY KEY, v VARCHAR(32))")
+        cur.execute("REPLACE INTO test2.opt VALUES (1, 'other')")
+        cur.execute("GRANT ALL ON test2.* TO %s@'%%'", (st.APP_USER,))
+    st.wait_replicated()
+    sql = ("SELECT CAST(? AS SIGNED), CAST(LENGTH(v) AS SIGNED) FROM opt "
+           "WHERE id = 1")
+    try:
+        with st.connect(REUSE_PORT, database="test") as conn:
+            before = all_status(PS)
+            id1, _ = ps_prepare(conn, sql)
+            assert ps_execute(conn, id1, 1) == [(1, len("one"))]
+            conn.select_db("test2")
+            id2, _ = ps_prepare(conn, sql)
+            assert id2 != id1
+            assert ps_execute(conn, id2, 2) == [(2, len("other"))]
+            conn.select_db("test")
+            id3, _ = ps_prepare(conn, sql)   # back: the first again
+            assert id3 == id1
+            d = delta(before, all_status(PS))
+        assert all(d[s]["Com_stmt_prepare"] == 2 for s in st.SERVERS), d
+    finally:
+        with st.root(st.PRIMARY_ID) as r, r.cursor() as cur:
+            cur.execute("REVOKE ALL ON test2.* FROM %s@'%%'",
+                        (st.APP_USER,))
+            cur.execute("DROP DATABASE test2")

@@ -487,8 +487,8 @@ rws_diagnostics(void *instance)
                       (double)atomic_load(&s->resp_us) / 1000.0));
     }
     return json_pack(
-        "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:s, "
-        "s:o}",
+        "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, "
+        "s:s, s:o}",
         "connections",
         (json_int_t)atomic_load(&inst->sessions), "queries",
         (json_int_t)(reads + writes + atomic_load(&inst->route_all)),
@@ -498,7 +498,9 @@ rws_diagnostics(void *instance)
         (json_int_t)atomic_load(&inst->retried_reads), "replayed_transactions",
         (json_int_t)atomic_load(&inst->replayed_trx),
         "optimistic_transactions_moved",
-        (json_int_t)atomic_load(&inst->optimistic_moves), "causal_fallbacks",
+        (json_int_t)atomic_load(&inst->optimistic_moves),
+        "prepared_statements_reused",
+        (json_int_t)atomic_load(&inst->ps_reused), "causal_fallbacks",
         (json_int_t)atomic_load(&inst->causal_fallbacks), "causal_waits",
         (json_int_t)waits, "causal_known", (json_int_t)known,
         "slave_selection_criteria", criteria_names[inst->cfg.criteria],
@@ -613,9 +615,10 @@ static const struct sl_param_spec rws_params[] = {
     {"optimistic_trx", SL_PARAM_BOOL, "false", 0, NULL,
      "Run read-write transactions on a replica until their first write, "
      "then replay them on the primary (implies transaction_replay)"},
-    {"reuse_prepared_statements", SL_PARAM_BOOL, "false",
-     SL_PARAM_F_REFUSED, NULL, "prepared statement reuse is not "
-     "implemented"},
+    {"reuse_prepared_statements", SL_PARAM_BOOL, "false", 0, NULL,
+     "A COM_STMT_PREPARE of a text the session already prepared (in the "
+     "same default database) is answered with that statement, without "
+     "a round trip; COM_STMT_CLOSE leaves statements open"},
     {"strict_tmp_tables", SL_PARAM_BOOL, "true", SL_PARAM_F_REFUSED, NULL,
      "not implemented (only the default value is accepted)"},
     {"sync_transaction", SL_PARAM_STRING, "none", SL_PARAM_F_REFUSED,

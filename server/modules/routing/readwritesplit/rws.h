@@ -177,6 +177,7 @@ struct rws_instance {
     atomic_ullong route_all;      /* session commands */
     atomic_ullong retried_reads, replayed_trx, causal_fallbacks;
     atomic_ullong optimistic_moves; /* optimistic_trx moved to the primary */
+    atomic_ullong ps_reused;      /* PREPAREs answered from an earlier one */
     /* The replay barrier (rws_trx.c): sessions replaying after a primary
      * failure that have not yet taken their snapshot. Written only then;
      * read (relaxed) before each COMMIT and autocommit write. */
@@ -263,6 +264,14 @@ struct rws_ps {
     uint16_t ntypes;              /* params when types was filled */
     int last;                     /* backend of the last execution */
     struct rws_sescmd *sc;        /* its PREPARE, for the history */
+    /* reuse_prepared_statements: a PREPARE of the same text in the same
+     * default database is answered with this statement's answer */
+    unsigned char *sql;           /* the PREPARE's payload (a copy) */
+    size_t sql_len;
+    char *db;                     /* the default database then */
+    struct sl_buf *answer;        /* the client's answer (our id in it) */
+    struct sl_reply answer_reply; /* its last piece's reply */
+    bool answer_done;             /* complete, and a PREPARE OK */
 };
 
 struct rws_trx_stmt {
@@ -500,6 +509,10 @@ bool rws_reassign_sescmds(struct rws_session *rs, struct rws_be *failed);
 bool rws_prepare_answer(struct rws_session *rs, struct rws_be *be,
                         struct rws_sescmd *sc, struct sl_buf *buf,
                         const struct sl_reply *reply, bool to_client);
+/* reuse_prepared_statements: keep a piece of the PREPARE answer the
+ * client is given (buf not taken). */
+void rws_prepare_keep(struct rws_session *rs, struct rws_sescmd *sc,
+                      const struct sl_buf *buf, const struct sl_reply *reply);
 
 /* rws_reply.c: client_reply and the safety net. */
 int rws_client_reply(void *rsession, struct sl_backend *b,
