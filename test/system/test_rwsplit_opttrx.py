@@ -3,12 +3,14 @@
 real cluster, checked by @@server_id, the data the servers hold, their
 status counters and the exact errors the client sees.
 
-Services (ports st.port(5732..5734); 5730/5731 are proxy.py's stock
+Services (ports st.port(5732..5735); 5730/5731 are proxy.py's stock
 readconnroute services):
   Opt-Service    optimistic_trx=true, causal_reads=none (a read is never
                  sent to the primary because a replica lags: the mismatch
                  test stops replication)
   Reuse-Service  reuse_prepared_statements=true
+  OptC-Service   optimistic_trx=true with the default
+                 causal_reads=consistent
   Plain-Service  the defaults (reuse_prepared_statements=false), to
                  show what the reuse saves
 """
@@ -27,12 +29,14 @@ PRIMARY_PORT, REPLICA_PORT = st.port(5730), st.port(5731)
 OPT_PORT = st.port(5732)
 REUSE_PORT = st.port(5733)
 PLAIN_PORT = st.port(5734)
+OPTC_PORT = st.port(5735)
 
 EXTRA = (rw_service("Opt-Service", OPT_PORT,
                     "optimistic_trx=true\ncausal_reads=none")
          + rw_service("Reuse-Service", REUSE_PORT,
                       "reuse_prepared_statements=true\ncausal_reads=none")
-         + rw_service("Plain-Service", PLAIN_PORT, "causal_reads=none"))
+         + rw_service("Plain-Service", PLAIN_PORT, "causal_reads=none")
+         + rw_service("OptC-Service", OPTC_PORT, "optimistic_trx=true"))
 
 
 @pytest.fixture(scope="module")
@@ -210,6 +214,31 @@ def test_server_specific_read_cannot_move(proxy):
     with st.root(st.PRIMARY_ID) as r:
         assert st.scalar(r, "SELECT COUNT(*) FROM test.opt "
                             "WHERE id = 13") == 0
+
+
+def test_lagging_replica_starts_transaction_on_primary(proxy,
+                                                      replication_stopped):
+    """causal_reads=consistent: the session's own write has not reached
+    the replicas, so the BEGIN's wait there fails and the transaction
+    runs on the primary from its start (it sees the write; its INSERT
+    commits). Afterwards the session's autocommit writes commit at once:
+    no transaction was left open on the primary (before the fix the
+    BEGIN was re-sent to the primary as a read while the transaction's
+    statements went on on the stale replica)."""
+    wait_routes(OPTC_PORT)
+    with st.connect(OPTC_PORT) as conn, conn.cursor() as cur:
+        cur.execute("DELETE FROM test.opt WHERE id BETWEEN 20 AND 29")
+        cur.execute("INSERT INTO test.opt VALUES (20, 'twenty')")
+        cur.execute("BEGIN")
+        assert st.server_id(conn) == st.PRIMARY_ID
+        cur.execute("SELECT v FROM test.opt WHERE id = 20")
+        assert cur.fetchall() == (("twenty",),)
+        cur.execute("INSERT INTO test.opt VALUES (21, 'x')")
+        cur.execute("COMMIT")
+        cur.execute("INSERT INTO test.opt VALUES (22, 'y')")
+        with st.root(st.PRIMARY_ID) as r:
+            assert st.scalar(r, "SELECT COUNT(*) FROM test.opt WHERE id "
+                                "IN (20, 21, 22)") == 3
 
 
 def test_autocommit_and_read_only_transactions_unchanged(proxy):
