@@ -397,3 +397,43 @@ def test_reuse_is_per_default_database(proxy):
             cur.execute("REVOKE ALL ON test2.* FROM %s@'%%'",
                         (st.APP_USER,))
             cur.execute("DROP DATABASE test2")
+
+
+def ps_execute_ok(conn, stmt_id, value):
+    """COM_STMT_EXECUTE with one BIGINT parameter of a statement that
+    answers OK: its affected rows."""
+    body = struct.pack("<IBI", stmt_id, 0, 1) + b"\x00\x01"
+    body += bytes([0x08, 0]) + struct.pack("<q", value)
+    conn._execute_command(0x17, body)
+    data = conn._read_packet().get_all_data()
+    if data[0] == 0xFF:
+        code = struct.unpack("<H", data[1:3])[0]
+        raise pymysql.err.OperationalError(code, data[9:].decode())
+    assert data[0] == 0x00, data
+    return data[1]
+
+
+def test_prepared_write_moves_transaction(proxy):
+    """Binary protocol in an optimistic transaction: a prepared SELECT
+    runs on the replica, the prepared INSERT moves the transaction (the
+    SELECT replayed on the primary with the primary's statement id) and
+    commits there."""
+    wait_routes(OPT_PORT)
+    with st.root(st.PRIMARY_ID) as r, r.cursor() as cur:
+        cur.execute("DELETE FROM test.opt WHERE id >= 30")
+    st.wait_replicated()
+    with st.connect(OPT_PORT) as conn, conn.cursor() as cur:
+        sel, _ = ps_prepare(conn, "SELECT ?, CAST(id AS SIGNED) FROM "
+                                  "test.opt WHERE id = 2")
+        ins, _ = ps_prepare(conn, "INSERT INTO test.opt VALUES (?, 'ps')")
+        before = all_status(TRX)
+        cur.execute("BEGIN")
+        assert ps_execute(conn, sel, 5) == [(5, 2)]
+        assert ps_execute_ok(conn, ins, 30) == 1
+        cur.execute("COMMIT")
+        d = delta(before, all_status(TRX))
+    assert sorted(d[sid]["Com_rollback"] for sid in st.REPLICA_IDS) \
+        == [0, 1], d
+    assert d[st.PRIMARY_ID]["Com_commit"] == 1, d
+    with st.root(st.PRIMARY_ID) as r:
+        assert st.scalar(r, "SELECT v FROM test.opt WHERE id = 30") == "ps"
