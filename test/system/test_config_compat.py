@@ -132,8 +132,6 @@ REFUSED = [
     ("RW", "idle_session_pool_time=1s"),
     ("RW", "user_accounts_file=/tmp/users.json"),
     ("RW", "auth_all_servers=true"),
-    ("RW", "optimistic_trx=true"),
-    ("RW", "reuse_prepared_statements=true"),
     ("RW", "session_track_trx_state=true"),
     ("RW-Listener", "authenticator_options=skip_authentication=true"),
     ("RW-Listener", "connection_init_sql_file=/tmp/init.sql"),
@@ -168,7 +166,6 @@ def test_refused_at_startup_too(tmp_path):
 @pytest.mark.parametrize("section,setting", [
     ("maxscale", "sql_mode=default"), ("RW", "rank=primary"),
     ("db1", "proxy_protocol=no"),
-    ("RW", "optimistic_trx=false"),
     ("Mon", "switchover_on_low_disk_space=false")])
 def test_refused_parameter_at_sluices_value_loads(tmp_path, section,
                                                   setting):

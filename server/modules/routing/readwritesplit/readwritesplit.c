@@ -138,9 +138,15 @@ read_config(struct rws_config *c, const struct sl_params *p, size_t n)
         p, "transaction_replay_checksum");
     c->master_reconnection = sl_params_bool(p, "master_reconnection");
     c->strict_tmp_tables = sl_params_bool(p, "strict_tmp_tables");
+    c->optimistic = sl_params_bool(p, "optimistic_trx");
+    c->reuse_ps = sl_params_bool(p, "reuse_prepared_statements");
     c->max_history = (unsigned)sl_params_count(p, "max_sescmd_history");
     c->prune_history = sl_params_bool(p, "prune_sescmd_history");
     c->disable_history = sl_params_bool(p, "disable_sescmd_history");
+    if (c->optimistic) {
+        /* as MaxScale: moving a transaction to the primary is a replay */
+        c->trx_replay = true;
+    }
     if (c->trx_replay) {
         /* as MaxScale: replay implies both */
         c->delayed_retry = true;
@@ -498,7 +504,8 @@ rws_diagnostics(void *instance)
                       (double)atomic_load(&s->resp_us) / 1000.0));
     }
     return json_pack(
-        "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:s, s:o}",
+        "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, "
+        "s:s, s:o}",
         "connections",
         (json_int_t)atomic_load(&inst->sessions), "queries",
         (json_int_t)(reads + writes + atomic_load(&inst->route_all)),
@@ -506,7 +513,11 @@ rws_diagnostics(void *instance)
         "route_all",
         (json_int_t)atomic_load(&inst->route_all), "retried_reads",
         (json_int_t)atomic_load(&inst->retried_reads), "replayed_transactions",
-        (json_int_t)atomic_load(&inst->replayed_trx), "causal_fallbacks",
+        (json_int_t)atomic_load(&inst->replayed_trx),
+        "optimistic_transactions_moved",
+        (json_int_t)atomic_load(&inst->optimistic_moves),
+        "prepared_statements_reused",
+        (json_int_t)atomic_load(&inst->ps_reused), "causal_fallbacks",
         (json_int_t)atomic_load(&inst->causal_fallbacks), "causal_waits",
         (json_int_t)waits, "causal_known", (json_int_t)known,
         "slave_selection_criteria", criteria_names[inst->cfg.criteria],
@@ -526,11 +537,13 @@ rws_session_diagnostics(void *rsession)
                                   json_string(sl_server_name(rs->be[i].srv)));
         }
     }
-    return json_pack("{s:o, s:s?, s:b, s:b, s:I, s:I}", "backends", conns,
+    return json_pack("{s:o, s:s?, s:b, s:b, s:b, s:I, s:I}", "backends",
+                     conns,
                      "master", rs->master >= 0
                                    ? sl_server_name(rs->be[rs->master].srv)
                                    : NULL,
                      "trx_open", rs->trx_active, "trx_read_only", rs->trx_ro,
+                     "trx_optimistic", rws_optimistic(rs),
                      "sescmd_history", (json_int_t)rs->hist_len,
                      "prepared_statements", (json_int_t)rs->nps);
 }
@@ -620,11 +633,13 @@ static const struct sl_param_spec rws_params[] = {
     {"max_replication_lag", SL_PARAM_DURATION, "0s", SL_PARAM_F_SECONDS,
      NULL, "MaxScale's current name of max_slave_replication_lag (the same "
      "setting; set one of the two)"},
-    {"optimistic_trx", SL_PARAM_BOOL, "false", SL_PARAM_F_REFUSED, NULL,
-     "optimistic transaction execution is not implemented"},
-    {"reuse_prepared_statements", SL_PARAM_BOOL, "false",
-     SL_PARAM_F_REFUSED, NULL, "prepared statement reuse is not "
-     "implemented"},
+    {"optimistic_trx", SL_PARAM_BOOL, "false", 0, NULL,
+     "Run read-write transactions on a replica until their first write, "
+     "then replay them on the primary (implies transaction_replay)"},
+    {"reuse_prepared_statements", SL_PARAM_BOOL, "false", 0, NULL,
+     "A COM_STMT_PREPARE of a text the session already prepared (in the "
+     "same default database) is answered with that statement, without "
+     "a round trip; COM_STMT_CLOSE leaves statements open"},
     {"sync_transaction", SL_PARAM_STRING, "none", SL_PARAM_F_REFUSED,
      NULL, "not implemented"},
     SL_PARAM_END,

@@ -128,6 +128,9 @@ struct rws_config {
     enum rws_checksum checksum;   /* transaction_replay_checksum */
     bool master_reconnection;
     bool strict_tmp_tables;       /* no new primary while temp tables exist */
+    bool optimistic;              /* optimistic_trx: BEGIN on a replica,
+                                   * moved to the primary at a write */
+    bool reuse_ps;                /* reuse_prepared_statements */
     unsigned max_history;
     bool prune_history;
     bool disable_history;
@@ -174,6 +177,8 @@ struct rws_instance {
     atomic_ullong sessions;
     atomic_ullong route_all;      /* session commands */
     atomic_ullong retried_reads, replayed_trx, causal_fallbacks;
+    atomic_ullong optimistic_moves; /* optimistic_trx moved to the primary */
+    atomic_ullong ps_reused;      /* PREPAREs answered from an earlier one */
     /* The replay barrier (rws_trx.c): sessions replaying after a primary
      * failure that have not yet taken their snapshot. Written only then;
      * read (relaxed) before each COMMIT and autocommit write. */
@@ -260,6 +265,14 @@ struct rws_ps {
     uint16_t ntypes;              /* params when types was filled */
     int last;                     /* backend of the last execution */
     struct rws_sescmd *sc;        /* its PREPARE, for the history */
+    /* reuse_prepared_statements: a PREPARE of the same text in the same
+     * default database is answered with this statement's answer */
+    unsigned char *sql;           /* the PREPARE's payload (a copy) */
+    size_t sql_len;
+    char *db;                     /* the default database then */
+    struct sl_buf *answer;        /* the client's answer (our id in it) */
+    struct sl_reply answer_reply; /* its last piece's reply */
+    bool answer_done;             /* complete, and a PREPARE OK */
 };
 
 struct rws_trx_stmt {
@@ -293,6 +306,9 @@ struct rws_session {
                              * since the last @@last_gtid lookup: a
                              * COMMIT of a read-only transaction needs none */
     bool trx_ro;
+    bool optimistic;              /* optimistic_trx: the read-write
+                                   * transaction runs on ro_target (trx_ro
+                                   * is set) until its first write */
     int trx_srv;                  /* where the open read-write
                                    * transaction's statements went, -1 */
     bool autocommit;
@@ -502,6 +518,10 @@ bool rws_reassign_sescmds(struct rws_session *rs, struct rws_be *failed);
 bool rws_prepare_answer(struct rws_session *rs, struct rws_be *be,
                         struct rws_sescmd *sc, struct sl_buf *buf,
                         const struct sl_reply *reply, bool to_client);
+/* reuse_prepared_statements: keep a piece of the PREPARE answer the
+ * client is given (buf not taken). */
+void rws_prepare_keep(struct rws_session *rs, struct rws_sescmd *sc,
+                      const struct sl_buf *buf, const struct sl_reply *reply);
 
 /* rws_reply.c: client_reply and the safety net. */
 int rws_client_reply(void *rsession, struct sl_backend *b,
@@ -578,6 +598,14 @@ bool rws_read_only_refusal(struct rws_session *rs, struct rws_be *be,
 bool rws_deadlock_retry(struct rws_session *rs, struct rws_be *be,
                         const struct sl_reply *reply);
 
+/* optimistic_trx: the transaction on a replica meets its first write
+ * (buf taken, held): ROLLBACK on the replica, the statements so far
+ * replayed on the primary (checksums compared), then buf routed there.
+ * SL_ERROR: it cannot move (the log is incomplete); the client has the
+ * error. */
+int rws_opt_to_primary(struct rws_session *rs, struct sl_buf *buf,
+                       const struct sl_hint *hint);
+
 /* rws_replay.c: transaction_replay's decisions (pure). */
 /* Another replay attempt of a transaction whose first attempt started at
  * started_ms (attempts made so far: `attempts`) is allowed at now_ms:
@@ -648,6 +676,13 @@ void rws_exec_save_types(const struct sl_buf *exec, struct rws_ps *ps);
 /* ---- Small helpers of the per-statement path: inline in every unit
  * (a call across units for a test of one field would cost more than the
  * test). */
+
+/* An optimistic_trx transaction still on its replica. */
+static inline bool
+rws_optimistic(const struct rws_session *rs)
+{
+    return rs->optimistic && rs->trx_active && rs->trx_ro;
+}
 
 /* The connection is up (not given up or never opened). */
 static inline bool

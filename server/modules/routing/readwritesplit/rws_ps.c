@@ -65,6 +65,9 @@ ps_release(struct rws_session *rs, struct rws_ps *ps)
     free(ps->bids);
     free(ps->bparams);
     free(ps->types);
+    free(ps->sql);
+    free(ps->db);
+    sl_buf_free(ps->answer);
 }
 
 void
@@ -127,11 +130,133 @@ cmd_stmt_id(const struct sl_buf *buf)
            (uint32_t)b[3] << 24;
 }
 
+/* ---- reuse_prepared_statements ---- */
+
+/* buf's bytes from off on are the n bytes at p. */
+static bool
+buf_equals(const struct sl_buf *buf, size_t off, const unsigned char *p,
+           size_t n)
+{
+    if (sl_buf_len(buf) != off + n) {
+        return false;
+    }
+    for (const struct sl_seg *s = buf->head; s != NULL && n > 0;
+         s = s->next) {
+        size_t len = (size_t)(s->end - s->start);
+
+        if (off >= len) {
+            off -= len;
+            continue;
+        }
+        len -= off;
+        len = len < n ? len : n;
+        if (memcmp(s->start + off, p, len) != 0) {
+            return false;
+        }
+        p += len;
+        n -= len;
+        off = 0;
+    }
+    return n == 0;
+}
+
+/* A live statement prepared from the same text in the same default
+ * database whose answer the client has, or NULL. Not while the client
+ * pipelines (the answer would overtake earlier ones) or while the
+ * database is uncertain. */
+static struct rws_ps *
+ps_reusable(struct rws_session *rs, const struct sl_buf *buf)
+{
+    const char *db = sl_session_db(rs->ses);
+
+    if (sl_session_answers_pending(rs->ses) > 1 ||
+        sl_session_db_unsure(rs->ses)) {
+        return NULL;
+    }
+    db = db != NULL ? db : "";
+    for (size_t i = 0; i < rs->nps; i++) {
+        struct rws_ps *ps = &rs->ps[i];
+
+        if (ps->answer_done && ps->sql != NULL &&
+            strcmp(ps->db, db) == 0 &&
+            buf_equals(buf, SL_MDB_HDR_LEN + 1, ps->sql, ps->sql_len)) {
+            return ps;
+        }
+    }
+    return NULL;
+}
+
+/* Remember the text and the database a new statement was prepared
+ * from; on no memory it is simply not reusable. */
+static void
+ps_remember_text(struct rws_session *rs, struct rws_ps *ps,
+                 const struct sl_buf *buf)
+{
+    const char *db = sl_session_db(rs->ses);
+    size_t n = sl_buf_len(buf) - SL_MDB_HDR_LEN - 1;
+
+    ps->sql = malloc(n ? n : 1);
+    ps->db = strdup(db != NULL ? db : "");
+    if (ps->sql == NULL || ps->db == NULL) {
+        free(ps->sql);
+        free(ps->db);
+        ps->sql = NULL;
+        ps->db = NULL;
+        return;
+    }
+    ps->sql_len = sl_buf_copy_out(buf, SL_MDB_HDR_LEN + 1, n, ps->sql);
+}
+
+void
+rws_prepare_keep(struct rws_session *rs, struct rws_sescmd *sc,
+                 const struct sl_buf *buf, const struct sl_reply *reply)
+{
+    struct rws_ps *ps = rws_ps_find(rs, sc->ps_id);
+    struct sl_buf *copy;
+
+    if (ps == NULL || ps->sql == NULL || ps->answer_done) {
+        return;
+    }
+    copy = sl_buf_clone_new(buf);
+    if (copy == NULL) {
+        free(ps->sql);   /* incomplete: never reused */
+        ps->sql = NULL;
+        return;
+    }
+    if (ps->answer == NULL) {
+        ps->answer = copy;
+    } else {
+        sl_buf_append(ps->answer, copy);
+        sl_buf_free(copy);
+    }
+    if (reply->complete) {
+        ps->answer_reply = *reply;
+        ps->answer_done = !reply->is_err;
+        if (reply->is_err) {
+            sl_buf_free(ps->answer);
+            ps->answer = NULL;
+        }
+    }
+}
+
 int
 rws_route_prepare(struct rws_session *rs, struct sl_buf *buf)
 {
     struct sl_qc_result qc;
-    struct rws_ps *ps = ps_add(rs);
+    struct rws_ps *ps;
+
+    if (rs->inst->cfg.reuse_ps && (ps = ps_reusable(rs, buf)) != NULL) {
+        struct sl_buf *copy = sl_buf_clone_new(ps->answer);
+
+        if (copy != NULL) {
+            /* the earlier statement's answer, its id: no round trip */
+            sl_buf_free(buf);
+            atomic_fetch_add_explicit(&rs->inst->ps_reused, 1,
+                                      memory_order_relaxed);
+            return sl_session_reply(rs->ses, copy, &ps->answer_reply);
+        }
+    }
+    ps = ps_add(rs);
 
     if (ps == NULL) {
         sl_buf_free(buf);
@@ -142,6 +267,9 @@ rws_route_prepare(struct rws_session *rs, struct sl_buf *buf)
         qc.type = SL_QC_UNKNOWN;
     }
     ps->type = qc.type;
+    if (rs->inst->cfg.reuse_ps) {
+        ps_remember_text(rs, ps, buf);
+    }
     ps->sescmd = rws_sescmd_type(qc.type);
     ps->is_read = (qc.type & SL_QC_READ) &&
                   !(qc.type & (SL_QC_WRITE | SL_QC_DDL | SL_QC_MASTER_READ |
@@ -227,6 +355,10 @@ route_execute(struct rws_session *rs, struct sl_buf *buf, struct rws_ps *ps,
      * transaction exactly as the text one does. */
     if (cmd == SL_COM_STMT_EXECUTE) {
         rws_track_trx(rs, ps->type);
+        if (rws_optimistic(rs) && !ps->is_read && !ps->sescmd &&
+            !(ps->type & (SL_QC_BEGIN_TRX | SL_QC_COMMIT | SL_QC_ROLLBACK))) {
+            return rws_opt_to_primary(rs, buf, NULL);   /* a write */
+        }
     }
     ro_trx = rs->trx_active && rs->trx_ro;
     to_master = !ro_trx && (!ps->is_read || rs->trx_active ||
@@ -503,6 +635,12 @@ rws_route_ps_cmd(struct rws_session *rs, struct sl_buf *buf, int cmd)
     }
     if (cmd == SL_COM_STMT_EXECUTE || cmd == SL_COM_STMT_FETCH) {
         return route_execute(rs, buf, ps, cmd);
+    }
+    if (cmd == SL_COM_STMT_CLOSE && rs->inst->cfg.reuse_ps) {
+        /* reuse_prepared_statements: left open for a later PREPARE of
+         * the same text (MaxScale); a CLOSE has no answer */
+        sl_buf_free(buf);
+        return SL_OK;
     }
     return route_ps_all(rs, buf, ps, cmd);
 }

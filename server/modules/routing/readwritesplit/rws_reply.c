@@ -177,8 +177,10 @@ static int
 client_answer(struct rws_session *rs, struct rws_be *be, struct rws_expect *e,
               struct sl_buf *buf, const struct sl_reply *reply)
 {
-    bool logging = rs->inst->cfg.trx_replay && (int)be->idx == rs->master &&
-                   rs->trx_log_ok && rs->ntrx > 0 && rs->cur_is_write;
+    bool logging = rs->trx_log_ok && rs->ntrx > 0 &&
+                   ((rs->inst->cfg.trx_replay &&
+                     (int)be->idx == rs->master && rs->cur_is_write) ||
+                    (rws_optimistic(rs) && (int)be->idx == rs->ro_target));
     int rc;
 
     if (rs->causal_failed && (int)be->idx != rs->master &&
@@ -210,6 +212,27 @@ client_answer(struct rws_session *rs, struct rws_be *be, struct rws_expect *e,
                 return SL_OK;
             }
             m = rws_master_index(rs, true);
+            if (again != NULL && m >= 0 && rws_optimistic(rs) &&
+                rs->ntrx == 1 && (int)be->idx == rs->ro_target) {
+                /* optimistic_trx: the replica has not got the writes the
+                 * transaction must see. Its BEGIN there is rolled back
+                 * and the transaction runs on the primary from the
+                 * start (logged there for transaction_replay). */
+                static const unsigned char rb[] =
+                    "\x09\x00\x00\x00\x03ROLLBACK";
+                struct sl_buf *q = sl_buf_from(rb, sizeof(rb) - 1);
+
+                if (q != NULL) {   /* else the next BEGIN ends it */
+                    rws_write(rs, be->idx, q, RK_IGNORE, NULL);
+                }
+                rs->optimistic = false;
+                rs->trx_ro = false;
+                rs->ro_target = -1;
+                rs->trx_srv = -1;
+                rws_trx_log_clear(rs);
+                rs->trx_log_ok = true;
+                return rws_route_to(rs, m, again, true);
+            }
             if (again == NULL || m < 0 ||
                 rws_resend(rs, m, again) != SL_OK) {
                 rws_send_error(rs, "Causal read failed: no master");

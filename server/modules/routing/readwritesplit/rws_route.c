@@ -124,8 +124,9 @@ rws_route_to(struct rws_session *rs, int idx, struct sl_buf *buf, bool is_write)
     if (is_write && rs->trx_active && !rs->trx_ro && rs->trx_srv < 0) {
         rs->trx_srv = idx;
     }
-    if (is_write && rs->inst->cfg.trx_replay && rs->trx_active &&
-        !rs->trx_ro) {
+    if ((is_write && rs->inst->cfg.trx_replay && rs->trx_active &&
+         !rs->trx_ro) ||
+        rws_optimistic(rs)) {
         rws_trx_log_add(rs, rs->log_src != NULL ? rs->log_src : buf);
     }
     rs->log_src = NULL;
@@ -196,6 +197,12 @@ rws_track_trx(struct rws_session *rs, uint32_t type)
     if (type & SL_QC_BEGIN_TRX) {
         rs->trx_active = true;
         rs->trx_ro = (type & SL_QC_READ_ONLY_TRX) != 0;
+        /* optimistic_trx: a read-write transaction starts as a read-only
+         * one on a replica (an XA one, or a session held on the primary,
+         * does not) */
+        rs->optimistic = !rs->trx_ro && rs->inst->cfg.optimistic &&
+                         !(type & SL_QC_XA) && !rs->locked_to_master;
+        rs->trx_ro = rs->trx_ro || rs->optimistic;
         rs->ro_target = -1;
         rs->trx_srv = -1;
         rws_trx_log_clear(rs);
@@ -216,10 +223,29 @@ rws_track_trx(struct rws_session *rs, uint32_t type)
     }
 }
 
+/* A statement outside transactions would go to the primary. */
+static bool
+master_stmt(const struct rws_session *rs, const struct sl_qc_result *qc)
+{
+    const struct rws_config *c = &rs->inst->cfg;
+    uint32_t t = qc->type;
+
+    if (!(t & SL_QC_READ) ||
+        (t & (SL_QC_WRITE | SL_QC_DDL | SL_QC_MASTER_READ | SL_QC_UNKNOWN |
+              SL_QC_CALL | SL_QC_MULTI_STMT | SL_QC_USERVAR_WRITE |
+              SL_QC_GSYSVAR_WRITE | SL_QC_CREATE_TMP_TABLE |
+              SL_QC_LOAD_LOCAL | SL_QC_EXEC_PREPARED))) {
+        return true;
+    }
+    if (c->vars_in_master && (t & SL_QC_USERVAR_READ)) {
+        return true;
+    }
+    return rs->ntmp > 0 && is_tmp_table(rs, qc);
+}
+
 static enum target
 decide(struct rws_session *rs, const struct sl_qc_result *qc)
 {
-    const struct rws_config *c = &rs->inst->cfg;
     uint32_t t = qc->type;
 
     if (rws_sescmd_type(t)) {
@@ -234,20 +260,34 @@ decide(struct rws_session *rs, const struct sl_qc_result *qc)
     if (rs->trx_active && !rs->trx_ro) {
         return T_MASTER;
     }
-    if (!(t & SL_QC_READ) ||
-        (t & (SL_QC_WRITE | SL_QC_DDL | SL_QC_MASTER_READ | SL_QC_UNKNOWN |
-              SL_QC_CALL | SL_QC_MULTI_STMT | SL_QC_USERVAR_WRITE |
-              SL_QC_GSYSVAR_WRITE | SL_QC_CREATE_TMP_TABLE |
-              SL_QC_LOAD_LOCAL | SL_QC_EXEC_PREPARED))) {
-        return T_MASTER;
+    return master_stmt(rs, qc) ? T_MASTER : T_SLAVE;
+}
+
+/*
+ * optimistic_trx: the statement cannot run in the transaction on its
+ * replica: a write (anything that would go to the primary outside a
+ * transaction, a hint to the primary), or the replica was lost after
+ * the transaction began there. Its own BEGIN, COMMIT and ROLLBACK stay.
+ */
+static bool
+optimistic_moves(const struct rws_session *rs, const struct sl_qc_result *qc,
+                 const struct sl_hint *hint)
+{
+    if (rws_sescmd_type(qc->type)) {
+        return false;   /* every connection runs it */
     }
-    if (c->vars_in_master && (t & SL_QC_USERVAR_READ)) {
-        return T_MASTER;
+    if (rs->ntrx > 0 &&
+        (rs->ro_target < 0 || !rws_be_live(&rs->be[rs->ro_target]))) {
+        return true;
     }
-    if (rs->ntmp > 0 && is_tmp_table(rs, qc)) {
-        return T_MASTER;
+    if (hint->type == SL_HINT_ROUTE_TO_MASTER ||
+        qc->hint.type == SL_HINT_ROUTE_TO_MASTER) {
+        return true;
     }
-    return T_SLAVE;
+    if (qc->type & (SL_QC_BEGIN_TRX | SL_QC_COMMIT | SL_QC_ROLLBACK)) {
+        return false;
+    }
+    return master_stmt(rs, qc);
 }
 
 static void
@@ -405,6 +445,16 @@ route_query_text(struct rws_session *rs, struct sl_buf *buf,
     rws_track_trx(rs, qc.type);
     if (rws_changes_data(qc.type)) {
         rs->wrote = true;
+    }
+    if (rws_optimistic(rs)) {
+        static const struct sl_hint none = {.type = SL_HINT_NONE};
+
+        if (optimistic_moves(rs, &qc, hint)) {
+            return rws_opt_to_primary(rs, buf, hint);
+        }
+        /* on its replica, BEGIN to COMMIT: other hints do not apply */
+        hint = &none;
+        qc.hint.type = SL_HINT_NONE;
     }
     t = decide(rs, &qc);
     if (t != T_ALL) {

@@ -358,6 +358,9 @@ rws_sescmd_answer(struct rws_session *rs, struct rws_be *be,
         }
     }
     if (to_client) {
+        if (sc->cmd == SL_COM_STMT_PREPARE && rs->inst->cfg.reuse_ps) {
+            rws_prepare_keep(rs, sc, buf, reply);
+        }
         return sl_session_reply(rs->ses, buf, reply);
     }
     sl_buf_free(buf);

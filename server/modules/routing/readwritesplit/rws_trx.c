@@ -584,6 +584,59 @@ replay_again(struct rws_session *rs, bool rollback)
 
 /* ---- what starts a replay ---- */
 
+/*
+ * optimistic_trx: the transaction that ran on a replica meets its first
+ * write. The replica's transaction is rolled back (its answer dropped),
+ * the log (BEGIN and the reads, their answers' checksums taken from the
+ * replica) replayed on the primary as after a failure, and the write
+ * held until the replay matched; a mismatch ends the session as a
+ * failed replay does, the write never sent.
+ */
+int
+rws_opt_to_primary(struct rws_session *rs, struct sl_buf *buf,
+                   const struct sl_hint *hint)
+{
+    static const unsigned char rb[] = "\x09\x00\x00\x00\x03ROLLBACK";
+    uint64_t now_ms = rws_now_us() / 1000;
+    int r = rs->ro_target;
+
+    rs->optimistic = false;
+    rs->trx_ro = false;
+    rs->ro_target = -1;
+    rs->trx_srv = -1;
+    if (r >= 0 && rws_be_live(&rs->be[r])) {
+        struct sl_buf *q = sl_buf_from(rb, sizeof(rb) - 1);
+
+        if (q != NULL) {
+            rws_write(rs, (unsigned)r, q, RK_IGNORE, NULL);
+        } else {
+            rws_release_backend(rs, &rs->be[r], true);   /* rolls back */
+        }
+    }
+    if (!rs->trx_log_ok || rs->ntrx == 0) {
+        /* larger than transaction_replay_max_size: what the client read
+         * cannot be checked on the primary */
+        sl_buf_free(buf);
+        rws_send_error(rs, "Optimistic transaction cannot move to the primary: it exceeded transaction_replay_max_size");
+        return SL_ERROR;   /* the session closes */
+    }
+    sl_log_ses_info(rs->ses, "A write in an optimistic transaction: moving its %zu statements to the primary", rs->ntrx);
+    count_attempt(rs, now_ms);
+    rs->replaying = true;
+    rs->replay_failed = false;
+    rs->replay_deadlock = false;
+    rs->replay_left = 0;
+    rs->waiting = buf;
+    rs->waiting_hint = hint != NULL ? *hint : (struct sl_hint){.type = 0};
+    rs->wait_deadline = replay_deadline(rs, now_ms);
+    atomic_fetch_add_explicit(&rs->inst->optimistic_moves, 1,
+                              memory_order_relaxed);
+    if (!start_replay(rs)) {
+        rws_start_timer(rs);   /* no primary yet, or its history first */
+    }
+    return SL_OK;
+}
+
 /* Close the session's master connection (the switchover demoted its
  * server; an open transaction there is rolled back by the server). */
 static void
