@@ -6,7 +6,10 @@
  * mdb_users.c and all pure parsing in the sl_mariadb_parse library.
  */
 #include <mysql.h>
+#include <string.h>
 
+#define SL_LOG_TAG "mariadbprotocol"
+#include <sluice/log.h>
 #include <sluice/module.h>
 #include <sluice/protocol.h>
 
@@ -31,11 +34,44 @@ service_diagnostics(void *data)
     return data != NULL ? mdb_service_diagnostics(data) : NULL;
 }
 
+/*
+ * The RSA key pair of caching_sha2_password's full authentication on
+ * plain connections (and of ed_mode=sha256): generated once per process
+ * at start-up, kept in memory only, read-only afterwards (workers share
+ * it without a lock; each decryption has its own EVP_PKEY_CTX).
+ */
+#define RSA_BITS 2048
+static struct evp_pkey_st *rsa_key;
+static char rsa_pem[2048];
+
+struct evp_pkey_st *
+mdb_server_rsa_key(void)
+{
+    return rsa_key;
+}
+
+const char *
+mdb_server_rsa_pem(void)
+{
+    return rsa_key != NULL ? rsa_pem : NULL;
+}
+
 /* libmariadb must be initialised once before threads use it. */
 static int
 process_init(void)
 {
-    return mysql_library_init(0, NULL, NULL) == 0 ? 0 : -1;
+    if (mysql_library_init(0, NULL, NULL) != 0) {
+        return -1;
+    }
+    rsa_key = mdb_rsa_generate(RSA_BITS);
+    if (rsa_key == NULL ||
+        mdb_rsa_public_pem(rsa_key, rsa_pem, sizeof(rsa_pem)) == 0) {
+        sl_log_error("cannot generate the RSA key of caching_sha2_password");
+        mdb_rsa_free(rsa_key);
+        rsa_key = NULL;
+        return -1;
+    }
+    return 0;
 }
 
 /* Before the module is unloaded: no KILL job thread may still run its
@@ -45,6 +81,9 @@ static void
 process_finish(void)
 {
     mdb_kill_wait_jobs();
+    mdb_rsa_free(rsa_key);
+    rsa_key = NULL;
+    memset(rsa_pem, 0, sizeof(rsa_pem));
 }
 
 static const struct sl_protocol_ops ops = {

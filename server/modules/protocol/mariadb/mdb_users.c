@@ -68,6 +68,7 @@
 #define HOST_REFILL_MS 5000.0       /* one more every 5 s */
 #define HOST_SLOTS 128
 #define MDB_USERMAP_MAX (1024 * 1024)   /* user_mapping_file size limit */
+#define SHA2_CACHE_MAX 1024             /* caching_sha2_password entries */
 
 struct waiter {
     struct sl_dcb *dcb;
@@ -104,6 +105,19 @@ struct usermap_file {
     uint64_t loads;           /* s->loads when read */
 };
 
+/* caching_sha2_password's cache: SHA256(pw) of an account that passed
+ * the full authentication, with SHA1(pw) for its backend logins (the
+ * fast path proves SHA256(pw) only) and the stored hash it was checked
+ * against. Valid while the account's stored hash is that one. */
+struct sha2_entry {
+    char *user;
+    char *host;
+    uint8_t stored[MDB_SHA1_LEN];
+    uint8_t sha256pw[MDB_SHA256_LEN];
+    uint8_t sha1pw[MDB_SHA1_LEN];
+    uint64_t used;            /* s->sha2_tick when last used */
+};
+
 struct mdb_service {
     struct sl_service *svc;
     pthread_mutex_t lock;
@@ -127,7 +141,113 @@ struct mdb_service {
     uint64_t refresh_ms;      /* users_refresh_time: least time between
                                * reloads a failed login may cause */
     uint64_t interval_ms;     /* users_refresh_interval: periodic, 0 off */
+    struct sha2_entry sha2[SHA2_CACHE_MAX];
+    size_t sha2_n;
+    uint64_t sha2_tick;
+    uint64_t sha2_fast;       /* logins by the fast path */
+    uint64_t sha2_full;       /* full authentications that passed */
 };
+
+/* ---- caching_sha2_password's cache (lock held) ---- */
+
+/* Wipe entry i and fill its hole with the last one. */
+static void
+sha2_drop(struct mdb_service *s, size_t i)
+{
+    struct sha2_entry *e = &s->sha2[i];
+
+    free(e->user);
+    free(e->host);
+    OPENSSL_cleanse(e, sizeof(*e));
+    if (i != s->sha2_n - 1) {
+        *e = s->sha2[s->sha2_n - 1];
+        OPENSSL_cleanse(&s->sha2[s->sha2_n - 1], sizeof(*e));
+    }
+    s->sha2_n--;
+}
+
+/* The entry of account a, or NULL; an entry whose stored hash is no
+ * longer the account's (the password changed) is wiped. */
+static struct sha2_entry *
+sha2_find(struct mdb_service *s, const struct mdb_account *a)
+{
+    for (size_t i = 0; i < s->sha2_n; i++) {
+        struct sha2_entry *e = &s->sha2[i];
+
+        if (strcmp(e->user, a->user) != 0 || strcmp(e->host, a->host) != 0) {
+            continue;
+        }
+        if (!a->has_pw ||
+            CRYPTO_memcmp(e->stored, a->stored, MDB_SHA1_LEN) != 0) {
+            sha2_drop(s, i);
+            return NULL;
+        }
+        e->used = ++s->sha2_tick;
+        return e;
+    }
+    return NULL;
+}
+
+/* Remember SHA256(pw) of account a (its password pw passed); the least
+ * recently used entry makes room when the cache is full. */
+static void
+sha2_put(struct mdb_service *s, const struct mdb_account *a,
+         const uint8_t *pw, size_t pw_len)
+{
+    struct sha2_entry *e = sha2_find(s, a);
+    size_t oldest = 0;
+
+    if (e == NULL) {
+        if (s->sha2_n == SHA2_CACHE_MAX) {
+            for (size_t i = 1; i < s->sha2_n; i++) {
+                if (s->sha2[i].used < s->sha2[oldest].used) {
+                    oldest = i;
+                }
+            }
+            sha2_drop(s, oldest);
+        }
+        e = &s->sha2[s->sha2_n];
+        e->user = strdup(a->user);
+        e->host = strdup(a->host);
+        if (e->user == NULL || e->host == NULL) {
+            free(e->user);
+            free(e->host);
+            OPENSSL_cleanse(e, sizeof(*e));
+            return;
+        }
+        s->sha2_n++;
+        e->used = ++s->sha2_tick;
+    }
+    memcpy(e->stored, a->stored, MDB_SHA1_LEN);
+    mdb_sha256_password(pw, pw_len, e->sha256pw);
+    mdb_sha1(pw, pw_len, e->sha1pw);
+}
+
+/* After a load: wipe the entries of accounts that are gone or whose
+ * stored hash changed. */
+static void
+sha2_sweep(struct mdb_service *s)
+{
+    size_t i = 0;
+
+    while (i < s->sha2_n) {
+        const struct sha2_entry *e = &s->sha2[i];
+        bool keep = false;
+
+        for (size_t j = 0; j < s->users.n && !keep; j++) {
+            const struct mdb_account *a = &s->users.v[j];
+
+            keep = a->has_pw && strcmp(a->user, e->user) == 0 &&
+                   strcmp(a->host, e->host) == 0 &&
+                   CRYPTO_memcmp(a->stored, e->stored, MDB_SHA1_LEN) == 0;
+        }
+        if (keep) {
+            i++;
+        } else {
+            sha2_drop(s, i);
+        }
+    }
+}
 
 /* ---- loading (loader thread) ---- */
 
@@ -404,6 +524,7 @@ loader_main(void *arg)
         if (rc == 0) {
             mdb_users_free(&s->users);
             s->users = fresh;
+            sha2_sweep(s);
             snprintf(s->source, sizeof(s->source), "%s", src);
             sl_log_info("service %s: loaded %zu accounts from %s",
                         sl_service_name(s->svc), s->users.n, src);
@@ -475,6 +596,9 @@ mdb_service_free(struct mdb_service *s)
         sl_dcb_unref(w->dcb);
         free(w);
     }
+    while (s->sha2_n > 0) {
+        sha2_drop(s, s->sha2_n - 1);
+    }
     mdb_users_free(&s->users);
     while ((u = s->usage) != NULL) {
         s->usage = u->next;
@@ -499,11 +623,13 @@ mdb_service_diagnostics(struct mdb_service *s)
     json_t *j;
 
     pthread_mutex_lock(&s->lock);
-    j = json_pack("{s:I, s:I, s:I, s:b, s:s, s:s}", "users",
+    j = json_pack("{s:I, s:I, s:I, s:b, s:s, s:s, s:I, s:I, s:I}", "users",
                   (json_int_t)s->users.n, "loads", (json_int_t)s->loads,
                   "load_errors", (json_int_t)s->load_errors, "loaded",
                   s->loaded, "source", s->source, "last_error",
-                  s->last_error);
+                  s->last_error, "sha2_cached", (json_int_t)s->sha2_n,
+                  "sha2_fast_auth", (json_int_t)s->sha2_fast,
+                  "sha2_full_auth", (json_int_t)s->sha2_full);
     pthread_mutex_unlock(&s->lock);
     return j;
 }
@@ -757,17 +883,30 @@ usermap_of(struct mdb_service *s, const char *path)
     return f->ok ? &f->map : NULL;
 }
 
+/* How the client's proof stands against an account. */
+enum proof {
+    PROOF_NO,           /* it does not match */
+    PROOF_NATIVE,       /* the native hash (a token, a password in clear
+                         * or the fast path): sd->sha1pw, sd->has_pw set */
+    PROOF_ED25519,      /* the ed25519 key (a signature, or with
+                         * ed_mode=sha256 the password in clear) */
+    PROOF_SWITCH_ED,    /* it does not, but a client_ed25519 signature
+                         * may */
+    PROOF_SHA2_FULL,    /* caching_sha2_password: ask for the password */
+};
+
 /*
- * The client's password (or signature) matched account a: the
- * credential the backends get. The listener's user_mapping_file may map
- * the user to another account (any plugin the client used); otherwise a
- * native login keeps SHA1(password) and an ed25519 login has nothing to
- * log in with. Lock held.
+ * The client's proof matched account a: the credential the backends
+ * get. The listener's user_mapping_file may map the user to another
+ * account (any plugin the client used); otherwise a native login keeps
+ * SHA1(password), a password in clear matched against the ed25519 key
+ * (ed_mode=sha256) SHA-512(password), and an ed25519 signature gives
+ * nothing to log in with. Lock held.
  */
 static enum mdb_auth_rc
 backend_credential(struct mdb_service *s, const struct mdb_account *a,
-                   const struct mdb_auth_req *req, struct mdb_session *sd,
-                   struct mdb_refusal *why)
+                   const struct mdb_auth_req *req, enum proof kind,
+                   struct mdb_session *sd, struct mdb_refusal *why)
 {
     const struct mdb_usermap *m = NULL;
     const struct mdb_usermap_cred *c;
@@ -794,14 +933,14 @@ backend_credential(struct mdb_service *s, const struct mdb_account *a,
         }
         return MDB_AUTH_OK;
     }
-    if (req->cleartext) {
+    if (kind == PROOF_ED25519 && req->cleartext) {
         /* ed_mode=sha256: the password itself is the credential */
         sd->has_ed = mdb_ed25519_hash_password((const char *)req->token,
                                                req->token_len,
                                                sd->ed_hash) == 0;
         return MDB_AUTH_OK;
     }
-    if (req->ed25519) {
+    if (kind == PROOF_ED25519) {
         sl_log_warn("account '%s'@'%s' logged in with ed25519, but Sluice "
                     "has no password to log in to the servers as it: map "
                     "the user to a backend account in the listener's "
@@ -814,36 +953,71 @@ backend_credential(struct mdb_service *s, const struct mdb_account *a,
     return MDB_AUTH_OK;
 }
 
-/* Does the client's proof match a? *switch_ed: it does not, but a
- * client_ed25519 signature may. Lock held. */
+/* caching_sha2_password's fast path against the cache. Lock held. */
 static bool
-proof_ok(const struct mdb_account *a, const struct mdb_auth_req *req,
-         struct mdb_session *sd, bool *switch_ed)
+sha2_fast_ok(struct mdb_service *s, const struct mdb_account *a,
+             const struct mdb_auth_req *req, struct mdb_session *sd)
 {
-    *switch_ed = false;
-    if (req->cleartext) {
-        uint8_t pk[MDB_ED25519_KEY_LEN];
+    struct sha2_entry *e = sha2_find(s, a);
 
-        return a->ed25519 && req->ed25519_ok &&
-               mdb_ed25519_public_key((const char *)req->token,
-                                      req->token_len, pk) == 0 &&
-               CRYPTO_memcmp(pk, a->ed_pk, sizeof(pk)) == 0;
+    if (e == NULL ||
+        !mdb_sha2_fast_check(req->token, req->token_len, req->scramble,
+                             MDB_SCRAMBLE_LEN, e->sha256pw)) {
+        return false;
+    }
+    memcpy(sd->sha1pw, e->sha1pw, MDB_SHA1_LEN);
+    sd->has_pw = true;
+    s->sha2_fast++;
+    return true;
+}
+
+/* Does the client's proof match a? Lock held. */
+static enum proof
+proof_check(struct mdb_service *s, const struct mdb_account *a,
+            const struct mdb_auth_req *req, struct mdb_session *sd)
+{
+    bool native_ok = a->native && req->native_ok;
+    bool ed_ok = a->ed25519 && req->ed25519_ok;
+    bool may_switch_ed = ed_ok && (req->caps & SL_CAP_PLUGIN_AUTH);
+    uint8_t pk[MDB_ED25519_KEY_LEN];
+
+    if (req->sha2) {
+        if (native_ok && sha2_fast_ok(s, a, req, sd)) {
+            return PROOF_NATIVE;
+        }
+        if (native_ok || (ed_ok && req->ed_cleartext_ok)) {
+            return PROOF_SHA2_FULL;
+        }
+        return may_switch_ed ? PROOF_SWITCH_ED : PROOF_NO;
+    }
+    if (req->cleartext) {
+        if (native_ok &&
+            mdb_native_check_password(req->token, req->token_len,
+                                      a->has_pw, a->stored, sd->sha1pw)) {
+            sd->has_pw = a->has_pw;
+            return PROOF_NATIVE;
+        }
+        return ed_ok && req->ed_cleartext_ok &&
+                       mdb_ed25519_public_key((const char *)req->token,
+                                              req->token_len, pk) == 0 &&
+                       CRYPTO_memcmp(pk, a->ed_pk, sizeof(pk)) == 0
+                   ? PROOF_ED25519
+                   : PROOF_NO;
     }
     if (req->ed25519) {
-        return a->ed25519 && req->ed25519_ok &&
-               mdb_ed25519_verify(a->ed_pk, req->nonce,
-                                  MDB_ED25519_NONCE_LEN, req->token,
-                                  req->token_len);
+        return ed_ok && mdb_ed25519_verify(a->ed_pk, req->nonce,
+                                           MDB_ED25519_NONCE_LEN,
+                                           req->token, req->token_len)
+                   ? PROOF_ED25519
+                   : PROOF_NO;
     }
-    if (a->native && req->native_ok &&
+    if (native_ok &&
         mdb_native_check(req->token, req->token_len, req->scramble,
                          a->has_pw, a->stored, sd->sha1pw)) {
         sd->has_pw = a->has_pw;
-        return true;
+        return PROOF_NATIVE;
     }
-    *switch_ed = a->ed25519 && req->ed25519_ok &&
-                 (req->caps & SL_CAP_PLUGIN_AUTH);
-    return false;
+    return may_switch_ed ? PROOF_SWITCH_ED : PROOF_NO;
 }
 
 enum mdb_auth_rc
@@ -854,7 +1028,7 @@ mdb_service_authenticate(struct mdb_service *s, struct sl_dcb *dcb,
     const struct mdb_account *a = NULL;
     enum mdb_auth_rc rc = MDB_AUTH_DENIED;
     bool unknown = true;   /* no usable account matched (under the lock) */
-    bool switch_ed = false;
+    enum proof kind = PROOF_NO;
 
     why->no_credential = false;
     pthread_mutex_lock(&s->lock);
@@ -865,11 +1039,19 @@ mdb_service_authenticate(struct mdb_service *s, struct sl_dcb *dcb,
     a = mdb_users_find(&s->users, req->user, req->client, req->is_unix);
     unknown = a == NULL || !((a->native && req->native_ok) ||
                              (a->ed25519 && req->ed25519_ok));
-    if (a != NULL && proof_ok(a, req, sd, &switch_ed)) {
-        if (req->ed25519 || req->cleartext) {
+    if (a != NULL) {
+        kind = proof_check(s, a, req, sd);
+    }
+    if (kind == PROOF_NATIVE || kind == PROOF_ED25519) {
+        if (kind == PROOF_ED25519) {
             sd->has_pw = false;
         }
-        rc = backend_credential(s, a, req, sd, why);
+        if (kind == PROOF_NATIVE && req->cleartext && a->has_pw) {
+            /* caching_sha2_password's full authentication passed */
+            sha2_put(s, a, req->token, req->token_len);
+            s->sha2_full++;
+        }
+        rc = backend_credential(s, a, req, kind, sd, why);
         if (rc == MDB_AUTH_OK) {
             rc = admit(s, dcb, a, req, sd, why);
         }
@@ -881,8 +1063,10 @@ mdb_service_authenticate(struct mdb_service *s, struct sl_dcb *dcb,
             park(s, dcb) == MDB_AUTH_WAIT) {
             rc = MDB_AUTH_WAIT;   /* else the refusal stands */
         }
-    } else if (switch_ed) {
+    } else if (kind == PROOF_SWITCH_ED) {
         rc = MDB_AUTH_SWITCH_ED25519;
+    } else if (kind == PROOF_SHA2_FULL) {
+        rc = MDB_AUTH_SHA2_FULL;
     } else if (req->may_reload &&
                host_may_reload(s, req->is_unix ? "localhost" : req->client,
                                sl_monotonic_ms())) {
