@@ -4,13 +4,19 @@
  * against the service's account cache, command decoding, errors.
  *
  *   accept --Handshake v10--> HELLO
+ *   HELLO --HandshakeResponse41, caching_sha2_password--> check the
+ *         fast-path token (none: SWITCH to caching_sha2_password first)
+ *         --cached SHA-256 matches--> 0x01 0x03, STARTING
+ *         --else--> 0x01 0x04, SWITCH: the password (TLS, unix socket),
+ *           or 0x02 --> 0x01 PEM key --> RSA answer (plain TCP); check
  *   HELLO --HandshakeResponse41, other plugin--> SWITCH (AuthSwitchRequest)
  *   HELLO | SWITCH --token--> check --OK--> STARTING (session created)
  *                                  --ed25519 account--> SWITCH (to
  *                                    client_ed25519, 32-byte nonce; the
  *                                    answer is a signature, checked again;
  *                                    ed_mode=sha256: caching_sha2_password,
- *                                    token, 0x01 0x04, then the password)
+ *                                    token, 0x01 0x04, then the password
+ *                                    over TLS or RSA, as above)
  *                                  --no match--> PARKED (accounts reload)
  *                                  --denied--> ERR 1045, close
  *   PARKED --reload done--> check again --> STARTING | ERR 1045

@@ -32,8 +32,14 @@
  * that survives reloads.
  *
  * A client's proof is a native token, a client_ed25519 signature (the
- * account's ed25519 key, on ed25519auth listeners) or, with
- * ed_mode=sha256, its password over TLS. What the backends then log in
+ * account's ed25519 key, on ed25519auth listeners), a caching_sha2_password
+ * fast-path token (checked against SHA256(password) cached from an
+ * earlier full authentication of the same account: at most
+ * SHA2_CACHE_MAX entries per service, least recently used evicted,
+ * wiped on eviction, when the account's stored hash changes and when
+ * a reload drops it) or its password in clear (caching_sha2_password's
+ * full authentication over TLS or RSA: the native hash, or with
+ * ed_mode=sha256 the ed25519 key). What the backends then log in
  * with comes from the listener's user_mapping_file when it maps the
  * user (read here, under the lock, on first use after each load), else
  * from the proof itself; an ed25519 signature alone gives nothing, and
