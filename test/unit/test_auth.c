@@ -1140,6 +1140,77 @@ test_sha2_rsa_round_trip(void **state)
     mdb_rsa_free(key);
 }
 
+/* The fast path's cache: found by account, useless once the account's
+ * stored hash changes, least recently used evicted, swept after a load. */
+static void
+test_sha2_cache(void **state)
+{
+    struct mdb_sha2_cache c;
+    struct mdb_users u = {0};
+    const struct mdb_sha2_entry *e;
+    uint8_t h[MDB_SHA256_LEN], sha1pw[MDB_SHA1_LEN];
+    struct mdb_account *a, *b, *d;
+    /* SHA1(SHA1(pw)) of "secret" */
+    const char *secret = "*14E65567ABDB5135D0CFD9A70B3032C179A49EE7";
+
+    (void)state;
+    assert_int_equal(mdb_users_add(&u, "a", "%", secret, NULL), 0);
+    assert_int_equal(mdb_users_add(&u, "b", "%", secret, NULL), 0);
+    assert_int_equal(mdb_users_add(&u, "d", "10.%", secret, NULL), 0);
+    assert_int_equal(mdb_users_add(&u, "e", "%", "", NULL), 0);
+    a = &u.v[0];
+    b = &u.v[1];
+    d = &u.v[2];
+    assert_int_equal(mdb_sha2_cache_init(&c, 2), 0);
+    assert_null(mdb_sha2_cache_find(&c, a));
+    assert_int_equal(mdb_sha2_cache_put(&c, a, (const uint8_t *)"secret",
+                                        6), 0);
+    e = mdb_sha2_cache_find(&c, a);
+    assert_non_null(e);
+    mdb_sha256_password("secret", 6, h);
+    assert_memory_equal(e->sha256pw, h, MDB_SHA256_LEN);
+    mdb_sha1("secret", 6, sha1pw);
+    assert_memory_equal(e->sha1pw, sha1pw, MDB_SHA1_LEN);
+    /* the same user at another host is another account */
+    assert_null(mdb_sha2_cache_find(&c, d));
+    /* full: the least recently used (a was used after b was put) goes */
+    assert_int_equal(mdb_sha2_cache_put(&c, b, (const uint8_t *)"secret",
+                                        6), 0);
+    assert_non_null(mdb_sha2_cache_find(&c, a));
+    assert_int_equal(mdb_sha2_cache_put(&c, d, (const uint8_t *)"secret",
+                                        6), 0);
+    assert_int_equal(c.n, 2);
+    assert_null(mdb_sha2_cache_find(&c, b));
+    assert_non_null(mdb_sha2_cache_find(&c, a));
+    assert_non_null(mdb_sha2_cache_find(&c, d));
+    /* a's password changed: its entry is wiped when met */
+    a->stored[0] ^= 1;
+    assert_null(mdb_sha2_cache_find(&c, a));
+    assert_int_equal(c.n, 1);
+    a->stored[0] ^= 1;
+    assert_null(mdb_sha2_cache_find(&c, a));
+    /* a put again replaces, not adds */
+    assert_int_equal(mdb_sha2_cache_put(&c, a, (const uint8_t *)"secret",
+                                        6), 0);
+    assert_int_equal(mdb_sha2_cache_put(&c, a, (const uint8_t *)"secret",
+                                        6), 0);
+    assert_int_equal(c.n, 2);
+    /* a load: d is gone, a's hash changed -> both wiped */
+    d->user[0] = 'x';
+    a->stored[5] ^= 0x10;
+    mdb_sha2_cache_sweep(&c, &u);
+    assert_int_equal(c.n, 0);
+    /* an account without password is never served from the cache */
+    assert_int_equal(mdb_sha2_cache_put(&c, b, (const uint8_t *)"secret",
+                                        6), 0);
+    b->has_pw = false;
+    assert_null(mdb_sha2_cache_find(&c, b));
+    mdb_sha2_cache_free(&c);
+    assert_int_equal(c.n, 0);
+    assert_null(c.v);
+    mdb_users_free(&u);
+}
+
 int
 main(void)
 {
@@ -1171,6 +1242,7 @@ main(void)
         cmocka_unit_test(test_native_check_password),
         cmocka_unit_test(test_sha2_rsa_recorded),
         cmocka_unit_test(test_sha2_rsa_round_trip),
+        cmocka_unit_test(test_sha2_cache),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

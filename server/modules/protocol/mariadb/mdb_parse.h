@@ -276,6 +276,49 @@ size_t mdb_rsa_encrypt_password(struct evp_pkey_st *key, const char *pw,
                                 size_t pw_len, const uint8_t *nonce,
                                 size_t nonce_len, uint8_t *out, size_t cap);
 
+/* ---- caching_sha2_password's cache (mdb_sha2.c) ---- */
+
+struct mdb_account;
+struct mdb_users;
+
+/* SHA256(pw) of an account that passed the full authentication, with
+ * SHA1(pw) for its backend logins (the fast path proves only
+ * SHA256(pw)) and the stored hash it was checked against. */
+struct mdb_sha2_entry {
+    char *user;
+    char *host;
+    uint8_t stored[MDB_SHA1_LEN];
+    uint8_t sha256pw[MDB_SHA256_LEN];
+    uint8_t sha1pw[MDB_SHA1_LEN];
+    uint64_t used;            /* the cache's tick when last used */
+};
+
+/* At most cap entries, the least recently used evicted first; every
+ * entry that goes is wiped (OPENSSL_cleanse). Not thread-safe: the
+ * caller locks (the account cache's mutex). */
+struct mdb_sha2_cache {
+    struct mdb_sha2_entry *v;
+    size_t n;
+    size_t cap;
+    uint64_t tick;
+};
+
+/* 0, or -1 when out of memory. */
+int mdb_sha2_cache_init(struct mdb_sha2_cache *c, size_t cap);
+void mdb_sha2_cache_free(struct mdb_sha2_cache *c);
+/* The entry of account a (its user and host), or NULL. An entry made
+ * against another stored hash than a's (the password changed), or for an
+ * account without password, is wiped and NULL returned. */
+const struct mdb_sha2_entry *mdb_sha2_cache_find(struct mdb_sha2_cache *c,
+                                                 const struct mdb_account *a);
+/* Remember password pw of account a (it was just checked against a's
+ * stored hash). 0, or -1 when out of memory (nothing cached). */
+int mdb_sha2_cache_put(struct mdb_sha2_cache *c, const struct mdb_account *a,
+                       const uint8_t *pw, size_t pw_len);
+/* After a load of the accounts: wipe the entries of accounts that are
+ * gone from u or whose stored hash changed. */
+void mdb_sha2_cache_sweep(struct mdb_sha2_cache *c, const struct mdb_users *u);
+
 /* ---- accounts and host matching ---- */
 
 /* mysql.global_priv's ssl_type: REQUIRE NONE, SSL, X509, or ISSUER /

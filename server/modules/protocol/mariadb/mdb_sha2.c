@@ -11,12 +11,16 @@
  * (pw NUL) XOR nonce (the nonce repeated) with the server's RSA public
  * key, OAEP padding (RSA_PKCS1_OAEP_PADDING, SHA-1, as MySQL and
  * libmariadb do), after fetching the key with a 0x02 request.
+ *
+ * The cache of SHA256(pw) the fast path is checked against lives here too
+ * (pure data, so unit tests reach its eviction and invalidation).
  */
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/rsa.h>
 #include <openssl/sha.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "mdb_parse.h"
@@ -205,4 +209,130 @@ mdb_rsa_public_from_pem(const char *pem, size_t len)
 
     BIO_free(b);
     return key;
+}
+
+/* ---- the cache ---- */
+
+int
+mdb_sha2_cache_init(struct mdb_sha2_cache *c, size_t cap)
+{
+    memset(c, 0, sizeof(*c));
+    c->v = calloc(cap > 0 ? cap : 1, sizeof(*c->v));
+    if (c->v == NULL) {
+        return -1;
+    }
+    c->cap = cap > 0 ? cap : 1;
+    return 0;
+}
+
+/* Wipe entry i and fill its hole with the last one. */
+static void
+cache_drop(struct mdb_sha2_cache *c, size_t i)
+{
+    struct mdb_sha2_entry *e = &c->v[i];
+
+    free(e->user);
+    free(e->host);
+    OPENSSL_cleanse(e, sizeof(*e));
+    if (i != c->n - 1) {
+        *e = c->v[c->n - 1];
+        OPENSSL_cleanse(&c->v[c->n - 1], sizeof(*e));
+    }
+    c->n--;
+}
+
+void
+mdb_sha2_cache_free(struct mdb_sha2_cache *c)
+{
+    while (c->n > 0) {
+        cache_drop(c, c->n - 1);
+    }
+    free(c->v);
+    memset(c, 0, sizeof(*c));
+}
+
+static bool
+same_hash(const struct mdb_sha2_entry *e, const struct mdb_account *a)
+{
+    return a->has_pw &&
+           CRYPTO_memcmp(e->stored, a->stored, MDB_SHA1_LEN) == 0;
+}
+
+const struct mdb_sha2_entry *
+mdb_sha2_cache_find(struct mdb_sha2_cache *c, const struct mdb_account *a)
+{
+    for (size_t i = 0; i < c->n; i++) {
+        struct mdb_sha2_entry *e = &c->v[i];
+
+        if (strcmp(e->user, a->user) != 0 || strcmp(e->host, a->host) != 0) {
+            continue;
+        }
+        if (!same_hash(e, a)) {
+            cache_drop(c, i);
+            return NULL;
+        }
+        e->used = ++c->tick;
+        return e;
+    }
+    return NULL;
+}
+
+int
+mdb_sha2_cache_put(struct mdb_sha2_cache *c, const struct mdb_account *a,
+                   const uint8_t *pw, size_t pw_len)
+{
+    struct mdb_sha2_entry *e =
+        (struct mdb_sha2_entry *)mdb_sha2_cache_find(c, a);
+    size_t oldest = 0;
+
+    if (e == NULL) {
+        if (c->n == c->cap) {
+            for (size_t i = 1; i < c->n; i++) {
+                if (c->v[i].used < c->v[oldest].used) {
+                    oldest = i;
+                }
+            }
+            cache_drop(c, oldest);
+        }
+        e = &c->v[c->n];
+        e->user = strdup(a->user);
+        e->host = strdup(a->host);
+        if (e->user == NULL || e->host == NULL) {
+            free(e->user);
+            free(e->host);
+            OPENSSL_cleanse(e, sizeof(*e));
+            return -1;
+        }
+        c->n++;
+        e->used = ++c->tick;
+    }
+    memcpy(e->stored, a->stored, MDB_SHA1_LEN);
+    mdb_sha256_password(pw, pw_len, e->sha256pw);
+    mdb_sha1(pw, pw_len, e->sha1pw);
+    return 0;
+}
+
+void
+mdb_sha2_cache_sweep(struct mdb_sha2_cache *c, const struct mdb_users *u)
+{
+    size_t i = 0;
+
+    /* Entries times accounts: the cache is bounded and loads are at
+     * most one a second. */
+    while (i < c->n) {
+        const struct mdb_sha2_entry *e = &c->v[i];
+        bool keep = false;
+
+        for (size_t j = 0; j < u->n && !keep; j++) {
+            const struct mdb_account *a = &u->v[j];
+
+            keep = strcmp(a->user, e->user) == 0 &&
+                   strcmp(a->host, e->host) == 0 && same_hash(e, a);
+        }
+        if (keep) {
+            i++;
+        } else {
+            cache_drop(c, i);
+        }
+    }
 }

@@ -111,19 +111,6 @@ struct usermap_file {
     uint64_t loads;           /* s->loads when read */
 };
 
-/* caching_sha2_password's cache: SHA256(pw) of an account that passed
- * the full authentication, with SHA1(pw) for its backend logins (the
- * fast path proves SHA256(pw) only) and the stored hash it was checked
- * against. Valid while the account's stored hash is that one. */
-struct sha2_entry {
-    char *user;
-    char *host;
-    uint8_t stored[MDB_SHA1_LEN];
-    uint8_t sha256pw[MDB_SHA256_LEN];
-    uint8_t sha1pw[MDB_SHA1_LEN];
-    uint64_t used;            /* s->sha2_tick when last used */
-};
-
 struct mdb_service {
     struct sl_service *svc;
     pthread_mutex_t lock;
@@ -147,113 +134,10 @@ struct mdb_service {
     uint64_t refresh_ms;      /* users_refresh_time: least time between
                                * reloads a failed login may cause */
     uint64_t interval_ms;     /* users_refresh_interval: periodic, 0 off */
-    struct sha2_entry sha2[SHA2_CACHE_MAX];
-    size_t sha2_n;
-    uint64_t sha2_tick;
+    struct mdb_sha2_cache sha2;
     uint64_t sha2_fast;       /* logins by the fast path */
     uint64_t sha2_full;       /* full authentications that passed */
 };
-
-/* ---- caching_sha2_password's cache (lock held) ---- */
-
-/* Wipe entry i and fill its hole with the last one. */
-static void
-sha2_drop(struct mdb_service *s, size_t i)
-{
-    struct sha2_entry *e = &s->sha2[i];
-
-    free(e->user);
-    free(e->host);
-    OPENSSL_cleanse(e, sizeof(*e));
-    if (i != s->sha2_n - 1) {
-        *e = s->sha2[s->sha2_n - 1];
-        OPENSSL_cleanse(&s->sha2[s->sha2_n - 1], sizeof(*e));
-    }
-    s->sha2_n--;
-}
-
-/* The entry of account a, or NULL; an entry whose stored hash is no
- * longer the account's (the password changed) is wiped. */
-static struct sha2_entry *
-sha2_find(struct mdb_service *s, const struct mdb_account *a)
-{
-    for (size_t i = 0; i < s->sha2_n; i++) {
-        struct sha2_entry *e = &s->sha2[i];
-
-        if (strcmp(e->user, a->user) != 0 || strcmp(e->host, a->host) != 0) {
-            continue;
-        }
-        if (!a->has_pw ||
-            CRYPTO_memcmp(e->stored, a->stored, MDB_SHA1_LEN) != 0) {
-            sha2_drop(s, i);
-            return NULL;
-        }
-        e->used = ++s->sha2_tick;
-        return e;
-    }
-    return NULL;
-}
-
-/* Remember SHA256(pw) of account a (its password pw passed); the least
- * recently used entry makes room when the cache is full. */
-static void
-sha2_put(struct mdb_service *s, const struct mdb_account *a,
-         const uint8_t *pw, size_t pw_len)
-{
-    struct sha2_entry *e = sha2_find(s, a);
-    size_t oldest = 0;
-
-    if (e == NULL) {
-        if (s->sha2_n == SHA2_CACHE_MAX) {
-            for (size_t i = 1; i < s->sha2_n; i++) {
-                if (s->sha2[i].used < s->sha2[oldest].used) {
-                    oldest = i;
-                }
-            }
-            sha2_drop(s, oldest);
-        }
-        e = &s->sha2[s->sha2_n];
-        e->user = strdup(a->user);
-        e->host = strdup(a->host);
-        if (e->user == NULL || e->host == NULL) {
-            free(e->user);
-            free(e->host);
-            OPENSSL_cleanse(e, sizeof(*e));
-            return;
-        }
-        s->sha2_n++;
-        e->used = ++s->sha2_tick;
-    }
-    memcpy(e->stored, a->stored, MDB_SHA1_LEN);
-    mdb_sha256_password(pw, pw_len, e->sha256pw);
-    mdb_sha1(pw, pw_len, e->sha1pw);
-}
-
-/* After a load: wipe the entries of accounts that are gone or whose
- * stored hash changed. */
-static void
-sha2_sweep(struct mdb_service *s)
-{
-    size_t i = 0;
-
-    while (i < s->sha2_n) {
-        const struct sha2_entry *e = &s->sha2[i];
-        bool keep = false;
-
-        for (size_t j = 0; j < s->users.n && !keep; j++) {
-            const struct mdb_account *a = &s->users.v[j];
-
-            keep = a->has_pw && strcmp(a->user, e->user) == 0 &&
-                   strcmp(a->host, e->host) == 0 &&
-                   CRYPTO_memcmp(a->stored, e->stored, MDB_SHA1_LEN) == 0;
-        }
-        if (keep) {
-            i++;
-        } else {
-            sha2_drop(s, i);
-        }
-    }
-}
 
 /* ---- loading (loader thread) ---- */
 
@@ -530,7 +414,7 @@ loader_main(void *arg)
         if (rc == 0) {
             mdb_users_free(&s->users);
             s->users = fresh;
-            sha2_sweep(s);
+            mdb_sha2_cache_sweep(&s->sha2, &s->users);
             snprintf(s->source, sizeof(s->source), "%s", src);
             sl_log_info("service %s: loaded %zu accounts from %s",
                         sl_service_name(s->svc), s->users.n, src);
@@ -558,6 +442,10 @@ mdb_service_create(struct sl_service *svc)
     if (s == NULL) {
         return NULL;
     }
+    if (mdb_sha2_cache_init(&s->sha2, SHA2_CACHE_MAX) != 0) {
+        free(s);
+        return NULL;
+    }
     s->svc = svc;
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->cond, NULL);
@@ -572,6 +460,7 @@ mdb_service_create(struct sl_service *svc)
     if (pthread_create(&s->thread, NULL, loader_main, s) != 0) {
         sl_log_error("service %s: cannot start the account loader",
                      sl_service_name(svc));
+        mdb_sha2_cache_free(&s->sha2);
         pthread_cond_destroy(&s->cond);
         pthread_mutex_destroy(&s->lock);
         free(s);
@@ -602,9 +491,7 @@ mdb_service_free(struct mdb_service *s)
         sl_dcb_unref(w->dcb);
         free(w);
     }
-    while (s->sha2_n > 0) {
-        sha2_drop(s, s->sha2_n - 1);
-    }
+    mdb_sha2_cache_free(&s->sha2);
     mdb_users_free(&s->users);
     while ((u = s->usage) != NULL) {
         s->usage = u->next;
@@ -633,7 +520,7 @@ mdb_service_diagnostics(struct mdb_service *s)
                   (json_int_t)s->users.n, "loads", (json_int_t)s->loads,
                   "load_errors", (json_int_t)s->load_errors, "loaded",
                   s->loaded, "source", s->source, "last_error",
-                  s->last_error, "sha2_cached", (json_int_t)s->sha2_n,
+                  s->last_error, "sha2_cached", (json_int_t)s->sha2.n,
                   "sha2_fast_auth", (json_int_t)s->sha2_fast,
                   "sha2_full_auth", (json_int_t)s->sha2_full);
     pthread_mutex_unlock(&s->lock);
@@ -964,7 +851,7 @@ static bool
 sha2_fast_ok(struct mdb_service *s, const struct mdb_account *a,
              const struct mdb_auth_req *req, struct mdb_session *sd)
 {
-    struct sha2_entry *e = sha2_find(s, a);
+    const struct mdb_sha2_entry *e = mdb_sha2_cache_find(&s->sha2, a);
 
     if (e == NULL ||
         !mdb_sha2_fast_check(req->token, req->token_len, req->scramble,
@@ -1054,7 +941,7 @@ mdb_service_authenticate(struct mdb_service *s, struct sl_dcb *dcb,
         }
         if (kind == PROOF_NATIVE && req->cleartext && a->has_pw) {
             /* caching_sha2_password's full authentication passed */
-            sha2_put(s, a, req->token, req->token_len);
+            mdb_sha2_cache_put(&s->sha2, a, req->token, req->token_len);
             s->sha2_full++;
         }
         rc = backend_credential(s, a, req, kind, sd, why);
