@@ -32,7 +32,6 @@ line is ever logged, and the plain-connection PyMySQL login never asks for
 a key, so every test here except the last fails on such a Sluice.
 """
 
-import re
 import socket
 import struct
 import subprocess
@@ -108,11 +107,12 @@ def proxy(users, tmp_path_factory):
     tls = (f"ssl=true\nssl_cert={run_dir}/cert.pem\n"
            f"ssl_key={run_dir}/key.pem\n")
     text = (px.sluice_config(run_dir, TLS_PRIMARY, TLS_REPLICA,
+                             sock=run_dir / "replica.sock",
                              extra="log_info=true\n"
                              "max_auth_errors_until_block=0") +
             px.rw_service("RW-Service", TLS_RW))
-    text = text.replace("protocol=MariaDBClient\n",
-                        "protocol=MariaDBClient\n" + tls)
+    text = text.replace("protocol=MariaDBClient\naddress",
+                        "protocol=MariaDBClient\n" + tls + "address")
     for route, (service, _) in SERVICES.items():
         text += f"""
 [Plain-{service}]
@@ -185,19 +185,21 @@ def connector(port, user, password, tls):
         capture_output=True, text=True, timeout=120)
 
 
-def fast_lines(proxy, user, service):
+def fast_lines(proxy, user, service, host="127.0.0.1"):
     """How often the log says user took the fast path on service."""
     log = (proxy.run_dir / "proxy.log").read_text(errors="replace")
-    return len(re.findall(
-        rf"client '{user}'@'127\.0\.0\.1' logged in by caching_sha2_"
-        rf"password's fast authentication \(service '{service}'\)", log))
+    return log.count(f"client '{user}'@'{host}' logged in by caching_sha2_"
+                     f"password's fast authentication (service "
+                     f"'{service}')")
 
 
-def full_lines(proxy, user, service, how):
+def full_lines(proxy, user, service, how, host="127.0.0.1"):
+    """How often the log says user passed the full authentication (how:
+    TLS, RSA or unix socket) on service."""
     log = (proxy.run_dir / "proxy.log").read_text(errors="replace")
-    return len(re.findall(
-        rf"client '{user}'@'127\.0\.0\.1' passed caching_sha2_password's "
-        rf"full authentication \({how}, service '{service}'\)", log))
+    return log.count(f"client '{user}'@'{host}' passed caching_sha2_"
+                     f"password's full authentication ({how}, service "
+                     f"'{service}')")
 
 
 def logged_in(proc, user, sids):
@@ -424,6 +426,24 @@ def test_changed_password_drops_the_cached_hash(proxy, user):
     logged_in(cli(port, user, "newpw", True), user, st.REPLICA_IDS)
     wait_count(lambda: fast_lines(proxy, user, "RW-Service"), 2,
                "the fast authentication in the log")
+
+
+def test_cli_unix_socket_full_then_fast(proxy, user):
+    """A unix socket counts as secure, as on MySQL: the CLI sends the
+    password in clear after 0x04 and it is taken; then the fast path."""
+    sock = proxy.run_dir / "replica.sock"
+    argv = ["mariadb", "--no-defaults", f"-u{user}", f"-p{PW}",
+            f"--socket={sock}", "--default-auth=caching_sha2_password",
+            "--batch", "--skip-column-names", "-e", SQL]
+    for n in (0, 1):
+        proc = subprocess.run(argv, capture_output=True, text=True,
+                              timeout=60)
+        logged_in(proc, user, st.REPLICA_IDS)
+        wait_count(lambda: fast_lines(proxy, user, "Replica-Service",
+                                      "localhost"), n,
+                   "the fast authentication in the log")
+    assert full_lines(proxy, user, "Replica-Service", "unix socket",
+                      "localhost") == 1
 
 
 def test_native_clients_unchanged(proxy, user):

@@ -457,7 +457,10 @@ sha2_log_full(struct sl_dcb *dcb, const struct mdb_client *cl)
 {
     sl_log_info("client '%s'@'%s' passed caching_sha2_password's full "
                 "authentication (%s, service '%s')", cl->hello->user,
-                sl_dcb_remote(dcb), cl->sha2_rsa ? "RSA" : "TLS",
+                sl_dcb_remote(dcb),
+                cl->sha2_rsa            ? "RSA"
+                : sl_dcb_is_unix(dcb)   ? "unix socket"
+                                        : "TLS",
                 sl_service_name(sl_dcb_service(dcb)));
 }
 
