@@ -29,7 +29,12 @@
  *   3 verdict        the account cache's next answer (op >> 3: ok, denied,
  *                    wait for a reload, refused with 1045/4151/1226; with
  *                    op bit 7: ok first asks for a client_ed25519
- *                    signature, refused has no backend credential)
+ *                    signature, refused has no backend credential; with
+ *                    op bit 5: ok answers a caching_sha2_password
+ *                    fast-path token with "perform full authentication",
+ *                    after which the client's answers are a password in
+ *                    clear (TLS), a 0x02 key request or an RSA answer,
+ *                    decrypted with a fixed 1024-bit key)
  *   4 resume         the reload finished: mdb_client_resume
  *   5 error          a backend failed: mdb_client_error
  *   6 block          toggle the host block (max_auth_errors_until_block)
@@ -42,6 +47,7 @@
  * connection slot taken is given back exactly once (ASan catches the
  * rest); the DCB references taken for a reload are dropped by resume.
  */
+#include <openssl/pem.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -88,6 +94,41 @@ static struct fake {
     uint64_t pending;            /* sl_session_set_answers_pending */
 } f;
 
+/* ---- the process's RSA key (mdb_module.c): a fixed 1024-bit test key,
+ * so an RSA answer costs little ---- */
+
+static const char RSA_KEY[] =
+    "-----BEGIN PRIVATE KEY-----\n"
+    "MIICdgIBADANBgkqhkiG9w0BAQEFAASCAmAwggJcAgEAAoGBAKVeJ23f/9ACX4Gq\n"
+    "AIE60HXtcGbaf11X6IJaKIXgmV3AifAckrv9yRDPrsWMT3NQ4loE0EZZAyT5bFgN\n"
+    "efl6htPC5VIo5cEPHpmYJtmnPMDEpkDSR+9NgiZ9knj+Yz/lxhmth/OthfNPfV6W\n"
+    "7aZ8WblRQYO8ZPQeitb94XuD9ne9AgMBAAECgYB0hQ0/TFBR3vowwPquFCUCkxVa\n"
+    "Q6buvJxmDOT0wDcQajRHbbqun7nnEI9TPvRUiq+TQkUG7H1ctirzODuz3/PTa/XM\n"
+    "b007hdEvQ5f/3gqAjYvUvrHLeGyaaLuvkRauwHVLyqUKsaWZrItqQ1XpHhgIgpIm\n"
+    "D+kKix+tclTd0RjGeQJBANhDaP/i5EohRoVObQ+vgmut+V/VKLHs4dgsS4EtlaxX\n"
+    "MtEQT45a50vTngouumfsEhUTz4KNNiKbIX19Jb6Sl98CQQDDwLiJB/Jtv7ou7ygX\n"
+    "z2v2HH1GLD9C07VgbyVV4XprcA2zfoqM0nvGm+6/U34aQQXJQ4J50qDVhyaBbrN4\n"
+    "09PjAkEAmvEhB0Qd32abyeJ4jOZoAJHyutBTibZ30JNbvT9VntYSmGqhNRK36EHD\n"
+    "VvRHpTEje2poH9bgVEbk5a2GH1WT7QJAXBMIOZw9UZX/Exh2uUxdMbQQ0LL7Romi\n"
+    "JKvi2dRm6qYYK7d3n+lZQwARenjhNaQj/pj8hCSodgdN+0+Ap3KrlQJAW154wADL\n"
+    "v9pkDYxUci5RiLZd0HUdcmhQ99gjDP7YvLQYvTOX6V43HSQndNRBfY6p7nN42JOc\n"
+    "2FANOFXKobCOEw==\n"
+    "-----END PRIVATE KEY-----\n";
+static struct evp_pkey_st *rsa_key;
+static char rsa_pem[1024];
+
+struct evp_pkey_st *
+mdb_server_rsa_key(void)
+{
+    return rsa_key;
+}
+
+const char *
+mdb_server_rsa_pem(void)
+{
+    return rsa_pem;
+}
+
 /* Opaque stand-ins: mdb_client.c never dereferences them. */
 static char dcb_obj, ses_obj, svc_obj, mdbsvc_obj, lst_obj, slot_obj;
 #define DCB ((struct sl_dcb *)&dcb_obj)
@@ -122,6 +163,12 @@ struct sl_service *
 sl_dcb_service(const struct sl_dcb *d)
 {
     return (struct sl_service *)&svc_obj;
+}
+
+const char *
+sl_service_name(const struct sl_service *s)
+{
+    return "svc";
 }
 
 struct sl_listener *
@@ -284,10 +331,19 @@ mdb_service_authenticate(struct mdb_service *s, struct sl_dcb *d,
     if (req->ed25519 && req->nonce == NULL) {
         abort();                /* a signature needs its nonce */
     }
+    if (req->sha2 + req->cleartext + req->ed25519 > 1) {
+        abort();                /* one kind of proof at a time */
+    }
+    if (req->sha2 && req->token_len == 0) {
+        abort();                /* no token is an empty password */
+    }
     switch (f.verdict) {
     case V_OK:
         if ((f.refusal & 4) && !req->ed25519) {
             return MDB_AUTH_SWITCH_ED25519;
+        }
+        if ((f.refusal & 1) && req->sha2) {
+            return MDB_AUTH_SHA2_FULL;
         }
         sd->usage = (struct mdb_usage *)&slot_obj;
         f.slots++;              /* checked at the end of each input */
@@ -562,6 +618,14 @@ event(const uint8_t *data, size_t size, size_t *off)
 int
 LLVMFuzzerInitialize(int *argc, char ***argv)
 {
+    BIO *b = BIO_new_mem_buf(RSA_KEY, -1);
+
+    rsa_key = PEM_read_bio_PrivateKey(b, NULL, NULL, NULL);
+    BIO_free(b);
+    if (rsa_key == NULL ||
+        mdb_rsa_public_pem(rsa_key, rsa_pem, sizeof(rsa_pem)) == 0) {
+        abort();
+    }
     return sl__log_init("/dev/null", SL_LOG_DEBUG);
 }
 

@@ -192,6 +192,30 @@ def client_seeds():
         "too_big": b"\x08" + login + client(query(b"x" * 100)),
         # the account cache asks for client_ed25519 (verdict ok, op bit
         # 7): switch at seq 2, the signature at 3, OK at 4
+        # caching_sha2_password: the fast path (ok: 0x03, OK at 3)
+        "sha2_fast": b"\x00" +
+        client(hello(token=b"\x05" * 32, plugin=b"caching_sha2_password")) +
+        READY + client(q1) + backend(ok(1)),
+        # no token: switched to caching_sha2_password at 2, token at 3
+        "sha2_no_token": b"\x00" +
+        client(hello(token=b"", plugin=b"caching_sha2_password")) +
+        client(packet(3, b"\x05" * 32)) + READY + client(q1) +
+        backend(ok(1)),
+        # full authentication (verdict op bit 5): over TLS the password
+        "sha2_full_tls": b"\x03" + b"\x23" + client(ssl_request()) +
+        client(hello(seq=2, caps=CLIENT_CAPS | SSL, token=b"\x05" * 32,
+                     plugin=b"caching_sha2_password")) +
+        client(packet(4, b"secret\0")) + READY + client(q1) +
+        backend(ok(1)),
+        # plain: 0x02 for the key at 3, the key at 4, an RSA answer at 5
+        "sha2_rsa": b"\x00" + b"\x23" +
+        client(hello(token=b"\x05" * 32, plugin=b"caching_sha2_password")) +
+        client(packet(3, b"\x02")) + client(packet(5, bytes(range(128)))) +
+        READY + client(q1) + backend(ok(1)),
+        # plain: the password in clear (refused)
+        "sha2_clear_on_plain": b"\x00" + b"\x23" +
+        client(hello(token=b"\x05" * 32, plugin=b"caching_sha2_password")) +
+        client(packet(3, b"secret\0")),
         "ed25519_switch": b"\x00" + b"\x83" + client(hello()) +
         client(packet(3, b"S" * 64)) + READY + client(q1) + backend(ok(1)),
         "ed25519_change_user": b"\x00" + login + b"\x83" +

@@ -16,8 +16,9 @@ auth_ed25519 plugin is installed on each sandbox server when missing):
 
 A second proxy has listeners with `authenticator_options=ed_mode=sha256`
 (no mapping file): over TLS the client sends its password
-(caching_sha2_password's full authentication), Sluice checks it against the stored key and signs the
-servers' nonces itself; a plain connection is refused with 3159.
+(caching_sha2_password's full authentication), or RSA-encrypted on a
+plain connection, Sluice checks it against the stored key and signs the
+servers' nonces itself.
 
 CURRENT_USER() and @@server_id on the backend prove the backend login.
 Every test here fails on a Sluice without client_ed25519 (the listener
@@ -29,6 +30,7 @@ import socket
 import struct
 import uuid
 
+import pymysql
 import pytest
 
 import proxy as px
@@ -327,6 +329,7 @@ def test_kill_query_user_of_ed25519_sessions(proxy, users):
 
 SHA_PRIMARY, SHA_REPLICA, SHA_RW, SHA_PLAIN = (st.port(5630), st.port(5631),
                                                st.port(5632), st.port(5633))
+SHA_PLAIN_PRIMARY = st.port(5716)   # from test_caching_sha2.py's block
 SHA_OPTS = ("authenticator=MariaDBAuth,ed25519auth\n"
             "authenticator_options=ed_mode=sha256\n")
 
@@ -353,6 +356,13 @@ service=RW-Service
 protocol=MariaDBClient
 address={st.HOST}
 port={SHA_PLAIN}
+{SHA_OPTS}
+[Plain-Primary-Listener]
+type=listener
+service=Primary-Service
+protocol=MariaDBClient
+address={st.HOST}
+port={SHA_PLAIN_PRIMARY}
 {SHA_OPTS}"""
     cfg = run_dir / "sluice.cnf"
     cfg.write_text(text)
@@ -360,7 +370,8 @@ port={SHA_PLAIN}
                        st.sluice_env())
     prx = px.Proxy(daemon, SHA_PRIMARY, SHA_REPLICA, None, run_dir)
     try:
-        daemon.wait_ports([SHA_PRIMARY, SHA_REPLICA, SHA_RW, SHA_PLAIN])
+        daemon.wait_ports([SHA_PRIMARY, SHA_REPLICA, SHA_RW, SHA_PLAIN,
+                           SHA_PLAIN_PRIMARY])
 
         def ready():
             with st.connect(SHA_PLAIN, connect_timeout=5) as conn:
@@ -412,15 +423,35 @@ def test_sha256_mode_wrong_password(sha_proxy, users):
             "(using password: YES)") in proc.stderr
 
 
-def test_sha256_mode_plain_tcp_refused(sha_proxy, users):
-    """The client is refused before it is asked for its password; native
-    accounts on the same plain listener are not affected."""
+@pytest.mark.parametrize("port", [SHA_PLAIN, SHA_PLAIN_PRIMARY],
+                         ids=["readwritesplit", "readconnroute-primary"])
+def test_sha256_mode_plain_rsa(sha_proxy, users, port):
+    """On a plain connection the password comes RSA-encrypted (PyMySQL
+    asks for Sluice's public key with 0x02 and encrypts with it); the
+    backend session is the ed25519 account. A wrong password is 1045."""
+    sids = st.REPLICA_IDS if port == SHA_PLAIN else {st.PRIMARY_ID}
+    with st.connect(port, user=users["eunm"], password=ED_PW) as conn:
+        with conn.cursor() as cur:
+            cur.execute(SQL)
+            user_host, sid = cur.fetchone()
+    assert user_host == f"{users['eunm']}@%"
+    assert int(sid) in sids
+    with pytest.raises(pymysql.err.OperationalError) as exc:
+        st.connect(port, user=users["eunm"], password="wrong")
+    assert exc.value.args == (
+        1045, f"Access denied for user '{users['eunm']}'@'127.0.0.1' "
+        "(using password: YES)")
+
+
+def test_sha256_mode_plain_cleartext_refused(sha_proxy, users):
+    """Debian's libmariadb (GnuTLS) has no RSA and sends the password in
+    clear on a plain connection: refused with 1045 and a warning, as the
+    server refuses it. Native accounts on the listener are unaffected."""
     proc = st.cli(SQL, port=SHA_PLAIN, user=users["eunm"], password=ED_PW)
-    assert st.cli_error_code(proc) == 3159, proc.stderr
-    assert "ed_mode=sha256, which needs TLS" in proc.stderr
-    log_has(sha_proxy, f"client {users['eunm']}@127.0.0.1 refused: its "
-            "ed25519 account logs in with ed_mode=sha256 on listener "
-            "'Plain-Listener', which sends the password and needs TLS")
+    assert st.cli_error_code(proc) == 1045, proc.stderr
+    log_has(sha_proxy, f"client '{users['eunm']}'@'127.0.0.1' sent its "
+            "password in clear on a plain connection (listener "
+            "'Plain-Listener'): refused")
     proc = st.cli(SQL, port=SHA_PLAIN, user=users["nat"], password=NAT_PW)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split()[0] == f"{users['nat']}@%"

@@ -7,7 +7,8 @@
  * MariaDB's host matching and account order, and mysql.global_priv rows
  * (auth_or lists) as MariaDB 10.11 stores them, and the ed25519
  * plugin's key decoding, verification (OpenSSL) and signing (libsodium)
- * against a public key MariaDB 10.11 stored.
+ * against a public key MariaDB 10.11 stored, and caching_sha2_password's
+ * fast-path token and RSA exchange (a ciphertext PyMySQL made).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +19,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <openssl/pem.h>
 
 #include "mdb_kill.h"
 #include "mdb_parse.h"
@@ -943,6 +945,272 @@ test_usermap(void **state)
                 "\"password\":5}]}", "password");
 }
 
+/* ---- caching_sha2_password ---- */
+
+/*
+ * Fast path, computed with Python hashlib (and PyMySQL's
+ * scramble_caching_sha2 agrees):
+ *   SHA256(b"secret") = 2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b
+ *   token over b"abcdefghijklmnopqrst"
+ *                     = c76e2898612a4cf042c77fa8c4702c4c64c0c2c557c53c4d75595aaa6abae809
+ */
+static void
+test_sha2_fast_path(void **state)
+{
+    const uint8_t *nonce = (const uint8_t *)"abcdefghijklmnopqrst";
+    uint8_t h[MDB_SHA256_LEN], token[MDB_SHA256_LEN];
+    size_t n;
+    unsigned char *want_h = unhex(
+        "2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b",
+        &n);
+    unsigned char *want = unhex(
+        "c76e2898612a4cf042c77fa8c4702c4c64c0c2c557c53c4d75595aaa6abae809",
+        &n);
+
+    (void)state;
+    mdb_sha256_password("secret", 6, h);
+    assert_memory_equal(h, want_h, MDB_SHA256_LEN);
+    mdb_sha2_token(h, nonce, 20, token);
+    assert_memory_equal(token, want, MDB_SHA256_LEN);
+    assert_true(mdb_sha2_fast_check(want, 32, nonce, 20, h));
+    /* another nonce, a flipped bit, a short or long token, another
+     * password's hash: no */
+    assert_false(mdb_sha2_fast_check(want, 32,
+                                     (const uint8_t *)"abcdefghijklmnopqrsu",
+                                     20, h));
+    want[31] ^= 0x80;
+    assert_false(mdb_sha2_fast_check(want, 32, nonce, 20, h));
+    want[31] ^= 0x80;
+    assert_false(mdb_sha2_fast_check(want, 31, nonce, 20, h));
+    assert_false(mdb_sha2_fast_check(want, 0, nonce, 20, h));
+    mdb_sha256_password("secreT", 6, h);
+    assert_false(mdb_sha2_fast_check(want, 32, nonce, 20, h));
+    free(want_h);
+    free(want);
+}
+
+static void
+test_native_check_password(void **state)
+{
+    uint8_t stored[20], sha1pw[20], want[20];
+
+    (void)state;
+    assert_int_equal(
+        mdb_parse_stored("*14E65567ABDB5135D0CFD9A70B3032C179A49EE7", stored),
+        1);
+    assert_true(mdb_native_check_password((const uint8_t *)"secret", 6,
+                                          true, stored, sha1pw));
+    mdb_sha1("secret", 6, want);
+    assert_memory_equal(sha1pw, want, 20);
+    assert_false(mdb_native_check_password((const uint8_t *)"secreT", 6,
+                                           true, stored, sha1pw));
+    assert_false(mdb_native_check_password((const uint8_t *)"secret", 5,
+                                           true, stored, sha1pw));
+    assert_false(mdb_native_check_password((const uint8_t *)"", 0, true,
+                                           stored, sha1pw));
+    /* no password: only "" */
+    assert_true(mdb_native_check_password((const uint8_t *)"", 0, false,
+                                          stored, sha1pw));
+    assert_false(mdb_native_check_password((const uint8_t *)"x", 1, false,
+                                           stored, sha1pw));
+}
+
+/* A throwaway 1024-bit key (openssl genpkey) and what PyMySQL 1.0.2's
+ * sha2_rsa_encrypt (the `cryptography` package, OAEP with SHA-1) sent
+ * for the password "s3cr3t-pa55word" and nonce "abcdefghijklmnopqrst". */
+static const char RSA_TEST_KEY[] =
+    "-----BEGIN PRIVATE KEY-----\n"
+    "MIICdgIBADANBgkqhkiG9w0BAQEFAASCAmAwggJcAgEAAoGBAKVeJ23f/9ACX4Gq\n"
+    "AIE60HXtcGbaf11X6IJaKIXgmV3AifAckrv9yRDPrsWMT3NQ4loE0EZZAyT5bFgN\n"
+    "efl6htPC5VIo5cEPHpmYJtmnPMDEpkDSR+9NgiZ9knj+Yz/lxhmth/OthfNPfV6W\n"
+    "7aZ8WblRQYO8ZPQeitb94XuD9ne9AgMBAAECgYB0hQ0/TFBR3vowwPquFCUCkxVa\n"
+    "Q6buvJxmDOT0wDcQajRHbbqun7nnEI9TPvRUiq+TQkUG7H1ctirzODuz3/PTa/XM\n"
+    "b007hdEvQ5f/3gqAjYvUvrHLeGyaaLuvkRauwHVLyqUKsaWZrItqQ1XpHhgIgpIm\n"
+    "D+kKix+tclTd0RjGeQJBANhDaP/i5EohRoVObQ+vgmut+V/VKLHs4dgsS4EtlaxX\n"
+    "MtEQT45a50vTngouumfsEhUTz4KNNiKbIX19Jb6Sl98CQQDDwLiJB/Jtv7ou7ygX\n"
+    "z2v2HH1GLD9C07VgbyVV4XprcA2zfoqM0nvGm+6/U34aQQXJQ4J50qDVhyaBbrN4\n"
+    "09PjAkEAmvEhB0Qd32abyeJ4jOZoAJHyutBTibZ30JNbvT9VntYSmGqhNRK36EHD\n"
+    "VvRHpTEje2poH9bgVEbk5a2GH1WT7QJAXBMIOZw9UZX/Exh2uUxdMbQQ0LL7Romi\n"
+    "JKvi2dRm6qYYK7d3n+lZQwARenjhNaQj/pj8hCSodgdN+0+Ap3KrlQJAW154wADL\n"
+    "v9pkDYxUci5RiLZd0HUdcmhQ99gjDP7YvLQYvTOX6V43HSQndNRBfY6p7nN42JOc\n"
+    "2FANOFXKobCOEw==\n"
+    "-----END PRIVATE KEY-----\n";
+static const char RSA_TEST_CT[] =
+    "0e2a6d009cc6f1960fe7d8b50426830f8153cd8eef727f24cf5593d7fcbce917"
+    "877c7904a8982b5c16a3dff7240750b2afed311809a3334bdae74f4a1d096102"
+    "5a9bf0c31d2bfecda538103a015112fdc8e45076df46a5891745e2b68b9fb99b"
+    "2d81188d97304697bf89efd24d5dbebcb49d604ff0d38d490a15d60f2c164c3c";
+
+static void
+test_sha2_rsa_recorded(void **state)
+{
+    const uint8_t *nonce = (const uint8_t *)"abcdefghijklmnopqrst";
+    BIO *b = BIO_new_mem_buf(RSA_TEST_KEY, -1);
+    EVP_PKEY *key = PEM_read_bio_PrivateKey(b, NULL, NULL, NULL);
+    size_t n, pw_len;
+    unsigned char *ct = unhex(RSA_TEST_CT, &n);
+    uint8_t pw[255];
+
+    (void)state;
+    BIO_free(b);
+    assert_non_null(key);
+    assert_int_equal(mdb_rsa_size(key), 128);
+    assert_int_equal(n, 128);
+    assert_int_equal(mdb_rsa_decrypt_password(key, ct, n, nonce, 20, pw,
+                                              sizeof(pw), &pw_len), 0);
+    assert_int_equal(pw_len, 15);
+    assert_memory_equal(pw, "s3cr3t-pa55word", 15);
+    /* another nonce (at the NUL's position 15): no NUL at the end */
+    assert_int_equal(mdb_rsa_decrypt_password(
+                         key, ct, n, (const uint8_t *)"abcdefghijklmnoXqrst",
+                         20, pw, sizeof(pw), &pw_len), -1);
+    /* too little room for it */
+    assert_int_equal(mdb_rsa_decrypt_password(key, ct, n, nonce, 20, pw, 14,
+                                              &pw_len), -1);
+    /* a flipped bit, a byte short, all zeros */
+    ct[64] ^= 1;
+    assert_int_equal(mdb_rsa_decrypt_password(key, ct, n, nonce, 20, pw,
+                                              sizeof(pw), &pw_len), -1);
+    assert_int_equal(mdb_rsa_decrypt_password(key, ct, n - 1, nonce, 20, pw,
+                                              sizeof(pw), &pw_len), -1);
+    memset(ct, 0, n);
+    assert_int_equal(mdb_rsa_decrypt_password(key, ct, n, nonce, 20, pw,
+                                              sizeof(pw), &pw_len), -1);
+    assert_int_equal(pw_len, 0);
+    free(ct);
+    EVP_PKEY_free(key);
+}
+
+/* Our own key pair: the PEM a client gets parses (as the client parses
+ * it) and what is encrypted with it decrypts; a password with a NUL
+ * inside is refused. */
+static void
+test_sha2_rsa_round_trip(void **state)
+{
+    const uint8_t *nonce = (const uint8_t *)"0123456789abcdefghij";
+    struct evp_pkey_st *key = mdb_rsa_generate(2048);
+    struct evp_pkey_st *pub;
+    char pem[2048];
+    size_t pem_len, n, pw_len;
+    uint8_t ct[512], pw[255];
+    char longpw[200];
+
+    (void)state;
+    assert_non_null(key);
+    pem_len = mdb_rsa_public_pem(key, pem, sizeof(pem));
+    assert_true(pem_len > 0);
+    assert_true(strncmp(pem, "-----BEGIN PUBLIC KEY-----\n", 27) == 0);
+    assert_int_equal(mdb_rsa_public_pem(key, pem, 100), 0);
+    pem_len = mdb_rsa_public_pem(key, pem, sizeof(pem));
+    pub = mdb_rsa_public_from_pem(pem, pem_len);
+    assert_non_null(pub);
+    assert_int_equal(mdb_rsa_size(pub), 256);
+    n = mdb_rsa_encrypt_password(pub, "pw", 2, nonce, 20, ct, sizeof(ct));
+    assert_int_equal(n, 256);
+    assert_int_equal(mdb_rsa_decrypt_password(key, ct, n, nonce, 20, pw,
+                                              sizeof(pw), &pw_len), 0);
+    assert_int_equal(pw_len, 2);
+    assert_memory_equal(pw, "pw", 2);
+    /* longer than the nonce: it repeats */
+    memset(longpw, 'q', sizeof(longpw));
+    n = mdb_rsa_encrypt_password(pub, longpw, sizeof(longpw), nonce, 20, ct,
+                                 sizeof(ct));
+    assert_int_equal(n, 256);
+    assert_int_equal(mdb_rsa_decrypt_password(key, ct, n, nonce, 20, pw,
+                                              sizeof(pw), &pw_len), 0);
+    assert_int_equal(pw_len, sizeof(longpw));
+    assert_memory_equal(pw, longpw, sizeof(longpw));
+    /* the empty password */
+    n = mdb_rsa_encrypt_password(pub, "", 0, nonce, 20, ct, sizeof(ct));
+    assert_int_equal(mdb_rsa_decrypt_password(key, ct, n, nonce, 20, pw,
+                                              sizeof(pw), &pw_len), 0);
+    assert_int_equal(pw_len, 0);
+    /* a NUL inside */
+    n = mdb_rsa_encrypt_password(pub, "a\0b", 3, nonce, 20, ct, sizeof(ct));
+    assert_int_equal(mdb_rsa_decrypt_password(key, ct, n, nonce, 20, pw,
+                                              sizeof(pw), &pw_len), -1);
+    /* the public half cannot decrypt; no key at all */
+    n = mdb_rsa_encrypt_password(pub, "pw", 2, nonce, 20, ct, sizeof(ct));
+    assert_int_equal(mdb_rsa_decrypt_password(pub, ct, n, nonce, 20, pw,
+                                              sizeof(pw), &pw_len), -1);
+    assert_int_equal(mdb_rsa_decrypt_password(NULL, ct, n, nonce, 20, pw,
+                                              sizeof(pw), &pw_len), -1);
+    assert_null(mdb_rsa_public_from_pem("garbage", 7));
+    mdb_rsa_free(pub);
+    mdb_rsa_free(key);
+}
+
+/* The fast path's cache: found by account, useless once the account's
+ * stored hash changes, least recently used evicted, swept after a load. */
+static void
+test_sha2_cache(void **state)
+{
+    struct mdb_sha2_cache c;
+    struct mdb_users u = {0};
+    const struct mdb_sha2_entry *e;
+    uint8_t h[MDB_SHA256_LEN], sha1pw[MDB_SHA1_LEN];
+    struct mdb_account *a, *b, *d;
+    /* SHA1(SHA1(pw)) of "secret" */
+    const char *secret = "*14E65567ABDB5135D0CFD9A70B3032C179A49EE7";
+
+    (void)state;
+    assert_int_equal(mdb_users_add(&u, "a", "%", secret, NULL), 0);
+    assert_int_equal(mdb_users_add(&u, "b", "%", secret, NULL), 0);
+    assert_int_equal(mdb_users_add(&u, "d", "10.%", secret, NULL), 0);
+    assert_int_equal(mdb_users_add(&u, "e", "%", "", NULL), 0);
+    a = &u.v[0];
+    b = &u.v[1];
+    d = &u.v[2];
+    assert_int_equal(mdb_sha2_cache_init(&c, 2), 0);
+    assert_null(mdb_sha2_cache_find(&c, a));
+    assert_int_equal(mdb_sha2_cache_put(&c, a, (const uint8_t *)"secret",
+                                        6), 0);
+    e = mdb_sha2_cache_find(&c, a);
+    assert_non_null(e);
+    mdb_sha256_password("secret", 6, h);
+    assert_memory_equal(e->sha256pw, h, MDB_SHA256_LEN);
+    mdb_sha1("secret", 6, sha1pw);
+    assert_memory_equal(e->sha1pw, sha1pw, MDB_SHA1_LEN);
+    /* the same user at another host is another account */
+    assert_null(mdb_sha2_cache_find(&c, d));
+    /* full: the least recently used (a was used after b was put) goes */
+    assert_int_equal(mdb_sha2_cache_put(&c, b, (const uint8_t *)"secret",
+                                        6), 0);
+    assert_non_null(mdb_sha2_cache_find(&c, a));
+    assert_int_equal(mdb_sha2_cache_put(&c, d, (const uint8_t *)"secret",
+                                        6), 0);
+    assert_int_equal(c.n, 2);
+    assert_null(mdb_sha2_cache_find(&c, b));
+    assert_non_null(mdb_sha2_cache_find(&c, a));
+    assert_non_null(mdb_sha2_cache_find(&c, d));
+    /* a's password changed: its entry is wiped when met */
+    a->stored[0] ^= 1;
+    assert_null(mdb_sha2_cache_find(&c, a));
+    assert_int_equal(c.n, 1);
+    a->stored[0] ^= 1;
+    assert_null(mdb_sha2_cache_find(&c, a));
+    /* a put again replaces, not adds */
+    assert_int_equal(mdb_sha2_cache_put(&c, a, (const uint8_t *)"secret",
+                                        6), 0);
+    assert_int_equal(mdb_sha2_cache_put(&c, a, (const uint8_t *)"secret",
+                                        6), 0);
+    assert_int_equal(c.n, 2);
+    /* a load: d is gone, a's hash changed -> both wiped */
+    d->user[0] = 'x';
+    a->stored[5] ^= 0x10;
+    mdb_sha2_cache_sweep(&c, &u);
+    assert_int_equal(c.n, 0);
+    /* an account without password is never served from the cache */
+    assert_int_equal(mdb_sha2_cache_put(&c, b, (const uint8_t *)"secret",
+                                        6), 0);
+    b->has_pw = false;
+    assert_null(mdb_sha2_cache_find(&c, b));
+    mdb_sha2_cache_free(&c);
+    assert_int_equal(c.n, 0);
+    assert_null(c.v);
+    mdb_users_free(&u);
+}
+
 int
 main(void)
 {
@@ -970,6 +1238,11 @@ main(void)
         cmocka_unit_test(test_ed25519_sign_hash),
         cmocka_unit_test(test_global_priv_ed25519),
         cmocka_unit_test(test_usermap),
+        cmocka_unit_test(test_sha2_fast_path),
+        cmocka_unit_test(test_native_check_password),
+        cmocka_unit_test(test_sha2_rsa_recorded),
+        cmocka_unit_test(test_sha2_rsa_round_trip),
+        cmocka_unit_test(test_sha2_cache),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -60,6 +60,9 @@ enum mdb_auth_rc {
                          now: send the mdb_refusal's error */
     MDB_AUTH_SWITCH_ED25519, /* ask the client for a client_ed25519
                                 signature and check again */
+    MDB_AUTH_SHA2_FULL, /* caching_sha2_password: no cached SHA-256 (or
+                           a token that does not match it): ask for the
+                           full authentication, check the password */
 };
 
 /* Why a login with the right password is refused, with MariaDB's error. */
@@ -91,7 +94,13 @@ struct mdb_auth_req {
                                     * of nonce (else a native token) */
     const uint8_t *nonce;          /* MDB_ED25519_NONCE_LEN bytes */
     bool cleartext;                /* token is the password in clear
-                                    * (ed_mode=sha256, over TLS) */
+                                    * (caching_sha2_password's full
+                                    * authentication: TLS or RSA) */
+    bool sha2;                     /* token is a caching_sha2_password
+                                    * fast-path token of scramble */
+    bool ed_cleartext_ok;          /* a password in clear may be checked
+                                    * against an ed25519 key
+                                    * (ed_mode=sha256) */
     const char *map_path;          /* listener's user_mapping_file, or
                                     * NULL */
 };
@@ -111,9 +120,16 @@ void *mdb_service_diagnostics(struct mdb_service *s);
  * req->nonce, checked against the account's ed25519 public key. A native
  * token that does not match an account with an ed25519 alternative on a
  * listener with ed25519auth gives MDB_AUTH_SWITCH_ED25519: ask the
- * client to sign a nonce (or, ed_mode=sha256, for its password over TLS:
+ * client to sign a nonce (or, ed_mode=sha256, for its password:
  * req->cleartext, checked by deriving the public key, which also gives
  * the backend credential SHA-512(password)), then call again.
+ * With req->sha2 the token is a caching_sha2_password fast-path token:
+ * MDB_AUTH_OK when the service's cache holds SHA256(pw) for the matched
+ * native account and the token matches it (the backend credential comes
+ * from the cache), else MDB_AUTH_SHA2_FULL: ask for the password and call
+ * again with req->cleartext. A password in clear is checked against the
+ * native hash first (and then cached), then, with req->ed_cleartext_ok,
+ * against the ed25519 key.
  * On MDB_AUTH_OK, the backend credential (sd->sha1pw and sd->has_pw, or
  * sd->ed_hash and sd->has_ed, and sd->backend_user when the listener's
  * user_mapping_file maps the user) and sd->usage (the connection slot
@@ -137,6 +153,13 @@ void mdb_service_release(struct mdb_service *s, struct mdb_usage *u);
  * that failed keeps its old account), without checking the limits: the
  * session held it before. NULL: no-op. Any thread; the cache's mutex. */
 void mdb_service_retake(struct mdb_service *s, struct mdb_usage *u);
+
+/* ---- the process's RSA key (mdb_module.c) ---- */
+
+/* The key pair made at start-up for caching_sha2_password's RSA
+ * exchange, and its public half as PEM; NULL before process_init. */
+struct evp_pkey_st *mdb_server_rsa_key(void);
+const char *mdb_server_rsa_pem(void);
 
 /* ---- client side (mdb_client.c) ---- */
 

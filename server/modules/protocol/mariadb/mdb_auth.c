@@ -97,6 +97,21 @@ mdb_native_check(const uint8_t *token, size_t token_len,
     return CRYPTO_memcmp(check, stored, MDB_SHA1_LEN) == 0;
 }
 
+bool
+mdb_native_check_password(const uint8_t *pw, size_t pw_len, bool has_pw,
+                          const uint8_t stored[MDB_SHA1_LEN],
+                          uint8_t sha1pw[MDB_SHA1_LEN])
+{
+    uint8_t check[MDB_SHA1_LEN];
+
+    if (!has_pw) {
+        return pw_len == 0;
+    }
+    mdb_sha1(pw, pw_len, sha1pw);
+    mdb_sha1(sha1pw, MDB_SHA1_LEN, check);
+    return CRYPTO_memcmp(check, stored, MDB_SHA1_LEN) == 0;
+}
+
 static int
 hexval(int c)
 {

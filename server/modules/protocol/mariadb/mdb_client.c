@@ -4,13 +4,19 @@
  * against the service's account cache, command decoding, errors.
  *
  *   accept --Handshake v10--> HELLO
+ *   HELLO --HandshakeResponse41, caching_sha2_password--> check the
+ *         fast-path token (none: SWITCH to caching_sha2_password first)
+ *         --cached SHA-256 matches--> 0x01 0x03, STARTING
+ *         --else--> 0x01 0x04, SWITCH: the password (TLS, unix socket),
+ *           or 0x02 --> 0x01 PEM key --> RSA answer (plain TCP); check
  *   HELLO --HandshakeResponse41, other plugin--> SWITCH (AuthSwitchRequest)
  *   HELLO | SWITCH --token--> check --OK--> STARTING (session created)
  *                                  --ed25519 account--> SWITCH (to
  *                                    client_ed25519, 32-byte nonce; the
  *                                    answer is a signature, checked again;
  *                                    ed_mode=sha256: caching_sha2_password,
- *                                    token, 0x01 0x04, then the password)
+ *                                    token, 0x01 0x04, then the password
+ *                                    over TLS or RSA, as above)
  *                                  --no match--> PARKED (accounts reload)
  *                                  --denied--> ERR 1045, close
  *   PARKED --reload done--> check again --> STARTING | ERR 1045
@@ -74,6 +80,25 @@ enum client_state {
     CS_KILLING,      /* a translated KILL runs; commands wait behind it */
 };
 
+/* What cl->hello->auth holds. */
+enum proof {
+    PROOF_NATIVE,     /* a mysql_native_password token of scramble */
+    PROOF_ED25519,    /* a client_ed25519 signature of ed_nonce */
+    PROOF_SHA2,       /* a caching_sha2_password fast-path token */
+    PROOF_CLEAR,      /* the password (caching_sha2_password's full
+                       * authentication, over TLS or RSA) */
+};
+
+/* caching_sha2_password after "perform full authentication" (0x04):
+ * the client's next packet is the password (TLS, unix socket), a request
+ * for the public key (0x02) or the RSA-encrypted password; after the key
+ * was sent, the encrypted password. */
+enum sha2_stage {
+    SHA2_NONE,
+    SHA2_FULL,
+    SHA2_KEY,
+};
+
 struct mdb_client {
     enum client_state state;
     uint8_t scramble[MDB_SCRAMBLE_LEN];
@@ -100,13 +125,11 @@ struct mdb_client {
     bool load_data_done;         /* LOCAL INFILE data ended: the answer
                                   * that follows is the same answer's */
     uint32_t ext_offered;        /* MariaDB extended caps offered */
-    bool ed_pending;             /* hello->auth is a client_ed25519
-                                  * signature of ed_nonce, or with
-                                  * ed_cleartext the password
-                                  * (ed_mode=sha256) */
-    bool ed_cleartext;
-    bool sha2_full;              /* caching_sha2_password: the full
-                                  * authentication was asked for */
+    uint8_t proof;               /* enum proof: what hello->auth is */
+    uint8_t sha2;                /* enum sha2_stage: what the client's
+                                  * next auth packet is */
+    bool sha2_bad;               /* its RSA answer did not decrypt */
+    bool sha2_rsa;               /* the password came RSA-encrypted */
     uint8_t ed_nonce[MDB_ED25519_NONCE_LEN];
 };
 
@@ -372,65 +395,134 @@ listener_sha256(struct sl_dcb *dcb)
 
 /*
  * ed_mode=sha256, as MaxScale does it: AuthSwitchRequest to
- * caching_sha2_password; its first answer (the fast-path token, useless
- * here: the server stores no SHA-256 for the account) is answered with
- * "perform full authentication" (0x01 0x04), after which the client
- * sends its password in clear, which it does only over TLS. On a plain
- * connection the client is refused before it is asked (it would ask for
- * an RSA key, which Sluice does not have): ERR 3159.
+ * caching_sha2_password with the scramble; its first answer is a
+ * fast-path token (PROOF_SHA2), answered like any caching_sha2_password
+ * login (sha2_ask_full: there is no SHA-256 to check it against), after
+ * which the client sends its password over TLS, or RSA-encrypted on a
+ * plain connection.
  *
  *   SWITCH(caching_sha2_password, scramble) --token--> 0x01 0x04
- *   --password NUL--> check (req->cleartext)
+ *   --password NUL | 0x02 .. key .. RSA answer--> check (req->cleartext)
  */
 static int
 send_sha256_switch(struct sl_dcb *dcb, struct mdb_client *cl, uint8_t seq)
 {
-    static const char plugin[] = "caching_sha2_password";
+    static const char plugin[] = MDB_SHA2_CLIENT_PLUGIN;
     unsigned char p[1 + sizeof(plugin) + MDB_SCRAMBLE_LEN + 1];
     size_t n = 0;
 
-    if (!sl_dcb_is_tls(dcb)) {
-        sl_log_warn("client %s@%s refused: its ed25519 account logs in "
-                    "with ed_mode=sha256 on listener '%s', which sends the "
-                    "password and needs TLS", cl->hello->user,
-                    sl_dcb_remote(dcb),
-                    sl_listener_name(sl_dcb_listener(dcb)));
-        send_err(dcb, seq, 3159, "08004", "Connections using insecure "
-                 "transport are prohibited: this account logs in with "
-                 "ed_mode=sha256, which needs TLS (connect with --ssl)");
-        sl_service_auth_failed(sl_dcb_service(dcb), SL_AUTH_FAIL_OTHER);
-        return SL_ERROR;
-    }
     p[n++] = 0xfe;
     memcpy(p + n, plugin, sizeof(plugin));
     n += sizeof(plugin);
     memcpy(p + n, cl->scramble, MDB_SCRAMBLE_LEN);
     n += MDB_SCRAMBLE_LEN;
     p[n++] = 0;
-    cl->ed_pending = true;
-    cl->ed_cleartext = true;
-    cl->sha2_full = false;
+    cl->proof = PROOF_SHA2;
+    cl->sha2 = SHA2_NONE;
     return send_payload(dcb, seq, p, n);
 }
 
-/* The caching_sha2_password fast-path token arrived: ask for the full
- * authentication (the password over TLS). */
-static bool
-needs_full_auth(const struct mdb_client *cl)
-{
-    return cl->ed_pending && cl->ed_cleartext && !cl->sha2_full;
-}
-
+/* caching_sha2_password: "perform full authentication" (0x01 0x04) at
+ * *seq, which moves past the client's answer. The fast-path token is
+ * wiped. */
 static int
-request_full_auth(struct sl_dcb *dcb, struct mdb_client *cl, uint8_t *seq)
+sha2_ask_full(struct sl_dcb *dcb, struct mdb_client *cl, uint8_t *seq)
 {
     static const unsigned char more[] = {0x01, 0x04};
 
     OPENSSL_cleanse(cl->hello->auth, sizeof(cl->hello->auth));
     cl->hello->auth_len = 0;
-    cl->sha2_full = true;
+    cl->sha2 = SHA2_FULL;
     *seq = (uint8_t)(*seq + 2);
     return send_payload(dcb, (uint8_t)(*seq - 2), more, sizeof(more));
+}
+
+/* caching_sha2_password's fast path passed: "fast auth success" (0x01
+ * 0x03) at *seq, before the OK. */
+static int
+sha2_fast_ok(struct sl_dcb *dcb, struct mdb_client *cl, uint8_t *seq)
+{
+    static const unsigned char ok[] = {0x01, 0x03};
+
+    sl_log_info("client '%s'@'%s' logged in by caching_sha2_password's "
+                "fast authentication (service '%s')", cl->hello->user,
+                sl_dcb_remote(dcb), sl_service_name(sl_dcb_service(dcb)));
+    *seq = (uint8_t)(*seq + 1);
+    return send_payload(dcb, (uint8_t)(*seq - 1), ok, sizeof(ok));
+}
+
+/* The full authentication passed (the password was right). */
+static void
+sha2_log_full(struct sl_dcb *dcb, const struct mdb_client *cl)
+{
+    sl_log_info("client '%s'@'%s' passed caching_sha2_password's full "
+                "authentication (%s, service '%s')", cl->hello->user,
+                sl_dcb_remote(dcb),
+                cl->sha2_rsa            ? "RSA"
+                : sl_dcb_is_unix(dcb)   ? "unix socket"
+                                        : "TLS",
+                sl_service_name(sl_dcb_service(dcb)));
+}
+
+/* The public key for a 0x02 request: 0x01 and the PEM, at *seq. */
+static int
+sha2_send_key(struct sl_dcb *dcb, struct mdb_client *cl, uint8_t *seq)
+{
+    const char *pem = mdb_server_rsa_pem();
+    unsigned char p[2048];
+    size_t n = pem != NULL ? strlen(pem) : 0;
+
+    if (n == 0 || n + 1 > sizeof(p)) {
+        send_err(dcb, *seq, 1105, "HY000", "No RSA key for "
+                 "caching_sha2_password");
+        return SL_ERROR;
+    }
+    p[0] = 0x01;
+    memcpy(p + 1, pem, n);
+    cl->sha2 = SHA2_KEY;
+    *seq = (uint8_t)(*seq + 2);
+    return send_payload(dcb, (uint8_t)(*seq - 2), p, n + 1);
+}
+
+/* TLS or a unix socket: where caching_sha2_password's clients send the
+ * password in clear (as they do to MySQL). */
+static bool
+secure_transport(struct sl_dcb *dcb)
+{
+    return sl_dcb_is_tls(dcb) || sl_dcb_is_unix(dcb);
+}
+
+/*
+ * A caching_sha2_password answer that is no fast-path token: empty is an
+ * empty password (the server answers OK at once, no 0x03); over TLS,
+ * a NUL-terminated string is the password itself (libmariadb 3.3+ sends
+ * it at once after an AuthSwitchRequest on a TLS connection).
+ */
+static void
+sha2_settle_proof(struct sl_dcb *dcb, struct mdb_client *cl)
+{
+    struct mdb_hello *h = cl->hello;
+
+    if (cl->proof != PROOF_SHA2 || h->auth_len == MDB_SHA256_LEN) {
+        return;
+    }
+    if (h->auth_len == 0) {
+        cl->proof = PROOF_NATIVE;
+    } else if (secure_transport(dcb) && h->auth[h->auth_len - 1] == '\0') {
+        cl->proof = PROOF_CLEAR;
+        h->auth_len--;
+    }
+}
+
+/* A client opening with caching_sha2_password (its token over our
+ * scramble, or none for an empty password): answered in its own
+ * plugin. */
+static bool
+opens_with_sha2(const struct mdb_hello *h)
+{
+    return (h->caps & SL_CAP_PLUGIN_AUTH) &&
+           strcmp(h->plugin, MDB_SHA2_CLIENT_PLUGIN) == 0 &&
+           (h->auth_len == 0 || h->auth_len == MDB_SHA256_LEN);
 }
 
 /* AuthSwitchRequest to client_ed25519 with a fresh nonce (raw random
@@ -458,7 +550,7 @@ send_ed_switch(struct sl_dcb *dcb, struct mdb_client *cl, uint8_t seq)
     n += sizeof(MDB_ED25519_CLIENT_PLUGIN);
     memcpy(p + n, cl->ed_nonce, MDB_ED25519_NONCE_LEN);
     n += MDB_ED25519_NONCE_LEN;
-    cl->ed_pending = true;
+    cl->proof = PROOF_ED25519;
     return send_payload(dcb, seq, p, n);
 }
 
@@ -542,9 +634,11 @@ check_token(struct sl_dcb *dcb, struct mdb_client *cl,
         .scramble = cl->scramble,
         .may_reload = !cl->reloaded,
         .caps = cl->hello->caps,
-        .ed25519 = cl->ed_pending && !cl->ed_cleartext,
+        .ed25519 = cl->proof == PROOF_ED25519,
         .nonce = cl->ed_nonce,
-        .cleartext = cl->ed_pending && cl->ed_cleartext,
+        .cleartext = cl->proof == PROOF_CLEAR,
+        .sha2 = cl->proof == PROOF_SHA2,
+        .ed_cleartext_ok = listener_sha256(dcb),
         .map_path = listener_map(dcb),
     };
     struct sl_service *service = sl_dcb_service(dcb);
@@ -555,11 +649,7 @@ check_token(struct sl_dcb *dcb, struct mdb_client *cl,
     why->unknown_user = false;
     why->no_credential = false;
     listener_auth(dcb, &req.native_ok, &req.ed25519_ok);
-    if (req.cleartext && req.token_len > 0 &&
-        req.token[req.token_len - 1] == '\0') {
-        req.token_len--;   /* the password's terminator */
-    }
-    if (svc == NULL) {
+    if (svc == NULL || cl->sha2_bad) {
         return MDB_AUTH_DENIED;
     }
     /* MaxScale's rule: root only where the service allows it. */
@@ -628,15 +718,24 @@ static int
 login(struct sl_dcb *dcb, struct mdb_client *cl)
 {
     struct mdb_refusal why;
+    enum mdb_auth_rc rc;
 
-    enum mdb_auth_rc rc = check_token(dcb, cl, cl->sd, &why);
+    sha2_settle_proof(dcb, cl);
+    rc = check_token(dcb, cl, cl->sd, &why);
 
     if (rc != MDB_AUTH_OK && rc != MDB_AUTH_WAIT &&
-        rc != MDB_AUTH_SWITCH_ED25519) {
+        rc != MDB_AUTH_SWITCH_ED25519 && rc != MDB_AUTH_SHA2_FULL) {
         count_auth_failure(dcb, rc, &why);
     }
     switch (rc) {
     case MDB_AUTH_OK:
+        if (cl->proof == PROOF_SHA2 &&
+            sha2_fast_ok(dcb, cl, &cl->seq) != SL_OK) {
+            return SL_ERROR;
+        }
+        if (cl->proof == PROOF_CLEAR) {
+            sha2_log_full(dcb, cl);
+        }
         return start_session(dcb, cl);
     case MDB_AUTH_WAIT:
         cl->state = CS_PARKED;
@@ -645,6 +744,9 @@ login(struct sl_dcb *dcb, struct mdb_client *cl)
         cl->state = CS_SWITCH;
         cl->seq += 2;
         return send_ed_switch(dcb, cl, (uint8_t)(cl->seq - 2));
+    case MDB_AUTH_SHA2_FULL:
+        cl->state = CS_SWITCH;
+        return sha2_ask_full(dcb, cl, &cl->seq);
     case MDB_AUTH_REFUSED:
         if (why.code == 1045 && !why.no_credential) {
             mdb_host_auth_failed(sl_dcb_service(dcb), sl_dcb_remote(dcb));
@@ -783,8 +885,10 @@ read_hello(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *rq)
     }
     free_hello(cl->hello);
     cl->hello = malloc(sizeof(*cl->hello));
-    cl->ed_pending = false;
-    cl->ed_cleartext = false;
+    cl->proof = PROOF_NATIVE;
+    cl->sha2 = SHA2_NONE;
+    cl->sha2_bad = false;
+    cl->sha2_rsa = false;
     if (cl->hello == NULL || mdb_parse_hello(p, len, cl->hello) != 0) {
         return bad_handshake(dcb, cl->seq);
     }
@@ -795,6 +899,18 @@ read_hello(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *rq)
     /* attrs point into the read queue, which is consumed now. */
     cl->hello->attrs = NULL;
     sl_buf_consume(rq, total);
+    if (opens_with_sha2(cl->hello) && cl->hello->auth_len > 0) {
+        cl->proof = PROOF_SHA2;
+        return login(dcb, cl);
+    }
+    if (opens_with_sha2(cl->hello)) {
+        /* No token: libmariadb computes none over a scramble that our
+         * handshake gave for mysql_native_password. Ask again in its
+         * plugin, with the same scramble. */
+        cl->state = CS_SWITCH;
+        cl->seq += 2;
+        return send_sha256_switch(dcb, cl, (uint8_t)(cl->seq - 2));
+    }
     if (needs_switch(cl->hello)) {
         cl->state = CS_SWITCH;
         cl->seq += 2;
@@ -803,21 +919,88 @@ read_hello(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *rq)
     return login(dcb, cl);
 }
 
-/* The AuthSwitchResponse (login or COM_CHANGE_USER): the native token. */
+/*
+ * caching_sha2_password's answer after 0x04 (or after the key): the
+ * password into cl->hello->auth, PROOF_CLEAR, *ready; or, for a 0x02
+ * request, the key sent and nothing ready. An RSA answer that does not
+ * decrypt is a failed login (sha2_bad); a password in clear on a plain
+ * TCP connection is not taken (it was sent in the open: MySQL takes only
+ * RSA there too), and is the same failure.
+ */
+static int
+sha2_answer(struct sl_dcb *dcb, struct mdb_client *cl, const uint8_t *p,
+            size_t len, uint8_t *seq, bool *ready)
+{
+    struct mdb_hello *h = cl->hello;
+
+    if (cl->sha2 == SHA2_FULL && len == 1 && p[0] == 0x02 &&
+        !secure_transport(dcb)) {
+        *ready = false;
+        return sha2_send_key(dcb, cl, seq);
+    }
+    cl->proof = PROOF_CLEAR;
+    if (cl->sha2 == SHA2_FULL && secure_transport(dcb)) {
+        if (len > 0 && p[len - 1] == '\0') {
+            len--;   /* the password's terminator */
+        }
+        if (len > MDB_AUTH_MAX) {
+            return bad_handshake(dcb, *seq);
+        }
+        memcpy(h->auth, p, len);
+        h->auth_len = len;
+        cl->sha2 = SHA2_NONE;
+        return SL_OK;
+    }
+    cl->sha2_rsa = true;
+    if (len != mdb_rsa_size(mdb_server_rsa_key()) && len > 0 &&
+        p[len - 1] == '\0') {
+        /* Debian's libmariadb (GnuTLS, no RSA) does this */
+        sl_log_warn("client '%s'@'%s' sent its password in clear on a "
+                    "plain connection (listener '%s'): refused, as the "
+                    "server refuses it; its client library cannot encrypt "
+                    "it with RSA, so connect with TLS", h->user,
+                    sl_dcb_remote(dcb),
+                    sl_listener_name(sl_dcb_listener(dcb)));
+        cl->sha2_bad = true;
+        h->auth_len = 1;   /* "using password: YES" */
+    } else if (mdb_rsa_decrypt_password(mdb_server_rsa_key(), p, len,
+                                        cl->scramble, MDB_SCRAMBLE_LEN,
+                                        h->auth, MDB_AUTH_MAX,
+                                        &h->auth_len) != 0) {
+        sl_log_info("client '%s'@'%s': its caching_sha2_password answer "
+                    "is not a password encrypted with Sluice's RSA key",
+                    h->user, sl_dcb_remote(dcb));
+        cl->sha2_bad = true;
+        h->auth_len = 1;
+    }
+    cl->sha2 = SHA2_NONE;
+    return SL_OK;
+}
+
+/* The AuthSwitchResponse (login or COM_CHANGE_USER): the token, or one
+ * step of caching_sha2_password's full authentication. *ready: a proof
+ * to check is in cl->hello; *seq is the sequence of our next packet. */
 static int
 read_switch_response(struct sl_dcb *dcb, struct mdb_client *cl,
-                     struct sl_buf *rq, bool *ready)
+                     struct sl_buf *rq, uint8_t *seq, bool *ready)
 {
     size_t len, total;
     bool bad;
     unsigned char *p = login_packet(rq, &len, &total, &bad);
+    int rc = SL_OK;
 
     *ready = p != NULL;
     if (p == NULL) {
-        return bad ? bad_handshake(dcb, cl->seq) : SL_OK;
+        return bad ? bad_handshake(dcb, *seq) : SL_OK;
+    }
+    if (cl->sha2 != SHA2_NONE) {
+        rc = sha2_answer(dcb, cl, p, len, seq, ready);
+        OPENSSL_cleanse(p, len);   /* the password, or its ciphertext */
+        sl_buf_consume(rq, total);
+        return rc;
     }
     if (len > MDB_AUTH_MAX) {
-        return bad_handshake(dcb, cl->seq);
+        return bad_handshake(dcb, *seq);
     }
     memcpy(cl->hello->auth, p, len);
     cl->hello->auth_len = len;
@@ -879,14 +1062,29 @@ change_user_check(struct sl_dcb *dcb, struct mdb_client *cl)
 {
     struct mdb_session fresh = {0};
     struct mdb_refusal why;
-    enum mdb_auth_rc rc = check_token(dcb, cl, &fresh, &why);
+    enum mdb_auth_rc rc;
+    uint8_t seq;
+
+    sha2_settle_proof(dcb, cl);
+    rc = check_token(dcb, cl, &fresh, &why);
 
     if (rc != MDB_AUTH_OK && rc != MDB_AUTH_WAIT &&
-        rc != MDB_AUTH_SWITCH_ED25519) {
+        rc != MDB_AUTH_SWITCH_ED25519 && rc != MDB_AUTH_SHA2_FULL) {
         count_auth_failure(dcb, rc, &why);
     }
     switch (rc) {
     case MDB_AUTH_OK:
+        if (cl->proof == PROOF_SHA2) {
+            seq = (uint8_t)cl->cu_seq;
+            if (sha2_fast_ok(dcb, cl, &seq) != SL_OK) {
+                OPENSSL_cleanse(&fresh, sizeof(fresh));
+                return SL_ERROR;
+            }
+            cl->cu_seq = seq;
+        }
+        if (cl->proof == PROOF_CLEAR) {
+            sha2_log_full(dcb, cl);
+        }
         memcpy(cl->sd->sha1pw, fresh.sha1pw, MDB_SHA1_LEN);
         cl->sd->has_pw = fresh.has_pw;
         memcpy(cl->sd->backend_user, fresh.backend_user,
@@ -905,6 +1103,13 @@ change_user_check(struct sl_dcb *dcb, struct mdb_client *cl)
         cl->cu_seq += 2;
         cl->seq = (uint8_t)cl->cu_seq;
         return send_ed_switch(dcb, cl, (uint8_t)(cl->cu_seq - 2));
+    case MDB_AUTH_SHA2_FULL:
+        cl->state = CS_CU_SWITCH;
+        seq = (uint8_t)cl->cu_seq;
+        rc = sha2_ask_full(dcb, cl, &seq);
+        cl->cu_seq = seq;
+        cl->seq = seq;
+        return rc;
     case MDB_AUTH_REFUSED:
         send_refusal(dcb, (uint8_t)cl->cu_seq, cl->hello, &why);
         return change_user_failed(dcb, cl);
@@ -938,8 +1143,10 @@ change_user(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *cmd)
     }
     cl->hello->attrs = NULL;
     cl->reloaded = false;
-    cl->ed_pending = false;
-    cl->ed_cleartext = false;
+    cl->proof = PROOF_NATIVE;
+    cl->sha2 = SHA2_NONE;
+    cl->sha2_bad = false;
+    cl->sha2_rsa = false;
     /* The old account's connection slot goes first, as in the server:
      * changing to the same user at its max_user_connections works; a
      * refused change takes it back (change_user_failed). */
@@ -1263,21 +1470,14 @@ mdb_client_read(struct sl_dcb *client)
     case CS_HELLO:
         return read_hello(client, cl, rq);
     case CS_SWITCH:
-        rc = read_switch_response(client, cl, rq, &ready);
-        if (rc == SL_OK && ready && needs_full_auth(cl)) {
-            return request_full_auth(client, cl, &cl->seq);
-        }
+        rc = read_switch_response(client, cl, rq, &cl->seq, &ready);
         return rc == SL_OK && ready ? login(client, cl) : rc;
-    case CS_CU_SWITCH:
-        rc = read_switch_response(client, cl, rq, &ready);
-        if (rc == SL_OK && ready && needs_full_auth(cl)) {
-            uint8_t seq = (uint8_t)cl->cu_seq;
+    case CS_CU_SWITCH: {
+        uint8_t seq = (uint8_t)cl->cu_seq;
 
-            rc = request_full_auth(client, cl, &seq);
-            cl->cu_seq = seq;
-            cl->seq = seq;
-            return rc;
-        }
+        rc = read_switch_response(client, cl, rq, &seq, &ready);
+        cl->cu_seq = seq;
+        cl->seq = seq;
         if (rc == SL_OK && ready) {
             rc = change_user_check(client, cl);
         }
@@ -1285,6 +1485,7 @@ mdb_client_read(struct sl_dcb *client)
             rc = process_commands(client, cl);
         }
         return rc;
+    }
     case CS_READY:
         return process_commands(client, cl);
     default:

@@ -193,6 +193,12 @@ bool mdb_native_check(const uint8_t *token, size_t token_len,
                       const uint8_t scramble[MDB_SCRAMBLE_LEN], bool has_pw,
                       const uint8_t stored[MDB_SHA1_LEN],
                       uint8_t sha1pw[MDB_SHA1_LEN]);
+/* A password in clear against the stored SHA1(SHA1(pw)) (an account
+ * without password takes only ""). On success sha1pw gets SHA1(pw). */
+bool mdb_native_check_password(const uint8_t *pw, size_t pw_len,
+                               bool has_pw,
+                               const uint8_t stored[MDB_SHA1_LEN],
+                               uint8_t sha1pw[MDB_SHA1_LEN]);
 /* Parse "*" + 40 hex digits; 1 for a hash, 0 for "" (no password), -1 for
  * anything else (another plugin's string). */
 int mdb_parse_stored(const char *s, uint8_t stored[MDB_SHA1_LEN]);
@@ -226,6 +232,92 @@ int mdb_ed25519_hash_password(const char *pw, size_t pw_len,
 int mdb_ed25519_sign_hash(const uint8_t hpw[MDB_ED25519_HASH_LEN],
                           const uint8_t *msg, size_t msg_len,
                           uint8_t sig[MDB_ED25519_SIG_LEN]);
+
+/* ---- caching_sha2_password (mdb_sha2.c) ---- */
+#define MDB_SHA256_LEN 32
+#define MDB_SHA2_CLIENT_PLUGIN "caching_sha2_password"
+struct evp_pkey_st;   /* OpenSSL's EVP_PKEY */
+/* SHA256(pw). */
+void mdb_sha256_password(const void *pw, size_t len,
+                         uint8_t out[MDB_SHA256_LEN]);
+/* The fast-path token a client sends for SHA256(pw) and the server's
+ * nonce: SHA256(pw) XOR SHA256(SHA256(SHA256(pw)) || nonce). */
+void mdb_sha2_token(const uint8_t sha256pw[MDB_SHA256_LEN],
+                    const uint8_t *nonce, size_t nonce_len,
+                    uint8_t token[MDB_SHA256_LEN]);
+/* Is token the fast-path token of SHA256(pw) for nonce? Any length other
+ * than 32 is false. Constant time in the token's bytes. */
+bool mdb_sha2_fast_check(const uint8_t *token, size_t token_len,
+                         const uint8_t *nonce, size_t nonce_len,
+                         const uint8_t sha256pw[MDB_SHA256_LEN]);
+/* A fresh RSA key pair of bits bits, or NULL. */
+struct evp_pkey_st *mdb_rsa_generate(int bits);
+void mdb_rsa_free(struct evp_pkey_st *key);
+/* The public half as PEM (SubjectPublicKeyInfo, "BEGIN PUBLIC KEY", what
+ * clients expect after a 0x02 request) into out[cap], NUL-terminated;
+ * its length, or 0 when it does not fit. */
+size_t mdb_rsa_public_pem(struct evp_pkey_st *key, char *out, size_t cap);
+/* A public key from PEM, or NULL (tests, the backend side). */
+struct evp_pkey_st *mdb_rsa_public_from_pem(const char *pem, size_t len);
+/* The modulus size in bytes: the length of every ciphertext. */
+size_t mdb_rsa_size(const struct evp_pkey_st *key);
+/* A client's RSA answer: OAEP-decrypt in (exactly mdb_rsa_size bytes),
+ * XOR with the nonce repeated, and take the password before its final
+ * NUL into pw[cap] (*pw_len bytes, not NUL-terminated). 0, or -1 for
+ * anything that does not decrypt to that shape. Intermediate buffers
+ * are wiped. */
+int mdb_rsa_decrypt_password(struct evp_pkey_st *key, const uint8_t *in,
+                             size_t in_len, const uint8_t *nonce,
+                             size_t nonce_len, uint8_t *pw, size_t cap,
+                             size_t *pw_len);
+/* What a client sends: RSA-OAEP((pw NUL) XOR nonce) into out[cap]; its
+ * length, or 0. */
+size_t mdb_rsa_encrypt_password(struct evp_pkey_st *key, const char *pw,
+                                size_t pw_len, const uint8_t *nonce,
+                                size_t nonce_len, uint8_t *out, size_t cap);
+
+/* ---- caching_sha2_password's cache (mdb_sha2.c) ---- */
+
+struct mdb_account;
+struct mdb_users;
+
+/* SHA256(pw) of an account that passed the full authentication, with
+ * SHA1(pw) for its backend logins (the fast path proves only
+ * SHA256(pw)) and the stored hash it was checked against. */
+struct mdb_sha2_entry {
+    char *user;
+    char *host;
+    uint8_t stored[MDB_SHA1_LEN];
+    uint8_t sha256pw[MDB_SHA256_LEN];
+    uint8_t sha1pw[MDB_SHA1_LEN];
+    uint64_t used;            /* the cache's tick when last used */
+};
+
+/* At most cap entries, the least recently used evicted first; every
+ * entry that goes is wiped (OPENSSL_cleanse). Not thread-safe: the
+ * caller locks (the account cache's mutex). */
+struct mdb_sha2_cache {
+    struct mdb_sha2_entry *v;
+    size_t n;
+    size_t cap;
+    uint64_t tick;
+};
+
+/* 0, or -1 when out of memory. */
+int mdb_sha2_cache_init(struct mdb_sha2_cache *c, size_t cap);
+void mdb_sha2_cache_free(struct mdb_sha2_cache *c);
+/* The entry of account a (its user and host), or NULL. An entry made
+ * against another stored hash than a's (the password changed), or for an
+ * account without password, is wiped and NULL returned. */
+const struct mdb_sha2_entry *mdb_sha2_cache_find(struct mdb_sha2_cache *c,
+                                                 const struct mdb_account *a);
+/* Remember password pw of account a (it was just checked against a's
+ * stored hash). 0, or -1 when out of memory (nothing cached). */
+int mdb_sha2_cache_put(struct mdb_sha2_cache *c, const struct mdb_account *a,
+                       const uint8_t *pw, size_t pw_len);
+/* After a load of the accounts: wipe the entries of accounts that are
+ * gone from u or whose stored hash changed. */
+void mdb_sha2_cache_sweep(struct mdb_sha2_cache *c, const struct mdb_users *u);
 
 /* ---- accounts and host matching ---- */
 

@@ -32,8 +32,14 @@
  * that survives reloads.
  *
  * A client's proof is a native token, a client_ed25519 signature (the
- * account's ed25519 key, on ed25519auth listeners) or, with
- * ed_mode=sha256, its password over TLS. What the backends then log in
+ * account's ed25519 key, on ed25519auth listeners), a caching_sha2_password
+ * fast-path token (checked against SHA256(password) cached from an
+ * earlier full authentication of the same account: at most
+ * SHA2_CACHE_MAX entries per service, least recently used evicted,
+ * wiped on eviction, when the account's stored hash changes and when
+ * a reload drops it) or its password in clear (caching_sha2_password's
+ * full authentication over TLS or RSA: the native hash, or with
+ * ed_mode=sha256 the ed25519 key). What the backends then log in
  * with comes from the listener's user_mapping_file when it maps the
  * user (read here, under the lock, on first use after each load), else
  * from the proof itself; an ed25519 signature alone gives nothing, and
@@ -68,6 +74,7 @@
 #define HOST_REFILL_MS 5000.0       /* one more every 5 s */
 #define HOST_SLOTS 128
 #define MDB_USERMAP_MAX (1024 * 1024)   /* user_mapping_file size limit */
+#define SHA2_CACHE_MAX 1024             /* caching_sha2_password entries */
 
 struct waiter {
     struct sl_dcb *dcb;
@@ -127,6 +134,9 @@ struct mdb_service {
     uint64_t refresh_ms;      /* users_refresh_time: least time between
                                * reloads a failed login may cause */
     uint64_t interval_ms;     /* users_refresh_interval: periodic, 0 off */
+    struct mdb_sha2_cache sha2;
+    uint64_t sha2_fast;       /* logins by the fast path */
+    uint64_t sha2_full;       /* full authentications that passed */
 };
 
 /* ---- loading (loader thread) ---- */
@@ -401,6 +411,7 @@ loader_main(void *arg)
         if (rc == 0) {
             mdb_users_free(&s->users);
             s->users = fresh;
+            mdb_sha2_cache_sweep(&s->sha2, &s->users);
             snprintf(s->source, sizeof(s->source), "%s", src);
             sl_log_info("service %s: loaded %zu accounts from %s",
                         sl_service_name(s->svc), s->users.n, src);
@@ -428,6 +439,10 @@ mdb_service_create(struct sl_service *svc)
     if (s == NULL) {
         return NULL;
     }
+    if (mdb_sha2_cache_init(&s->sha2, SHA2_CACHE_MAX) != 0) {
+        free(s);
+        return NULL;
+    }
     s->svc = svc;
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->cond, NULL);
@@ -442,6 +457,7 @@ mdb_service_create(struct sl_service *svc)
     if (pthread_create(&s->thread, NULL, loader_main, s) != 0) {
         sl_log_error("service %s: cannot start the account loader",
                      sl_service_name(svc));
+        mdb_sha2_cache_free(&s->sha2);
         pthread_cond_destroy(&s->cond);
         pthread_mutex_destroy(&s->lock);
         free(s);
@@ -472,6 +488,7 @@ mdb_service_free(struct mdb_service *s)
         sl_dcb_unref(w->dcb);
         free(w);
     }
+    mdb_sha2_cache_free(&s->sha2);
     mdb_users_free(&s->users);
     while ((u = s->usage) != NULL) {
         s->usage = u->next;
@@ -496,11 +513,13 @@ mdb_service_diagnostics(struct mdb_service *s)
     json_t *j;
 
     pthread_mutex_lock(&s->lock);
-    j = json_pack("{s:I, s:I, s:I, s:b, s:s, s:s}", "users",
+    j = json_pack("{s:I, s:I, s:I, s:b, s:s, s:s, s:I, s:I, s:I}", "users",
                   (json_int_t)s->users.n, "loads", (json_int_t)s->loads,
                   "load_errors", (json_int_t)s->load_errors, "loaded",
                   s->loaded, "source", s->source, "last_error",
-                  s->last_error);
+                  s->last_error, "sha2_cached", (json_int_t)s->sha2.n,
+                  "sha2_fast_auth", (json_int_t)s->sha2_fast,
+                  "sha2_full_auth", (json_int_t)s->sha2_full);
     pthread_mutex_unlock(&s->lock);
     return j;
 }
@@ -754,17 +773,30 @@ usermap_of(struct mdb_service *s, const char *path)
     return f->ok ? &f->map : NULL;
 }
 
+/* How the client's proof stands against an account. */
+enum proof {
+    PROOF_NO,           /* it does not match */
+    PROOF_NATIVE,       /* the native hash (a token, a password in clear
+                         * or the fast path): sd->sha1pw, sd->has_pw set */
+    PROOF_ED25519,      /* the ed25519 key (a signature, or with
+                         * ed_mode=sha256 the password in clear) */
+    PROOF_SWITCH_ED,    /* it does not, but a client_ed25519 signature
+                         * may */
+    PROOF_SHA2_FULL,    /* caching_sha2_password: ask for the password */
+};
+
 /*
- * The client's password (or signature) matched account a: the
- * credential the backends get. The listener's user_mapping_file may map
- * the user to another account (any plugin the client used); otherwise a
- * native login keeps SHA1(password) and an ed25519 login has nothing to
- * log in with. Lock held.
+ * The client's proof matched account a: the credential the backends
+ * get. The listener's user_mapping_file may map the user to another
+ * account (any plugin the client used); otherwise a native login keeps
+ * SHA1(password), a password in clear matched against the ed25519 key
+ * (ed_mode=sha256) SHA-512(password), and an ed25519 signature gives
+ * nothing to log in with. Lock held.
  */
 static enum mdb_auth_rc
 backend_credential(struct mdb_service *s, const struct mdb_account *a,
-                   const struct mdb_auth_req *req, struct mdb_session *sd,
-                   struct mdb_refusal *why)
+                   const struct mdb_auth_req *req, enum proof kind,
+                   struct mdb_session *sd, struct mdb_refusal *why)
 {
     const struct mdb_usermap *m = NULL;
     const struct mdb_usermap_cred *c;
@@ -791,14 +823,14 @@ backend_credential(struct mdb_service *s, const struct mdb_account *a,
         }
         return MDB_AUTH_OK;
     }
-    if (req->cleartext) {
+    if (kind == PROOF_ED25519 && req->cleartext) {
         /* ed_mode=sha256: the password itself is the credential */
         sd->has_ed = mdb_ed25519_hash_password((const char *)req->token,
                                                req->token_len,
                                                sd->ed_hash) == 0;
         return MDB_AUTH_OK;
     }
-    if (req->ed25519) {
+    if (kind == PROOF_ED25519) {
         sl_log_warn("account '%s'@'%s' logged in with ed25519, but Sluice "
                     "has no password to log in to the servers as it: map "
                     "the user to a backend account in the listener's "
@@ -811,36 +843,71 @@ backend_credential(struct mdb_service *s, const struct mdb_account *a,
     return MDB_AUTH_OK;
 }
 
-/* Does the client's proof match a? *switch_ed: it does not, but a
- * client_ed25519 signature may. Lock held. */
+/* caching_sha2_password's fast path against the cache. Lock held. */
 static bool
-proof_ok(const struct mdb_account *a, const struct mdb_auth_req *req,
-         struct mdb_session *sd, bool *switch_ed)
+sha2_fast_ok(struct mdb_service *s, const struct mdb_account *a,
+             const struct mdb_auth_req *req, struct mdb_session *sd)
 {
-    *switch_ed = false;
-    if (req->cleartext) {
-        uint8_t pk[MDB_ED25519_KEY_LEN];
+    const struct mdb_sha2_entry *e = mdb_sha2_cache_find(&s->sha2, a);
 
-        return a->ed25519 && req->ed25519_ok &&
-               mdb_ed25519_public_key((const char *)req->token,
-                                      req->token_len, pk) == 0 &&
-               CRYPTO_memcmp(pk, a->ed_pk, sizeof(pk)) == 0;
+    if (e == NULL ||
+        !mdb_sha2_fast_check(req->token, req->token_len, req->scramble,
+                             MDB_SCRAMBLE_LEN, e->sha256pw)) {
+        return false;
+    }
+    memcpy(sd->sha1pw, e->sha1pw, MDB_SHA1_LEN);
+    sd->has_pw = true;
+    s->sha2_fast++;
+    return true;
+}
+
+/* Does the client's proof match a? Lock held. */
+static enum proof
+proof_check(struct mdb_service *s, const struct mdb_account *a,
+            const struct mdb_auth_req *req, struct mdb_session *sd)
+{
+    bool native_ok = a->native && req->native_ok;
+    bool ed_ok = a->ed25519 && req->ed25519_ok;
+    bool may_switch_ed = ed_ok && (req->caps & SL_CAP_PLUGIN_AUTH);
+    uint8_t pk[MDB_ED25519_KEY_LEN];
+
+    if (req->sha2) {
+        if (native_ok && sha2_fast_ok(s, a, req, sd)) {
+            return PROOF_NATIVE;
+        }
+        if (native_ok || (ed_ok && req->ed_cleartext_ok)) {
+            return PROOF_SHA2_FULL;
+        }
+        return may_switch_ed ? PROOF_SWITCH_ED : PROOF_NO;
+    }
+    if (req->cleartext) {
+        if (native_ok &&
+            mdb_native_check_password(req->token, req->token_len,
+                                      a->has_pw, a->stored, sd->sha1pw)) {
+            sd->has_pw = a->has_pw;
+            return PROOF_NATIVE;
+        }
+        return ed_ok && req->ed_cleartext_ok &&
+                       mdb_ed25519_public_key((const char *)req->token,
+                                              req->token_len, pk) == 0 &&
+                       CRYPTO_memcmp(pk, a->ed_pk, sizeof(pk)) == 0
+                   ? PROOF_ED25519
+                   : PROOF_NO;
     }
     if (req->ed25519) {
-        return a->ed25519 && req->ed25519_ok &&
-               mdb_ed25519_verify(a->ed_pk, req->nonce,
-                                  MDB_ED25519_NONCE_LEN, req->token,
-                                  req->token_len);
+        return ed_ok && mdb_ed25519_verify(a->ed_pk, req->nonce,
+                                           MDB_ED25519_NONCE_LEN,
+                                           req->token, req->token_len)
+                   ? PROOF_ED25519
+                   : PROOF_NO;
     }
-    if (a->native && req->native_ok &&
+    if (native_ok &&
         mdb_native_check(req->token, req->token_len, req->scramble,
                          a->has_pw, a->stored, sd->sha1pw)) {
         sd->has_pw = a->has_pw;
-        return true;
+        return PROOF_NATIVE;
     }
-    *switch_ed = a->ed25519 && req->ed25519_ok &&
-                 (req->caps & SL_CAP_PLUGIN_AUTH);
-    return false;
+    return may_switch_ed ? PROOF_SWITCH_ED : PROOF_NO;
 }
 
 enum mdb_auth_rc
@@ -851,7 +918,7 @@ mdb_service_authenticate(struct mdb_service *s, struct sl_dcb *dcb,
     const struct mdb_account *a = NULL;
     enum mdb_auth_rc rc = MDB_AUTH_DENIED;
     bool unknown = true;   /* no usable account matched (under the lock) */
-    bool switch_ed = false;
+    enum proof kind = PROOF_NO;
 
     why->no_credential = false;
     pthread_mutex_lock(&s->lock);
@@ -862,11 +929,19 @@ mdb_service_authenticate(struct mdb_service *s, struct sl_dcb *dcb,
     a = mdb_users_find(&s->users, req->user, req->client, req->is_unix);
     unknown = a == NULL || !((a->native && req->native_ok) ||
                              (a->ed25519 && req->ed25519_ok));
-    if (a != NULL && proof_ok(a, req, sd, &switch_ed)) {
-        if (req->ed25519 || req->cleartext) {
+    if (a != NULL) {
+        kind = proof_check(s, a, req, sd);
+    }
+    if (kind == PROOF_NATIVE || kind == PROOF_ED25519) {
+        if (kind == PROOF_ED25519) {
             sd->has_pw = false;
         }
-        rc = backend_credential(s, a, req, sd, why);
+        if (kind == PROOF_NATIVE && req->cleartext && a->has_pw) {
+            /* caching_sha2_password's full authentication passed */
+            mdb_sha2_cache_put(&s->sha2, a, req->token, req->token_len);
+            s->sha2_full++;
+        }
+        rc = backend_credential(s, a, req, kind, sd, why);
         if (rc == MDB_AUTH_OK) {
             rc = admit(s, dcb, a, req, sd, why);
         }
@@ -878,8 +953,10 @@ mdb_service_authenticate(struct mdb_service *s, struct sl_dcb *dcb,
             park(s, dcb) == MDB_AUTH_WAIT) {
             rc = MDB_AUTH_WAIT;   /* else the refusal stands */
         }
-    } else if (switch_ed) {
+    } else if (kind == PROOF_SWITCH_ED) {
         rc = MDB_AUTH_SWITCH_ED25519;
+    } else if (kind == PROOF_SHA2_FULL) {
+        rc = MDB_AUTH_SHA2_FULL;
     } else if (req->may_reload &&
                host_may_reload(s, req->is_unix ? "localhost" : req->client,
                                sl_monotonic_ms())) {
