@@ -33,6 +33,14 @@
 /* The client side of MariaDB's ed25519 plugin, as an AuthSwitchRequest
  * names it. */
 #define MDB_ED25519_CLIENT_PLUGIN "client_ed25519"
+/* MariaDB's dialog client plugin (auth_pam) and its question types. */
+#define MDB_DIALOG_PLUGIN "dialog"
+#define MDB_DIALOG_QUESTION 2   /* the answer is echoed */
+#define MDB_DIALOG_PASSWORD 4   /* a password: not echoed */
+#define MDB_CLEAR_PLUGIN "mysql_clear_password"
+/* Longest answer to one PAM prompt, and room for all of a login's. */
+#define MDB_PAM_ANSWER_MAX 512
+#define MDB_PAM_ANSWERS_MAX 2048
 /* Room for an account's plugin names, comma-separated (auth_or). */
 #define MDB_PLUGINS_MAX 256
 
@@ -227,6 +235,32 @@ int mdb_ed25519_sign_hash(const uint8_t hpw[MDB_ED25519_HASH_LEN],
                           const uint8_t *msg, size_t msg_len,
                           uint8_t sig[MDB_ED25519_SIG_LEN]);
 
+/* ---- dialog and mysql_clear_password (mdb_dialog.c), for PAM ---- */
+
+/* A dialog question into out[cap]: with first, the AuthSwitchRequest to
+ * "dialog" that carries it. echo: the answer is echoed (2), else a
+ * password (4). Its length, or 0 when cap is too small. */
+size_t mdb_dialog_question(unsigned char *out, size_t cap, bool first,
+                           bool echo, const char *text, size_t text_len);
+/* A client's answer to a dialog question (or its mysql_clear_password
+ * packet): the string, its terminator dropped, into out[cap] (NUL-
+ * terminated), *out_len its length. -1 when it does not fit or has a NUL
+ * inside. */
+int mdb_dialog_answer(const unsigned char *p, size_t len, char *out,
+                      size_t cap, size_t *out_len);
+/* A server's dialog question (the AuthSwitchRequest's data, or a later
+ * packet): 0 and *echo, or -1 when the first byte is no question type. */
+int mdb_dialog_parse_question(const unsigned char *p, size_t len,
+                              bool *echo);
+/* Append answer a[alen] to the NUL-separated list buf[*len], cap bytes.
+ * -1 when it does not fit or a has a NUL. */
+int mdb_pam_answers_add(char *buf, size_t cap, size_t *len, const char *a,
+                        size_t alen);
+/* The i-th answer of the list (beyond its end: the last), *alen its
+ * length; NULL for an empty or malformed list. */
+const char *mdb_pam_answer_at(const char *buf, size_t len, size_t i,
+                              size_t *alen);
+
 /* ---- accounts and host matching ---- */
 
 /* mysql.global_priv's ssl_type: REQUIRE NONE, SSL, X509, or ISSUER /
@@ -252,6 +286,9 @@ struct mdb_account {
                          * its auth_or alternatives is) */
     bool ed25519;       /* one alternative is ed25519 with a key */
     uint8_t ed_pk[MDB_ED25519_KEY_LEN];  /* its public key, then */
+    bool pam;           /* one alternative is pam (auth_pam) */
+    char *pam_service;  /* its PAM service ("mysql" when the account
+                         * names none), when pam */
     char *plugins;      /* its plugins in the server's order, comma-
                          * separated ("ed25519,mysql_native_password"),
                          * or NULL when unknown */
@@ -305,6 +342,9 @@ int mdb_users_add(struct mdb_users *u, const char *user, const char *host,
  * all. Roles are skipped. 0 or -1 on allocation failure. */
 int mdb_users_add_priv(struct mdb_users *u, const char *user,
                        const char *host, const char *priv);
+/* Mark a as a pam account with PAM service service (NULL or "": "mysql",
+ * as the server's auth_pam). 0 or -1 out of memory. */
+int mdb_account_set_pam(struct mdb_account *a, const char *service);
 /* Sort as MariaDB does: exact hosts, then patterns, '%' last; named users
  * before anonymous ones. */
 void mdb_users_sort(struct mdb_users *u);

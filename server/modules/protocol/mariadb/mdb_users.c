@@ -814,13 +814,22 @@ backend_credential(struct mdb_service *s, const struct mdb_account *a,
     return MDB_AUTH_OK;
 }
 
-/* Does the client's proof match a? *switch_ed: it does not, but a
- * client_ed25519 signature may. Lock held. */
+enum next_step {
+    NEXT_NONE,
+    NEXT_ED25519,   /* ask for a client_ed25519 signature */
+    NEXT_PAM,       /* run the account's PAM conversation */
+};
+
+/* Does the client's proof match a? *next: it does not, but a
+ * client_ed25519 signature or a PAM conversation may. Lock held. */
 static bool
 proof_ok(const struct mdb_account *a, const struct mdb_auth_req *req,
-         struct mdb_session *sd, bool *switch_ed)
+         struct mdb_session *sd, enum next_step *next)
 {
-    *switch_ed = false;
+    *next = NEXT_NONE;
+    if (req->pam_done) {
+        return a->pam && req->pam_ok;
+    }
     if (req->cleartext) {
         uint8_t pk[MDB_ED25519_KEY_LEN];
 
@@ -841,8 +850,14 @@ proof_ok(const struct mdb_account *a, const struct mdb_auth_req *req,
         sd->has_pw = a->has_pw;
         return true;
     }
-    *switch_ed = a->ed25519 && req->ed25519_ok &&
-                 (req->caps & SL_CAP_PLUGIN_AUTH);
+    if (!(req->caps & SL_CAP_PLUGIN_AUTH)) {
+        return false;
+    }
+    if (a->ed25519 && req->ed25519_ok) {
+        *next = NEXT_ED25519;
+    } else if (a->pam && req->pam_ok) {
+        *next = NEXT_PAM;
+    }
     return false;
 }
 
@@ -854,7 +869,7 @@ mdb_service_authenticate(struct mdb_service *s, struct sl_dcb *dcb,
     const struct mdb_account *a = NULL;
     enum mdb_auth_rc rc = MDB_AUTH_DENIED;
     bool unknown = true;   /* no usable account matched (under the lock) */
-    bool switch_ed = false;
+    enum next_step next = NEXT_NONE;
 
     why->no_credential = false;
     pthread_mutex_lock(&s->lock);
@@ -864,9 +879,10 @@ mdb_service_authenticate(struct mdb_service *s, struct sl_dcb *dcb,
     }
     a = mdb_users_find(&s->users, req->user, req->client, req->is_unix);
     unknown = a == NULL || !((a->native && req->native_ok) ||
-                             (a->ed25519 && req->ed25519_ok));
-    if (a != NULL && proof_ok(a, req, sd, &switch_ed)) {
-        if (req->ed25519 || req->cleartext) {
+                             (a->ed25519 && req->ed25519_ok) ||
+                             (a->pam && req->pam_ok));
+    if (a != NULL && proof_ok(a, req, sd, &next)) {
+        if (req->ed25519 || req->cleartext || req->pam_done) {
             sd->has_pw = false;
         }
         rc = backend_credential(s, a, req, sd, why);
@@ -881,8 +897,12 @@ mdb_service_authenticate(struct mdb_service *s, struct sl_dcb *dcb,
             park(s, dcb) == MDB_AUTH_WAIT) {
             rc = MDB_AUTH_WAIT;   /* else the refusal stands */
         }
-    } else if (switch_ed) {
+    } else if (next == NEXT_ED25519) {
         rc = MDB_AUTH_SWITCH_ED25519;
+    } else if (next == NEXT_PAM) {
+        snprintf(why->pam_service, sizeof(why->pam_service), "%s",
+                 a->pam_service);
+        rc = MDB_AUTH_SWITCH_PAM;
     } else if (req->may_reload &&
                host_may_reload(s, req->is_unix ? "localhost" : req->client,
                                sl_monotonic_ms())) {
@@ -892,8 +912,9 @@ mdb_service_authenticate(struct mdb_service *s, struct sl_dcb *dcb,
         /* Say why, once the login is finally refused. */
         sl_log_warn("account '%s'@'%s' authenticates with %s: the "
                     "listener's authenticators cannot check it (Sluice "
-                    "checks mysql_native_password, and ed25519 on "
-                    "listeners with authenticator=ed25519auth; see "
+                    "checks mysql_native_password, ed25519 on listeners "
+                    "with authenticator=ed25519auth, and pam on listeners "
+                    "with authenticator=PAMAuth; see "
                     "docs/authentication.md)", a->user, a->host,
                     a->plugins != NULL ? a->plugins : "an unknown plugin");
     }

@@ -1,0 +1,297 @@
+# SPDX-License-Identifier: Apache-2.0
+"""PAM accounts through Sluice (docs/authentication.md, "PAM accounts"):
+on listeners with `authenticator=MariaDBAuth,PAMAuth` Sluice runs the
+account's PAM service itself (libpam, on a helper thread), asking the
+client each prompt with the `dialog` plugin, or for the password with
+`mysql_clear_password` when `pam_use_cleartext_plugin=true` (over TLS
+only, unless `pam_allow_plain_cleartext=true`), then logs in to each
+server as the same account, answering the server's own auth_pam with the
+client's answers.
+
+The test writes a PAM service /etc/pam.d/sluice-test-<pid>: pam_exec
+(expose_authtok) runs a small script that accepts one user with one
+password, so Sluice's PAM check and each server's auth_pam (which reads
+the same /etc/pam.d through its setuid auth_pam_tool) decide alike. It
+installs auth_pam on each sandbox server that lacks it, creates the
+account, and removes all of it afterwards (uninstalling auth_pam only
+where it installed it). It needs root (writing /etc/pam.d) and Debian's
+mariadb-server plugins; CI runs as root.
+
+CURRENT_USER() and @@server_id on the backend prove the backend login
+(the server ran its own PAM conversation with the answers Sluice kept).
+Every login test fails on a Sluice without PAMAuth (the listener
+parameter was refused)."""
+
+import os
+import pathlib
+import subprocess
+import uuid
+
+import pytest
+
+import proxy as px
+import sluicetest as st
+
+PAM_DIR = pathlib.Path("/etc/pam.d")
+PAM_EXEC = pathlib.Path("/lib/x86_64-linux-gnu/security/pam_exec.so")
+PLUGIN_DIR = pathlib.Path("/usr/lib/mysql/plugin")
+
+
+def _cannot():
+    if px.PROXY != "sluice":
+        return "Sluice's own authentication"
+    if os.geteuid() != 0:
+        return "writing a PAM service into /etc/pam.d needs root"
+    if not PAM_EXEC.exists():
+        return f"no {PAM_EXEC} (libpam-modules)"
+    if not (PLUGIN_DIR / "auth_pam.so").exists():
+        return "no auth_pam.so (Debian's mariadb-server)"
+    return None
+
+
+pytestmark = pytest.mark.skipif(_cannot() is not None,
+                                reason=str(_cannot()))
+
+PRIMARY_PORT, REPLICA_PORT, RW_PORT = (st.port(5720), st.port(5721),
+                                       st.port(5722))
+CLEAR_RW, CLEAR_PRIMARY, CLEAR_PLAIN = (st.port(5723), st.port(5724),
+                                        st.port(5725))
+PAM_PW = "pam-secret"
+SQL = "SELECT CURRENT_USER(), @@server_id"
+PAM_AUTH = "authenticator=MariaDBAuth,PAMAuth\n"
+CLEAR_OPTS = "authenticator_options=pam_use_cleartext_plugin=true\n"
+
+
+def install_auth_pam():
+    """auth_pam loaded on every sandbox server; the ids installed here."""
+    installed = []
+    for sid in st.SERVERS:
+        with st.root(sid) as conn, conn.cursor() as cur:
+            cur.execute("SELECT COUNT(*) FROM information_schema.plugins "
+                        "WHERE plugin_name = 'pam' AND "
+                        "plugin_status = 'ACTIVE'")
+            if cur.fetchone()[0] == 0:
+                cur.execute("INSTALL SONAME 'auth_pam'")
+                installed.append(sid)
+    return installed
+
+
+def uninstall_auth_pam(sids):
+    for sid in sids:
+        with st.root(sid) as conn, conn.cursor() as cur:
+            cur.execute("UNINSTALL SONAME 'auth_pam'")
+
+
+@pytest.fixture(scope="module")
+def pam_service(tmp_path_factory):
+    """A PAM service accepting (user, PAM_PW); yields (service, user)."""
+    tag = uuid.uuid4().hex[:6]
+    user = f"pamu_{tag}"
+    service = f"sluice-test-{os.getpid()}"
+    script = tmp_path_factory.mktemp("pam") / "check.sh"
+    # pam_exec writes the password NUL-terminated on the script's stdin
+    script.write_text(f"""#!/bin/sh
+pw=$(tr -d '\\000')
+[ "$PAM_USER" = "{user}" ] && [ "$pw" = "{PAM_PW}" ] && exit 0
+exit 1
+""")
+    script.chmod(0o755)
+    script.parent.chmod(0o755)
+    conf = PAM_DIR / service
+    conf.write_text(f"auth required {PAM_EXEC} expose_authtok quiet "
+                    f"{script}\naccount required pam_permit.so\n")
+    try:
+        yield service, user
+    finally:
+        conf.unlink(missing_ok=True)
+
+
+@pytest.fixture(scope="module")
+def account(pam_service):
+    service, user = pam_service
+    installed = install_auth_pam()
+    try:
+        with st.root(st.PRIMARY_ID) as conn, conn.cursor() as cur:
+            for host in ("%", "localhost"):
+                cur.execute(f"GRANT SELECT ON mysql.global_priv TO "
+                            f"'{st.SERVICE_USER}'@'{host}'")
+            cur.execute(f"CREATE USER '{user}'@'%' IDENTIFIED VIA pam "
+                        f"USING '{service}'")
+            cur.execute(f"GRANT SELECT ON test.* TO '{user}'@'%'")
+        st.wait_replicated()
+        yield user
+    finally:
+        with st.root(st.PRIMARY_ID) as conn, conn.cursor() as cur:
+            cur.execute(f"DROP USER IF EXISTS '{user}'@'%'")
+        st.wait_replicated()
+        uninstall_auth_pam(installed)
+
+
+@pytest.fixture(scope="module")
+def proxy(account, tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("proxy-pam")
+    for sub in ("log", "data", "persist"):
+        (run_dir / sub).mkdir(parents=True, exist_ok=True)
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048",
+                    "-nodes", "-days", "2", "-keyout", "key.pem", "-out",
+                    "cert.pem", "-subj", "/CN=localhost"], cwd=run_dir,
+                   check=True, capture_output=True, timeout=60)
+    tls = (f"ssl=true\nssl_cert={run_dir}/cert.pem\n"
+           f"ssl_key={run_dir}/key.pem\n")
+    text = (px.sluice_config(run_dir, PRIMARY_PORT, REPLICA_PORT) +
+            px.rw_service("RW-Service", RW_PORT))
+    text = text.replace("protocol=MariaDBClient\n",
+                        "protocol=MariaDBClient\n" + PAM_AUTH)
+    for name, service, port, extra in (
+            ("Clear-RW", "RW-Service", CLEAR_RW, tls),
+            ("Clear-Primary", "Primary-Service", CLEAR_PRIMARY, tls),
+            ("Clear-Plain", "RW-Service", CLEAR_PLAIN, "")):
+        text += f"""
+[{name}]
+type=listener
+service={service}
+protocol=MariaDBClient
+address={st.HOST}
+port={port}
+{PAM_AUTH}{CLEAR_OPTS}{extra}"""
+    cfg = run_dir / "sluice.cnf"
+    cfg.write_text(text)
+    daemon = px.Daemon(st.sluice_argv("start", cfg), run_dir / "proxy.log",
+                       st.sluice_env())
+    prx = px.Proxy(daemon, PRIMARY_PORT, REPLICA_PORT, None, run_dir)
+    try:
+        daemon.wait_ports([PRIMARY_PORT, REPLICA_PORT, RW_PORT, CLEAR_RW,
+                           CLEAR_PRIMARY, CLEAR_PLAIN])
+        px._wait_ready(prx)
+    except BaseException:
+        px.stop_proxy(prx)
+        raise
+    try:
+        yield prx
+    finally:
+        problems = px.stop_proxy(prx)
+    if problems:
+        pytest.fail("proxy shutdown: " + "\n".join(problems), pytrace=False)
+
+
+def cli(port, user, password, *extra):
+    return subprocess.run(
+        ["mariadb", "--no-defaults", f"-u{user}", f"-p{password}",
+         f"-h{st.HOST}", f"-P{port}", "--protocol=tcp", "--batch",
+         "--skip-column-names", "--connect-timeout=10", *extra, "-e", SQL],
+        capture_output=True, text=True, timeout=60)
+
+
+def whoami(proc):
+    assert proc.returncode == 0, proc.stderr
+    user_host, sid = proc.stdout.split()
+    return user_host, int(sid)
+
+
+def log_has(proxy, line):
+    log = proxy.run_dir / "proxy.log"
+    st.wait_until(lambda: line in log.read_text(errors="replace"), 10,
+                  what=line)
+
+
+ROUTES = {"readconnroute-primary": (PRIMARY_PORT, {st.PRIMARY_ID}),
+          "readconnroute-replica": (REPLICA_PORT, st.REPLICA_IDS),
+          "readwritesplit": (RW_PORT, st.REPLICA_IDS)}
+CLEAR_ROUTES = {"readconnroute-primary": (CLEAR_PRIMARY, {st.PRIMARY_ID}),
+                "readwritesplit": (CLEAR_RW, st.REPLICA_IDS)}
+
+
+def test_server_accepts_the_account(account):
+    """The premise: each server's own auth_pam accepts the password and
+    refuses another (else nothing below means anything)."""
+    for sid, port in st.SERVERS.items():
+        assert whoami(cli(port, account, PAM_PW)) == (f"{account}@%", sid)
+        assert st.cli_error_code(cli(port, account, "wrong")) == 1045
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_dialog_login(proxy, account, route):
+    """The mariadb CLI answers Sluice's dialog question; every server
+    the session uses is logged in to as the PAM account itself."""
+    port, sids = ROUTES[route]
+    user_host, sid = whoami(cli(port, account, PAM_PW))
+    assert user_host == f"{account}@%"
+    assert sid in sids
+
+
+def test_dialog_session_writes_through_primary(proxy, account):
+    """readwritesplit's primary connection logs in too: a statement that
+    must go to the primary runs there as the PAM account."""
+    proc = subprocess.run(
+        ["mariadb", "--no-defaults", f"-u{account}", f"-p{PAM_PW}",
+         f"-h{st.HOST}", f"-P{RW_PORT}", "--protocol=tcp", "--batch",
+         "--skip-column-names", "-e",
+         "BEGIN; SELECT CURRENT_USER(), @@server_id; COMMIT"],
+        capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [f"{account}@%", str(st.PRIMARY_ID)]
+
+
+@pytest.mark.parametrize("route", ["readconnroute-primary",
+                                   "readwritesplit"])
+def test_dialog_wrong_password(proxy, account, route):
+    proc = cli(ROUTES[route][0], account, "wrong")
+    assert st.cli_error_code(proc) == 1045, proc.stderr
+    assert f"Access denied for user '{account}'@'127.0.0.1'" in proc.stderr
+    log_has(proxy, f"authentication failed for '{account}'@'127.0.0.1'")
+
+
+@pytest.mark.parametrize("route", CLEAR_ROUTES)
+def test_cleartext_over_tls(proxy, account, route):
+    port, sids = CLEAR_ROUTES[route]
+    user_host, sid = whoami(cli(port, account, PAM_PW, "--ssl"))
+    assert user_host == f"{account}@%"
+    assert sid in sids
+
+
+def test_cleartext_wrong_password(proxy, account):
+    proc = cli(CLEAR_RW, account, "wrong", "--ssl")
+    assert st.cli_error_code(proc) == 1045, proc.stderr
+
+
+def test_cleartext_on_plain_connection_refused(proxy, account):
+    """Refused before the client is asked for its password; native
+    accounts on the same listener are not affected."""
+    proc = cli(CLEAR_PLAIN, account, PAM_PW)
+    assert st.cli_error_code(proc) == 3159, proc.stderr
+    assert "mysql_clear_password, which needs TLS" in proc.stderr
+    log_has(proxy, f"client {account}@127.0.0.1 refused: its pam account "
+            "logs in with mysql_clear_password on listener 'Clear-Plain'")
+    proc = st.cli(SQL, port=CLEAR_PLAIN)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_native_account_unchanged(proxy):
+    proc = st.cli(SQL, port=RW_PORT)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split()[0] == f"{st.APP_USER}@%"
+
+
+def test_pam_account_refused_without_pamauth(account, tmp_path):
+    """A listener without PAMAuth still refuses the account (1045), as
+    before, with the reason in the log."""
+    run_dir = tmp_path / "plain"
+    port_p, port_r = st.port(5726), st.port(5727)
+    text = px.sluice_config(run_dir, port_p, port_r)
+    for sub in ("log", "data", "persist"):
+        (run_dir / sub).mkdir(parents=True, exist_ok=True)
+    cfg = run_dir / "sluice.cnf"
+    cfg.write_text(text)
+    daemon = px.Daemon(st.sluice_argv("start", cfg), run_dir / "proxy.log",
+                       st.sluice_env())
+    prx = px.Proxy(daemon, port_p, port_r, None, run_dir)
+    try:
+        daemon.wait_ports([port_p, port_r])
+        px._wait_ready(prx)
+        proc = cli(port_p, account, PAM_PW)
+        assert st.cli_error_code(proc) == 1045, proc.stderr
+        log_has(prx, f"account '{account}'@'%' authenticates with pam: "
+                "the listener's authenticators cannot check it")
+    finally:
+        problems = px.stop_proxy(prx)
+    assert not problems, problems
