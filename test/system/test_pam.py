@@ -24,13 +24,18 @@ parameter was refused)."""
 
 import os
 import pathlib
+import socket
+import struct
 import subprocess
+import threading
+import time
 import uuid
 
 import pytest
 
 import proxy as px
 import sluicetest as st
+from hostile import greeting_scramble, native_token, packet
 
 PAM_DIR = pathlib.Path("/etc/pam.d")
 PAM_EXEC = pathlib.Path("/lib/x86_64-linux-gnu/security/pam_exec.so")
@@ -57,6 +62,7 @@ PRIMARY_PORT, REPLICA_PORT, RW_PORT = (st.port(5720), st.port(5721),
 CLEAR_RW, CLEAR_PRIMARY, CLEAR_PLAIN = (st.port(5723), st.port(5724),
                                         st.port(5725))
 PAM_PW = "pam-secret"
+SLOW_S = 3   # the PAM check of the slow account takes this long
 SQL = "SELECT CURRENT_USER(), @@server_id"
 PAM_AUTH = "authenticator=MariaDBAuth,PAMAuth\n"
 CLEAR_OPTS = "authenticator_options=pam_use_cleartext_plugin=true\n"
@@ -84,14 +90,16 @@ def uninstall_auth_pam(sids):
 
 @pytest.fixture(scope="module")
 def pam_service(tmp_path_factory):
-    """A PAM service accepting (user, PAM_PW); yields (service, user)."""
+    """A PAM service accepting (user, PAM_PW) and (slow, PAM_PW), the
+    latter after SLOW_S seconds; yields (service, user, slow)."""
     tag = uuid.uuid4().hex[:6]
-    user = f"pamu_{tag}"
+    user, slow = f"pamu_{tag}", f"pams_{tag}"
     service = f"sluice-test-{os.getpid()}"
     script = tmp_path_factory.mktemp("pam") / "check.sh"
     # pam_exec writes the password NUL-terminated on the script's stdin
     script.write_text(f"""#!/bin/sh
 pw=$(tr -d '\\000')
+[ "$PAM_USER" = "{slow}" ] && sleep {SLOW_S} && [ "$pw" = "{PAM_PW}" ] && exit 0
 [ "$PAM_USER" = "{user}" ] && [ "$pw" = "{PAM_PW}" ] && exit 0
 exit 1
 """)
@@ -101,30 +109,37 @@ exit 1
     conf.write_text(f"auth required {PAM_EXEC} expose_authtok quiet "
                     f"{script}\naccount required pam_permit.so\n")
     try:
-        yield service, user
+        yield service, user, slow
     finally:
         conf.unlink(missing_ok=True)
 
 
 @pytest.fixture(scope="module")
 def account(pam_service):
-    service, user = pam_service
+    service, user, slow = pam_service
     installed = install_auth_pam()
     try:
         with st.root(st.PRIMARY_ID) as conn, conn.cursor() as cur:
             for host in ("%", "localhost"):
                 cur.execute(f"GRANT SELECT ON mysql.global_priv TO "
                             f"'{st.SERVICE_USER}'@'{host}'")
-            cur.execute(f"CREATE USER '{user}'@'%' IDENTIFIED VIA pam "
-                        f"USING '{service}'")
-            cur.execute(f"GRANT SELECT ON test.* TO '{user}'@'%'")
+            for name in (user, slow):
+                cur.execute(f"CREATE USER '{name}'@'%' IDENTIFIED VIA pam "
+                            f"USING '{service}'")
+                cur.execute(f"GRANT SELECT ON test.* TO '{name}'@'%'")
         st.wait_replicated()
         yield user
     finally:
         with st.root(st.PRIMARY_ID) as conn, conn.cursor() as cur:
-            cur.execute(f"DROP USER IF EXISTS '{user}'@'%'")
+            for name in (user, slow):
+                cur.execute(f"DROP USER IF EXISTS '{name}'@'%'")
         st.wait_replicated()
         uninstall_auth_pam(installed)
+
+
+@pytest.fixture(scope="module")
+def slow_account(pam_service, account):
+    return pam_service[2]
 
 
 @pytest.fixture(scope="module")
@@ -138,7 +153,9 @@ def proxy(account, tmp_path_factory):
                    check=True, capture_output=True, timeout=60)
     tls = (f"ssl=true\nssl_cert={run_dir}/cert.pem\n"
            f"ssl_key={run_dir}/key.pem\n")
-    text = (px.sluice_config(run_dir, PRIMARY_PORT, REPLICA_PORT) +
+    # one worker: were a PAM check run on it, every session would wait
+    text = (px.sluice_config(run_dir, PRIMARY_PORT, REPLICA_PORT,
+                             threads=1) +
             px.rw_service("RW-Service", RW_PORT))
     text = text.replace("protocol=MariaDBClient\n",
                         "protocol=MariaDBClient\n" + PAM_AUTH)
@@ -295,3 +312,97 @@ def test_pam_account_refused_without_pamauth(account, tmp_path):
     finally:
         problems = px.stop_proxy(prx)
     assert not problems, problems
+
+
+def test_pam_check_does_not_stall_the_worker(proxy, account, slow_account):
+    """Sluice has one worker here; while a PAM check takes SLOW_S seconds
+    (on its helper thread), other clients log in and query at once, and
+    the slow login still succeeds."""
+    result = {}
+
+    def slow_login():
+        result["proc"] = cli(RW_PORT, slow_account, PAM_PW)
+
+    t = threading.Thread(target=slow_login)
+    started = time.monotonic()
+    t.start()
+    time.sleep(0.5)   # the slow check is under way
+    for _ in range(3):
+        t0 = time.monotonic()
+        proc = st.cli(SQL, port=RW_PORT)
+        assert proc.returncode == 0, proc.stderr
+        assert time.monotonic() - t0 < SLOW_S - 1, "a login waited"
+    assert whoami(cli(PRIMARY_PORT, account, PAM_PW))[0] == f"{account}@%"
+    assert time.monotonic() - started < SLOW_S, "the others waited"
+    t.join(60)
+    assert whoami(result["proc"])[0] == f"{slow_account}@%"
+
+
+def recv_packet(sock):
+    head = b""
+    while len(head) < 4:
+        chunk = sock.recv(4 - len(head))
+        if not chunk:
+            raise ConnectionError("closed")
+        head += chunk
+    n = head[0] | head[1] << 8 | head[2] << 16
+    body = b""
+    while len(body) < n:
+        chunk = sock.recv(n - len(body))
+        if not chunk:
+            raise ConnectionError("closed")
+        body += chunk
+    return head[3], body
+
+
+def asked_by_dialog(user):
+    """Log in natively until Sluice asks its first PAM question; returns
+    (socket, seq of the question, its type byte and text)."""
+    sock = socket.create_connection((st.HOST, RW_PORT), timeout=10)
+    _, greeting = recv_packet(sock)
+    caps = (0x00000001 | 0x00000200 | 0x00002000 | 0x00008000 |
+            0x00080000)
+    token = native_token("not-the-password", greeting_scramble(greeting))
+    payload = (struct.pack("<IIB", caps, 1 << 24, 45) + b"\0" * 23 +
+               user.encode() + b"\0" + bytes([len(token)]) + token +
+               b"mysql_native_password\0")
+    sock.sendall(packet(1, payload))
+    seq, body = recv_packet(sock)
+    assert body[:1] == b"\xfe", body
+    plugin, _, question = body[1:].partition(b"\0")
+    assert plugin == b"dialog"
+    return sock, seq, question
+
+
+def test_dialog_question_as_sent(proxy, account):
+    """The first question rides in the AuthSwitchRequest: type 4 (a
+    password, not echoed) and PAM's prompt; the right answer logs in."""
+    sock, seq, question = asked_by_dialog(account)
+    with sock:
+        assert question == b"\x04Password: ", question
+        sock.sendall(packet(seq + 1, PAM_PW.encode() + b"\0"))
+        rseq, body = recv_packet(sock)
+        assert body[:1] == b"\x00", body
+        assert rseq == seq + 2
+
+
+@pytest.mark.parametrize("answer", [b"x" * 600, b"pam\0secret\0"],
+                         ids=["too-long", "nul-inside"])
+def test_malformed_answer_closes_only_that_client(proxy, account, answer):
+    sock, seq, _ = asked_by_dialog(account)
+    with sock:
+        sock.sendall(packet(seq + 1, answer))
+        _, body = recv_packet(sock)
+        assert body[:1] == b"\xff" and struct.unpack("<H", body[1:3])[0] == \
+            1043, body
+        assert sock.recv(1) == b""   # closed
+    assert whoami(cli(RW_PORT, account, PAM_PW))[0] == f"{account}@%"
+
+
+def test_client_gone_mid_conversation(proxy, account):
+    """A client that hangs up while PAM waits for its answer: the
+    conversation is abandoned, nothing else is affected."""
+    for _ in range(5):
+        sock, _, _ = asked_by_dialog(account)
+        sock.close()
+    assert whoami(cli(RW_PORT, account, PAM_PW))[0] == f"{account}@%"
