@@ -62,10 +62,43 @@ PRIMARY_PORT, REPLICA_PORT, RW_PORT = (st.port(5720), st.port(5721),
 CLEAR_RW, CLEAR_PRIMARY, CLEAR_PLAIN = (st.port(5723), st.port(5724),
                                         st.port(5725))
 PAM_PW = "pam-secret"
+TOKEN = "271828"   # the second prompt's answer (multi-prompt service)
 SLOW_S = 3   # the PAM check of the slow account takes this long
 SQL = "SELECT CURRENT_USER(), @@server_id"
 PAM_AUTH = "authenticator=MariaDBAuth,PAMAuth\n"
 CLEAR_OPTS = "authenticator_options=pam_use_cleartext_plugin=true\n"
+
+
+TOKEN_MODULE = r"""
+#include <security/pam_ext.h>
+#include <security/pam_modules.h>
+#include <stdlib.h>
+#include <string.h>
+
+int pam_sm_authenticate(pam_handle_t *h, int flags, int argc,
+                        const char **argv)
+{
+    char *resp = NULL;
+    int ok;
+
+    if (argc < 1 ||
+        pam_prompt(h, PAM_PROMPT_ECHO_ON, &resp, "Token: ") != PAM_SUCCESS ||
+        resp == NULL) {
+        return PAM_AUTH_ERR;
+    }
+    /* the mariadb CLI's dialog answers with the line it read, newline
+     * included */
+    resp[strcspn(resp, "\r\n")] = '\0';
+    ok = strcmp(resp, argv[0]) == 0;
+    free(resp);
+    return ok ? PAM_SUCCESS : PAM_AUTH_ERR;
+}
+
+int pam_sm_setcred(pam_handle_t *h, int flags, int argc, const char **argv)
+{
+    return PAM_SUCCESS;
+}
+"""
 
 
 def install_auth_pam():
@@ -101,6 +134,7 @@ def pam_service(tmp_path_factory):
 pw=$(tr -d '\\000')
 [ "$PAM_USER" = "{slow}" ] && sleep {SLOW_S} && [ "$pw" = "{PAM_PW}" ] && exit 0
 [ "$PAM_USER" = "{user}" ] && [ "$pw" = "{PAM_PW}" ] && exit 0
+[ "$PAM_USER" = "{two(user)}" ] && [ "$pw" = "{PAM_PW}" ] && exit 0
 exit 1
 """)
     script.chmod(0o755)
@@ -108,10 +142,23 @@ exit 1
     conf = PAM_DIR / service
     conf.write_text(f"auth required {PAM_EXEC} expose_authtok quiet "
                     f"{script}\naccount required pam_permit.so\n")
+    # a second service: the password, then an echoed "Token: " prompt
+    # (a small PAM module built here: no Debian module asks a second
+    # question), for a conversation of two prompts
+    module = script.parent / "pam_sluice_token.so"
+    src = script.parent / "token.c"
+    src.write_text(TOKEN_MODULE)
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(module), str(src),
+                    "-lpam"], check=True, capture_output=True, timeout=120)
+    conf2 = PAM_DIR / f"{service}-2"
+    conf2.write_text(f"auth required {PAM_EXEC} expose_authtok quiet "
+                     f"{script}\nauth required {module} {TOKEN}\n"
+                     "account required pam_permit.so\n")
     try:
         yield service, user, slow
     finally:
         conf.unlink(missing_ok=True)
+        conf2.unlink(missing_ok=True)
 
 
 @pytest.fixture(scope="module")
@@ -123,18 +170,24 @@ def account(pam_service):
             for host in ("%", "localhost"):
                 cur.execute(f"GRANT SELECT ON mysql.global_priv TO "
                             f"'{st.SERVICE_USER}'@'{host}'")
-            for name in (user, slow):
+            for name, svc in ((user, service), (slow, service),
+                              (two(user), f"{service}-2")):
                 cur.execute(f"CREATE USER '{name}'@'%' IDENTIFIED VIA pam "
-                            f"USING '{service}'")
+                            f"USING '{svc}'")
                 cur.execute(f"GRANT SELECT ON test.* TO '{name}'@'%'")
         st.wait_replicated()
         yield user
     finally:
         with st.root(st.PRIMARY_ID) as conn, conn.cursor() as cur:
-            for name in (user, slow):
+            for name in (user, slow, two(user)):
                 cur.execute(f"DROP USER IF EXISTS '{name}'@'%'")
         st.wait_replicated()
         uninstall_auth_pam(installed)
+
+
+def two(user):
+    """The account of the two-prompt service."""
+    return user.replace("pamu_", "pam2_")
 
 
 @pytest.fixture(scope="module")
@@ -191,17 +244,19 @@ port={port}
         pytest.fail("proxy shutdown: " + "\n".join(problems), pytrace=False)
 
 
-def cli(port, user, password, *extra):
+def cli(port, user, password, *extra, stdin=None):
     return subprocess.run(
         ["mariadb", "--no-defaults", f"-u{user}", f"-p{password}",
          f"-h{st.HOST}", f"-P{port}", "--protocol=tcp", "--batch",
          "--skip-column-names", "--connect-timeout=10", *extra, "-e", SQL],
-        capture_output=True, text=True, timeout=60)
+        capture_output=True, text=True, timeout=60, input=stdin)
 
 
 def whoami(proc):
+    """(CURRENT_USER(), @@server_id); the CLI prints an echoed PAM
+    question ("[mariadb] Token: ") before the result."""
     assert proc.returncode == 0, proc.stderr
-    user_host, sid = proc.stdout.split()
+    user_host, sid = proc.stdout.split()[-2:]
     return user_host, int(sid)
 
 
@@ -234,6 +289,32 @@ def test_dialog_login(proxy, account, route):
     user_host, sid = whoami(cli(port, account, PAM_PW))
     assert user_host == f"{account}@%"
     assert sid in sids
+
+
+def test_server_asks_two_prompts(account):
+    """The premise of the next test: the server's auth_pam asks the
+    password and then the echoed token (the CLI reads the token from its
+    input), and refuses a wrong token."""
+    for sid, port in st.SERVERS.items():
+        proc = cli(port, two(account), PAM_PW, stdin=TOKEN + "\n")
+        assert whoami(proc) == (f"{two(account)}@%", sid)
+        proc = cli(port, two(account), PAM_PW, stdin="000000\n")
+        assert st.cli_error_code(proc) == 1045, proc.stderr
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_dialog_two_prompts(proxy, account, route):
+    """Both prompts of the service reach the client (the second one
+    echoed), and every server Sluice logs in to gets both answers in its
+    own conversation."""
+    port, sids = ROUTES[route]
+    proc = cli(port, two(account), PAM_PW, stdin=TOKEN + "\n")
+    assert proc.stdout.startswith("[mariadb] Token: "), proc.stdout
+    user_host, sid = whoami(proc)
+    assert user_host == f"{two(account)}@%"
+    assert sid in sids
+    proc = cli(port, two(account), PAM_PW, stdin="000000\n")
+    assert st.cli_error_code(proc) == 1045, proc.stderr
 
 
 def test_dialog_session_writes_through_primary(proxy, account):

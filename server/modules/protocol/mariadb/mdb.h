@@ -45,6 +45,7 @@ struct mdb_session {
      * auth_pam; NULL otherwise. Wiped and freed with the session. */
     char *pam_answers;
     size_t pam_len;
+    bool pam_first_echo;            /* the first question was echoed */
     uint32_t caps;                  /* client caps & MDB_SERVER_CAPS */
     uint32_t ext_caps;              /* MariaDB extended caps, client's &
                                      * the ones offered (MDB_EXT_CAPS) */

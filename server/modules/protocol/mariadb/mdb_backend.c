@@ -309,9 +309,11 @@ on_handshake(struct sl_dcb *dcb, struct mdb_backend *be,
  *
  * MariaDB's auth_pam switches to dialog with no question at all (len 0):
  * the client plugin then sends its password at once, and the server
- * keeps it for the first password question of its conversation, asking
- * only an echoed question first. So answer 0 goes ahead, and the first
- * question that does arrive is the first one (echoed) or the second.
+ * uses it as the answer to its conversation's first prompt when that is
+ * a password prompt, and asks an echoed first prompt itself. So answer 0
+ * goes ahead; when the client's own first question was an echoed one
+ * (the same PAM stack prompts in the same order), the server discards it
+ * and the first question that arrives takes answer 0 again.
  */
 static int
 pam_reply(struct sl_dcb *dcb, struct mdb_backend *be, const unsigned char *p,
@@ -329,7 +331,7 @@ pam_reply(struct sl_dcb *dcb, struct mdb_backend *be, const unsigned char *p,
         if (mdb_dialog_parse_question(p, len, &echo) != 0) {
             return -1;
         }
-        if (be->pam_ahead && echo && be->pam_next == 1) {
+        if (be->pam_ahead && be->pam_next == 1 && sd->pam_first_echo) {
             be->pam_next = 0;   /* the server asks its first one itself */
         }
         be->pam_ahead = false;

@@ -717,6 +717,7 @@ pam_begin(struct sl_dcb *dcb, struct mdb_client *cl, const char *service)
 
     snprintf(cl->pam_service, sizeof(cl->pam_service), "%s", service);
     drop_pam_answers(cl->sd);
+    cl->sd->pam_first_echo = false;
     if (listener_option(dcb, "pam_use_cleartext_plugin=true")) {
         if (!sl_dcb_is_tls(dcb) &&
             !listener_option(dcb, "pam_allow_plain_cleartext=true")) {
@@ -815,6 +816,9 @@ mdb_client_pam_event(struct sl_dcb *dcb, struct mdb_pam_job *j)
                mdb_pam_question(j, text, sizeof(text), &echo)) {
         n = mdb_dialog_question(pkt, sizeof(pkt), cl->pam_first, echo,
                                 text, strlen(text));
+        if (cl->pam_first) {
+            cl->sd->pam_first_echo = echo;   /* for the backends' replay */
+        }
         cl->pam_first = false;
         cl->state = CS_PAM_ASK;
         cl->seq += 2;
