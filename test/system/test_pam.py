@@ -487,3 +487,46 @@ def test_client_gone_mid_conversation(proxy, account):
         sock, _, _ = asked_by_dialog(account)
         sock.close()
     assert whoami(cli(RW_PORT, account, PAM_PW))[0] == f"{account}@%"
+
+
+def running_on_servers(marker):
+    """(server id, thread id) of statements containing marker."""
+    found = []
+    for sid in st.SERVERS:
+        with st.root(sid) as conn, conn.cursor() as cur:
+            cur.execute("SELECT id FROM information_schema.processlist "
+                        "WHERE info LIKE %s AND id <> CONNECTION_ID()",
+                        (f"%{marker}%",))
+            found += [(sid, row[0]) for row in cur.fetchall()]
+    return found
+
+
+def test_kill_query_user_of_pam_sessions(proxy, account):
+    """KILL QUERY USER through Sluice logs in to the servers as the PAM
+    account (replaying the session's answers to each server's auth_pam)
+    and ends the victim's statement."""
+    marker = "pk" + uuid.uuid4().hex[:8]
+    victim = subprocess.Popen(
+        ["mariadb", "--no-defaults", f"-u{account}", f"-p{PAM_PW}",
+         f"-h{st.HOST}", f"-P{RW_PORT}", "--protocol=tcp", "-e",
+         f"SELECT SLEEP(30) AS {marker}"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        st.wait_until(lambda: running_on_servers(marker), 15,
+                      what="the victim's SLEEP on a server")
+        proc = cli(RW_PORT, account, PAM_PW)   # the account works
+        whoami(proc)
+        proc = subprocess.run(
+            ["mariadb", "--no-defaults", f"-u{account}", f"-p{PAM_PW}",
+             f"-h{st.HOST}", f"-P{RW_PORT}", "--protocol=tcp", "-e",
+             f"KILL QUERY USER '{account}'"],
+            capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        _, err = victim.communicate(timeout=10)
+        assert victim.returncode != 0, err
+        st.wait_until(lambda: not running_on_servers(marker), 10,
+                      what="the victim's statement to end")
+    finally:
+        if victim.poll() is None:
+            victim.kill()
+            victim.wait()

@@ -1036,6 +1036,61 @@ test_pam_answers(void **state)
     assert_null(mdb_pam_answer_at("abc", 3, 0, &alen));
 }
 
+/* Replaying a client's answers to a server's auth_pam: the server's bare
+ * switch to dialog takes answer 0 at once; its first question then takes
+ * answer 1, unless the client's own first question was echoed (then the
+ * server discarded answer 0 and asks its first prompt itself). */
+static void
+test_pam_replay(void **state)
+{
+    static const char answers[] = "pw\0" "tok";
+    struct mdb_pam_replay r = {0};
+    size_t n;
+    const char *a;
+
+    (void)state;
+    /* password, then an echoed token: the server asks "Token: " only */
+    a = mdb_pam_replay(&r, answers, sizeof(answers), false,
+                       MDB_PAM_SWITCH_DIALOG, NULL, 0, &n);
+    assert_int_equal(n, 2);
+    assert_memory_equal(a, "pw", 2);
+    a = mdb_pam_replay(&r, answers, sizeof(answers), false,
+                       MDB_PAM_QUESTION,
+                       (const unsigned char *)"\x02Token: ", 8, &n);
+    assert_int_equal(n, 3);
+    assert_memory_equal(a, "tok", 3);
+    /* an echoed first prompt: the server asks it, answer 0 again */
+    memset(&r, 0, sizeof(r));
+    mdb_pam_replay(&r, answers, sizeof(answers), true, MDB_PAM_SWITCH_DIALOG,
+                   NULL, 0, &n);
+    a = mdb_pam_replay(&r, answers, sizeof(answers), true, MDB_PAM_QUESTION,
+                       (const unsigned char *)"\x02Name: ", 7, &n);
+    assert_memory_equal(a, "pw", 2);
+    a = mdb_pam_replay(&r, answers, sizeof(answers), true, MDB_PAM_QUESTION,
+                       (const unsigned char *)"\x04Password: ", 11, &n);
+    assert_memory_equal(a, "tok", 3);
+    /* a switch that carries its question; cleartext */
+    memset(&r, 0, sizeof(r));
+    a = mdb_pam_replay(&r, answers, sizeof(answers), false,
+                       MDB_PAM_SWITCH_DIALOG,
+                       (const unsigned char *)"\x04Password: ", 11, &n);
+    assert_memory_equal(a, "pw", 2);
+    memset(&r, 0, sizeof(r));
+    a = mdb_pam_replay(&r, answers, sizeof(answers), false,
+                       MDB_PAM_SWITCH_CLEAR, NULL, 0, &n);
+    assert_memory_equal(a, "pw", 2);
+    /* not dialog, not a question, no answers */
+    assert_null(mdb_pam_replay(&r, answers, sizeof(answers), false,
+                               MDB_PAM_QUESTION,
+                               (const unsigned char *)"\x04x", 2, &n));
+    memset(&r, 0, sizeof(r));
+    assert_null(mdb_pam_replay(&r, NULL, 0, false, MDB_PAM_SWITCH_DIALOG,
+                               NULL, 0, &n));
+    assert_null(mdb_pam_replay(&r, answers, sizeof(answers), false,
+                               MDB_PAM_QUESTION,
+                               (const unsigned char *)"\x00", 1, &n));
+}
+
 static void
 usermap_bad(const char *text, const char *want)
 {
@@ -1127,6 +1182,7 @@ main(void)
         cmocka_unit_test(test_global_priv_pam),
         cmocka_unit_test(test_dialog_exchange),
         cmocka_unit_test(test_pam_answers),
+        cmocka_unit_test(test_pam_replay),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

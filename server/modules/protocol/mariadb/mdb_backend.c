@@ -77,12 +77,8 @@ struct mdb_backend {
     uint32_t tid;                 /* the server's thread id (greeting) */
     uint32_t reg_id;              /* Sluice id registered under, or 0 */
     struct sl_server *reg_srv;    /* and the server */
-    bool pam_dialog;              /* the server's auth_pam asks with
-                                   * dialog: later questions come as
-                                   * plain packets */
-    uint8_t pam_next;             /* the client's answer the next
-                                   * question gets */
-    bool pam_ahead;               /* answer 0 went with the switch */
+    struct mdb_pam_replay pam;    /* replaying the client's PAM answers
+                                   * to the server's auth_pam */
 };
 
 /* The session's login data, or a static empty one. */
@@ -301,49 +297,22 @@ on_handshake(struct sl_dcb *dcb, struct mdb_backend *be,
  * account from user_mapping_file with plugin ed25519), client_ed25519 is
  * answered with the signature of the server's 32-byte nonce.
  */
-/*
- * A PAM question of the server's auth_pam (p: its dialog question, or
- * NULL for mysql_clear_password): answered with the client's answers to
- * Sluice's own conversation, in order (beyond them, the last again).
- * -1 when the session has none (the client did not log in with PAM).
- *
- * MariaDB's auth_pam switches to dialog with no question at all (len 0):
- * the client plugin then sends its password at once, and the server
- * uses it as the answer to its conversation's first prompt when that is
- * a password prompt, and asks an echoed first prompt itself. So answer 0
- * goes ahead; when the client's own first question was an echoed one
- * (the same PAM stack prompts in the same order), the server discards it
- * and the first question that arrives takes answer 0 again.
- */
+/* A PAM step of the server's auth_pam: answered with the client's
+ * answers to Sluice's own conversation (mdb_pam_replay). -1 when the
+ * session has none (the client did not log in with PAM). */
 static int
-pam_reply(struct sl_dcb *dcb, struct mdb_backend *be, const unsigned char *p,
-          size_t len, uint8_t seq)
+pam_reply(struct sl_dcb *dcb, struct mdb_backend *be, enum mdb_pam_step step,
+          const unsigned char *p, size_t len, uint8_t seq)
 {
     const struct mdb_session *sd = session_data(dcb);
-    const char *a;
     size_t alen = 0;
-    bool echo;
+    const char *a = mdb_pam_replay(&be->pam, sd->pam_answers, sd->pam_len,
+                                   sd->pam_first_echo, step, p, len, &alen);
     struct sl_buf *pkt;
 
-    if (p != NULL && len == 0) {
-        be->pam_ahead = true;   /* the switch without a question */
-    } else if (p != NULL) {
-        if (mdb_dialog_parse_question(p, len, &echo) != 0) {
-            return -1;
-        }
-        if (be->pam_ahead && be->pam_next == 1 && sd->pam_first_echo) {
-            be->pam_next = 0;   /* the server asks its first one itself */
-        }
-        be->pam_ahead = false;
-    }
-    a = sd->pam_answers != NULL
-            ? mdb_pam_answer_at(sd->pam_answers, sd->pam_len, be->pam_next,
-                                &alen)
-            : NULL;
     if (a == NULL) {
         return -1;
     }
-    be->pam_next++;
     /* with its terminator, as the client plugins send it */
     pkt = sl_mdb_make_packet((uint8_t)(seq + 1), a, alen + 1);
     return pkt != NULL && sl_dcb_write(dcb, pkt) == 0 ? 0 : -1;
@@ -366,15 +335,10 @@ auth_switch(struct sl_dcb *dcb, struct mdb_backend *be,
         return -1;
     }
     if (strcmp(plugin, MDB_DIALOG_PLUGIN) == 0) {
-        be->pam_dialog = true;
-        be->pam_ahead = false;
-        be->pam_next = 0;
-        return pam_reply(dcb, be, data, dlen, seq);
+        return pam_reply(dcb, be, MDB_PAM_SWITCH_DIALOG, data, dlen, seq);
     }
     if (strcmp(plugin, MDB_CLEAR_PLUGIN) == 0) {
-        be->pam_dialog = false;
-        be->pam_next = 0;
-        return pam_reply(dcb, be, NULL, 0, seq);
+        return pam_reply(dcb, be, MDB_PAM_SWITCH_CLEAR, NULL, 0, seq);
     }
     if (strcmp(plugin, MDB_ED25519_CLIENT_PLUGIN) == 0) {
         bool sign = sd->has_ed && dlen == MDB_ED25519_NONCE_LEN &&
@@ -484,8 +448,8 @@ login_step(struct sl_dcb *dcb, struct mdb_backend *be, struct sl_buf *rq,
         if (auth_switch(dcb, be, p, len, seq) != 0) {
             fail(be, NULL, "unsupported authentication switch");
         }
-    } else if (be->pam_dialog && len > 0) {
-        if (pam_reply(dcb, be, p, len, seq) != 0) {
+    } else if (be->pam.dialog && len > 0) {
+        if (pam_reply(dcb, be, MDB_PAM_QUESTION, p, len, seq) != 0) {
             fail(be, NULL, "a PAM question Sluice has no answer for");
         }
     } else {

@@ -104,3 +104,45 @@ mdb_pam_answer_at(const char *buf, size_t len, size_t i, size_t *alen)
     }
     return last;   /* beyond the list: the last answer again */
 }
+
+const char *
+mdb_pam_replay(struct mdb_pam_replay *r, const char *answers, size_t len,
+               bool first_echo, enum mdb_pam_step step,
+               const unsigned char *p, size_t plen, size_t *alen)
+{
+    const char *a;
+    bool echo;
+
+    switch (step) {
+    case MDB_PAM_SWITCH_CLEAR:
+        r->dialog = false;
+        r->ahead = false;
+        r->next = 0;
+        break;
+    case MDB_PAM_SWITCH_DIALOG:
+        r->dialog = true;
+        r->next = 0;
+        r->ahead = plen == 0;   /* no question: answer 0 goes ahead */
+        if (plen > 0 && mdb_dialog_parse_question(p, plen, &echo) != 0) {
+            return NULL;
+        }
+        break;
+    default:
+        if (!r->dialog || mdb_dialog_parse_question(p, plen, &echo) != 0) {
+            return NULL;
+        }
+        if (r->ahead && r->next == 1 && first_echo) {
+            r->next = 0;   /* the server asks its first one itself */
+        }
+        r->ahead = false;
+        break;
+    }
+    if (answers == NULL ||
+        (a = mdb_pam_answer_at(answers, len, r->next, alen)) == NULL) {
+        return NULL;
+    }
+    if (r->next < 255) {
+        r->next++;
+    }
+    return a;
+}

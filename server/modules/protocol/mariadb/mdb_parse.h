@@ -261,6 +261,35 @@ int mdb_pam_answers_add(char *buf, size_t cap, size_t *len, const char *a,
 const char *mdb_pam_answer_at(const char *buf, size_t len, size_t i,
                               size_t *alen);
 
+/*
+ * Replaying a client's PAM answers to a server's auth_pam (backend and
+ * KILL logins). MariaDB's auth_pam switches to dialog with no question:
+ * the client plugin answers at once, and the server uses that answer for
+ * its conversation's first prompt when it is a password prompt, asking an
+ * echoed first prompt itself. So answer 0 goes ahead; when the client's
+ * own first question was echoed (first_echo: the same PAM stack prompts
+ * in the same order) the server discards it, and its first question
+ * takes answer 0 again. Beyond the answers, the last one again.
+ */
+enum mdb_pam_step {
+    MDB_PAM_SWITCH_DIALOG,   /* AuthSwitchRequest to dialog; p its data */
+    MDB_PAM_SWITCH_CLEAR,    /* AuthSwitchRequest to mysql_clear_password */
+    MDB_PAM_QUESTION,        /* a later dialog packet p */
+};
+
+struct mdb_pam_replay {
+    uint8_t next;            /* the answer the next step gets */
+    bool ahead;              /* answer 0 went with a bare switch */
+    bool dialog;             /* the server speaks dialog */
+};
+
+/* The answer (into answers[len], *alen its length, without terminator)
+ * for this step; NULL when there is none (no answers, not a question). */
+const char *mdb_pam_replay(struct mdb_pam_replay *r, const char *answers,
+                           size_t len, bool first_echo,
+                           enum mdb_pam_step step, const unsigned char *p,
+                           size_t plen, size_t *alen);
+
 /* ---- accounts and host matching ---- */
 
 /* mysql.global_priv's ssl_type: REQUIRE NONE, SSL, X509, or ISSUER /
