@@ -4,8 +4,8 @@
  * HandshakeResponse41 / SSLRequest (and its connect attributes), and on
  * the backend side the server's Handshake v10 and AuthSwitchRequest;
  * for PAM accounts, a client's answer to a dialog question (or its
- * mysql_clear_password packet), a server's dialog question, and the list
- * of answers a session keeps for its backend logins.
+ * mysql_clear_password packet), a server's dialog question, the list
+ * of answers a session keeps for its backend logins and their replay.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -50,6 +50,21 @@ pam(const uint8_t *data, size_t size)
     }
     if (len > sizeof(list)) {
         abort();
+    }
+    /* the replay to a server's auth_pam: the input as its steps */
+    {
+        struct mdb_pam_replay r = {0};
+        const char *ans;
+
+        for (size_t i = 0; i + 1 < size; i += 2) {
+            ans = mdb_pam_replay(&r, list, len, data[0] & 1,
+                                 (enum mdb_pam_step)(data[i] % 3),
+                                 data + i + 1, size - i - 1, &got);
+            if (ans != NULL &&
+                (ans < list || ans + got >= list + len || ans[got] != '\0')) {
+                abort();   /* an answer is inside the list, terminated */
+            }
+        }
     }
 }
 
