@@ -61,6 +61,7 @@ PRIMARY_PORT, REPLICA_PORT, RW_PORT = (st.port(5720), st.port(5721),
                                        st.port(5722))
 CLEAR_RW, CLEAR_PRIMARY, CLEAR_PLAIN = (st.port(5723), st.port(5724),
                                         st.port(5725))
+CLEAR_ALLOWED = st.port(5728)   # plain, pam_allow_plain_cleartext=true
 PAM_PW = "pam-secret"
 TOKEN = "271828"   # the second prompt's answer (multi-prompt service)
 SLOW_S = 3   # the PAM check of the slow account takes this long
@@ -215,7 +216,10 @@ def proxy(account, tmp_path_factory):
     for name, service, port, extra in (
             ("Clear-RW", "RW-Service", CLEAR_RW, tls),
             ("Clear-Primary", "Primary-Service", CLEAR_PRIMARY, tls),
-            ("Clear-Plain", "RW-Service", CLEAR_PLAIN, "")):
+            ("Clear-Plain", "RW-Service", CLEAR_PLAIN, ""),
+            ("Clear-Allowed", "RW-Service", CLEAR_ALLOWED,
+             "authenticator_options=pam_use_cleartext_plugin=true,"
+             "pam_allow_plain_cleartext=true\n")):
         text += f"""
 [{name}]
 type=listener
@@ -223,7 +227,7 @@ service={service}
 protocol=MariaDBClient
 address={st.HOST}
 port={port}
-{PAM_AUTH}{CLEAR_OPTS}{extra}"""
+{PAM_AUTH}{CLEAR_OPTS if "authenticator_options" not in extra else ""}{extra}"""
     cfg = run_dir / "sluice.cnf"
     cfg.write_text(text)
     daemon = px.Daemon(st.sluice_argv("start", cfg), run_dir / "proxy.log",
@@ -231,7 +235,7 @@ port={port}
     prx = px.Proxy(daemon, PRIMARY_PORT, REPLICA_PORT, None, run_dir)
     try:
         daemon.wait_ports([PRIMARY_PORT, REPLICA_PORT, RW_PORT, CLEAR_RW,
-                           CLEAR_PRIMARY, CLEAR_PLAIN])
+                           CLEAR_PRIMARY, CLEAR_PLAIN, CLEAR_ALLOWED])
         px._wait_ready(prx)
     except BaseException:
         px.stop_proxy(prx)
@@ -362,6 +366,14 @@ def test_cleartext_on_plain_connection_refused(proxy, account):
             "logs in with mysql_clear_password on listener 'Clear-Plain'")
     proc = st.cli(SQL, port=CLEAR_PLAIN)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_cleartext_on_plain_connection_when_allowed(proxy, account):
+    """pam_allow_plain_cleartext=true: the same login without TLS works
+    (the operator accepted the password in clear on the wire)."""
+    user_host, sid = whoami(cli(CLEAR_ALLOWED, account, PAM_PW))
+    assert user_host == f"{account}@%"
+    assert sid in st.REPLICA_IDS
 
 
 def test_native_account_unchanged(proxy):
