@@ -18,7 +18,8 @@
  *
  * Input: byte 0 configures the server and session (bit 0 ssl=true, bit 1
  * the session has a password, bit 2 a current database, bit 3 the router
- * closes the session on an error answer); then events, each an op byte
+ * closes the session on an error answer, bit 4 the session logged in
+ * with PAM: two answers to replay to the server's auth_pam); then events, each an op byte
  * (low 3 bits the kind) and for the kinds carrying data a length byte and
  * that many bytes:
  *   0 server bytes   appended to the read queue, then mdb_backend_read
@@ -358,6 +359,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     f.sd.charset = 33;
     strcpy(f.sd.program_name, "fuzz");
     f.db = f.config & 4 ? "fuzzdb" : "";
+    if (f.config & 16) {
+        static char answers[] = "pam-secret\0" "123456";
+
+        f.sd.pam_answers = answers;
+        f.sd.pam_len = sizeof(answers);
+    }
     if (mdb_backend_init(DCB, BACKEND) != SL_OK) {
         abort();
     }

@@ -19,7 +19,9 @@
  *
  * Input: byte 0 configures the listener (bit 0 TLS offered, bit 1 TLS
  * required, bit 2 unix socket, bit 3 a small max_allowed_packet, bit 4
- * the backend negotiated CLIENT_DEPRECATE_EOF); then events, each an op
+ * the backend negotiated CLIENT_DEPRECATE_EOF, bit 5 an ok verdict first
+ * asks for a PAM conversation, bit 6 the PAM thread cannot start); then
+ * events, each an op
  * byte (low 3 bits the kind) and for the kinds carrying data a length
  * byte and that many bytes:
  *   0 client bytes   appended to the read queue, then mdb_client_read
@@ -35,7 +37,10 @@
  *                    after which the client's answers are a password in
  *                    clear (TLS), a 0x02 key request or an RSA answer,
  *                    decrypted with a fixed 1024-bit key)
- *   4 resume         the reload finished: mdb_client_resume
+ *   4 resume         the reload finished: mdb_client_resume; during a
+ *                    PAM conversation, its event instead
+ *                    (mdb_client_pam_event: a question, or after the
+ *                    answer the end, accepted for a non-empty answer)
  *   5 error          a backend failed: mdb_client_error
  *   6 block          toggle the host block (max_auth_errors_until_block)
  *   7 close          the client hangs up: end of the sequence
@@ -45,7 +50,9 @@
  * LOCAL INFILE, one packet) and only while the session is ready; one
  * session at most; nothing is read, routed or written after close; every
  * connection slot taken is given back exactly once (ASan catches the
- * rest); the DCB references taken for a reload are dropped by resume.
+ * rest); the DCB references taken for a reload are dropped by resume;
+ * every PAM job started is released exactly once, and an answer handed
+ * to it fits MDB_PAM_ANSWER_MAX.
  */
 #include <openssl/pem.h>
 #include <stdbool.h>
@@ -319,6 +326,79 @@ refuse(struct mdb_refusal *why)
     strcpy(why->msg, "refused by the fuzzer");
 }
 
+/* ---- a fake PAM thread (mdb_pam.c) ---- */
+
+struct mdb_pam_job {
+    int unused;
+};
+
+static struct mdb_pam_job pam_obj;
+static struct {
+    int jobs;                   /* started and not released */
+    bool asked;
+    bool answered;
+    int result;
+} fp;
+
+struct mdb_pam_job *
+mdb_pam_start(struct sl_dcb *dcb, const char *service, const char *user,
+              const char *password, size_t pw_len)
+{
+    if (f.config & 64) {
+        return NULL;
+    }
+    if (fp.jobs != 0 || (password != NULL && pw_len >= MDB_PAM_ANSWER_MAX)) {
+        abort();                /* one conversation at a time */
+    }
+    memset(&fp, 0, sizeof(fp));
+    fp.jobs = 1;
+    if (password != NULL) {
+        fp.answered = true;
+        fp.result = pw_len > 0;
+    }
+    return &pam_obj;
+}
+
+bool
+mdb_pam_question(struct mdb_pam_job *j, char *text, size_t cap, bool *echo)
+{
+    if (fp.jobs != 1 || fp.asked || fp.answered) {
+        return false;
+    }
+    fp.asked = true;
+    snprintf(text, cap, "Password: ");
+    *echo = false;
+    return true;
+}
+
+void
+mdb_pam_answer(struct mdb_pam_job *j, const char *a, size_t len)
+{
+    if (fp.jobs != 1 || len >= MDB_PAM_ANSWER_MAX || strlen(a) != len) {
+        abort();
+    }
+    fp.answered = true;
+    fp.result = len > 0;
+}
+
+int
+mdb_pam_result(struct mdb_pam_job *j)
+{
+    return fp.answered ? fp.result : -1;
+}
+
+void
+mdb_pam_release(struct mdb_pam_job *j)
+{
+    if (j == NULL) {
+        return;
+    }
+    if (fp.jobs != 1) {
+        abort();                /* released twice */
+    }
+    fp.jobs = 0;
+}
+
 enum mdb_auth_rc
 mdb_service_authenticate(struct mdb_service *s, struct sl_dcb *d,
                          const struct mdb_auth_req *req,
@@ -339,6 +419,10 @@ mdb_service_authenticate(struct mdb_service *s, struct sl_dcb *d,
     }
     switch (f.verdict) {
     case V_OK:
+        if ((f.config & 32) && !req->pam_done) {
+            snprintf(why->pam_service, sizeof(why->pam_service), "mysql");
+            return MDB_AUTH_SWITCH_PAM;
+        }
         if ((f.refusal & 4) && !req->ed25519) {
             return MDB_AUTH_SWITCH_ED25519;
         }
@@ -556,6 +640,10 @@ resume(void)
 {
     enum client_state st = client_of(DCB)->state;
 
+    if (fp.jobs == 1) {
+        mdb_client_pam_event(DCB, &pam_obj);
+        return;
+    }
     if (f.refs > 0 && (st == CS_PARKED || st == CS_CU_PARKED)) {
         mdb_client_resume(DCB);
     }
@@ -638,6 +726,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     memset(&f, 0, sizeof(f));
+    memset(&fp, 0, sizeof(fp));
     f.config = data[0];
     mdb_tracker_init(&f.trk, data[0] & 16 ? SL_CAP_DEPRECATE_EOF : 0);
     if (mdb_client_accept(DCB) == SL_OK) {
@@ -654,7 +743,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         mdb_client_resume(DCB);
     }
     mdb_client_free(DCB);
-    if (f.proto != NULL || f.slots != 0) {
+    if (f.proto != NULL || f.slots != 0 || fp.jobs != 0) {
         abort();                /* protocol data or a slot leaked */
     }
     sl_buf_reset(&f.rq);

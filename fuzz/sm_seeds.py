@@ -223,6 +223,16 @@ def client_seeds():
         backend(ok(3)) + client(q1) + backend(ok(1)),
         # right signature, no backend credential (refused, op bit 7)
         "ed25519_no_credential": b"\x00" + b"\x9b" + client(hello()),
+        # a PAM account (config bit 5): the conversation's question goes
+        # out at seq 2 (a resume event delivers it), the answer comes at
+        # 3, its end (the next resume) logs in with OK at 4
+        "pam_dialog": b"\x20" + b"\x03" + client(hello()) + b"\x04" +
+        client(packet(3, b"pam-secret\0")) + b"\x04" + READY +
+        client(q1) + backend(ok(1)),
+        "pam_wrong": b"\x20" + b"\x03" + client(hello()) + b"\x04" +
+        client(packet(3, b"\0")) + b"\x04",
+        "pam_no_thread": b"\x60" + b"\x03" + client(hello()),
+        "pam_gone": b"\x20" + b"\x03" + client(hello()) + b"\x04",
         "parked_flood": b"\x00" + b"\x13" + client(hello()) +
         data_events(8, b"\x03SELECT 1;" * 25),
     }
@@ -276,6 +286,15 @@ def backend_seeds():
         server(packet(1, b"\x01") + coldef(2, b"x")) +
         data_events(8, packet(3, lenenc_str(b"row" * 20)) * 3) +
         server(packet(4, b"\xfe\x00\x00\x02\x00\x00\x00")),
+        # auth_pam: dialog without a question (the first answer goes
+        # ahead), then a second question as a plain packet
+        "pam_dialog": b"\x12" + server(greet) +
+        server(auth_switch(2, b"dialog", b"")) +
+        server(packet(4, b"\x02Token: ")) + server(ok(6)) + command(q1) +
+        server(ok(1)),
+        "pam_clear": b"\x12" + server(greet) +
+        server(auth_switch(2, b"mysql_clear_password", b"")) +
+        server(ok(4)),
         "server_refuses": b"\x00" +
         server(err(0, 1040, b"08004", b"Too many connections")),
     }

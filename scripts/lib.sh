@@ -34,7 +34,7 @@ RUN_REPLICA_PORT=4008
 BUILD_PACKAGES=(build-essential cmake pkg-config libmariadb-dev libpcre2-dev
     libjansson-dev libmicrohttpd-dev libcmocka-dev libssl-dev
     libcurl4-openssl-dev libsodium-dev libsystemd-dev help2man mariadb-server
-    zlib1g-dev libzstd-dev
+    zlib1g-dev libzstd-dev libpam0g-dev
     mariadb-client clang libbpf-dev)
 # (libcap2-bin: capsh, for SLUICE_DROP_CAPS in scripts/sluice-exec.)
 TEST_PACKAGES=(sysbench haproxy python3-pymysql python3-pytest prometheus

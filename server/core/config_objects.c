@@ -594,7 +594,8 @@ resolve_servers(struct loader *L, const struct sl_params *p,
 /*
  * MaxScale's authenticator module names. Sluice has the native
  * (mysql_native_password) authentication, and on listeners ed25519auth
- * (client_ed25519, docs/authentication.md): a listener or server naming
+ * (client_ed25519) and PAMAuth (pam accounts, docs/authentication.md):
+ * a listener or server naming
  * anything else is refused, since accepting it would silently change who
  * can log in.
  */
@@ -626,13 +627,15 @@ check_authenticator(struct loader *L, const struct sl_params *p,
         for (size_t i = 0; i < SL_ARRAY_LEN(native); i++) {
             ok = ok || strcasecmp(item, native[i]) == 0;
         }
-        ok = ok || (listener && strcasecmp(item, "ed25519auth") == 0);
+        ok = ok || (listener && (strcasecmp(item, "ed25519auth") == 0 ||
+                                 strcasecmp(item, "pamauth") == 0));
         if (!ok && n > 0) {
             sl__cfg_error(L->d, line, "parameter 'authenticator' in %s: "
                           "authenticator '%s' is not supported by Sluice "
                           "(only the native MariaDBAuth/MySQLAuth%s is); "
                           "accepting it would change who can log in",
-                          what, item, listener ? " and ed25519auth" : "");
+                          what, item,
+                          listener ? ", ed25519auth and PAMAuth" : "");
         }
         v = e ? e + 1 : NULL;
     }
@@ -641,9 +644,30 @@ check_authenticator(struct loader *L, const struct sl_params *p,
 /*
  * authenticator_options (listeners): MaxScale's comma-separated key=value
  * list. Sluice knows ed25519auth's ed_mode=ed25519 (the default) and
- * ed_mode=sha256 (docs/authentication.md); every other option (the RSA
- * key files of ed_mode=sha256 included) is refused.
+ * ed_mode=sha256, PAMAuth's pam_use_cleartext_plugin and
+ * pam_allow_plain_cleartext (true/false), pam_mode=password and
+ * pam_backend_map=none (docs/authentication.md); every other option
+ * and value (the RSA key files of ed_mode=sha256, pam_mode=password_2FA,
+ * pam_backend_map=mariadb included) is refused.
  */
+static bool
+known_auth_option(const char *item)
+{
+    static const char *const known[] = {
+        "ed_mode=ed25519", "ed_mode=sha256",
+        "pam_use_cleartext_plugin=true", "pam_use_cleartext_plugin=false",
+        "pam_allow_plain_cleartext=true", "pam_allow_plain_cleartext=false",
+        "pam_mode=password", "pam_backend_map=none",
+    };
+
+    for (size_t i = 0; i < SL_ARRAY_LEN(known); i++) {
+        if (strcasecmp(item, known[i]) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
 static void
 check_authenticator_options(struct loader *L, const struct sl_params *p,
                             const char *what)
@@ -663,12 +687,14 @@ check_authenticator_options(struct loader *L, const struct sl_params *p,
             }
         }
         item[j] = '\0';
-        if (j > 0 && strcasecmp(item, "ed_mode=ed25519") != 0 &&
-            strcasecmp(item, "ed_mode=sha256") != 0) {
+        if (j > 0 && !known_auth_option(item)) {
             sl__cfg_error(L->d, line, "parameter 'authenticator_options' "
                           "in %s: option '%s' is not supported by Sluice: "
-                          "only ed_mode=ed25519 and ed_mode=sha256 are",
-                          what, item);
+                          "only ed_mode=ed25519|sha256, "
+                          "pam_use_cleartext_plugin=true|false, "
+                          "pam_allow_plain_cleartext=true|false, "
+                          "pam_mode=password and pam_backend_map=none are "
+                          "(see docs/authentication.md)", what, item);
         }
         v = e ? e + 1 : NULL;
     }

@@ -407,11 +407,13 @@ static const struct sl_param_spec listener_specs[] = {
       "mandatory)"),
     P("socket", SL_PARAM_PATH, NULL, 0, "Unix socket path"),
     P("authenticator", SL_PARAM_STRING, NULL, 0,
-      "MariaDBAuth/MySQLAuth (native) and ed25519auth (client_ed25519), "
-      "comma-separated (PAMAuth and GSSAPIAuth are refused)"),
+      "MariaDBAuth/MySQLAuth (native), ed25519auth (client_ed25519) and "
+      "PAMAuth (pam accounts), comma-separated (GSSAPIAuth is refused)"),
     P("authenticator_options", SL_PARAM_STRING, NULL, 0,
       "ed25519auth's ed_mode=ed25519 (client_ed25519, the default) or "
       "ed_mode=sha256 (the password over TLS, caching_sha2_password); "
+      "PAMAuth's pam_use_cleartext_plugin, pam_allow_plain_cleartext, "
+      "pam_mode=password, pam_backend_map=none; "
       "other options are refused"),
     P("sql_mode", SL_PARAM_STRING, "default", REF,
       "only the default SQL mode is parsed (sql_mode=oracle is not)"),

@@ -10,7 +10,7 @@
   warning with its line and reason, and --config-check lists it in its
   summary.
 - Module aliases (mysqlmon) and authenticator= as MaxScale resolves them;
-  PAMAuth & co refused.
+  GSSAPIAuth & co refused.
 - <config>.d/, type=include + @include=, $VARIABLEs and a password
   encrypted with sluice-passwd: a real login through Sluice to the sandbox,
   checked by @@server_id.
@@ -474,8 +474,12 @@ def test_ed25519_authenticator_refused_on_server(tmp_path):
 @pytest.mark.parametrize("setting,why", [
     ("authenticator_options=ed_mode=sha256,ed_rsa_privkey=/tmp/k.pem",
      "option 'ed_rsa_privkey=/tmp/k.pem' is not supported by Sluice"),
-    ("authenticator_options=ed_mode=ed25519,pam_mode=password",
-     "option 'pam_mode=password' is not supported by Sluice"),
+    ("authenticator_options=ed_mode=ed25519,pam_mode=password_2FA",
+     "option 'pam_mode=password_2FA' is not supported by Sluice"),
+    ("authenticator_options=pam_backend_map=mariadb",
+     "option 'pam_backend_map=mariadb' is not supported by Sluice"),
+    ("authenticator_options=pam_use_cleartext_plugin=yes",
+     "option 'pam_use_cleartext_plugin=yes' is not supported by Sluice"),
     ("authenticator_options=ed_mode=sha512",
      "option 'ed_mode=sha512' is not supported by Sluice"),
 ])
@@ -508,8 +512,8 @@ def test_user_mapping_file_checked(tmp_path, content, why):
     assert status == 0, out
 
 
-@pytest.mark.parametrize("auth", ["PAMAuth", "GSSAPIAuth",
-                                  "MariaDBAuth,PAMAuth"])
+@pytest.mark.parametrize("auth", ["GSSAPIAuth", "MariaDBAuth,GSSAPIAuth",
+                                  "PAMAuth,Kerberos"])
 def test_other_authenticator_refused(tmp_path, auth):
     setting = f"authenticator={auth}"
     text = add_to_section(base_config(tmp_path), "RW-Listener", setting)
@@ -518,6 +522,29 @@ def test_other_authenticator_refused(tmp_path, auth):
     assert (f"{cfg}:{line_of(text, setting)}: parameter 'authenticator' in "
             f"listener 'RW-Listener': authenticator '") in out, out
     assert "is not supported by Sluice" in out, out
+
+
+@pytest.mark.parametrize("setting", [
+    "authenticator=PAMAuth",
+    "authenticator=MariaDBAuth, PAMAuth\nauthenticator_options="
+    "pam_use_cleartext_plugin=true, pam_allow_plain_cleartext=false, "
+    "pam_mode=password, pam_backend_map=none",
+])
+def test_pam_authenticator_accepted(tmp_path, setting):
+    """PAMAuth and its options (docs/authentication.md, "PAM accounts")."""
+    text = add_to_section(base_config(tmp_path), "RW-Listener", setting)
+    _, status, out = check(tmp_path, text)
+    assert status == 0, out
+
+
+def test_pam_authenticator_refused_on_server(tmp_path):
+    setting = "authenticator=PAMAuth"
+    text = add_to_section(base_config(tmp_path), "db1", setting)
+    cfg, status, out = check(tmp_path, text)
+    assert status == px.CONFIG_REFUSED, out
+    assert (f"{cfg}:{line_of(text, setting)}: parameter 'authenticator' in "
+            f"server 'db1': authenticator 'PAMAuth' is not supported "
+            "by Sluice") in out, out
 
 
 def test_mysqlmon_is_mariadbmon(tmp_path):

@@ -154,7 +154,7 @@ def test_package_contents(debs):
     control = _run(["dpkg-deb", "-f", str(debs[0]), "Depends"])
     # computed from the shared libraries (dpkg-shlibdeps)
     for lib in ("libmariadb3", "libssl3", "libjansson4", "libmicrohttpd12",
-                "libpcre2-8-0", "libsystemd0", "libsodium23"):
+                "libpcre2-8-0", "libsystemd0", "libsodium23", "libpam0g"):
         assert lib in control, control
     conffiles = _run(["dpkg-deb", "-I", str(debs[0]), "conffiles"])
     assert set(conffiles.split()) == {"/etc/sluice.cnf",

@@ -884,6 +884,215 @@ test_global_priv_ed25519(void **state)
     mdb_users_free(&u);
 }
 
+/* pam accounts, from rows recorded from MariaDB 10.11: the service name
+ * is the authentication_string ("mysql" when empty, as auth_pam), also
+ * as an auth_or alternative beside a native password. */
+static void
+test_global_priv_pam(void **state)
+{
+    struct mdb_users u = {0};
+
+    (void)state;
+    assert_int_equal(mdb_users_add_priv(&u, "pamu", "%",
+                     "{\"access\":0,\"version_id\":101119,\"plugin\":\"pam\","
+                     "\"authentication_string\":\"sluice-test-manual\","
+                     "\"password_last_changed\":1795545670}"), 0);
+    assert_int_equal(mdb_users_add_priv(&u, "pamdef", "%",
+                     "{\"access\":0,\"version_id\":101119,\"plugin\":\"pam\","
+                     "\"authentication_string\":\"\","
+                     "\"password_last_changed\":1795546238}"), 0);
+    assert_int_equal(mdb_users_add_priv(&u, "pamor", "%",
+                     "{\"access\":0,\"version_id\":101119,\"plugin\":"
+                     "\"mysql_native_password\",\"authentication_string\":"
+                     "\"*F33AE6DD04EF4C7C1D3105568E7FB7C1EE16C937\","
+                     "\"auth_or\":[{\"plugin\":\"pam\","
+                     "\"authentication_string\":\"svc1\"},{}],"
+                     "\"password_last_changed\":1795546238}"), 0);
+    assert_int_equal(mdb_users_add_priv(&u, "nat", "%",
+                     "{\"plugin\":\"mysql_native_password\","
+                     "\"authentication_string\":\"\"}"), 0);
+    assert_int_equal(mdb_users_add(&u, "old", "%", "svc2", "pam"), 0);
+    assert_true(u.v[0].pam && !u.v[0].native);
+    assert_string_equal(u.v[0].pam_service, "sluice-test-manual");
+    assert_true(u.v[1].pam);
+    assert_string_equal(u.v[1].pam_service, "mysql");
+    assert_true(u.v[2].pam && u.v[2].native && u.v[2].has_pw);
+    assert_string_equal(u.v[2].pam_service, "svc1");
+    assert_string_equal(u.v[2].plugins, "pam,mysql_native_password");
+    assert_false(u.v[3].pam);
+    assert_null(u.v[3].pam_service);
+    assert_true(u.v[4].pam);
+    assert_string_equal(u.v[4].pam_service, "svc2");
+    mdb_users_free(&u);
+}
+
+/*
+ * The dialog exchange, against packets recorded with MariaDB 10.11's
+ * auth_pam and the mariadb CLI (libmariadb's dialog plugin):
+ *
+ *   server -> Sluice: fe "dialog" 00          (switch, no question)
+ *   Sluice -> client: fe "dialog" 00 04 "Password: "
+ *   client -> Sluice: "pam-secret" 00
+ *   server -> Sluice: 04 "Password: " / 02 "Token: " (later questions)
+ */
+static void
+test_dialog_exchange(void **state)
+{
+    static const unsigned char server_switch[] = {
+        0xfe, 'd', 'i', 'a', 'l', 'o', 'g', 0x00,
+    };
+    static const unsigned char first_q[] = "\xfe" "dialog\0" "\x04"
+                                           "Password: ";
+    static const unsigned char answer[] = "pam-secret";  /* with its NUL */
+    unsigned char out[64];
+    char plugin[MDB_PLUGIN_MAX], a[MDB_PAM_ANSWER_MAX];
+    uint8_t data[64];
+    size_t n, alen;
+    bool echo = true;
+
+    (void)state;
+    assert_int_equal(mdb_parse_auth_switch_data(server_switch,
+                                                sizeof(server_switch), plugin,
+                                                data, sizeof(data), &n), 0);
+    assert_string_equal(plugin, MDB_DIALOG_PLUGIN);
+    assert_int_equal(n, 0);
+
+    n = mdb_dialog_question(out, sizeof(out), true, false, "Password: ", 10);
+    assert_int_equal(n, sizeof(first_q) - 1);
+    assert_memory_equal(out, first_q, n);
+    n = mdb_dialog_question(out, sizeof(out), false, true, "Token: ", 7);
+    assert_int_equal(n, 8);
+    assert_memory_equal(out, "\x02Token: ", 8);
+    assert_int_equal(mdb_dialog_question(out, 10, true, false, "Password: ",
+                                         10), 0);
+
+    assert_int_equal(mdb_dialog_answer(answer, sizeof(answer), a, sizeof(a),
+                                       &alen), 0);
+    assert_string_equal(a, "pam-secret");
+    assert_int_equal(alen, 10);
+    /* without the terminator, and empty */
+    assert_int_equal(mdb_dialog_answer(answer, 10, a, sizeof(a), &alen), 0);
+    assert_int_equal(alen, 10);
+    assert_int_equal(mdb_dialog_answer((const unsigned char *)"", 1, a,
+                                       sizeof(a), &alen), 0);
+    assert_int_equal(alen, 0);
+    /* hostile: a NUL inside, longer than the room */
+    assert_int_equal(mdb_dialog_answer((const unsigned char *)"ab\0cd", 6,
+                                       a, sizeof(a), &alen), -1);
+    assert_int_equal(mdb_dialog_answer(answer, sizeof(answer), a, 10,
+                                       &alen), -1);
+
+    assert_int_equal(mdb_dialog_parse_question(
+                         (const unsigned char *)"\x04Password: ", 11, &echo),
+                     0);
+    assert_false(echo);
+    assert_int_equal(mdb_dialog_parse_question(
+                         (const unsigned char *)"\x02Token: ", 8, &echo), 0);
+    assert_true(echo);
+    assert_int_equal(mdb_dialog_parse_question(
+                         (const unsigned char *)"\x05", 1, &echo), 0);
+    assert_false(echo);
+    assert_int_equal(mdb_dialog_parse_question(
+                         (const unsigned char *)"\x00", 1, &echo), -1);
+    assert_int_equal(mdb_dialog_parse_question(
+                         (const unsigned char *)"\x06x", 2, &echo), -1);
+    assert_int_equal(mdb_dialog_parse_question(NULL, 0, &echo), -1);
+}
+
+/* The answers a session keeps for its backend logins. */
+static void
+test_pam_answers(void **state)
+{
+    char list[32] = "";
+    size_t len = 0, alen = 0;
+    const char *s;
+
+    (void)state;
+    assert_null(mdb_pam_answer_at(list, 0, 0, &alen));
+    assert_int_equal(mdb_pam_answers_add(list, sizeof(list), &len, "pw", 2),
+                     0);
+    assert_int_equal(mdb_pam_answers_add(list, sizeof(list), &len, "", 0),
+                     0);
+    assert_int_equal(mdb_pam_answers_add(list, sizeof(list), &len, "123456",
+                                         6), 0);
+    assert_int_equal(len, 3 + 1 + 7);
+    s = mdb_pam_answer_at(list, len, 0, &alen);
+    assert_int_equal(alen, 2);
+    assert_memory_equal(s, "pw", 2);
+    s = mdb_pam_answer_at(list, len, 1, &alen);
+    assert_int_equal(alen, 0);
+    s = mdb_pam_answer_at(list, len, 2, &alen);
+    assert_int_equal(alen, 6);
+    assert_memory_equal(s, "123456", 6);
+    /* beyond: the last one again */
+    s = mdb_pam_answer_at(list, len, 9, &alen);
+    assert_int_equal(alen, 6);
+    assert_memory_equal(s, "123456", 6);
+    /* refused: a NUL inside, no room */
+    assert_int_equal(mdb_pam_answers_add(list, sizeof(list), &len, "a\0b", 3),
+                     -1);
+    assert_int_equal(mdb_pam_answers_add(list, sizeof(list), &len,
+                                         "0123456789012345678901", 22), -1);
+    assert_int_equal(len, 11);
+    /* a list not terminated is no list */
+    assert_null(mdb_pam_answer_at("abc", 3, 0, &alen));
+}
+
+/* Replaying a client's answers to a server's auth_pam: the server's bare
+ * switch to dialog takes answer 0 at once; its first question then takes
+ * answer 1, unless the client's own first question was echoed (then the
+ * server discarded answer 0 and asks its first prompt itself). */
+static void
+test_pam_replay(void **state)
+{
+    static const char answers[] = "pw\0" "tok";
+    struct mdb_pam_replay r = {0};
+    size_t n;
+    const char *a;
+
+    (void)state;
+    /* password, then an echoed token: the server asks "Token: " only */
+    a = mdb_pam_replay(&r, answers, sizeof(answers), false,
+                       MDB_PAM_SWITCH_DIALOG, NULL, 0, &n);
+    assert_int_equal(n, 2);
+    assert_memory_equal(a, "pw", 2);
+    a = mdb_pam_replay(&r, answers, sizeof(answers), false,
+                       MDB_PAM_QUESTION,
+                       (const unsigned char *)"\x02Token: ", 8, &n);
+    assert_int_equal(n, 3);
+    assert_memory_equal(a, "tok", 3);
+    /* an echoed first prompt: the server asks it, answer 0 again */
+    memset(&r, 0, sizeof(r));
+    mdb_pam_replay(&r, answers, sizeof(answers), true, MDB_PAM_SWITCH_DIALOG,
+                   NULL, 0, &n);
+    a = mdb_pam_replay(&r, answers, sizeof(answers), true, MDB_PAM_QUESTION,
+                       (const unsigned char *)"\x02Name: ", 7, &n);
+    assert_memory_equal(a, "pw", 2);
+    a = mdb_pam_replay(&r, answers, sizeof(answers), true, MDB_PAM_QUESTION,
+                       (const unsigned char *)"\x04Password: ", 11, &n);
+    assert_memory_equal(a, "tok", 3);
+    /* a switch that carries its question; cleartext */
+    memset(&r, 0, sizeof(r));
+    a = mdb_pam_replay(&r, answers, sizeof(answers), false,
+                       MDB_PAM_SWITCH_DIALOG,
+                       (const unsigned char *)"\x04Password: ", 11, &n);
+    assert_memory_equal(a, "pw", 2);
+    memset(&r, 0, sizeof(r));
+    a = mdb_pam_replay(&r, answers, sizeof(answers), false,
+                       MDB_PAM_SWITCH_CLEAR, NULL, 0, &n);
+    assert_memory_equal(a, "pw", 2);
+    /* not dialog, not a question, no answers */
+    assert_null(mdb_pam_replay(&r, answers, sizeof(answers), false,
+                               MDB_PAM_QUESTION,
+                               (const unsigned char *)"\x04x", 2, &n));
+    memset(&r, 0, sizeof(r));
+    assert_null(mdb_pam_replay(&r, NULL, 0, false, MDB_PAM_SWITCH_DIALOG,
+                               NULL, 0, &n));
+    assert_null(mdb_pam_replay(&r, answers, sizeof(answers), false,
+                               MDB_PAM_QUESTION,
+                               (const unsigned char *)"\x00", 1, &n));
+}
+
 static void
 usermap_bad(const char *text, const char *want)
 {
@@ -1243,6 +1452,10 @@ main(void)
         cmocka_unit_test(test_sha2_rsa_recorded),
         cmocka_unit_test(test_sha2_rsa_round_trip),
         cmocka_unit_test(test_sha2_cache),
+        cmocka_unit_test(test_global_priv_pam),
+        cmocka_unit_test(test_dialog_exchange),
+        cmocka_unit_test(test_pam_answers),
+        cmocka_unit_test(test_pam_replay),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -40,6 +40,12 @@ struct mdb_session {
     char backend_user[MDB_USER_MAX];
     uint8_t ed_hash[MDB_ED25519_HASH_LEN];
     bool has_ed;
+    /* A PAM login: the client's answers to the conversation, in order
+     * (NUL-separated, mdb_pam_answers_add), replayed to each server's
+     * auth_pam; NULL otherwise. Wiped and freed with the session. */
+    char *pam_answers;
+    size_t pam_len;
+    bool pam_first_echo;            /* the first question was echoed */
     uint32_t caps;                  /* client caps & MDB_SERVER_CAPS */
     uint32_t ext_caps;              /* MariaDB extended caps, client's &
                                      * the ones offered (MDB_EXT_CAPS) */
@@ -63,6 +69,9 @@ enum mdb_auth_rc {
     MDB_AUTH_SHA2_FULL, /* caching_sha2_password: no cached SHA-256 (or
                            a token that does not match it): ask for the
                            full authentication, check the password */
+    MDB_AUTH_SWITCH_PAM,     /* run the PAM conversation (service in
+                                why->pam_service), then check again with
+                                req->pam_done */
 };
 
 /* Why a login with the right password is refused, with MariaDB's error. */
@@ -73,6 +82,7 @@ struct mdb_refusal {
     bool unknown_user;  /* MDB_AUTH_DENIED: no account (else: password) */
     bool no_credential; /* right password, but Sluice has no credential
                          * to log in to the servers (msg says why) */
+    char pam_service[128]; /* MDB_AUTH_SWITCH_PAM: the account's */
 };
 
 /* Per-account connection counts, for MAX_USER_CONNECTIONS and
@@ -90,6 +100,9 @@ struct mdb_auth_req {
     uint32_t caps;                 /* the client's capabilities */
     bool native_ok;                /* the listener's authenticators: */
     bool ed25519_ok;               /* native, ed25519auth */
+    bool pam_ok;                   /* PAMAuth */
+    bool pam_done;                 /* the PAM conversation for this user
+                                    * succeeded: no token to check */
     bool ed25519;                  /* token is a client_ed25519 signature
                                     * of nonce (else a native token) */
     const uint8_t *nonce;          /* MDB_ED25519_NONCE_LEN bytes */
@@ -186,6 +199,39 @@ int mdb_backend_reuse(struct sl_dcb *dcb, struct sl_backend *b);
 /* Kernel forwarding ended with a forwarded statement unanswered: count
  * the backend as running one (kill_on_client_close). */
 void mdb_backend_forwarded_running(struct sl_dcb *dcb);
+
+/* ---- PAM (mdb_pam.c) ---- */
+
+/*
+ * One PAM conversation, run by a helper thread (libpam blocks: its
+ * modules may read files, run programs, ask the network). The worker
+ * owning dcb is told of each question and of the end through
+ * mdb_client_pam_event(dcb, job), posted with sl_dcb_post.
+ */
+struct mdb_pam_job;
+
+/* Start checking user with PAM service service. password NULL: every
+ * prompt is asked of the client (dialog); else (mysql_clear_password)
+ * every prompt is answered with it. NULL when the thread cannot be
+ * started or too many conversations run (MDB_PAM_MAX_RUNNING). Takes a
+ * reference on dcb until the job is freed. Worker. */
+struct mdb_pam_job *mdb_pam_start(struct sl_dcb *dcb, const char *service,
+                                  const char *user, const char *password,
+                                  size_t pw_len);
+/* The pending question (copied into text[cap], NUL-terminated, *echo),
+ * marked as asked; false when none waits. Worker. */
+bool mdb_pam_question(struct mdb_pam_job *j, char *text, size_t cap,
+                      bool *echo);
+/* The client's answer to the question asked. Worker. */
+void mdb_pam_answer(struct mdb_pam_job *j, const char *a, size_t len);
+/* 1 accepted, 0 refused, -1 still running. Worker. */
+int mdb_pam_result(struct mdb_pam_job *j);
+/* The worker is done with j (the conversation is abandoned if it still
+ * runs: its pending question fails). Worker. */
+void mdb_pam_release(struct mdb_pam_job *j);
+/* Posted to dcb's worker: a question waits, or the conversation ended
+ * (mdb_client.c). */
+void mdb_client_pam_event(struct sl_dcb *dcb, struct mdb_pam_job *j);
 
 /* ---- blocking hosts after failed logins (mdb_block.c) ---- */
 

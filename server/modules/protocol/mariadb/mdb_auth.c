@@ -284,10 +284,31 @@ mdb_users_add(struct mdb_users *u, const char *user, const char *host,
                  strcmp(plugin, MDB_NATIVE_PLUGIN) == 0);
     a->ed25519 = plugin != NULL && strcmp(plugin, "ed25519") == 0 &&
                  mdb_ed25519_parse_key(auth, a->ed_pk) == 0;
+    if (plugin != NULL && strcmp(plugin, "pam") == 0 &&
+        mdb_account_set_pam(a, auth) != 0) {
+        free(a->user);
+        free(a->host);
+        return -1;
+    }
     a->rank = host_rank(a->host);
     a->pw_changed = -1;
     a->pw_lifetime = -1;
     u->n++;
+    return 0;
+}
+
+int
+mdb_account_set_pam(struct mdb_account *a, const char *service)
+{
+    char *s = strdup(service != NULL && service[0] != '\0' ? service
+                                                           : "mysql");
+
+    if (s == NULL) {
+        return -1;
+    }
+    free(a->pam_service);
+    a->pam_service = s;
+    a->pam = true;
     return 0;
 }
 
@@ -370,6 +391,7 @@ mdb_users_free(struct mdb_users *u)
         free(u->v[i].x509_issuer);
         free(u->v[i].x509_subject);
         free(u->v[i].plugins);
+        free(u->v[i].pam_service);
     }
     free(u->v);
     memset(u, 0, sizeof(*u));

@@ -77,6 +77,8 @@ struct mdb_backend {
     uint32_t tid;                 /* the server's thread id (greeting) */
     uint32_t reg_id;              /* Sluice id registered under, or 0 */
     struct sl_server *reg_srv;    /* and the server */
+    struct mdb_pam_replay pam;    /* replaying the client's PAM answers
+                                   * to the server's auth_pam */
 };
 
 /* The session's login data, or a static empty one. */
@@ -295,12 +297,33 @@ on_handshake(struct sl_dcb *dcb, struct mdb_backend *be,
  * account from user_mapping_file with plugin ed25519), client_ed25519 is
  * answered with the signature of the server's 32-byte nonce.
  */
+/* A PAM step of the server's auth_pam: answered with the client's
+ * answers to Sluice's own conversation (mdb_pam_replay). -1 when the
+ * session has none (the client did not log in with PAM). */
+static int
+pam_reply(struct sl_dcb *dcb, struct mdb_backend *be, enum mdb_pam_step step,
+          const unsigned char *p, size_t len, uint8_t seq)
+{
+    const struct mdb_session *sd = session_data(dcb);
+    size_t alen = 0;
+    const char *a = mdb_pam_replay(&be->pam, sd->pam_answers, sd->pam_len,
+                                   sd->pam_first_echo, step, p, len, &alen);
+    struct sl_buf *pkt;
+
+    if (a == NULL) {
+        return -1;
+    }
+    /* with its terminator, as the client plugins send it */
+    pkt = sl_mdb_make_packet((uint8_t)(seq + 1), a, alen + 1);
+    return pkt != NULL && sl_dcb_write(dcb, pkt) == 0 ? 0 : -1;
+}
+
 static int
 auth_switch(struct sl_dcb *dcb, struct mdb_backend *be,
             const unsigned char *p, size_t len, uint8_t seq)
 {
     char plugin[MDB_PLUGIN_MAX];
-    uint8_t data[MDB_ED25519_NONCE_LEN + 1];
+    uint8_t data[1024];
     uint8_t token[MDB_SHA1_LEN];
     uint8_t sig[MDB_ED25519_SIG_LEN];
     size_t dlen;
@@ -310,6 +333,12 @@ auth_switch(struct sl_dcb *dcb, struct mdb_backend *be,
     if (mdb_parse_auth_switch_data(p, len, plugin, data, sizeof(data),
                                    &dlen) != 0) {
         return -1;
+    }
+    if (strcmp(plugin, MDB_DIALOG_PLUGIN) == 0) {
+        return pam_reply(dcb, be, MDB_PAM_SWITCH_DIALOG, data, dlen, seq);
+    }
+    if (strcmp(plugin, MDB_CLEAR_PLUGIN) == 0) {
+        return pam_reply(dcb, be, MDB_PAM_SWITCH_CLEAR, NULL, 0, seq);
     }
     if (strcmp(plugin, MDB_ED25519_CLIENT_PLUGIN) == 0) {
         bool sign = sd->has_ed && dlen == MDB_ED25519_NONCE_LEN &&
@@ -418,6 +447,10 @@ login_step(struct sl_dcb *dcb, struct mdb_backend *be, struct sl_buf *rq,
     } else if (len > 0 && p[0] == 0xfe) {
         if (auth_switch(dcb, be, p, len, seq) != 0) {
             fail(be, NULL, "unsupported authentication switch");
+        }
+    } else if (be->pam.dialog && len > 0) {
+        if (pam_reply(dcb, be, MDB_PAM_QUESTION, p, len, seq) != 0) {
+            fail(be, NULL, "a PAM question Sluice has no answer for");
         }
     } else {
         fail(be, NULL, "unexpected packet during login");

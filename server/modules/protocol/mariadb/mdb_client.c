@@ -19,6 +19,15 @@
  *                                    over TLS or RSA, as above)
  *                                  --no match--> PARKED (accounts reload)
  *                                  --denied--> ERR 1045, close
+ *                                  --pam account (PAMAuth)--> PAM: the
+ *                                    conversation runs on a helper thread
+ *                                    (mdb_pam.c); each prompt --> PAM_ASK
+ *                                    (dialog question; the first inside an
+ *                                    AuthSwitchRequest) --answer--> PAM;
+ *                                    pam_use_cleartext_plugin=true: first
+ *                                    PAM_ASK (mysql_clear_password) for the
+ *                                    password, then PAM --> ended: check
+ *                                    again (pam_done) --> STARTING | 1045
  *   PARKED --reload done--> check again --> STARTING | ERR 1045
  *   STARTING --session_ready--> OK to the client --> READY
  *   READY: complete commands --> sl_session_route_query
@@ -78,6 +87,8 @@ enum client_state {
     CS_CU_SWITCH,
     CS_CU_PARKED,
     CS_KILLING,      /* a translated KILL runs; commands wait behind it */
+    CS_PAM,          /* the PAM conversation runs (helper thread) */
+    CS_PAM_ASK,      /* a PAM question was sent: the client's answer */
 };
 
 /* What cl->hello->auth holds. */
@@ -131,6 +142,12 @@ struct mdb_client {
     bool sha2_bad;               /* its RSA answer did not decrypt */
     bool sha2_rsa;               /* the password came RSA-encrypted */
     uint8_t ed_nonce[MDB_ED25519_NONCE_LEN];
+    struct mdb_pam_job *pam;     /* the PAM conversation running */
+    bool pam_first;              /* its next question switches plugins */
+    bool pam_clear;              /* PAM_ASK: mysql_clear_password's
+                                  * password, then the conversation */
+    bool pam_done;               /* the conversation accepted the user */
+    char pam_service[128];
 };
 
 static struct mdb_client *
@@ -332,7 +349,7 @@ needs_switch(const struct mdb_hello *h)
  * name when it was loaded.
  */
 static void
-listener_auth(struct sl_dcb *dcb, bool *native, bool *ed25519)
+listener_auth(struct sl_dcb *dcb, bool *native, bool *ed25519, bool *pam)
 {
     const struct sl_listener *l = sl_dcb_listener(dcb);
     const struct sl_params *p = l != NULL ? sl_listener_params(l) : NULL;
@@ -341,6 +358,7 @@ listener_auth(struct sl_dcb *dcb, bool *native, bool *ed25519)
 
     *native = v == NULL || v[0] == '\0';
     *ed25519 = false;
+    *pam = false;
     while (v != NULL && *v != '\0') {
         size_t n = strcspn(v, ",");
         size_t i = 0, j = 0;
@@ -353,6 +371,8 @@ listener_auth(struct sl_dcb *dcb, bool *native, bool *ed25519)
         item[j] = '\0';
         if (strcasecmp(item, "ed25519auth") == 0) {
             *ed25519 = true;
+        } else if (strcasecmp(item, "pamauth") == 0) {
+            *pam = true;
         } else if (item[0] != '\0') {
             *native = true;
         }
@@ -372,10 +392,11 @@ listener_map(struct sl_dcb *dcb)
     return v != NULL && v[0] != '\0' ? v : NULL;
 }
 
-/* authenticator_options has ed_mode=sha256 (config_objects.c refused
- * every option but ed_mode=ed25519|sha256, in any case and spacing). */
+/* authenticator_options has option (lower case, no spaces: e.g.
+ * "ed_mode=sha256"). config_objects.c refused every option Sluice does
+ * not know, and values other than true/false for the booleans. */
 static bool
-listener_sha256(struct sl_dcb *dcb)
+listener_option(struct sl_dcb *dcb, const char *option)
 {
     const struct sl_listener *l = sl_dcb_listener(dcb);
     const struct sl_params *p = l != NULL ? sl_listener_params(l) : NULL;
@@ -390,7 +411,21 @@ listener_sha256(struct sl_dcb *dcb)
         }
     }
     low[n] = '\0';
-    return strstr(low, "ed_mode=sha256") != NULL;
+    for (const char *at = low; (at = strstr(at, option)) != NULL; at++) {
+        size_t k = strlen(option);
+
+        if ((at == low || at[-1] == ',') &&
+            (at[k] == '\0' || at[k] == ',')) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static bool
+listener_sha256(struct sl_dcb *dcb)
+{
+    return listener_option(dcb, "ed_mode=sha256");
 }
 
 /*
@@ -639,6 +674,7 @@ check_token(struct sl_dcb *dcb, struct mdb_client *cl,
         .cleartext = cl->proof == PROOF_CLEAR,
         .sha2 = cl->proof == PROOF_SHA2,
         .ed_cleartext_ok = listener_sha256(dcb),
+        .pam_done = cl->pam_done,
         .map_path = listener_map(dcb),
     };
     struct sl_service *service = sl_dcb_service(dcb);
@@ -648,7 +684,7 @@ check_token(struct sl_dcb *dcb, struct mdb_client *cl,
     why->code = 1;   /* denied before the account is looked at */
     why->unknown_user = false;
     why->no_credential = false;
-    listener_auth(dcb, &req.native_ok, &req.ed25519_ok);
+    listener_auth(dcb, &req.native_ok, &req.ed25519_ok, &req.pam_ok);
     if (svc == NULL || cl->sha2_bad) {
         return MDB_AUTH_DENIED;
     }
@@ -713,6 +749,176 @@ start_session(struct sl_dcb *dcb, struct mdb_client *cl)
     return SL_OK;
 }
 
+/* ---- PAM accounts (PAMAuth listeners) ---- */
+
+static void
+drop_pam_answers(struct mdb_session *sd)
+{
+    if (sd->pam_answers != NULL) {
+        OPENSSL_cleanse(sd->pam_answers, MDB_PAM_ANSWERS_MAX);
+        free(sd->pam_answers);
+    }
+    sd->pam_answers = NULL;
+    sd->pam_len = 0;
+}
+
+/* Keep an answer for the backends' logins. -1: too many answers. */
+static int
+keep_pam_answer(struct mdb_session *sd, const char *a, size_t len)
+{
+    if (sd->pam_answers == NULL &&
+        (sd->pam_answers = calloc(1, MDB_PAM_ANSWERS_MAX)) == NULL) {
+        return -1;
+    }
+    return mdb_pam_answers_add(sd->pam_answers, MDB_PAM_ANSWERS_MAX,
+                               &sd->pam_len, a, len);
+}
+
+static int login(struct sl_dcb *dcb, struct mdb_client *cl);
+static int bad_handshake(struct sl_dcb *dcb, uint8_t seq);
+static unsigned char *login_packet(struct sl_buf *rq, size_t *len,
+                                   size_t *total, bool *bad);
+
+/* A PAM login that cannot go on (no thread, a refused conversation). */
+static int
+pam_denied(struct sl_dcb *dcb, struct mdb_client *cl, bool wrong_password)
+{
+    sl_service_auth_failed(sl_dcb_service(dcb),
+                           wrong_password ? SL_AUTH_FAIL_WRONG_PASSWORD
+                                          : SL_AUTH_FAIL_OTHER);
+    log_denied(dcb, cl->hello);
+    if (wrong_password) {
+        mdb_host_auth_failed(sl_dcb_service(dcb), sl_dcb_remote(dcb));
+    }
+    send_access_denied(dcb, cl->seq, cl->hello);
+    return SL_ERROR;
+}
+
+/*
+ * The account is a pam one: with pam_use_cleartext_plugin=true ask for
+ * the password with mysql_clear_password (refused on a plain connection
+ * unless pam_allow_plain_cleartext=true), else start the conversation,
+ * whose questions go to the client's dialog plugin.
+ */
+static int
+pam_begin(struct sl_dcb *dcb, struct mdb_client *cl, const char *service)
+{
+    static const unsigned char clear[] = "\xfe" MDB_CLEAR_PLUGIN;
+
+    snprintf(cl->pam_service, sizeof(cl->pam_service), "%s", service);
+    drop_pam_answers(cl->sd);
+    cl->sd->pam_first_echo = false;
+    if (listener_option(dcb, "pam_use_cleartext_plugin=true")) {
+        if (!sl_dcb_is_tls(dcb) &&
+            !listener_option(dcb, "pam_allow_plain_cleartext=true")) {
+            sl_log_warn("client %s@%s refused: its pam account logs in "
+                        "with mysql_clear_password on listener '%s' "
+                        "(pam_use_cleartext_plugin=true), which sends the "
+                        "password and needs TLS", cl->hello->user,
+                        sl_dcb_remote(dcb),
+                        sl_listener_name(sl_dcb_listener(dcb)));
+            send_err(dcb, cl->seq, 3159, "08004", "Connections using "
+                     "insecure transport are prohibited: this account logs "
+                     "in with mysql_clear_password, which needs TLS "
+                     "(connect with --ssl)");
+            sl_service_auth_failed(sl_dcb_service(dcb), SL_AUTH_FAIL_OTHER);
+            return SL_ERROR;
+        }
+        cl->pam_clear = true;
+        cl->state = CS_PAM_ASK;
+        cl->seq += 2;
+        /* sizeof(clear) counts the plugin name's NUL: no data follows */
+        return send_payload(dcb, (uint8_t)(cl->seq - 2), clear,
+                            sizeof(clear));
+    }
+    cl->pam_clear = false;
+    cl->pam_first = true;
+    cl->pam = mdb_pam_start(dcb, service, cl->hello->user, NULL, 0);
+    if (cl->pam == NULL) {
+        return pam_denied(dcb, cl, false);
+    }
+    cl->state = CS_PAM;
+    return SL_OK;
+}
+
+/* The client's answer to a question (or its cleartext password). */
+static int
+pam_read_answer(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *rq)
+{
+    char a[MDB_PAM_ANSWER_MAX];
+    size_t len, total, alen = 0;
+    bool bad;
+    unsigned char *p = login_packet(rq, &len, &total, &bad);
+    int rc = SL_OK;
+
+    if (p == NULL) {
+        return bad ? bad_handshake(dcb, cl->seq) : SL_OK;
+    }
+    if (mdb_dialog_answer(p, len, a, sizeof(a), &alen) != 0 ||
+        keep_pam_answer(cl->sd, a, alen) != 0) {
+        OPENSSL_cleanse(p, len);
+        OPENSSL_cleanse(a, sizeof(a));
+        return bad_handshake(dcb, cl->seq);
+    }
+    OPENSSL_cleanse(p, len);
+    sl_buf_consume(rq, total);
+    cl->state = CS_PAM;
+    if (cl->pam_clear) {
+        cl->pam_clear = false;
+        cl->pam = mdb_pam_start(dcb, cl->pam_service, cl->hello->user, a,
+                                alen);
+        if (cl->pam == NULL) {
+            rc = pam_denied(dcb, cl, false);
+        }
+    } else if (cl->pam != NULL) {
+        mdb_pam_answer(cl->pam, a, alen);
+    }
+    OPENSSL_cleanse(a, sizeof(a));
+    return rc;
+}
+
+void
+mdb_client_pam_event(struct sl_dcb *dcb, struct mdb_pam_job *j)
+{
+    struct mdb_client *cl = client_of(dcb);
+    unsigned char pkt[1 + sizeof(MDB_DIALOG_PLUGIN) + 1 + 1024];
+    char text[1024];
+    bool echo;
+    size_t n;
+    int r, rc = SL_OK;
+
+    if (cl == NULL || cl->pam != j) {
+        return;   /* an abandoned conversation's late news */
+    }
+    r = mdb_pam_result(j);
+    if (r >= 0) {
+        mdb_pam_release(j);
+        cl->pam = NULL;
+        if (cl->state != CS_PAM) {
+            rc = pam_denied(dcb, cl, false);   /* it gave up waiting */
+        } else if (r == 1) {
+            cl->pam_done = true;
+            rc = login(dcb, cl);
+        } else {
+            rc = pam_denied(dcb, cl, true);
+        }
+    } else if (cl->state == CS_PAM &&
+               mdb_pam_question(j, text, sizeof(text), &echo)) {
+        n = mdb_dialog_question(pkt, sizeof(pkt), cl->pam_first, echo,
+                                text, strlen(text));
+        if (cl->pam_first) {
+            cl->sd->pam_first_echo = echo;   /* for the backends' replay */
+        }
+        cl->pam_first = false;
+        cl->state = CS_PAM_ASK;
+        cl->seq += 2;
+        rc = send_payload(dcb, (uint8_t)(cl->seq - 2), pkt, n);
+    }
+    if (rc == SL_ERROR) {
+        sl_dcb_close(dcb);
+    }
+}
+
 /* Login: check the token and start the session, park, or refuse. */
 static int
 login(struct sl_dcb *dcb, struct mdb_client *cl)
@@ -724,7 +930,8 @@ login(struct sl_dcb *dcb, struct mdb_client *cl)
     rc = check_token(dcb, cl, cl->sd, &why);
 
     if (rc != MDB_AUTH_OK && rc != MDB_AUTH_WAIT &&
-        rc != MDB_AUTH_SWITCH_ED25519 && rc != MDB_AUTH_SHA2_FULL) {
+        rc != MDB_AUTH_SWITCH_ED25519 && rc != MDB_AUTH_SHA2_FULL &&
+        rc != MDB_AUTH_SWITCH_PAM) {
         count_auth_failure(dcb, rc, &why);
     }
     switch (rc) {
@@ -737,6 +944,8 @@ login(struct sl_dcb *dcb, struct mdb_client *cl)
             sha2_log_full(dcb, cl);
         }
         return start_session(dcb, cl);
+    case MDB_AUTH_SWITCH_PAM:
+        return pam_begin(dcb, cl, why.pam_service);
     case MDB_AUTH_WAIT:
         cl->state = CS_PARKED;
         return SL_OK;
@@ -889,6 +1098,7 @@ read_hello(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *rq)
     cl->sha2 = SHA2_NONE;
     cl->sha2_bad = false;
     cl->sha2_rsa = false;
+    cl->pam_done = false;
     if (cl->hello == NULL || mdb_parse_hello(p, len, cl->hello) != 0) {
         return bad_handshake(dcb, cl->seq);
     }
@@ -1069,10 +1279,21 @@ change_user_check(struct sl_dcb *dcb, struct mdb_client *cl)
     rc = check_token(dcb, cl, &fresh, &why);
 
     if (rc != MDB_AUTH_OK && rc != MDB_AUTH_WAIT &&
-        rc != MDB_AUTH_SWITCH_ED25519 && rc != MDB_AUTH_SHA2_FULL) {
+        rc != MDB_AUTH_SWITCH_ED25519 && rc != MDB_AUTH_SHA2_FULL &&
+        rc != MDB_AUTH_SWITCH_PAM) {
         count_auth_failure(dcb, rc, &why);
     }
     switch (rc) {
+    case MDB_AUTH_SWITCH_PAM:
+        /* Not supported: the servers would need the new account's PAM
+         * conversation replayed inside COM_CHANGE_USER. */
+        sl_log_warn("COM_CHANGE_USER of client %s to pam account '%s' "
+                    "refused: Sluice runs PAM conversations only at login "
+                    "(see docs/authentication.md)", sl_dcb_remote(dcb),
+                    cl->hello->user);
+        sl_service_auth_failed(sl_dcb_service(dcb), SL_AUTH_FAIL_OTHER);
+        send_access_denied(dcb, (uint8_t)cl->cu_seq, cl->hello);
+        return change_user_failed(dcb, cl);
     case MDB_AUTH_OK:
         if (cl->proof == PROOF_SHA2) {
             seq = (uint8_t)cl->cu_seq;
@@ -1092,6 +1313,7 @@ change_user_check(struct sl_dcb *dcb, struct mdb_client *cl)
         memcpy(cl->sd->ed_hash, fresh.ed_hash, sizeof(fresh.ed_hash));
         cl->sd->has_ed = fresh.has_ed;
         cl->sd->usage = fresh.usage;
+        drop_pam_answers(cl->sd);   /* the new account is not PAM's */
         OPENSSL_cleanse(&fresh, sizeof(fresh));
         cl->cu_old_usage = NULL;
         return change_user_ok(dcb, cl);
@@ -1147,6 +1369,7 @@ change_user(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *cmd)
     cl->sha2 = SHA2_NONE;
     cl->sha2_bad = false;
     cl->sha2_rsa = false;
+    cl->pam_done = false;
     /* The old account's connection slot goes first, as in the server:
      * changing to the same user at its max_user_connections works; a
      * refused change takes it back (change_user_failed). */
@@ -1488,6 +1711,8 @@ mdb_client_read(struct sl_dcb *client)
     }
     case CS_READY:
         return process_commands(client, cl);
+    case CS_PAM_ASK:
+        return pam_read_answer(client, cl, rq);
     default:
         return SL_OK;   /* parked or starting: keep the bytes queued */
     }
@@ -1605,6 +1830,8 @@ mdb_client_free(struct sl_dcb *client)
         return;
     }
     mdb_kill_unregister(client);
+    mdb_pam_release(cl->pam);
+    cl->pam = NULL;
     sl_buf_free(cl->cu_cmd);
     mdb_dbtrack_free(&cl->dbt);
     free_hello(cl->hello);
@@ -1612,6 +1839,7 @@ mdb_client_free(struct sl_dcb *client)
         mdb_service_release(service_cache(client), cl->sd->usage);
     }
     if (cl->sd != NULL) {
+        drop_pam_answers(cl->sd);
         OPENSSL_cleanse(cl->sd, sizeof(*cl->sd));   /* credentials */
     }
     free(cl->sd);

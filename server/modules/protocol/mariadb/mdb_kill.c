@@ -228,6 +228,9 @@ struct kill_job {
     bool has_pw;
     uint8_t ed_hash[MDB_ED25519_HASH_LEN];   /* ed25519 backend login */
     bool has_ed;
+    char *pam_answers;     /* a PAM session's answers (a copy), or NULL */
+    size_t pam_len;
+    bool pam_first_echo;
     uint32_t named_id;     /* the Sluice id the client named */
     struct sl_dcb *reply_to;   /* referenced; NULL: nobody waits */
     mdb_kill_done_fn done;
@@ -251,11 +254,21 @@ set_credential(struct kill_job *j, const char *user,
     j->has_pw = sd->has_pw;
     memcpy(j->ed_hash, sd->ed_hash, MDB_ED25519_HASH_LEN);
     j->has_ed = sd->has_ed;
+    if (sd->pam_answers != NULL &&
+        (j->pam_answers = malloc(sd->pam_len)) != NULL) {
+        memcpy(j->pam_answers, sd->pam_answers, sd->pam_len);
+        j->pam_len = sd->pam_len;
+        j->pam_first_echo = sd->pam_first_echo;
+    }
 }
 
 static void
 job_free(struct kill_job *j)
 {
+    if (j->pam_answers != NULL) {
+        OPENSSL_cleanse(j->pam_answers, j->pam_len);
+        free(j->pam_answers);
+    }
     for (size_t i = 0; i < j->nclose; i++) {
         sl_dcb_unref(j->close[i]);
     }
@@ -436,11 +449,15 @@ login(struct kill_job *j, const struct kill_target *t, int fd,
     if (n == 0 || write_packet(fd, (uint8_t)(seq + 1), out, n) != 0) {
         return -1;
     }
-    for (int round = 0; round < 3; round++) {
+    struct mdb_pam_replay pam = {0};
+
+    for (int round = 0; round < 3 + 16; round++) {
         char plugin[MDB_PLUGIN_MAX];
-        uint8_t data[MDB_ED25519_NONCE_LEN + 1];
+        uint8_t data[512];
         uint8_t sig[MDB_ED25519_SIG_LEN];
         size_t dlen;
+        int step = -1;
+        const char *a;
 
         if ((len = read_packet(fd, buf, &seq)) <= 0) {
             return -1;
@@ -451,6 +468,34 @@ login(struct kill_job *j, const struct kill_target *t, int fd,
         if (buf[0] == 0xff) {
             take_err(j, buf, (size_t)len);
             return -1;
+        }
+        /* a PAM session: the server's auth_pam gets its answers */
+        if (buf[0] == 0xfe &&
+            mdb_parse_auth_switch_data(buf, (size_t)len, plugin, data,
+                                       sizeof(data), &dlen) == 0) {
+            step = strcmp(plugin, MDB_DIALOG_PLUGIN) == 0
+                       ? MDB_PAM_SWITCH_DIALOG
+                   : strcmp(plugin, MDB_CLEAR_PLUGIN) == 0
+                       ? MDB_PAM_SWITCH_CLEAR
+                       : -1;
+        } else if (pam.dialog && buf[0] != 0xfe) {
+            step = MDB_PAM_QUESTION;
+            dlen = (size_t)len < sizeof(data) ? (size_t)len : sizeof(data);
+            memcpy(data, buf, dlen);
+        }
+        if (step >= 0) {
+            size_t an = 0;
+
+            a = mdb_pam_replay(&pam, j->pam_answers, j->pam_len,
+                               j->pam_first_echo, (enum mdb_pam_step)step,
+                               data, dlen, &an);
+            if (a == NULL ||
+                write_packet(fd, (uint8_t)(seq + 1), a, an + 1) != 0) {
+                local_err(j, "server '%s' asked for a PAM answer Sluice "
+                             "does not have for KILL", t->name);
+                return -1;
+            }
+            continue;
         }
         if (buf[0] == 0xfe &&
             mdb_parse_auth_switch_data(buf, (size_t)len, plugin, data,

@@ -33,6 +33,14 @@
 /* The client side of MariaDB's ed25519 plugin, as an AuthSwitchRequest
  * names it. */
 #define MDB_ED25519_CLIENT_PLUGIN "client_ed25519"
+/* MariaDB's dialog client plugin (auth_pam) and its question types. */
+#define MDB_DIALOG_PLUGIN "dialog"
+#define MDB_DIALOG_QUESTION 2   /* the answer is echoed */
+#define MDB_DIALOG_PASSWORD 4   /* a password: not echoed */
+#define MDB_CLEAR_PLUGIN "mysql_clear_password"
+/* Longest answer to one PAM prompt, and room for all of a login's. */
+#define MDB_PAM_ANSWER_MAX 512
+#define MDB_PAM_ANSWERS_MAX 2048
 /* Room for an account's plugin names, comma-separated (auth_or). */
 #define MDB_PLUGINS_MAX 256
 
@@ -318,6 +326,60 @@ int mdb_sha2_cache_put(struct mdb_sha2_cache *c, const struct mdb_account *a,
 /* After a load of the accounts: wipe the entries of accounts that are
  * gone from u or whose stored hash changed. */
 void mdb_sha2_cache_sweep(struct mdb_sha2_cache *c, const struct mdb_users *u);
+/* ---- dialog and mysql_clear_password (mdb_dialog.c), for PAM ---- */
+
+/* A dialog question into out[cap]: with first, the AuthSwitchRequest to
+ * "dialog" that carries it. echo: the answer is echoed (2), else a
+ * password (4). Its length, or 0 when cap is too small. */
+size_t mdb_dialog_question(unsigned char *out, size_t cap, bool first,
+                           bool echo, const char *text, size_t text_len);
+/* A client's answer to a dialog question (or its mysql_clear_password
+ * packet): the string, its terminator dropped, into out[cap] (NUL-
+ * terminated), *out_len its length. -1 when it does not fit or has a NUL
+ * inside. */
+int mdb_dialog_answer(const unsigned char *p, size_t len, char *out,
+                      size_t cap, size_t *out_len);
+/* A server's dialog question (the AuthSwitchRequest's data, or a later
+ * packet): 0 and *echo, or -1 when the first byte is no question type. */
+int mdb_dialog_parse_question(const unsigned char *p, size_t len,
+                              bool *echo);
+/* Append answer a[alen] to the NUL-separated list buf[*len], cap bytes.
+ * -1 when it does not fit or a has a NUL. */
+int mdb_pam_answers_add(char *buf, size_t cap, size_t *len, const char *a,
+                        size_t alen);
+/* The i-th answer of the list (beyond its end: the last), *alen its
+ * length; NULL for an empty or malformed list. */
+const char *mdb_pam_answer_at(const char *buf, size_t len, size_t i,
+                              size_t *alen);
+
+/*
+ * Replaying a client's PAM answers to a server's auth_pam (backend and
+ * KILL logins). MariaDB's auth_pam switches to dialog with no question:
+ * the client plugin answers at once, and the server uses that answer for
+ * its conversation's first prompt when it is a password prompt, asking an
+ * echoed first prompt itself. So answer 0 goes ahead; when the client's
+ * own first question was echoed (first_echo: the same PAM stack prompts
+ * in the same order) the server discards it, and its first question
+ * takes answer 0 again. Beyond the answers, the last one again.
+ */
+enum mdb_pam_step {
+    MDB_PAM_SWITCH_DIALOG,   /* AuthSwitchRequest to dialog; p its data */
+    MDB_PAM_SWITCH_CLEAR,    /* AuthSwitchRequest to mysql_clear_password */
+    MDB_PAM_QUESTION,        /* a later dialog packet p */
+};
+
+struct mdb_pam_replay {
+    uint8_t next;            /* the answer the next step gets */
+    bool ahead;              /* answer 0 went with a bare switch */
+    bool dialog;             /* the server speaks dialog */
+};
+
+/* The answer (into answers[len], *alen its length, without terminator)
+ * for this step; NULL when there is none (no answers, not a question). */
+const char *mdb_pam_replay(struct mdb_pam_replay *r, const char *answers,
+                           size_t len, bool first_echo,
+                           enum mdb_pam_step step, const unsigned char *p,
+                           size_t plen, size_t *alen);
 
 /* ---- accounts and host matching ---- */
 
@@ -344,6 +406,9 @@ struct mdb_account {
                          * its auth_or alternatives is) */
     bool ed25519;       /* one alternative is ed25519 with a key */
     uint8_t ed_pk[MDB_ED25519_KEY_LEN];  /* its public key, then */
+    bool pam;           /* one alternative is pam (auth_pam) */
+    char *pam_service;  /* its PAM service ("mysql" when the account
+                         * names none), when pam */
     char *plugins;      /* its plugins in the server's order, comma-
                          * separated ("ed25519,mysql_native_password"),
                          * or NULL when unknown */
@@ -397,6 +462,9 @@ int mdb_users_add(struct mdb_users *u, const char *user, const char *host,
  * all. Roles are skipped. 0 or -1 on allocation failure. */
 int mdb_users_add_priv(struct mdb_users *u, const char *user,
                        const char *host, const char *priv);
+/* Mark a as a pam account with PAM service service (NULL or "": "mysql",
+ * as the server's auth_pam). 0 or -1 out of memory. */
+int mdb_account_set_pam(struct mdb_account *a, const char *service);
 /* Sort as MariaDB does: exact hosts, then patterns, '%' last; named users
  * before anonymous ones. */
 void mdb_users_sort(struct mdb_users *u);

@@ -143,7 +143,8 @@ mdb_users_add_priv(struct mdb_users *u, const char *user, const char *host,
     char names[MDB_PLUGINS_MAX] = "";
     uint8_t stored[MDB_SHA1_LEN];
     uint8_t pk[MDB_ED25519_KEY_LEN];
-    bool found = false, usable, ed = false;
+    bool found = false, usable, ed = false, pam = false;
+    const char *pam_auth = NULL;
     struct mdb_account *a;
     int rc = 0;
 
@@ -169,6 +170,10 @@ mdb_users_add_priv(struct mdb_users *u, const char *user, const char *host,
             if (!ed && is_ed25519(p) && mdb_ed25519_parse_key(s, pk) == 0) {
                 ed = true;   /* the first one, as the server tries it */
             }
+            if (!pam && p != NULL && strcmp(p, "pam") == 0) {
+                pam = true;   /* its service name, as the server reads it */
+                pam_auth = s;
+            }
             usable = is_native(p) && mdb_parse_stored(s, stored) >= 0;
             if (!found && (i == 0 || usable)) {
                 plugin = p;   /* the first native one, else the first */
@@ -190,7 +195,9 @@ mdb_users_add_priv(struct mdb_users *u, const char *user, const char *host,
         a->ed25519 = true;
         memcpy(a->ed_pk, pk, sizeof(pk));
     }
-    if (names[0] != '\0' && (a->plugins = strdup(names)) == NULL) {
+    if (pam && !a->pam && mdb_account_set_pam(a, pam_auth) != 0) {
+        rc = -1;
+    } else if (names[0] != '\0' && (a->plugins = strdup(names)) == NULL) {
         rc = -1;
     } else if (json_is_object(j)) {
         rc = apply_priv(a, j);

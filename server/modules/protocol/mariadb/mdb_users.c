@@ -783,7 +783,23 @@ enum proof {
     PROOF_SWITCH_ED,    /* it does not, but a client_ed25519 signature
                          * may */
     PROOF_SHA2_FULL,    /* caching_sha2_password: ask for the password */
+    PROOF_PAM,          /* the account's PAM conversation succeeded */
+    PROOF_SWITCH_PAM,   /* it does not, but a PAM conversation may */
 };
+
+/* No proof yet: what the client may be asked for instead. */
+static enum proof
+other_proof(const struct mdb_account *a, const struct mdb_auth_req *req,
+            bool may_switch_ed)
+{
+    if (may_switch_ed) {
+        return PROOF_SWITCH_ED;
+    }
+    if (a->pam && req->pam_ok && (req->caps & SL_CAP_PLUGIN_AUTH)) {
+        return PROOF_SWITCH_PAM;
+    }
+    return PROOF_NO;
+}
 
 /*
  * The client's proof matched account a: the credential the backends
@@ -871,6 +887,9 @@ proof_check(struct mdb_service *s, const struct mdb_account *a,
     bool may_switch_ed = ed_ok && (req->caps & SL_CAP_PLUGIN_AUTH);
     uint8_t pk[MDB_ED25519_KEY_LEN];
 
+    if (req->pam_done) {
+        return a->pam && req->pam_ok ? PROOF_PAM : PROOF_NO;
+    }
     if (req->sha2) {
         if (native_ok && sha2_fast_ok(s, a, req, sd)) {
             return PROOF_NATIVE;
@@ -878,7 +897,7 @@ proof_check(struct mdb_service *s, const struct mdb_account *a,
         if (native_ok || (ed_ok && req->ed_cleartext_ok)) {
             return PROOF_SHA2_FULL;
         }
-        return may_switch_ed ? PROOF_SWITCH_ED : PROOF_NO;
+        return other_proof(a, req, may_switch_ed);
     }
     if (req->cleartext) {
         if (native_ok &&
@@ -907,7 +926,7 @@ proof_check(struct mdb_service *s, const struct mdb_account *a,
         sd->has_pw = a->has_pw;
         return PROOF_NATIVE;
     }
-    return may_switch_ed ? PROOF_SWITCH_ED : PROOF_NO;
+    return other_proof(a, req, may_switch_ed);
 }
 
 enum mdb_auth_rc
@@ -928,12 +947,13 @@ mdb_service_authenticate(struct mdb_service *s, struct sl_dcb *dcb,
     }
     a = mdb_users_find(&s->users, req->user, req->client, req->is_unix);
     unknown = a == NULL || !((a->native && req->native_ok) ||
-                             (a->ed25519 && req->ed25519_ok));
+                             (a->ed25519 && req->ed25519_ok) ||
+                             (a->pam && req->pam_ok));
     if (a != NULL) {
         kind = proof_check(s, a, req, sd);
     }
-    if (kind == PROOF_NATIVE || kind == PROOF_ED25519) {
-        if (kind == PROOF_ED25519) {
+    if (kind == PROOF_NATIVE || kind == PROOF_ED25519 || kind == PROOF_PAM) {
+        if (kind != PROOF_NATIVE) {
             sd->has_pw = false;
         }
         if (kind == PROOF_NATIVE && req->cleartext && a->has_pw) {
@@ -955,6 +975,10 @@ mdb_service_authenticate(struct mdb_service *s, struct sl_dcb *dcb,
         }
     } else if (kind == PROOF_SWITCH_ED) {
         rc = MDB_AUTH_SWITCH_ED25519;
+    } else if (kind == PROOF_SWITCH_PAM) {
+        snprintf(why->pam_service, sizeof(why->pam_service), "%s",
+                 a->pam_service);
+        rc = MDB_AUTH_SWITCH_PAM;
     } else if (kind == PROOF_SHA2_FULL) {
         rc = MDB_AUTH_SHA2_FULL;
     } else if (req->may_reload &&
@@ -966,8 +990,9 @@ mdb_service_authenticate(struct mdb_service *s, struct sl_dcb *dcb,
         /* Say why, once the login is finally refused. */
         sl_log_warn("account '%s'@'%s' authenticates with %s: the "
                     "listener's authenticators cannot check it (Sluice "
-                    "checks mysql_native_password, and ed25519 on "
-                    "listeners with authenticator=ed25519auth; see "
+                    "checks mysql_native_password, ed25519 on listeners "
+                    "with authenticator=ed25519auth, and pam on listeners "
+                    "with authenticator=PAMAuth; see "
                     "docs/authentication.md)", a->user, a->host,
                     a->plugins != NULL ? a->plugins : "an unknown plugin");
     }
