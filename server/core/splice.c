@@ -474,7 +474,8 @@ sl__splice_started(struct sl_session *ses)
     bd = sp->b != NULL ? sp->b->dcb : NULL;
     if (ses->nfilters > 0) {
         why = "the service has filters";
-    } else if (sl_params_size(ses->service->params, "max_allowed_packet") <
+    } else if (sl_params_size(sl_service_params(ses->service),
+                              "max_allowed_packet") <
                SPLICE_MIN_PACKET_LIMIT) {
         why = "max_allowed_packet below 16Mi is enforced in user space";
     } else if (ses->client_caps & SL_CAP_COMPRESS) {
@@ -739,6 +740,8 @@ sl__splice_sweep(struct sl_dcb *client, uint64_t now, char *why, size_t len)
     struct sl_splice_stats st;
     struct kf_peer c;
     int outq = 0;
+    uint64_t conn_ms;
+    uint64_t write_ms;
 
     why[0] = '\0';
     /* A hint only (in the shared model another worker may be running
@@ -754,8 +757,14 @@ sl__splice_sweep(struct sl_dcb *client, uint64_t now, char *why, size_t len)
     /* The statement counters into the statistics, once a second. */
     read_stats_c(sp, &st, &c);
     fold(ses, sp, &c);
+    /* The timeouts a REST PATCH may change meanwhile (runtime.c stores
+     * them atomically). */
+    conn_ms = svc != NULL ? __atomic_load_n(&svc->connection_timeout_ms,
+                                            __ATOMIC_RELAXED) : 0;
+    write_ms = svc != NULL ? __atomic_load_n(&svc->net_write_timeout_ms,
+                                             __ATOMIC_RELAXED) : 0;
     /* connection_timeout: forwarded bytes are activity too. */
-    if (svc != NULL && svc->connection_timeout_ms) {
+    if (conn_ms != 0) {
         if (st.client_bytes + st.server_bytes != sp->seen_bytes) {
             sp->seen_bytes = st.client_bytes + st.server_bytes;
             client->last_read_ms = now;
@@ -764,7 +773,7 @@ sl__splice_sweep(struct sl_dcb *client, uint64_t now, char *why, size_t len)
     /* net_write_timeout: the kernel queues what the client does not
      * read in the client socket's send queue (SIOCOUTQ); no progress is
      * a send queue that neither shrinks nor lets more server bytes in. */
-    if (svc != NULL && svc->net_write_timeout_ms) {
+    if (write_ms != 0) {
         if (ioctl(client->fd, SIOCOUTQ, &outq) != 0 || outq <= 0) {
             sp->stall_ms = 0;
         } else if (sp->stall_ms == 0 || outq != sp->stall_outq ||
@@ -772,7 +781,7 @@ sl__splice_sweep(struct sl_dcb *client, uint64_t now, char *why, size_t len)
             sp->stall_ms = now;
             sp->stall_outq = outq;
             sp->stall_bytes = st.server_bytes;
-        } else if (now - sp->stall_ms > svc->net_write_timeout_ms) {
+        } else if (now - sp->stall_ms > write_ms) {
             snprintf(why, len, "no write progress for %llu s "
                      "(net_write_timeout)",
                      (unsigned long long)(now - sp->stall_ms) / 1000);

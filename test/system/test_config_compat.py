@@ -126,7 +126,6 @@ REFUSED = [
     ("maxscale", "skip_name_resolve=true"),
     ("maxscale", "admin_pam_readwrite_service=sluice"),
     ("RW", "rank=secondary"),
-    ("db1", "extra_port=3307"),
     ("db1", "disk_space_threshold=/data:80"),
     ("Mon", "switchover_on_low_disk_space=true"),
     ("RW", "idle_session_pool_time=1s"),
