@@ -7,7 +7,8 @@ One Sluice (threads=2, mariadbmon) over db1, db2, db3 with db3
 `rank=secondary` and db1 `max_routing_connections=100` (and
 `persistpoolmax=4`, `persistmaxtime=5s`) in the file;
 readconnroute with `router_options=slave` (RCR-S) and
-`router_options=master` (RCR-M), readwritesplit (RWS, and RWS-E with
+`router_options=master` (RCR-M), readwritesplit (RWS with
+`master_failure_mode=fail_instantly`, and RWS-E with
 `master_failure_mode=error_on_write`).
 
 - REST: `parameters.rank` and `parameters.max_routing_connections` as
@@ -67,7 +68,8 @@ def config(run_dir):
     for name, port, router, opts in (
             ("RCR-S", RCR_S, "readconnroute", "router_options=slave"),
             ("RCR-M", RCR_M, "readconnroute", "router_options=master"),
-            ("RWS", RWS, "readwritesplit", ""),
+            ("RWS", RWS, "readwritesplit",
+             "master_failure_mode=fail_instantly"),
             ("RWS-E", RWS_E, "readwritesplit",
              "master_failure_mode=error_on_write")):
         text += f"""
@@ -338,8 +340,8 @@ def test_max_routing_connections(sluice, reset):
         assert metric("sluice_server_routing_connections_refused_total",
                       "db1") == refused + 1
         sampler.settle()
-        # readwritesplit, master_failure_mode=fail_instantly (the
-        # default): the session is refused, naming the limit
+        # readwritesplit, master_failure_mode=fail_instantly: the
+        # session is refused, naming the limit
         with pytest.raises(pymysql.err.MySQLError) as exc:
             st.connect(RWS)
         assert st.error_code(exc.value) == 1105, exc.value
