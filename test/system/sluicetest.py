@@ -464,3 +464,22 @@ def repair_diverged(old, new, tables):
         cur.execute("SET GLOBAL gtid_slave_pos = %s", (pos,))
     print(f"db{old} diverged: {differ} row(s) differed from db{new}'s "
           f"in {', '.join(tables)}; made equal")
+
+
+def recv_packet(sock):
+    """One MariaDB packet read from a raw socket: (sequence, payload);
+    ConnectionError when the peer closes first."""
+    head = b""
+    while len(head) < 4:
+        chunk = sock.recv(4 - len(head))
+        if not chunk:
+            raise ConnectionError("closed")
+        head += chunk
+    n = head[0] | head[1] << 8 | head[2] << 16
+    body = b""
+    while len(body) < n:
+        chunk = sock.recv(n - len(body))
+        if not chunk:
+            raise ConnectionError("closed")
+        body += chunk
+    return head[3], body

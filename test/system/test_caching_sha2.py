@@ -357,23 +357,6 @@ def test_password_in_clear_on_plain_connection_refused(proxy, user):
     logged_in(cli(TLS_RW, user, PW, True), user, st.REPLICA_IDS)
 
 
-def recv_packet(sock):
-    head = b""
-    while len(head) < 4:
-        chunk = sock.recv(4 - len(head))
-        if not chunk:
-            raise ConnectionError("closed")
-        head += chunk
-    n = head[0] | head[1] << 8 | head[2] << 16
-    body = b""
-    while len(body) < n:
-        chunk = sock.recv(n - len(body))
-        if not chunk:
-            raise ConnectionError("closed")
-        body += chunk
-    return head[3], body
-
-
 @pytest.mark.parametrize("answer", ["zeros", "short", "random"])
 def test_bad_rsa_answer_closes_only_that_client(proxy, user, answer):
     """The wire: caching_sha2_password with a fast-path token that cannot
@@ -382,7 +365,7 @@ def test_bad_rsa_answer_closes_only_that_client(proxy, user, answer):
     in."""
     sock = socket.create_connection((st.HOST, PLAIN_RW), timeout=10)
     with sock:
-        _, greeting = recv_packet(sock)
+        _, greeting = st.recv_packet(sock)
         greeting_scramble(greeting)
         caps = (0x00000001 | 0x00000200 | 0x00002000 | 0x00008000 |
                 0x00080000)
@@ -391,16 +374,16 @@ def test_bad_rsa_answer_closes_only_that_client(proxy, user, answer):
                    user.encode() + b"\0" + bytes([len(token)]) + token +
                    b"caching_sha2_password\0")
         sock.sendall(packet(1, payload))
-        seq, body = recv_packet(sock)
+        seq, body = st.recv_packet(sock)
         assert (seq, body) == (2, b"\x01\x04")
         sock.sendall(packet(3, b"\x02"))
-        seq, body = recv_packet(sock)
+        seq, body = st.recv_packet(sock)
         assert seq == 4 and body.startswith(b"\x01-----BEGIN PUBLIC KEY-----")
         size = {"zeros": 256, "short": 100, "random": 256}[answer]
         data = (b"\0" * size if answer == "zeros"
                 else uuid.uuid4().bytes * (size // 16) + b"x" * (size % 16))
         sock.sendall(packet(5, data))
-        seq, body = recv_packet(sock)
+        seq, body = st.recv_packet(sock)
         assert seq == 6 and body[:1] == b"\xff", body
         assert struct.unpack("<H", body[1:3])[0] == 1045
         assert sock.recv(1) == b""

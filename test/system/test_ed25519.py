@@ -225,28 +225,11 @@ def test_change_user_to_ed25519_account(proxy, users, route):
 
 # ---- the exchange on the wire ----
 
-def recv_packet(sock):
-    head = b""
-    while len(head) < 4:
-        chunk = sock.recv(4 - len(head))
-        if not chunk:
-            raise ConnectionError("closed")
-        head += chunk
-    n = head[0] | head[1] << 8 | head[2] << 16
-    body = b""
-    while len(body) < n:
-        chunk = sock.recv(n - len(body))
-        if not chunk:
-            raise ConnectionError("closed")
-        body += chunk
-    return head[3], body
-
-
 def switched_to_ed25519(user):
     """Log in natively with a wrong token until Sluice asks for
     client_ed25519; returns (socket, seq of the request, nonce)."""
     sock = socket.create_connection((st.HOST, RW_PORT), timeout=10)
-    _, greeting = recv_packet(sock)
+    _, greeting = st.recv_packet(sock)
     caps = (0x00000001 | 0x00000200 | 0x00002000 | 0x00008000 |
             0x00080000)
     token = native_token("not-the-password", greeting_scramble(greeting))
@@ -254,7 +237,7 @@ def switched_to_ed25519(user):
                user.encode() + b"\0" + bytes([len(token)]) + token +
                b"mysql_native_password\0")
     sock.sendall(packet(1, payload))
-    seq, body = recv_packet(sock)
+    seq, body = st.recv_packet(sock)
     assert body[:1] == b"\xfe", body
     plugin, _, nonce = body[1:].partition(b"\0")
     assert plugin == b"client_ed25519"
@@ -268,7 +251,7 @@ def test_malformed_signature_closes_only_that_client(proxy, users, answer):
     sock, seq, nonce = switched_to_ed25519(users["eself"])
     with sock:
         sock.sendall(packet(seq + 1, answer))
-        rseq, body = recv_packet(sock)
+        rseq, body = st.recv_packet(sock)
         assert body[:1] == b"\xff" and struct.unpack("<H", body[1:3])[0] == \
             1045, body
         assert rseq == seq + 2

@@ -431,28 +431,11 @@ def test_pam_check_does_not_stall_the_worker(proxy, account, slow_account):
     assert whoami(result["proc"])[0] == f"{slow_account}@%"
 
 
-def recv_packet(sock):
-    head = b""
-    while len(head) < 4:
-        chunk = sock.recv(4 - len(head))
-        if not chunk:
-            raise ConnectionError("closed")
-        head += chunk
-    n = head[0] | head[1] << 8 | head[2] << 16
-    body = b""
-    while len(body) < n:
-        chunk = sock.recv(n - len(body))
-        if not chunk:
-            raise ConnectionError("closed")
-        body += chunk
-    return head[3], body
-
-
 def asked_by_dialog(user):
     """Log in natively until Sluice asks its first PAM question; returns
     (socket, seq of the question, its type byte and text)."""
     sock = socket.create_connection((st.HOST, RW_PORT), timeout=10)
-    _, greeting = recv_packet(sock)
+    _, greeting = st.recv_packet(sock)
     caps = (0x00000001 | 0x00000200 | 0x00002000 | 0x00008000 |
             0x00080000)
     token = native_token("not-the-password", greeting_scramble(greeting))
@@ -460,7 +443,7 @@ def asked_by_dialog(user):
                user.encode() + b"\0" + bytes([len(token)]) + token +
                b"mysql_native_password\0")
     sock.sendall(packet(1, payload))
-    seq, body = recv_packet(sock)
+    seq, body = st.recv_packet(sock)
     assert body[:1] == b"\xfe", body
     plugin, _, question = body[1:].partition(b"\0")
     assert plugin == b"dialog"
@@ -474,7 +457,7 @@ def test_dialog_question_as_sent(proxy, account):
     with sock:
         assert question == b"\x04Password: ", question
         sock.sendall(packet(seq + 1, PAM_PW.encode() + b"\0"))
-        rseq, body = recv_packet(sock)
+        rseq, body = st.recv_packet(sock)
         assert body[:1] == b"\x00", body
         assert rseq == seq + 2
 
@@ -485,7 +468,7 @@ def test_malformed_answer_closes_only_that_client(proxy, account, answer):
     sock, seq, _ = asked_by_dialog(account)
     with sock:
         sock.sendall(packet(seq + 1, answer))
-        _, body = recv_packet(sock)
+        _, body = st.recv_packet(sock)
         assert body[:1] == b"\xff" and struct.unpack("<H", body[1:3])[0] == \
             1043, body
         assert sock.recv(1) == b""   # closed
