@@ -104,6 +104,7 @@ read_config(struct rws_config *c, const struct sl_params *p, size_t n)
     c->max_slave_conns =
         parse_max_slaves(sl_params_get(p, "max_slave_connections"), n);
     c->lazy_connect = sl_params_bool(p, "lazy_connect");
+    c->initial_slaves = (unsigned)sl_params_count(p, "slave_connections");
     c->failure_mode =
         (enum rws_failure_mode)sl_params_enum(p, "master_failure_mode");
     c->retry_failed_reads = sl_params_bool(p, "retry_failed_reads");
@@ -316,9 +317,10 @@ master_server(const struct rws_session *rs)
     return -1;
 }
 
-/* The initial connections: the primary and up to max_slave_connections
- * replicas (none with lazy_connect). false when the session must be
- * refused (the client has the error). */
+/* The initial connections: the primary and up to slave_connections
+ * replicas, at most max_slave_connections (none with lazy_connect); more
+ * are opened when a read finds no usable connected replica. false when
+ * the session must be refused (the client has the error). */
 static bool
 connect_initial(struct rws_session *rs)
 {
@@ -354,7 +356,7 @@ connect_initial(struct rws_session *rs)
     for (unsigned i = 0; i < rs->inst->nservers; i++) {
         uint32_t st = sl_server_status(rs->be[i].srv);
 
-        if (slaves >= c->max_slave_conns) {
+        if (slaves >= c->max_slave_conns || slaves >= c->initial_slaves) {
             break;
         }
         if ((int)i == m || sl_server_rank(rs->be[i].srv) != rank ||
@@ -558,8 +560,10 @@ static const struct sl_param_spec rws_params[] = {
      "The primary is a candidate for reads too"},
     {"max_slave_connections", SL_PARAM_STRING, "255", 0, NULL,
      "Replica connections per session: a count or a percentage"},
-    {"slave_connections", SL_PARAM_COUNT, "255", SL_PARAM_F_IGNORED, NULL,
-     "tuning: replica connections follow max_slave_connections"},
+    {"slave_connections", SL_PARAM_COUNT, "255", 0, NULL,
+     "Replica connections a session opens when it starts (at most "
+     "max_slave_connections); more are opened when a read finds no "
+     "usable connected replica"},
     {"lazy_connect", SL_PARAM_BOOL, "false", 0, NULL,
      "Connect to servers only when a statement needs them"},
     {"master_failure_mode", SL_PARAM_ENUM, "fail_on_write", 0,

@@ -106,6 +106,7 @@ struct rws_config {
     int64_t max_lag_s;            /* 0: no limit */
     bool master_accept_reads;
     unsigned max_slave_conns;     /* resolved from count or percent */
+    unsigned initial_slaves;      /* slave_connections: opened at start */
     bool lazy_connect;
     enum rws_failure_mode failure_mode;
     bool retry_failed_reads;
