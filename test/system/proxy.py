@@ -312,9 +312,11 @@ port={port}
     return text
 
 
-def start_with_admin(run_dir, text, primary_port, replica_port, admin_port):
+def start_with_admin(run_dir, text, primary_port, replica_port, admin_port,
+                     replica_ids=None):
     """Start Sluice with config `text` (whose admin API listens on
-    admin_port) and wait until its ports answer and a login works."""
+    admin_port) and wait until its ports answer and a login works (the
+    replica port reaching one of replica_ids, default the replicas)."""
     for sub in ("log", "data", "persist"):
         (run_dir / sub).mkdir(parents=True, exist_ok=True)
     cfg = run_dir / "sluice.cnf"
@@ -324,7 +326,7 @@ def start_with_admin(run_dir, text, primary_port, replica_port, admin_port):
     prx = Proxy(daemon, primary_port, replica_port, None, run_dir)
     try:
         daemon.wait_ports([primary_port, replica_port, admin_port])
-        _wait_ready(prx)
+        _wait_ready(prx, replica_ids)
     except BaseException:
         stop_proxy(prx)
         raise
@@ -399,17 +401,19 @@ listen replica
 """
 
 
-def _wait_ready(proxy):
+def _wait_ready(proxy, replica_ids=None):
     """Wait until logins work and each service reaches the right kind of
-    server (the monitor needs a tick to find the primary)."""
+    server (the monitor needs a tick to find the primary): the replica
+    port one of replica_ids (default: the replicas)."""
     quick = {"connect_timeout": 5, "read_timeout": 5, "write_timeout": 5}
+    replica_ids = replica_ids or st.REPLICA_IDS
 
     def ready():
         with st.connect(proxy.primary_port, **quick) as conn:
             if st.server_id(conn) != st.PRIMARY_ID:
                 return False
         with st.connect(proxy.replica_port, **quick) as conn:
-            return st.server_id(conn) in st.REPLICA_IDS
+            return st.server_id(conn) in replica_ids
     try:
         st.wait_until(ready, START_TIMEOUT, interval=0.2,
                       what="the proxy's services to route")

@@ -50,10 +50,10 @@ config_sync_timeout=5s"""
                         f"admin_host={st.HOST}\nadmin_port={admin}")
 
 
-def start(run_dir, name):
+def start(run_dir, name, replica_ids=None):
     admin, primary, replica = PORTS[name]
     return px.start_with_admin(run_dir, config(run_dir, name), primary,
-                               replica, admin)
+                               replica, admin, replica_ids)
 
 
 def http(name, method, path, body=None):
@@ -304,7 +304,10 @@ def test_catch_up_is_one_generation(cluster):
                   WAIT, what="B at the new version")
     # B applied them poll by poll: at least one generation, often more
     assert config_generation("B") > gen_b
-    cluster["procs"]["C"] = start(cluster["dirs"]["C"], "C")
+    # C may apply the changes before its readiness check: Replica-Service
+    # then routes to the primary (router_options=master)
+    cluster["procs"]["C"] = start(cluster["dirs"]["C"], "C",
+                                  st.REPLICA_IDS | {st.PRIMARY_ID})
     st.wait_until(lambda: sync_status("C")["local_version"] == v0 + 5,
                   WAIT, interval=0.05, what="C caught up")
     # the first generation is the one loaded at start; the 5 changes made
