@@ -400,13 +400,26 @@ switchover_check(struct mmon_instance *inst, int *new_primary, int *old,
     return 0;
 }
 
+/* An aborted switchover gives the old primary its writes back; if even
+ * that fails, the operator must know: it stays read-only. */
+static void
+writable_again(struct mmon_instance *inst, int old)
+{
+    char err[256];
+
+    if (mmon_exec(inst, old, "SET GLOBAL read_only=0", err,
+                  sizeof(err)) < 0) {
+        sl_log_warn("Monitor '%s': '%s' stays read_only after the aborted switchover: %s", MONNAME(inst), SRVNAME(inst, old), err);
+    }
+}
+
 static int
 switchover_run(struct mmon_instance *inst, int new_primary, int old,
                char *err, size_t errlen)
 {
     uint64_t deadline = sl_monotonic_ms() + inst->switchover_timeout_ms;
     struct mmon_gtid_pos pos;
-    char gtid[1024], ignored[256];
+    char gtid[1024];
     struct sl_server *moving;
 
     if (switchover_check(inst, &new_primary, &old, err, errlen) < 0) {
@@ -429,8 +442,7 @@ switchover_run(struct mmon_instance *inst, int new_primary, int old,
     if (mmon_run_sql_file(inst, old, "demotion_sql_file",
                           inst->demotion_sql_file, err, errlen) < 0) {
         sl_log_warn("Monitor '%s': switchover aborted, '%s' stays the primary: %s", MONNAME(inst), SRVNAME(inst, old), err);
-        mmon_exec(inst, old, "SET GLOBAL read_only=0", ignored,
-                  sizeof(ignored));
+        writable_again(inst, old);
         return -1;
     }
     /* No new writes on old from here: its binlog position is final. */
@@ -439,8 +451,7 @@ switchover_run(struct mmon_instance *inst, int new_primary, int old,
     if (!inst->views[old].running ||
         wait_applied(inst, new_primary, &pos, deadline, err, errlen) < 0) {
         sl_log_warn("Monitor '%s': switchover aborted, '%s' stays the primary: %s", MONNAME(inst), SRVNAME(inst, old), err);
-        mmon_exec(inst, old, "SET GLOBAL read_only=0", ignored,
-                  sizeof(ignored));
+        writable_again(inst, old);
         return -1;
     }
     if (promote(inst, new_primary, err, errlen) < 0) {
