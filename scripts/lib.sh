@@ -37,8 +37,10 @@ BUILD_PACKAGES=(build-essential cmake pkg-config libmariadb-dev libpcre2-dev
     zlib1g-dev libzstd-dev libpam0g-dev
     mariadb-client clang libbpf-dev)
 # (libcap2-bin: capsh, for SLUICE_DROP_CAPS in scripts/sluice-exec.)
+# (python3-cryptography: PyMySQL's RSA exchange for caching_sha2_password,
+# test_caching_sha2.py and test_ed25519.py; PyMySQL only suggests it.)
 TEST_PACKAGES=(sysbench haproxy python3-pymysql python3-pytest prometheus
-    chromium chromium-driver python3-venv
+    chromium chromium-driver python3-venv python3-cryptography
     python3-pytest-timeout libcap2-bin python3-prometheus-client iptables)
 # The fuzz step: clang only recommends its sanitizer and libFuzzer
 # runtimes (libclang_rt.*.a), so they are named here.
