@@ -6,7 +6,9 @@
  *
  * mdb_backend.c is compiled in unchanged (no seam in it) and runs its own
  * code: mdb_backend_init, mdb_backend_read (greeting, login response,
- * AuthSwitchRequest, the TLS switch, ERR during login, then replies cut
+ * AuthSwitchRequest, caching_sha2_password's token and AuthMoreData
+ * (fast path, full authentication in clear or with the server's RSA
+ * key), the TLS switch, ERR during login, then replies cut
  * by the real tracker of mdb_reply.c, the COM_CHANGE_USER auth switch
  * answered in place, LOCAL INFILE), mdb_backend_write (commands queued
  * before the login and flushed after it, COM_CHANGE_USER rebuilt),
@@ -19,7 +21,10 @@
  * Input: byte 0 configures the server and session (bit 0 ssl=true, bit 1
  * the session has a password, bit 2 a current database, bit 3 the router
  * closes the session on an error answer, bit 4 the session logged in
- * with PAM: two answers to replay to the server's auth_pam); then events, each an op byte
+ * with PAM: two answers to replay to the server's auth_pam, bit 5 the
+ * session holds SHA-256 of the password and the password in clear for
+ * caching_sha2_password, bit 6 the backend is a unix socket); then
+ * events, each an op byte
  * (low 3 bits the kind) and for the kinds carrying data a length byte and
  * that many bytes:
  *   0 server bytes   appended to the read queue, then mdb_backend_read
@@ -158,6 +163,12 @@ bool
 sl_dcb_tls_configured(const struct sl_dcb *d)
 {
     return f.config & 1;
+}
+
+bool
+sl_dcb_is_unix(const struct sl_dcb *d)
+{
+    return f.config & 64;
 }
 
 /* As the core: plaintext queued behind the greeting is an injection. */
@@ -359,6 +370,15 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     f.sd.charset = 33;
     strcpy(f.sd.program_name, "fuzz");
     f.db = f.config & 4 ? "fuzzdb" : "";
+    if (f.config & 32) {
+        static const char pw[] = "fuzz-secret";
+
+        mdb_sha256_password(pw, strlen(pw), f.sd.sha256pw);
+        f.sd.has_sha256 = true;
+        memcpy(f.sd.clearpw, pw, sizeof(pw));
+        f.sd.clearpw_len = strlen(pw);
+        f.sd.has_clear = true;
+    }
     if (f.config & 16) {
         static char answers[] = "pam-secret\0" "123456";
 

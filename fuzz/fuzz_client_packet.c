@@ -51,9 +51,16 @@ static char dcb_obj, ses_obj, svc_obj, mdbsvc_obj, lst_obj;
 
 struct mdb_pam_job *
 mdb_pam_start(struct sl_dcb *d, const char *service, const char *user,
-              const char *password, size_t pw_len)
+              const char *password, size_t pw_len, const char *code,
+              size_t code_len, const char *map_pw_file)
 {
     return NULL;
+}
+bool
+mdb_pam_mapped(struct mdb_pam_job *j, char *user, size_t cap,
+               uint8_t sha1[MDB_SHA1_LEN], bool *has_pw)
+{
+    return false;
 }
 bool
 mdb_pam_question(struct mdb_pam_job *j, char *text, size_t cap, bool *echo)

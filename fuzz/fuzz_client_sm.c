@@ -20,7 +20,9 @@
  * Input: byte 0 configures the listener (bit 0 TLS offered, bit 1 TLS
  * required, bit 2 unix socket, bit 3 a small max_allowed_packet, bit 4
  * the backend negotiated CLIENT_DEPRECATE_EOF, bit 5 an ok verdict first
- * asks for a PAM conversation, bit 6 the PAM thread cannot start); then
+ * asks for a PAM conversation, bit 6 the PAM thread cannot start, bit 7
+ * the listener's PAM is pam_mode=password_2FA with pam_backend_map=mariadb
+ * (two answers, then a mapped user)); then
  * events, each an op
  * byte (low 3 bits the kind) and for the kinds carrying data a length
  * byte and that many bytes:
@@ -191,11 +193,26 @@ sl_listener_name(const struct sl_listener *l)
 }
 
 /* No listener parameters: the defaults (native authenticator, no
- * user_mapping_file); the verdicts decide the rest. */
+ * user_mapping_file); the verdicts decide the rest. Byte 0 bit 7: PAM's
+ * pam_mode=password_2FA and pam_backend_map=mariadb (no password file). */
 const struct sl_params *
 sl_listener_params(const struct sl_listener *l)
 {
-    return NULL;
+    static struct sl_params *opts;
+
+    if (!(f.config & 128)) {
+        return NULL;
+    }
+    if (opts == NULL) {
+        opts = sl__params_new();
+        if (opts == NULL ||
+            sl__params_set(opts, "authenticator_options",
+                           "pam_mode=password_2FA,pam_backend_map=mariadb",
+                           1) != 0) {
+            abort();
+        }
+    }
+    return opts;
 }
 
 uint64_t
@@ -335,6 +352,7 @@ struct mdb_pam_job {
 static struct mdb_pam_job pam_obj;
 static struct {
     int jobs;                   /* started and not released */
+    bool mapping;               /* pam_backend_map=mariadb */
     bool asked;
     bool answered;
     int result;
@@ -342,16 +360,19 @@ static struct {
 
 struct mdb_pam_job *
 mdb_pam_start(struct sl_dcb *dcb, const char *service, const char *user,
-              const char *password, size_t pw_len)
+              const char *password, size_t pw_len, const char *code,
+              size_t code_len, const char *map_pw_file)
 {
     if (f.config & 64) {
         return NULL;
     }
-    if (fp.jobs != 0 || (password != NULL && pw_len >= MDB_PAM_ANSWER_MAX)) {
+    if (fp.jobs != 0 || (password != NULL && pw_len >= MDB_PAM_ANSWER_MAX) ||
+        (code != NULL && code_len >= MDB_PAM_ANSWER_MAX)) {
         abort();                /* one conversation at a time */
     }
     memset(&fp, 0, sizeof(fp));
     fp.jobs = 1;
+    fp.mapping = map_pw_file != NULL;
     if (password != NULL) {
         fp.answered = true;
         fp.result = pw_len > 0;
@@ -385,6 +406,21 @@ int
 mdb_pam_result(struct mdb_pam_job *j)
 {
     return fp.answered ? fp.result : -1;
+}
+
+/* pam_backend_map=mariadb: an accepted conversation ends as "mapped",
+ * without a password in the file. */
+bool
+mdb_pam_mapped(struct mdb_pam_job *j, char *user, size_t cap,
+               uint8_t sha1[MDB_SHA1_LEN], bool *has_pw)
+{
+    if (!fp.mapping || !fp.answered || fp.result != 1) {
+        return false;
+    }
+    snprintf(user, cap, "mapped");
+    memset(sha1, 0, MDB_SHA1_LEN);
+    *has_pw = false;
+    return true;
 }
 
 void

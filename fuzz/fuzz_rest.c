@@ -277,6 +277,7 @@ fresh_config(void)
     sl__config_free(sl__config);
     sl__config_set_initial(sl__config_load_text(text, strlen(text), true,
                                                 &d));
+    sl__config_loading_done();
     sl__cfg_diag_free(&d);
     if (sl__config == NULL) {
         abort();

@@ -233,6 +233,13 @@ def client_seeds():
         client(packet(3, b"\0")) + b"\x04",
         "pam_no_thread": b"\x60" + b"\x03" + client(hello()),
         "pam_gone": b"\x20" + b"\x03" + client(hello()) + b"\x04",
+        # pam_mode=password_2FA with pam_backend_map=mariadb (config bit
+        # 7): the password answers the switch's question, the code the
+        # second one; then the conversation, then the mapped login
+        "pam_2fa_map": b"\xa0" + b"\x03" + client(hello()) +
+        client(packet(3, b"pam-secret\0")) + b"\x04" +
+        client(packet(5, b"123456\0")) + b"\x04" + b"\x04" + READY +
+        client(q1) + backend(ok(1)),
         "parked_flood": b"\x00" + b"\x13" + client(hello()) +
         data_events(8, b"\x03SELECT 1;" * 25),
     }
@@ -300,6 +307,51 @@ def backend_seeds():
     }
 
 
+# A 1024-bit RSA public key as a MySQL 8 server sends it after 0x02.
+RSA_PEM = (b"-----BEGIN PUBLIC KEY-----\n"
+           b"MIGfMA0GCSqGSIb3DQEBAQUAA4GNADCBiQKBgQDrFrESsLCin1Z7A7FaSo+14pS8\n"
+           b"FKAH2vcF5N+Akv95QQzG8vVc/V5VRdKDv5OHd18UzMf+ivUgBvOie1u+3KvZtBLN\n"
+           b"HFr7Sn4+jxKZCUdIb/242/dyfjJL3U1rff8zl65LcF8cxV4r6ZmqMlZEkf3LSlbW\n"
+           b"1lGQjaZJ03Af1rcjFwIDAQAB\n"
+           b"-----END PUBLIC KEY-----\n")
+SHA2 = b"caching_sha2_password"
+
+
+def sha2_seeds():
+    """caching_sha2_password toward a MySQL 8 server (config bit 5: the
+    session holds SHA-256 and the password in clear; bit 6 unix)."""
+    greet = server_hello(plugin=SHA2)
+    q1 = packet(0, b"\x03SELECT 1")[4:]
+    return {
+        "sha2_fast": b"\x22" + server(greet) + server(packet(2, b"\x01\x03")) +
+        server(ok(3)) + command(q1) + server(ok(1)),
+        "sha2_switch_fast": b"\x22" + server(server_hello()) +
+        server(auth_switch(2, SHA2)) + server(packet(4, b"\x01\x03")) +
+        server(ok(5)),
+        "sha2_full_tls": b"\x23" + server(greet) +
+        server(packet(3, b"\x01\x04")) + server(ok(5)) + command(q1) +
+        server(ok(1)),
+        "sha2_full_unix": b"\x62" + server(greet) +
+        server(packet(2, b"\x01\x04")) + server(ok(4)),
+        "sha2_full_rsa": b"\x22" + server(greet) +
+        server(packet(2, b"\x01\x04")) +
+        server(packet(4, b"\x01" + RSA_PEM)) + server(ok(6)) +
+        command(q1) + server(ok(1)),
+        "sha2_bad_key": b"\x22" + server(greet) +
+        server(packet(2, b"\x01\x04")) +
+        server(packet(4, b"\x01" + RSA_PEM[:90])),
+        "sha2_no_credential": b"\x02" + server(server_hello()) +
+        server(auth_switch(2, SHA2)),
+        "sha2_change_user": b"\x22" + server(server_hello()) +
+        server(ok(2)) + command(change_user()[4:]) +
+        server(auth_switch(1, SHA2)) + server(packet(3, b"\x01\x04")) +
+        server(packet(5, b"\x01" + RSA_PEM)) + server(ok(7)) +
+        command(q1) + server(ok(1)),
+        "sha2_err": b"\x22" + server(greet) +
+        server(err(2, 1045, b"28000", b"Access denied")),
+    }
+
+
 def write(dirname, seeds):
     os.makedirs(dirname, exist_ok=True)
     for name, data in seeds.items():
@@ -312,6 +364,7 @@ def main():
         os.path.abspath(__file__))
     write(os.path.join(base, "corpus", "client_sm"), client_seeds())
     write(os.path.join(base, "corpus", "backend_sm"), backend_seeds())
+    write(os.path.join(base, "corpus", "backend_sm"), sha2_seeds())
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ struct mc_opts mc_opts = {
     .password = "mariadb",
     .host = "127.0.0.1:8989",
     .timeout = 10,
+    .tls_verify = true,
 };
 
 struct growbuf {
@@ -140,6 +141,17 @@ mc_request(const char *method, const char *path, json_t *body,
     if (text) {
         curl_easy_setopt(c, CURLOPT_POSTFIELDS, text);
     }
+    if (mc_opts.tls_cert) {
+        curl_easy_setopt(c, CURLOPT_SSLCERT, mc_opts.tls_cert);
+    }
+    if (mc_opts.tls_key) {
+        curl_easy_setopt(c, CURLOPT_SSLKEY, mc_opts.tls_key);
+    }
+    if (mc_opts.tls_ca_cert) {
+        curl_easy_setopt(c, CURLOPT_CAINFO, mc_opts.tls_ca_cert);
+    }
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, mc_opts.tls_verify ? 1L : 0L);
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, mc_opts.tls_verify ? 2L : 0L);
     rc = curl_easy_perform(c);
     if (rc != CURLE_OK) {
         mc_error("Could not connect to Sluice at %s: %s", mc_opts.host,
@@ -171,6 +183,14 @@ usage(FILE *f)
         "  -h, --hosts HOST:PORT     where Sluice's REST API listens\n"
         "                            (default 127.0.0.1:8989)\n"
         "  -s, --secure              use HTTPS\n"
+        "      --tls-key FILE        the key of the client certificate\n"
+        "      --tls-cert FILE       a client certificate (PEM), for a\n"
+        "                            REST API with admin_ssl_ca\n"
+        "      --tls-ca-cert FILE    the CA that signed the REST API's\n"
+        "                            certificate (default: the system's)\n"
+        "      --tls-verify-server-cert BOOL\n"
+        "                            check the REST API's certificate\n"
+        "                            (default true)\n"
         "  -t, --timeout SECONDS     request timeout (default 10)\n"
         "      --tsv                 tab-separated output for scripts\n"
         "      --format FORMAT       table (default), tsv or json (the\n"
@@ -243,7 +263,8 @@ usage(FILE *f)
 int
 main(int argc, char **argv)
 {
-    enum { O_TSV = 256, O_HELP, O_VERSION, O_FORMAT };
+    enum { O_TSV = 256, O_HELP, O_VERSION, O_FORMAT, O_TLS_KEY, O_TLS_CERT,
+           O_TLS_CA, O_TLS_VERIFY };
     static const struct option longopts[] = {
         {"user", required_argument, NULL, 'u'},
         {"password", required_argument, NULL, 'p'},
@@ -251,6 +272,10 @@ main(int argc, char **argv)
         {"secure", no_argument, NULL, 's'},
         {"timeout", required_argument, NULL, 't'},
         {"tsv", no_argument, NULL, O_TSV},
+        {"tls-key", required_argument, NULL, O_TLS_KEY},
+        {"tls-cert", required_argument, NULL, O_TLS_CERT},
+        {"tls-ca-cert", required_argument, NULL, O_TLS_CA},
+        {"tls-verify-server-cert", required_argument, NULL, O_TLS_VERIFY},
         {"format", required_argument, NULL, O_FORMAT},
         {"help", no_argument, NULL, O_HELP},
         {"version", no_argument, NULL, O_VERSION},
@@ -281,6 +306,26 @@ main(int argc, char **argv)
             break;
         case O_TSV:
             mc_opts.tsv = true;
+            break;
+        case O_TLS_KEY:
+            mc_opts.tls_key = optarg;
+            break;
+        case O_TLS_CERT:
+            mc_opts.tls_cert = optarg;
+            break;
+        case O_TLS_CA:
+            mc_opts.tls_ca_cert = optarg;
+            break;
+        case O_TLS_VERIFY:
+            if (strcmp(optarg, "true") == 0) {
+                mc_opts.tls_verify = true;
+            } else if (strcmp(optarg, "false") == 0) {
+                mc_opts.tls_verify = false;
+            } else {
+                fprintf(stderr, "Error: --tls-verify-server-cert takes true "
+                        "or false\n");
+                return 2;
+            }
             break;
         case O_FORMAT:
             if (strcmp(optarg, "json") == 0) {

@@ -17,6 +17,10 @@ struct mc_opts {
     bool tsv;
     bool json;                 /* --format json: the raw data */
     bool secure;               /* https */
+    const char *tls_key;       /* client certificate's key (PEM) */
+    const char *tls_cert;      /* client certificate (PEM) */
+    const char *tls_ca_cert;   /* CA for the server's certificate */
+    bool tls_verify;           /* verify the server's certificate */
     long timeout;              /* seconds */
 };
 

@@ -32,7 +32,7 @@ RUN_REPLICA_PORT=4008
 # Every name is installed with --no-install-recommends, so whatever a
 # step needs is listed here even where Debian only recommends it.
 BUILD_PACKAGES=(build-essential cmake pkg-config libmariadb-dev libpcre2-dev
-    libjansson-dev libmicrohttpd-dev libcmocka-dev libssl-dev
+    libjansson-dev libmicrohttpd-dev libgnutls28-dev libcmocka-dev libssl-dev
     libcurl4-openssl-dev libsodium-dev libsystemd-dev help2man mariadb-server
     zlib1g-dev libzstd-dev libpam0g-dev
     mariadb-client clang libbpf-dev)

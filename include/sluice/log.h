@@ -35,13 +35,23 @@ struct sl_session;
 extern SL_EXPORT atomic_int sl_log_max_level;
 
 /*
+ * Nonzero when session_trace is on: the sl_log_ses_* macros then call
+ * sl_log_session_message at every level, which keeps the line in the
+ * session's trace even when the log level leaves it out of the log.
+ * Set by the core only, at start-up.
+ */
+extern SL_EXPORT atomic_int sl_log_session_trace;
+
+/*
  * Write one log line at level from file:line under tag (SL_LOG_TAG). Use
  * the sl_log_* macros, which test sl_log_enabled() first so the arguments
  * of a disabled level are not evaluated. Any thread.
  */
 SL_EXPORT void sl_log_message(int level, const char *tag, const char *file,
                               int line, const char *fmt, ...) SL_PRINTF(5, 6);
-/* As sl_log_message, prefixed with the session id, user and client address. */
+/* As sl_log_message, prefixed with the session id, user and client address;
+ * the line is also kept in the session's trace (session_trace), whatever
+ * the log level. */
 SL_EXPORT void sl_log_session_message(int level, const char *tag,
                                       const struct sl_session *ses,
                                       const char *fmt, ...) SL_PRINTF(4, 5);
@@ -82,7 +92,9 @@ sl_log_enabled(int level)
 
 #define SL_LOG_SES_(lvl, ses, ...)                                             \
     do {                                                                       \
-        if (sl_log_enabled(lvl)) {                                             \
+        if (sl_log_enabled(lvl) ||                                             \
+            atomic_load_explicit(&sl_log_session_trace,                        \
+                                 memory_order_relaxed)) {                      \
             sl_log_session_message(lvl, SL_LOG_TAG, ses, __VA_ARGS__);         \
         }                                                                      \
     } while (0)

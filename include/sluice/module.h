@@ -88,9 +88,15 @@
  *   2.7  sl_server_rank (the server parameter rank, live),
  *        sl_server_max_routing_connections and sl_server_routing_full
  *        (the server parameter max_routing_connections).
+ *   2.8  sl_listener_init_sql (the statements of a listener's
+ *        connection_init_sql_file, read once when it is loaded);
+ *        sl_log_session_trace (session_trace: the sl_log_ses_* macros
+ *        also call the core when the level is off, for the session's
+ *        trace; a module built against 2.7 or older just leaves its
+ *        disabled levels out of the trace).
  */
 #define SL_MODULE_ABI_MAJOR 2
-#define SL_MODULE_ABI_MINOR 7
+#define SL_MODULE_ABI_MINOR 8
 
 enum sl_module_type {
     SL_MODULE_PROTOCOL = 1,

@@ -10,6 +10,7 @@
 #define SLUICE_SERVER_H
 
 #include <sluice/ccdefs.h>
+#include <sluice/worker.h>
 
 struct sl_server;
 struct sl_params;
@@ -27,6 +28,10 @@ enum sl_server_status {
                                     * switchover: routers hold what needs
                                     * the primary until a server is Master
                                     * without this bit */
+    SL_SRV_DISK_EXHAUSTED = 1u << 9,  /* a disk over its
+                                       * disk_space_threshold (mariadbmon's
+                                       * disk space check): "Disk Space
+                                       * Exhausted" */
 };
 
 /* Sentinel for "replication lag unknown". */
@@ -108,6 +113,32 @@ SL_EXPORT bool sl_server_mysql_tls_ok(const struct sl_server *s,
 SL_EXPORT void *sl_server_mysql_connect(const struct sl_server *s,
                                         void *mysql, const char *user,
                                         const char *password);
+
+/*
+ * query_retries and query_retry_timeout ([maxscale], as in MaxScale): may
+ * an internal read-only query (a monitor's probe, user-account loading)
+ * that failed with client error `err` be run again on a fresh connection?
+ * Only network errors are retried: 2006 (CR_SERVER_GONE_ERROR), 2013
+ * (CR_SERVER_LOST, also a read timeout) and 2055
+ * (CR_SERVER_LOST_EXTENDED). `done` retries were made already, the first
+ * failure was at sl_monotonic_ms() `first_ms`; a retry starts only while
+ * fewer than `retries` (query_retries) were made and `timeout_ms`
+ * (query_retry_timeout) has not passed since. Callers read the two
+ * global parameters once, on the main thread (instance or service
+ * creation: sl_global_params is not for other threads while a
+ * configuration loads). Statements that change a server (failover,
+ * switchover, rejoin, read_only enforcement, cooperative locks) are never
+ * retried. Inline (no ABI symbol); any thread.
+ */
+static inline bool
+sl_query_retry_ok(unsigned err, uint64_t done, uint64_t first_ms,
+                  uint64_t retries, uint64_t timeout_ms)
+{
+    if (err != 2006 && err != 2013 && err != 2055) {
+        return false;
+    }
+    return done < retries && sl_monotonic_ms() - first_ms < timeout_ms;
+}
 
 SL_EXPORT int64_t sl_server_replication_lag(const struct sl_server *s);
 SL_EXPORT void sl_server_set_replication_lag(struct sl_server *s, int64_t lag);

@@ -63,5 +63,12 @@ SL_EXPORT const char *sl_listener_name(const struct sl_listener *l);
 SL_EXPORT struct sl_service *sl_listener_service(const struct sl_listener *l);
 SL_EXPORT const struct sl_params *sl_listener_params(
     const struct sl_listener *l);
+/* ABI 2.8: the statements of the listener's connection_init_sql_file, read
+ * when the listener was loaded (*n of them; NULL and 0 without one, or for
+ * l NULL). The backend protocol sends them on every backend connection of
+ * the listener's sessions after the login, before anything else. Owned by
+ * the listener; valid while the caller's session holds it. Any thread. */
+SL_EXPORT const char *const *sl_listener_init_sql(const struct sl_listener *l,
+                                                  size_t *n);
 
 #endif

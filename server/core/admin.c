@@ -28,6 +28,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <gnutls/gnutls.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <stdarg.h>
@@ -59,12 +60,16 @@ struct conn_state {
     bool auth_failed;  /* refused for its credentials (always audited) */
     char user[128];    /* the basic-auth user, for the audit file */
     struct timespec start;
+    /* A deferred answer (sl__admin_defer): the connection is suspended
+     * until another thread hands the answer over (sl__admin_answer). */
+    struct admin_deferred *deferred;
 };
 
 static struct MHD_Daemon *daemon_;
 static bool auth_required = true;
 static char *tls_key;
 static char *tls_cert;
+static char *tls_ca;     /* admin_ssl_ca: checks clients' certificates */
 /* What a Host header may name (host_allowed). */
 static char listen_host[256];
 static int listen_port;
@@ -99,6 +104,8 @@ send_resp(struct MHD_Connection *conn, struct admin_resp res)
                                               : MHD_RESPMEM_PERSISTENT);
     if (mr == NULL) {
         free(text);
+        free(res.location);
+        free(res.cookie);
         return MHD_NO;
     }
     if (text != NULL) {
@@ -116,6 +123,14 @@ send_resp(struct MHD_Connection *conn, struct admin_resp res)
         MHD_add_response_header(mr, "WWW-Authenticate",
                                 "Basic realm=\"sluice\"");
     }
+    if (res.location != NULL) {
+        MHD_add_response_header(mr, "Location", res.location);
+    }
+    if (res.cookie != NULL) {
+        MHD_add_response_header(mr, "Set-Cookie", res.cookie);
+    }
+    free(res.location);
+    free(res.cookie);
     ret = MHD_queue_response(conn, (unsigned)res.status, mr);
     MHD_destroy_response(mr);
     return ret;
@@ -394,6 +409,33 @@ host_list_admits(struct MHD_Connection *conn, bool write,
     return false;
 }
 
+/*
+ * admin_ssl_ca: libmicrohttpd asks each HTTPS client for a certificate and
+ * trusts that CA, but does not check what it gets. A client that sends one
+ * is refused unless GnuTLS verifies it (chain to admin_ssl_ca, dates,
+ * signature); a client that sends none goes on to log in with its
+ * password as without admin_ssl_ca.
+ */
+static bool
+client_cert_acceptable(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
+        conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+    gnutls_session_t session;
+    unsigned int n = 0;
+    unsigned int status = 0;
+
+    if (ci == NULL || ci->tls_session == NULL) {
+        return false;
+    }
+    session = (gnutls_session_t)ci->tls_session;
+    if (gnutls_certificate_get_peers(session, &n) == NULL || n == 0) {
+        return true;
+    }
+    return gnutls_certificate_verify_peers2(session, &status) == 0 &&
+           status == 0;
+}
+
 static int
 admit(struct MHD_Connection *conn, const char *method, const char *url,
       struct conn_state *cs, struct admin_resp *err)
@@ -409,6 +451,11 @@ admit(struct MHD_Connection *conn, const char *method, const char *url,
     if (host != NULL && !host_allowed(host)) {
         *err = sl__admin_error(403, "Host '%.200s' is not an address of this "
                            "API (see admin_allowed_hosts)", host);
+        return -1;
+    }
+    if (tls_ca != NULL && !client_cert_acceptable(conn)) {
+        *err = sl__admin_error(403, "the client certificate is not signed "
+                               "by admin_ssl_ca, or is expired or invalid");
         return -1;
     }
     if (!host_list_admits(conn, write, err)) {
@@ -618,6 +665,14 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url,
         *upload_size = 0;   /* answered already; drop what follows */
         return MHD_YES;
     }
+    if (cs->deferred != NULL) {
+        if (!sl__admin_answered(cs->deferred, &res)) {
+            return MHD_YES;
+        }
+        cs->deferred = NULL;
+        audit(conn, cs, method, url, res.status);
+        return send_resp(conn, res);
+    }
     if (*upload_size > 0) {
         if (take_upload(cs, upload, *upload_size) < 0) {
             return MHD_NO;
@@ -634,6 +689,10 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url,
     sl__csync_unlock();
     json_decref(r.body);
     free(r.pathbuf);
+    if (res.status == SL_ADMIN_DEFERRED) {
+        cs->deferred = r.deferred;
+        return MHD_YES;   /* suspended: sl__admin_answer resumes it */
+    }
     audit(conn, cs, method, url, res.status);
     return send_resp(conn, res);
 }
@@ -645,6 +704,7 @@ on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     struct conn_state *cs = *con_cls;
 
     if (cs != NULL) {
+        sl__admin_deferred_free(cs->deferred);   /* answered, not sent */
         free(cs->body);
         free(cs);
         *con_cls = NULL;
@@ -701,6 +761,7 @@ load_tls(const struct sl_params *p)
 {
     const char *key = sl_params_get(p, "admin_ssl_key");
     const char *cert = sl_params_get(p, "admin_ssl_cert");
+    const char *ca;
 
     if (!key && !cert) {
         return 0;
@@ -714,6 +775,12 @@ load_tls(const struct sl_params *p)
     tls_cert = read_small_file(cert);
     if (tls_key == NULL || tls_cert == NULL) {
         sl_log_error("REST API: cannot read '%s' or '%s'", key, cert);
+        return -EINVAL;
+    }
+    ca = sl_params_get(p, "admin_ssl_ca");
+    ca = ca ? ca : sl_params_get(p, "admin_ssl_ca_cert");
+    if (ca != NULL && (tls_ca = read_small_file(ca)) == NULL) {
+        sl_log_error("REST API: cannot read admin_ssl_ca '%s'", ca);
         return -EINVAL;
     }
     if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
@@ -749,7 +816,8 @@ sl__admin_start(const struct sl_config *cfg)
 {
     const struct sl_global *g = &cfg->global;
     struct sockaddr_storage ss;
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+                     MHD_ALLOW_SUSPEND_RESUME;
     int rc;
 
     sl__admin_mark_started();
@@ -803,7 +871,9 @@ sl__admin_start(const struct sl_config *cfg)
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)ADMIN_CONN_TIMEOUT,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)ADMIN_CONN_MEMORY,
         tls_cert ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, tls_key,
-        MHD_OPTION_HTTPS_MEM_CERT, tls_cert, MHD_OPTION_END);
+        MHD_OPTION_HTTPS_MEM_CERT, tls_cert,
+        tls_ca ? MHD_OPTION_HTTPS_MEM_TRUST : MHD_OPTION_END, tls_ca,
+        MHD_OPTION_END);
     if (daemon_ == NULL) {
         sl_log_error("REST API: cannot listen on %s:%d", g->admin_host,
                      g->admin_port);
@@ -822,10 +892,14 @@ sl__admin_start(const struct sl_config *cfg)
 void
 sl__admin_stop(void)
 {
+    /* every deferred answer given (SQL queries cut short) before MHD
+     * stops: it may not stop with a connection suspended */
+    sl__admin_sql_cancel_all();
     if (daemon_ != NULL) {
         MHD_stop_daemon(daemon_);
         daemon_ = NULL;
     }
+    sl__admin_sql_stop();   /* after the MHD thread: its only other user */
     /* after the MHD thread is gone: it is the audit file's only user */
     sl__admin_audit_close();
 }
@@ -837,7 +911,8 @@ sl__admin_finish(void)
     sl__admin_runtime_free();
     free(tls_key);
     free(tls_cert);
-    tls_key = tls_cert = NULL;
+    free(tls_ca);
+    tls_key = tls_cert = tls_ca = NULL;
     free(allowed_hosts);
     allowed_hosts = NULL;
 }

@@ -167,3 +167,61 @@ sl__admin_stopped_free(void)
     stopped = NULL;
     nstopped = 0;
 }
+
+/* ---- deferred answers (admin_int.h) ---- */
+
+struct admin_deferred {
+    struct MHD_Connection *conn;
+    atomic_bool answered;
+    struct admin_resp res;
+};
+
+struct admin_deferred *
+sl__admin_defer(struct admin_req *r)
+{
+    struct admin_deferred *d = calloc(1, sizeof(*d));
+
+    if (d == NULL) {
+        return NULL;
+    }
+    d->conn = r->conn;
+    atomic_init(&d->answered, false);
+    r->deferred = d;
+    MHD_suspend_connection(d->conn);
+    return d;
+}
+
+void
+sl__admin_answer(struct admin_deferred *d, struct admin_resp res)
+{
+    d->res = res;
+    atomic_store_explicit(&d->answered, true, memory_order_release);
+    MHD_resume_connection(d->conn);
+}
+
+bool
+sl__admin_answered(struct admin_deferred *d, struct admin_resp *res)
+{
+    if (!atomic_load_explicit(&d->answered, memory_order_acquire)) {
+        return false;
+    }
+    *res = d->res;
+    free(d);
+    return true;
+}
+
+void
+sl__admin_deferred_free(struct admin_deferred *d)
+{
+    if (d == NULL) {
+        return;
+    }
+    if (!atomic_load_explicit(&d->answered, memory_order_acquire)) {
+        return;   /* its thread still writes it: never, see admin_int.h */
+    }
+    json_decref(d->res.doc);
+    free(d->res.text);
+    free(d->res.location);
+    free(d->res.cookie);
+    free(d);
+}

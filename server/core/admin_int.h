@@ -6,7 +6,9 @@
  * altered and destroyed at run time, and their persistence).
  *
  * Context: everything here runs on libmicrohttpd's single internal thread
- * (requests are handled one at a time), except sl__admin_start/stop (main).
+ * (requests are handled one at a time), except sl__admin_start/stop (main)
+ * and sl__admin_answer (the thread that ran a deferred request's work:
+ * /v1/sql queries, admin_sql.c).
  * That thread is the only one that changes the configuration's object
  * arrays after start-up; workers are reached by sl_worker_post only.
  */
@@ -29,6 +31,8 @@ struct admin_resp {
     json_t *doc;
     char *text;
     const char *ctype;
+    char *location;                 /* Location header (owned) or NULL */
+    char *cookie;                   /* Set-Cookie header (owned) or NULL */
 };
 
 /* One parsed request. */
@@ -43,7 +47,24 @@ struct admin_req {
     bool is_admin;                  /* role allows writes */
     bool https;                     /* served over TLS (for links) */
     char host[300];                 /* Host header, for links */
+    struct admin_deferred *deferred;   /* set by sl__admin_defer */
 };
+
+/* A handler that answers from another thread returns this status after
+ * sl__admin_defer(r): the HTTP connection is suspended (other requests go
+ * on) until that thread calls sl__admin_answer(handle, res) exactly once.
+ * Nothing of r may be used after the handler returns. */
+#define SL_ADMIN_DEFERRED 0
+struct admin_deferred;
+struct admin_deferred *sl__admin_defer(struct admin_req *r);
+void sl__admin_answer(struct admin_deferred *d, struct admin_resp res);
+/* admin.c, on its thread once the connection was resumed: whether d was
+ * answered, with the answer in *res (then d is freed). */
+bool sl__admin_answered(struct admin_deferred *d, struct admin_resp *res);
+/* admin.c, when the HTTP connection ends before the answer was sent: free
+ * d and its answer. Every deferred request is answered before
+ * libmicrohttpd stops (sl__admin_sql_cancel_all), so d is answered. */
+void sl__admin_deferred_free(struct admin_deferred *d);
 
 /* Start/stop the REST API (main thread). 0 or -errno. */
 int sl__admin_start(const struct sl_config *cfg);
@@ -142,6 +163,13 @@ struct admin_resp sl__rest_users_write(struct admin_req *r);
 struct admin_resp sl__rest_metrics_get(struct admin_req *r);
 /* GET, DELETE /v1/sluice/queries. */
 struct admin_resp sl__rest_queries(struct admin_req *r);
+/* admin_sql.c: /v1/sql (MaxScale's SQL resource); _stop closes every
+ * SQL connection and stops its reaper (main, after the MHD thread). */
+struct admin_resp sl__rest_sql(struct admin_req *r);
+void sl__admin_sql_stop(void);
+/* Cut short every query running on its own thread and wait until each
+ * has answered (main, before libmicrohttpd stops). */
+void sl__admin_sql_cancel_all(void);
 /* admin_logs.c: GET /v1/maxscale/logs/data (alias .../entries). */
 struct admin_resp sl__rest_log_data(struct admin_req *r);
 /* admin_audit.c: the REST API audit file (admin_audit*). Configured at

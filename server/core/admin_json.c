@@ -515,6 +515,14 @@ session_attrs(const struct sl_session_info *ses, void *arg)
         "connected", http_date_ms_ago(ses->alive_ms, date, sizeof(date)),
         "seconds_alive", (double)ses->alive_ms / 1000.0,
         "idle", (double)ses->idle_ms / 1000.0));
+    {
+        json_t *o = json_array_get(arg, json_array_size(arg) - 1);
+
+        /* retain_last_statements / session_trace (history.c) */
+        json_object_set(o, "queries", ses->queries ? ses->queries
+                                                   : json_null());
+        json_object_set(o, "log", ses->log ? ses->log : json_null());
+    }
 }
 
 /* A worker's attributes.stats: MaxScale's thread fields that Sluice
@@ -766,6 +774,15 @@ specs_json(const struct sl_param_spec *specs)
             "mandatory", (s->flags & SL_PARAM_F_MANDATORY) != 0,
             "description", s->description ? s->description : "");
 
+        /* What a MaxScale user gets from the name: implemented, accepted
+         * with a start-up warning, or refused (docs/configuration.md). */
+        json_object_set_new(p, "status", json_string(
+            s->flags & SL_PARAM_F_REFUSED ? "refused"
+            : s->flags & SL_PARAM_F_IGNORED ? "ignored" : "supported"));
+        if (s->flags & SL_PARAM_F_DEPRECATED) {
+            json_object_set_new(p, "deprecated", json_true());
+        }
+
         if (s->default_value) {
             json_object_set_new(p, "default_value",
                                 json_string(s->default_value));
@@ -832,10 +849,42 @@ module_json(struct admin_req *r, const struct sl_loaded_module *lm)
         commands_json(r, m->name)), NULL);
 }
 
+/* The core's parameter tables as modules of type "core", reachable by
+ * name only (GET /v1/maxscale/modules/servers...): what a server, service,
+ * listener, monitor, filter or [maxscale] section takes besides its
+ * module's parameters. */
+static const struct {
+    const char *name;
+    const char *section;
+} core_tables[] = {
+    {"maxscale", "maxscale"}, {"servers", "server"},
+    {"services", "service"}, {"listeners", "listener"},
+    {"monitors", "monitor"}, {"filters", "filter"},
+};
+
+static json_t *
+core_module_json(struct admin_req *r, const char *name, const char *section)
+{
+    return resource(r, "modules", name, json_pack(
+        "{s:s, s:s, s:s, s:o, s:o}", "module_type", "core", "version",
+        SLUICE_VERSION, "description", "the core's parameters of every "
+        "section of this type", "parameters",
+        specs_json(sl__config_core_specs(section)), "commands",
+        json_array()), NULL);
+}
+
 struct admin_resp
 sl__rest_modules_get(struct admin_req *r)
 {
     json_t *data = json_array();
+
+    for (size_t i = 0; r->nseg == 3 && i < SL_ARRAY_LEN(core_tables); i++) {
+        if (strcasecmp(core_tables[i].name, r->seg[2]) == 0) {
+            json_decref(data);
+            return document(r, core_module_json(r, core_tables[i].name,
+                                                core_tables[i].section));
+        }
+    }
 
     for (size_t i = 0; i < sl__module_count(); i++) {
         const struct sl_loaded_module *lm = sl__module_at(i);

@@ -39,6 +39,12 @@ static const struct sl_admin_route routes[] = {
     {"GET", "sessions/*", sl__rest_sessions_get, SL_ADMIN_ROLE_BASIC},
     {"GET", "users/**", sl__rest_users_get, SL_ADMIN_ROLE_BASIC},
     {"GET", "sluice/queries", sl__rest_queries, SL_ADMIN_ROLE_BASIC},
+    /* the SQL resource: admin only, reads too (docs/security.md) */
+    {"GET", "sql", sl__rest_sql, SL_ADMIN_ROLE_ADMIN},
+    {"GET", "sql/*", sl__rest_sql, SL_ADMIN_ROLE_ADMIN},
+    {"POST", "sql", sl__rest_sql, SL_ADMIN_ROLE_ADMIN},
+    {"POST", "sql/*/queries|reconnect|cancel", sl__rest_sql, SL_ADMIN_ROLE_ADMIN},
+    {"DELETE", "sql/*", sl__rest_sql, SL_ADMIN_ROLE_ADMIN},
     /* writes */
     {"POST", "maxscale/logs/rotate|flush", sl__rest_log_rotate,
      SL_ADMIN_ROLE_ADMIN},

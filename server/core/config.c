@@ -257,6 +257,45 @@ create_instances(struct loader *L)
     }
 }
 
+/*
+ * --config-check: what a module checks only when it creates an instance
+ * (a filter's or a monitor's rules across its parameters, the files a
+ * monitor runs) is checked too, by creating each instance and destroying
+ * it at once. Neither starts anything: a monitor's thread and a service's
+ * account loader start only with the daemon. A filter that logs to a file
+ * opens it (as at start-up).
+ */
+static void
+check_instances(struct loader *L)
+{
+    struct sl_config *cfg = L->cfg;
+
+    for (size_t i = 0; i < cfg->nfilters; i++) {
+        struct sl_filter_def *f = cfg->filters[i];
+        void *inst = f->ops->create_instance(f->name, f->params);
+
+        if (inst == NULL) {
+            sl__cfg_error(L->d, section_line(L, f->name), "filter module "
+                          "'%s' refused to create filter '%s'",
+                          f->module->info->name, f->name);
+        } else if (f->ops->destroy_instance != NULL) {
+            f->ops->destroy_instance(inst);
+        }
+    }
+    for (size_t i = 0; i < cfg->nmonitors; i++) {
+        struct sl_monitor *m = cfg->monitors[i];
+        void *inst = m->ops->create_instance(m, m->params);
+
+        if (inst == NULL) {
+            sl__cfg_error(L->d, section_line(L, m->name), "monitor module "
+                          "'%s' refused to create monitor '%s'",
+                          m->module->info->name, m->name);
+        } else if (m->ops->destroy_instance != NULL) {
+            m->ops->destroy_instance(inst);
+        }
+    }
+}
+
 /* ---- entry points ---- */
 
 void
@@ -297,9 +336,18 @@ sl__config_load_text(const char *text, size_t len, bool create_instances_,
         sl__cfg_error(d, 0, "out of memory");
     }
     if (d->errors == 0 && create_instances_) {
-        loading_cfg = L.cfg;
+        /* Threads create_instances starts (a service's account loader)
+         * may read it until sl__config_set_initial publishes the
+         * configuration, which clears it. */
+        __atomic_store_n(&loading_cfg, L.cfg, __ATOMIC_RELEASE);
         create_instances(&L);
-        loading_cfg = NULL;
+        if (d->errors > 0) {
+            __atomic_store_n(&loading_cfg, NULL, __ATOMIC_RELEASE);
+        }
+    } else if (d->errors == 0) {
+        __atomic_store_n(&loading_cfg, L.cfg, __ATOMIC_RELEASE);
+        check_instances(&L);
+        __atomic_store_n(&loading_cfg, NULL, __ATOMIC_RELEASE);
     }
     for (int k = 0; k < K_N; k++) {
         free(L.by_kind[k]);
@@ -481,9 +529,11 @@ out:
 }
 
 /* The configuration whose instances are being created (main thread, during
- * sl__config_load_text): modules that read global parameters in their
- * create_instance or service_data_create see it before sl__config is
- * published. */
+ * sl__config_load_text, until sl__config_set_initial publishes it):
+ * modules that read global parameters in their create_instance or
+ * service_data_create, and the threads those start (a service's account
+ * loader), see it before sl__config is published. Atomic: those threads
+ * read it while the main thread changes it (TSan found the race). */
 const struct sl_params *
 sl_global_params(void)
 {
@@ -492,5 +542,12 @@ sl_global_params(void)
     if (cfg != NULL) {
         return cfg->global.params;
     }
-    return loading_cfg != NULL ? loading_cfg->global.params : NULL;
+    cfg = __atomic_load_n(&loading_cfg, __ATOMIC_ACQUIRE);
+    return cfg != NULL ? cfg->global.params : NULL;
+}
+
+void
+sl__config_loading_done(void)
+{
+    __atomic_store_n(&loading_cfg, NULL, __ATOMIC_RELEASE);
 }

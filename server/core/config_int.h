@@ -140,4 +140,9 @@ size_t sl__edit_distance(const char *a, const char *b);
 int sl__param_parse_int(const char *s, int64_t *out);
 int sl__param_parse_count(const char *s, uint64_t *out);
 
+/* A service's user_accounts_file(_usage): 0, or -1 with err and the
+ * parameter at fault (config_objects.c). */
+int sl__check_accounts_file(const struct sl_params *p, const char **param,
+                            char *err, size_t errlen);
+
 #endif

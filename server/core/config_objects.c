@@ -25,11 +25,13 @@
 #include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <sluice/log.h>
@@ -37,7 +39,10 @@
 
 #include "config_int.h"
 #include "config_load.h"
+#include "../modules/protocol/mariadb/mdb_accfile.h"
+#include "history.h"
 #include "ini.h"
+#include "init_sql.h"
 #include "module_int.h"
 #include "proxyproto.h"
 #include "tls.h"
@@ -332,6 +337,36 @@ check_admin_lists(struct loader *L, const struct sl_params *p)
     }
 }
 
+/* retain_last_statements and session_trace: at most SL_HISTORY_MAX (a
+ * ring of that many entries per session). */
+static uint32_t
+history_count(struct loader *L, const struct sl_params *p, const char *name,
+              const char *section)
+{
+    int64_t v = sl_params_int(p, name);
+
+    if (v < 0 || v > SL_HISTORY_MAX) {
+        sl__cfg_error(L->d, sl__params_line(p, name),
+                      "invalid value '%s' for parameter '%s' in section "
+                      "'%s' (expected 0-%d)", sl_params_get(p, name), name,
+                      section, SL_HISTORY_MAX);
+        return 0;
+    }
+    return (uint32_t)v;
+}
+
+static void
+resolve_history(struct loader *L, struct sl_global *g)
+{
+    g->retain_last_statements = history_count(L, g->params,
+                                               "retain_last_statements",
+                                               "maxscale");
+    g->session_trace = history_count(L, g->params, "session_trace",
+                                     "maxscale");
+    g->dump_last_statements = sl_params_enum(g->params,
+                                             "dump_last_statements");
+}
+
 static void
 fill_global(struct loader *L, struct sl_global *g)
 {
@@ -339,6 +374,8 @@ fill_global(struct loader *L, struct sl_global *g)
     const char *env = getenv("SLUICE_MODULE_DIR");
     int64_t port = sl_params_int(p, "admin_port");
     const char *local;
+    const char *plugindir;
+    struct stat pst;
     struct in6_addr a6;
 
     resolve_threads(L, g);
@@ -372,6 +409,22 @@ fill_global(struct loader *L, struct sl_global *g)
                       "section 'maxscale' (expected an IPv4 or IPv6 "
                       "address)", local);
     }
+    /* connector_plugindir: libmariadb would only fail at the first
+     * login that needs a plugin; say it at start-up instead */
+    plugindir = sl_params_get(p, "connector_plugindir");
+    if (plugindir != NULL) {
+        const char *why = stat(plugindir, &pst) != 0 ? strerror(errno)
+                          : !S_ISDIR(pst.st_mode) ? "not a directory"
+                                                  : NULL;
+
+        if (why != NULL) {
+            sl__cfg_error(L->d, sl__params_line(p, "connector_plugindir"),
+                          "invalid value '%s' for parameter "
+                          "'connector_plugindir' in section 'maxscale': %s",
+                          plugindir, why);
+        }
+    }
+    sl__connector_plugindir_set(plugindir);
     g->writeq_high_water = sl_params_size(p, "writeq_high_water");
     g->writeq_low_water = sl_params_size(p, "writeq_low_water");
     if (g->writeq_high_water && g->writeq_low_water >= g->writeq_high_water) {
@@ -389,7 +442,26 @@ fill_global(struct loader *L, struct sl_global *g)
     }
     g->admin_port = (int)port;
     g->admin_enabled = sl_params_bool(p, "admin_enabled");
+    if (sl_params_has(p, "admin_ssl_ca") &&
+        sl_params_has(p, "admin_ssl_ca_cert")) {
+        sl__cfg_error(L->d, sl__params_line(p, "admin_ssl_ca_cert"),
+                      "parameters 'admin_ssl_ca' and 'admin_ssl_ca_cert' in "
+                      "section 'maxscale' are the same setting (MaxScale's "
+                      "new and old name); set one");
+    }
+    if ((sl_params_has(p, "admin_ssl_ca") ||
+         sl_params_has(p, "admin_ssl_ca_cert")) &&
+        !sl_params_has(p, "admin_ssl_cert")) {
+        const char *name = sl_params_has(p, "admin_ssl_ca")
+                           ? "admin_ssl_ca" : "admin_ssl_ca_cert";
+
+        sl__cfg_error(L->d, sl__params_line(p, name), "parameter '%s' in "
+                      "section 'maxscale' needs admin_ssl_cert and "
+                      "admin_ssl_key (it checks the certificates of the REST "
+                      "API's HTTPS clients)", name);
+    }
     check_admin_lists(L, p);
+    resolve_history(L, g);
 }
 
 int
@@ -645,10 +717,13 @@ check_authenticator(struct loader *L, const struct sl_params *p,
  * authenticator_options (listeners): MaxScale's comma-separated key=value
  * list. Sluice knows ed25519auth's ed_mode=ed25519 (the default) and
  * ed_mode=sha256, PAMAuth's pam_use_cleartext_plugin and
- * pam_allow_plain_cleartext (true/false), pam_mode=password and
- * pam_backend_map=none (docs/authentication.md); every other option
- * and value (the RSA key files of ed_mode=sha256, pam_mode=password_2FA,
- * pam_backend_map=mariadb included) is refused.
+ * pam_allow_plain_cleartext (true/false), pam_mode=password|password_2FA
+ * (not with pam_use_cleartext_plugin=true, as in MaxScale),
+ * pam_backend_map=none|mariadb (MaxScale's name pam_backend_mapping too)
+ * and pam_mapped_pw_file=<path> (with mariadb only; a readable JSON
+ * object whose users_and_passwords entries have string user and
+ * password) (docs/authentication.md); every other option and value (the
+ * RSA key files of ed_mode=sha256 included) is refused.
  */
 static bool
 known_auth_option(const char *item)
@@ -657,7 +732,9 @@ known_auth_option(const char *item)
         "ed_mode=ed25519", "ed_mode=sha256",
         "pam_use_cleartext_plugin=true", "pam_use_cleartext_plugin=false",
         "pam_allow_plain_cleartext=true", "pam_allow_plain_cleartext=false",
-        "pam_mode=password", "pam_backend_map=none",
+        "pam_mode=password", "pam_mode=password_2FA",
+        "pam_backend_map=none", "pam_backend_map=mariadb",
+        "pam_backend_mapping=none", "pam_backend_mapping=mariadb",
     };
 
     for (size_t i = 0; i < SL_ARRAY_LEN(known); i++) {
@@ -668,6 +745,60 @@ known_auth_option(const char *item)
     return false;
 }
 
+/* pam_mapped_pw_file=<path>: only with pam_backend_map=mariadb (it would
+ * do nothing otherwise), and a readable JSON object whose
+ * "users_and_passwords" is an array of {"user": string, "password":
+ * string}. Passwords are plaintext (maxpasswd's encryption is not
+ * decrypted here). Sluice reads it again at each mapped login. */
+static void
+check_mapped_pw_file(struct loader *L, int line, const char *what,
+                     const char *v, size_t n, bool mapping)
+{
+    char path[512];
+    json_error_t e;
+    json_t *j, *arr;
+    size_t i;
+
+    while (n > 0 && isspace((unsigned char)*v)) {
+        v++;
+        n--;
+    }
+    while (n > 0 && isspace((unsigned char)v[n - 1])) {
+        n--;
+    }
+    snprintf(path, sizeof(path), "%.*s", (int)n, v);
+    if (!mapping) {
+        sl__cfg_error(L->d, line, "parameter 'authenticator_options' in %s: "
+                      "pam_mapped_pw_file is used only with "
+                      "pam_backend_map=mariadb", what);
+        return;
+    }
+    j = json_load_file(path, 0, &e);
+    arr = json_object_get(j, "users_and_passwords");
+    if (!json_is_object(j) || !json_is_array(arr)) {
+        sl__cfg_error(L->d, line, "parameter 'authenticator_options' in %s: "
+                      "pam_mapped_pw_file '%s' %s%s", what, path,
+                      j == NULL ? "cannot be read as JSON: "
+                                : "has no \"users_and_passwords\" array",
+                      j == NULL ? e.text : "");
+        json_decref(j);
+        return;
+    }
+    for (i = 0; i < json_array_size(arr); i++) {
+        const json_t *o = json_array_get(arr, i);
+
+        if (!json_is_string(json_object_get(o, "user")) ||
+            !json_is_string(json_object_get(o, "password"))) {
+            sl__cfg_error(L->d, line, "parameter 'authenticator_options' "
+                          "in %s: pam_mapped_pw_file '%s': entry %zu of "
+                          "\"users_and_passwords\" needs string \"user\" "
+                          "and \"password\"", what, path, i + 1);
+            break;
+        }
+    }
+    json_decref(j);
+}
+
 static void
 check_authenticator_options(struct loader *L, const struct sl_params *p,
                             const char *what)
@@ -675,6 +806,9 @@ check_authenticator_options(struct loader *L, const struct sl_params *p,
     const char *v = sl_params_get(p, "authenticator_options");
     int line = sl__params_line(p, "authenticator_options");
     char item[SL_NAME_MAX];
+    bool two_factor = false, cleartext = false, mapping = false;
+    const char *pw_file = NULL;
+    size_t pw_file_len = 0;
 
     while (v && *v) {
         const char *e = strchr(v, ',');
@@ -687,16 +821,39 @@ check_authenticator_options(struct loader *L, const struct sl_params *p,
             }
         }
         item[j] = '\0';
-        if (j > 0 && !known_auth_option(item)) {
+        if (strncasecmp(item, "pam_mapped_pw_file=", 19) == 0) {
+            pw_file = strchr(v, '=') + 1;   /* as written: a path */
+            pw_file_len = (size_t)(v + n - pw_file);
+        } else if (j > 0 && !known_auth_option(item)) {
             sl__cfg_error(L->d, line, "parameter 'authenticator_options' "
                           "in %s: option '%s' is not supported by Sluice: "
                           "only ed_mode=ed25519|sha256, "
                           "pam_use_cleartext_plugin=true|false, "
                           "pam_allow_plain_cleartext=true|false, "
-                          "pam_mode=password and pam_backend_map=none are "
+                          "pam_mode=password|password_2FA, "
+                          "pam_backend_map=none|mariadb and "
+                          "pam_mapped_pw_file are "
                           "(see docs/authentication.md)", what, item);
         }
+        two_factor = two_factor ||
+                     strcasecmp(item, "pam_mode=password_2FA") == 0;
+        cleartext = cleartext ||
+                    strcasecmp(item, "pam_use_cleartext_plugin=true") == 0;
+        mapping = mapping ||
+                  strcasecmp(item, "pam_backend_map=mariadb") == 0 ||
+                  strcasecmp(item, "pam_backend_mapping=mariadb") == 0;
         v = e ? e + 1 : NULL;
+    }
+    if (two_factor && cleartext) {
+        sl__cfg_error(L->d, line, "parameter 'authenticator_options' in %s: "
+                      "pam_mode=password_2FA cannot be combined with "
+                      "pam_use_cleartext_plugin=true: mysql_clear_password "
+                      "carries one answer, and the mode asks for a "
+                      "password and a code (see docs/authentication.md)",
+                      what);
+    }
+    if (pw_file != NULL) {
+        check_mapped_pw_file(L, line, what, pw_file, pw_file_len, mapping);
     }
 }
 
@@ -1015,6 +1172,36 @@ add_filter_ref(void *ctx, const char *name)
     return push_ptr(&c->svc->filters, &c->svc->nfilters, f);
 }
 
+/* user_accounts_file and user_accounts_file_usage of a service's
+ * parameters p: the file must be there and well formed (every entry
+ * checked, mdb_accfile.c), file_only_always needs a file. 0, or -1 with
+ * err[errlen] and *param naming the parameter at fault. Also used by
+ * PATCH (runtime.c). */
+int
+sl__check_accounts_file(const struct sl_params *p, const char **param,
+                        char *err, size_t errlen)
+{
+    const char *path = sl_params_get(p, "user_accounts_file");
+    const char *usage = sl_params_get(p, "user_accounts_file_usage");
+    char why[512];
+
+    if (path == NULL || path[0] == '\0') {
+        if (usage != NULL && strcmp(usage, "file_only_always") == 0) {
+            *param = "user_accounts_file_usage";
+            snprintf(err, errlen, "user_accounts_file_usage="
+                     "file_only_always needs user_accounts_file");
+            return -1;
+        }
+        return 0;
+    }
+    if (mdb_accfile_read(path, NULL, NULL, why, sizeof(why)) != 0) {
+        *param = "user_accounts_file";
+        snprintf(err, errlen, "'%s' %s", path, why);
+        return -1;
+    }
+    return 0;
+}
+
 static int
 fill_service(struct loader *L, struct sl_service *svc, const char *what)
 {
@@ -1056,6 +1243,21 @@ fill_service(struct loader *L, struct sl_service *svc, const char *what)
     svc->auth_timeout_ms = sl_params_duration_ms(p, "auth_timeout");
     svc->max_pending_logins_per_host =
         (unsigned)sl_params_count(p, "max_pending_logins_per_host");
+    {
+        const char *param = NULL;
+        char err[768];
+
+        if (sl__check_accounts_file(p, &param, err, sizeof(err)) != 0) {
+            sl__cfg_error(L->d, sl__params_line(p, param),
+                          "parameter '%s' in %s: %s", param, what, err);
+        }
+    }
+    svc->retain_last_statements = sl_params_int(p,
+                                                "retain_last_statements");
+    if (svc->retain_last_statements != -1) {
+        svc->retain_last_statements = history_count(
+            L, p, "retain_last_statements", svc->name);
+    }
     return rc;
 }
 
@@ -1148,6 +1350,19 @@ fill_listener(struct loader *L, struct sl_listener *l,
     check_authenticator(L, p, what, true);
     check_authenticator_options(L, p, what);
     check_user_mapping_file(L, p, what);
+    if (sl_params_has(p, "connection_init_sql_file") &&
+        sl_params_get(p, "connection_init_sql_file")[0] != '\0') {
+        char err[PATH_MAX + 128];
+
+        if (sl__init_sql_read(sl_params_get(p, "connection_init_sql_file"),
+                              &l->init_sql, &l->ninit_sql, err,
+                              sizeof(err)) != 0) {
+            sl__cfg_error(L->d, sl__params_line(p,
+                                                "connection_init_sql_file"),
+                          "parameter 'connection_init_sql_file' in %s: %s",
+                          what, err);
+        }
+    }
 }
 
 static int

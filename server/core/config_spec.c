@@ -32,6 +32,10 @@
 
 static const char *const event_models[] = {"pinned", "shared", NULL};
 static const char *const server_ranks[] = {"primary", "secondary", NULL};
+static const char *const accounts_file_usages[] = {"add_when_load_ok",
+                                                 "file_only_always", NULL};
+static const char *const dump_modes[] = {"never", "on_close", "on_error",
+                                         NULL};
 
 static const struct sl_param_spec global_specs[] = {
     P("threads", SL_PARAM_STRING, "auto", 0,
@@ -68,7 +72,12 @@ static const struct sl_param_spec global_specs[] = {
       "through the REST API may put files"),
     P("admin_ssl_key", SL_PARAM_PATH, NULL, 0, "REST API TLS key"),
     P("admin_ssl_cert", SL_PARAM_PATH, NULL, 0, "REST API TLS certificate"),
-    P("admin_ssl_ca_cert", SL_PARAM_PATH, NULL, 0, "REST API TLS CA"),
+    P("admin_ssl_ca", SL_PARAM_PATH, NULL, 0,
+      "CA (PEM) for the REST API's HTTPS clients: a client certificate "
+      "is asked for, and one not signed by this CA is refused (403); "
+      "clients without one log in with their password"),
+    P("admin_ssl_ca_cert", SL_PARAM_PATH, NULL, 0,
+      "Old name of admin_ssl_ca"),
     P("admin_log_auth_failures", SL_PARAM_BOOL, "true", 0,
       "Log a warning for each failed REST API login"),
     P("admin_gui", SL_PARAM_BOOL, "true", 0,
@@ -99,9 +108,6 @@ static const struct sl_param_spec global_specs[] = {
       "REST API JWT tokens are not implemented"),
     P("admin_ssl_version", SL_PARAM_STRING, "MAX", REF,
       "the REST API's TLS versions are not configurable"),
-    P("admin_ssl_ca", SL_PARAM_PATH, NULL, REF,
-      "REST API client certificates are not verified; use "
-      "admin_ssl_ca_cert only with admin_ssl_cert/admin_ssl_key"),
     P("admin_verify_url", SL_PARAM_STRING, NULL, REF,
       "external REST API authentication is not implemented"),
     P("admin_readwrite_hosts", SL_PARAM_STRING, "%", 0,
@@ -134,7 +140,11 @@ static const struct sl_param_spec global_specs[] = {
     P("query_classifier_cache_size", SL_PARAM_SIZE, NULL, IGN,
       "tuning: Sluice's classifier has no cache"),
     P("local_address", SL_PARAM_STRING, NULL, 0,
-      "Source address of connections to backends"),
+      "Source address (an IPv4 or IPv6 address, refused with file:line "
+      "otherwise) of the TCP connections Sluice opens to servers: client "
+      "sessions' backend connections, monitors, user-account loading, "
+      "`config_sync`; not the short connections that carry a `KILL` to a "
+      "server. Read at start only"),
     P("ms_timestamp", SL_PARAM_BOOL, "false", IGN,
       "cosmetic: log timestamps have Sluice's own format"),
     P("skip_permission_checks", SL_PARAM_BOOL, "false", IGN,
@@ -147,16 +157,21 @@ static const struct sl_param_spec global_specs[] = {
       "tuning: user-account loading uses Sluice's own timeouts"),
     P("auth_write_timeout", SL_PARAM_DURATION, "10s", IGN | SECS,
       "tuning: user-account loading uses Sluice's own timeouts"),
-    P("query_retries", SL_PARAM_COUNT, "1", IGN,
-      "tuning: Sluice's internal queries are not retried"),
-    P("query_retry_timeout", SL_PARAM_DURATION, "5s", IGN | SECS,
-      "tuning: Sluice's internal queries are not retried"),
-    P("retain_last_statements", SL_PARAM_COUNT, "0", IGN,
-      "diagnostics: sessions keep no statement history"),
-    P("dump_last_statements", SL_PARAM_STRING, "never", IGN,
-      "diagnostics: sessions keep no statement history"),
-    P("session_trace", SL_PARAM_COUNT, "0", IGN,
-      "diagnostics: session tracing is not implemented"),
+    P("query_retries", SL_PARAM_COUNT, "1", 0,
+      "Times an internal read-only query (monitor probe, user-account "
+      "loading) cut by a network error is retried on a new connection"),
+    P("query_retry_timeout", SL_PARAM_DURATION, "5s", SECS,
+      "Time after the first failure within which such retries may start"),
+    P("retain_last_statements", SL_PARAM_COUNT, "0", 0,
+      "Statements each session keeps for the REST API's session resource "
+      "(queries) and dump_last_statements, 0-10000 (0 = none)"),
+    PE("dump_last_statements", SL_PARAM_ENUM, "never", 0, dump_modes,
+       "Log a session's retained statements when it closes (on_close) or "
+       "only when it closes because of an error (on_error)"),
+    P("session_trace", SL_PARAM_COUNT, "0", 0,
+      "Log lines (every level) each session keeps for the REST API's "
+      "session resource (log), logged when it closes because of an "
+      "error, 0-10000 (0 = none)"),
     P("users_refresh_time", SL_PARAM_DURATION, "1s", SECS,
       "Least time between user account reloads caused by failed logins; "
       "a login that would wait longer is refused (MaxScale's default is "
@@ -227,8 +242,10 @@ static const struct sl_param_spec global_specs[] = {
       "Sluice runs no helper programs"),
     P("libdir", SL_PARAM_PATH, NULL, IGN, "modules come from module_dir"),
     P("sharedir", SL_PARAM_PATH, NULL, IGN, "Sluice has no shared data"),
-    P("connector_plugindir", SL_PARAM_PATH, NULL, IGN,
-      "Sluice's backend connections need no connector plugins"),
+    P("connector_plugindir", SL_PARAM_PATH, NULL, 0,
+      "Directory libmariadb loads client authentication plugins from "
+      "(monitors, user-account loading, config_sync; default: "
+      "libmariadb's own)"),
     P("module_configdir", SL_PARAM_PATH, NULL, IGN,
       "no module reads a separate configuration file"),
     P("language", SL_PARAM_PATH, NULL, IGN,
@@ -296,8 +313,11 @@ static const struct sl_param_spec server_specs[] = {
       "each client connection to this server"),
     P("compression", SL_PARAM_BOOL, "false", 0,
       "Compress the protocol (zlib) on connections to this server"),
-    P("disk_space_threshold", SL_PARAM_STRING, NULL, REF,
-      "disk space monitoring is not implemented"),
+    P("disk_space_threshold", SL_PARAM_STRING, NULL, 0,
+      "path:percent,... (* = every other disk): how full each disk of "
+      "this server may be; over it the server is Disk Space Exhausted. "
+      "Overrides the monitor's; checked by mariadbmon every "
+      "disk_space_check_interval"),
     P("max_routing_connections", SL_PARAM_COUNT, "0", 0,
       "Most connections sessions may have to this server at once, pooled "
       "ones included, across all threads; a connection beyond it is "
@@ -326,6 +346,9 @@ static const struct sl_param_spec service_specs[] = {
       "Maximum client sessions, 0 = unlimited"),
     P("connection_timeout", SL_PARAM_DURATION, "0s", SECS,
       "Close idle client sessions after this long, 0 = never"),
+    P("retain_last_statements", SL_PARAM_INT, "-1", 0,
+      "Statements each session of the service keeps (as the global "
+      "parameter, 0-10000), -1 = the global value"),
     P("auth_timeout", SL_PARAM_DURATION, "10s", SECS,
       "Close clients that have not logged in this long after connecting, "
       "0 = never"),
@@ -374,10 +397,16 @@ static const struct sl_param_spec service_specs[] = {
       "only readwritesplit keeps a session command history"),
     P("disable_sescmd_history", SL_PARAM_BOOL, "false", IGN,
       "only readwritesplit keeps a session command history"),
-    P("user_accounts_file", SL_PARAM_PATH, NULL, REF,
-      "user account files are not implemented"),
-    P("user_accounts_file_usage", SL_PARAM_STRING, NULL, REF,
-      "user account files are not implemented"),
+    P("user_accounts_file", SL_PARAM_PATH, NULL, 0,
+      "MaxScale's JSON file of extra accounts (user, db, roles_mapping "
+      "arrays; docs/authentication.md), re-read at every load of the "
+      "accounts; a bad file refuses the service"),
+    PE("user_accounts_file_usage", SL_PARAM_ENUM, "add_when_load_ok", 0,
+       accounts_file_usages,
+       "add_when_load_ok: the file's accounts are added to those loaded "
+       "from the servers (a server's account wins), only when that load "
+       "succeeds; file_only_always: only the file, the servers are never "
+       "asked for accounts"),
     P("rank", SL_PARAM_STRING, "primary", REF,
       "a service's rank orders services used as targets of another "
       "service, which Sluice refuses (server ranks are supported)"),
@@ -411,14 +440,20 @@ static const struct sl_param_spec listener_specs[] = {
       "PAMAuth (pam accounts), comma-separated (GSSAPIAuth is refused)"),
     P("authenticator_options", SL_PARAM_STRING, NULL, 0,
       "ed25519auth's ed_mode=ed25519 (client_ed25519, the default) or "
-      "ed_mode=sha256 (the password over TLS, caching_sha2_password); "
+      "ed_mode=sha256 (the password over TLS or RSA-encrypted, "
+      "caching_sha2_password); "
       "PAMAuth's pam_use_cleartext_plugin, pam_allow_plain_cleartext, "
-      "pam_mode=password, pam_backend_map=none; "
+      "pam_mode=password|password_2FA (password and code), "
+      "pam_backend_map (or pam_backend_mapping)=none|mariadb, "
+      "pam_mapped_pw_file; "
       "other options are refused"),
     P("sql_mode", SL_PARAM_STRING, "default", REF,
       "only the default SQL mode is parsed (sql_mode=oracle is not)"),
-    P("connection_init_sql_file", SL_PARAM_PATH, NULL, REF,
-      "connection initialization SQL is not implemented"),
+    P("connection_init_sql_file", SL_PARAM_PATH, NULL, 0,
+      "Text file, one SQL statement a line (blank lines ignored), run on "
+      "every backend connection of the listener's sessions after the "
+      "login; a failing statement fails that connection. Read when the "
+      "listener is created"),
     P("user_mapping_file", SL_PARAM_PATH, NULL, 0,
       "MaxScale's JSON mapping of client users to backend accounts "
       "(user_map, server_credentials)"),
@@ -450,9 +485,9 @@ static const struct sl_param_spec monitor_specs[] = {
     P("journal_max_age", SL_PARAM_DURATION, "28800s", IGN | SECS,
       "the monitor keeps no journal"),
     P("disk_space_threshold", SL_PARAM_STRING, NULL, REF,
-      "disk space monitoring is not implemented"),
-    P("disk_space_check_interval", SL_PARAM_DURATION, "0s", IGN,
-      "disk space monitoring is not implemented"),
+      "only mariadbmon checks disk space (see its table)"),
+    P("disk_space_check_interval", SL_PARAM_DURATION, "0s", REF,
+      "only mariadbmon checks disk space (see its table)"),
     P("script", SL_PARAM_STRING, NULL, REF,
       "only mariadbmon runs monitor scripts (see its table)"),
     P("script_timeout", SL_PARAM_DURATION, "90s", IGN | SECS,

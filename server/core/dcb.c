@@ -54,10 +54,12 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <jansson.h>
 #include <sluice/log.h>
 
 #include "buf_int.h"
 #include "dcb_int.h"
+#include "history.h"
 #include "splice_int.h"
 #include "stats.h"
 #include "tls.h"
@@ -2308,6 +2310,27 @@ sl__dcb_drain_clients(struct sl_worker *w)
 
 /* ---- snapshots for the REST API (admin_json.c) ---- */
 
+/* The session's statement history and trace as JSON. Pinned: this is the
+ * session's worker, nothing else touches them. Shared: the worker holding
+ * the session's lock may be writing them; take the lock if it is free
+ * (never wait on it while holding this worker's dcb_lock), else leave the
+ * arrays out (null) for this answer. */
+static void
+history_info(struct sl_session *ses, struct sl_session_info *info)
+{
+    struct sl_session *root = ses->lock_root != NULL ? ses->lock_root : ses;
+    bool shared = sl__workers_shared();
+
+    if (shared && pthread_mutex_trylock(&root->lock) != 0) {
+        return;
+    }
+    info->queries = sl__history_queries_json(ses);
+    info->log = sl__history_log_json(ses);
+    if (shared) {
+        pthread_mutex_unlock(&root->lock);
+    }
+}
+
 static void
 session_info(struct sl_session *ses, sl_session_info_fn fn, void *arg)
 {
@@ -2337,7 +2360,10 @@ session_info(struct sl_session *ses, sl_session_info_fn fn, void *arg)
         names[info.nbackends++] = b->server->name;
     }
     info.has_kfwd = sl_session_splice_stats(ses, &info.kfwd);
+    history_info(ses, &info);
     fn(&info, arg);
+    json_decref(info.queries);   /* NULL-safe; fn took its own */
+    json_decref(info.log);
 }
 
 void

@@ -148,6 +148,10 @@ struct sl_backend {
      * the router writes meanwhile waits in held[], as for a ping. */
     bool resetting;
     void *router_data;
+    /* retain_last_statements (history.c): the statement this connection
+     * is answering and when it was sent */
+    uint64_t hist_seq;
+    uint64_t hist_t0_us;
     struct sl_backend *next;        /* session's list */
 };
 
@@ -196,6 +200,9 @@ struct sl_session {
     struct sl_ses_stats stats;      /* stats.c: commands being timed */
     struct ses_timer *timers;       /* sl_session_add_timer's, running */
     struct sl_splice *splice;       /* kernel forwarding (splice.c) */
+    /* history.c: retain_last_statements and session_trace, NULL when off */
+    struct sl_ses_history *history;
+    struct sl_ses_trace *trace;
 };
 
 /* ---- dcb.c ---- */

@@ -39,6 +39,7 @@
 #include <sluice/log.h>
 
 #include "config_int.h"
+#include "init_sql.h"
 #include "stats.h"
 #include "tls.h"
 #include "worker_int.h"
@@ -474,6 +475,7 @@ sl__listener_free(struct sl_listener *l)
     sl__listener_hold_links(l, false);
     sl__tls_free(l->tls);
     free(l->pp_nets);
+    sl__init_sql_free(l->init_sql, l->ninit_sql);
     sl__params_free(l->params);
     free(l);
 }

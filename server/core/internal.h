@@ -59,6 +59,10 @@ struct sl_global {
     unsigned log_throttle_count;
     uint64_t log_throttle_window_ms;
     uint64_t log_throttle_suppress_ms;
+    /* session diagnostics (history.c) */
+    uint32_t retain_last_statements;
+    uint32_t session_trace;
+    int dump_last_statements;         /* enum sl_dump_statements */
     struct sl_params *params;         /* the whole validated section */
 };
 
@@ -72,6 +76,9 @@ struct sl_global {
 int sl__local_address_set(const char *addr);
 /* The address as text, or NULL when unset. Any thread. */
 const char *sl__local_address(void);
+/* connector_plugindir: MYSQL_PLUGIN_DIR of every libmariadb connection
+ * (monitor_conn.c); set as the [maxscale] section loads, any thread reads */
+void sl__connector_plugindir_set(const char *dir);
 /* Bind fd (a TCP socket about to connect to family fam) to local_address
  * with the port left to connect(); 0 when unset or bound, -1 with errno.
  * Any thread. */
@@ -167,6 +174,7 @@ struct sl_service {
     uint64_t keepalive_ms;            /* connection_keepalive, 0 = off */
     uint64_t auth_timeout_ms;         /* accept to login, 0 = never */
     unsigned max_pending_logins_per_host;   /* 0 = no cap */
+    int64_t retain_last_statements;   /* -1: the global one */
     atomic_llong pending_logins;      /* clients not logged in yet */
     struct sl_obj_slots *stats;       /* stats.c: per-worker histograms */
     /* sl_service_auth_failed, by enum sl_auth_failure (logins only). */
@@ -192,6 +200,11 @@ struct sl_listener {
      * PROXY header; none = no client may */
     struct sl_pp_net *pp_nets;
     size_t pp_nnets;
+    /* connection_init_sql_file (init_sql.c): its statements, read when
+     * the listener was loaded; sent on every backend connection of its
+     * sessions after the login. */
+    char **init_sql;
+    size_t ninit_sql;
     atomic_long refs;                 /* sl__obj_ref (generation.c) */
     bool links_held;                  /* holds its service */
 };
@@ -284,6 +297,9 @@ sl__config_current(void)
 /* main, once, before any other thread: gen is the first generation (both
  * views), or NULL at exit. */
 void sl__config_set_initial(struct sl_config *gen);
+/* sl_global_params stops reading the configuration being loaded (the
+ * initial one was published, or start-up failed). */
+void sl__config_loading_done(void);
 /*
  * A batch: the generations the writer makes between begin and end are
  * seen only by the writer (sl__config); at end the newest is published
@@ -462,6 +478,11 @@ struct sl_session_info {
     uint64_t idle_ms;                 /* since the client's last byte */
     bool has_kfwd;                    /* kernel forwarded at some point */
     struct sl_splice_stats kfwd;      /* then its counters (splice.c) */
+    /* retain_last_statements and session_trace (history.c): MaxScale's
+     * `queries` and `log` arrays (json_t *, new references the callback
+     * takes; NULL when the session's lock was busy) */
+    struct json_t *queries;
+    struct json_t *log;
 };
 
 typedef void (*sl_session_info_fn)(const struct sl_session_info *info,

@@ -33,10 +33,12 @@
 #include <sluice/log.h>
 
 #include "dcb_int.h"
+#include "history.h"
 
 #define LINE_MAX_LEN 8192
 
 atomic_int sl_log_max_level = SL_LOG_NOTICE;
+atomic_int sl_log_session_trace;
 
 static atomic_int log_fd = STDOUT_FILENO;
 static char log_path[4096];
@@ -281,8 +283,24 @@ sl_log_escape(char *out, size_t cap, const char *s)
     return out;
 }
 
+/* Keep a line (len bytes) in a session's trace ring (history.h). */
 static void
-vlog(int level, const char *tag, const struct sl_session *ses,
+trace_record(struct sl_ses_trace *t, const char *line, size_t len)
+{
+    char *dst = t->line[t->next % t->n];
+
+    if (len >= SL_TRACE_LINE_MAX) {
+        len = SL_TRACE_LINE_MAX - 1;
+    }
+    memcpy(dst, line, len);
+    dst[len] = '\0';
+    t->next++;
+}
+
+/* Format a line; emit it when emit, and keep it in ses's trace
+ * (session_trace) when ses has one. */
+static void
+vlog(int level, const char *tag, const struct sl_session *ses, bool emit,
      const char *fmt, va_list ap)
 {
     char line[LINE_MAX_LEN];
@@ -305,7 +323,13 @@ vlog(int level, const char *tag, const struct sl_session *ses,
         n += escape(line + n, sizeof(line) - n, raw,
                     (size_t)r < sizeof(raw) ? (size_t)r : sizeof(raw) - 1);
     }
-    emit_level(level, line, n, sizeof(line));
+    if (ses != NULL && ses->trace != NULL) {
+        /* the session's own worker logs for it: no lock */
+        trace_record(ses->trace, line, n);
+    }
+    if (emit) {
+        emit_level(level, line, n, sizeof(line));
+    }
 }
 
 /* ---- log_throttling ----
@@ -426,7 +450,7 @@ sl_log_message(int level, const char *tag, const char *file, int line,
         return;
     }
     va_start(ap, fmt);
-    vlog(level, tag, NULL, fmt, ap);
+    vlog(level, tag, NULL, true, fmt, ap);
     va_end(ap);
     if (th > 0) {
         throttle_note(level, tag);
@@ -438,13 +462,23 @@ sl_log_session_message(int level, const char *tag,
                        const struct sl_session *ses, const char *fmt, ...)
 {
     va_list ap;
-    int th = throttled(level, fmt);
+    bool emit = sl_log_enabled(level);
+    int th;
 
-    if (th < 0) {
+    /* session_trace: the macros call here for every level; a line the
+     * log level leaves out still goes to the session's trace */
+    if (!emit && (ses == NULL || ses->trace == NULL)) {
         return;
     }
+    th = emit ? throttled(level, fmt) : 0;
+    if (th < 0) {
+        emit = false;
+        if (ses == NULL || ses->trace == NULL) {
+            return;
+        }
+    }
     va_start(ap, fmt);
-    vlog(level, tag, ses, fmt, ap);
+    vlog(level, tag, ses, emit, fmt, ap);
     va_end(ap);
     if (th > 0) {
         throttle_note(level, tag);

@@ -51,6 +51,7 @@
 #include "admin_int.h"
 #include "config_int.h"
 #include "dcb_int.h"
+#include "history.h"
 #include "internal.h"
 #include "modcmd_int.h"
 #include "module_int.h"
@@ -711,11 +712,13 @@ run(const struct options *o)
         goto out_config;
     }
     sl__config_set_initial(cfg);
+    sl__config_loading_done();   /* published: sl_global_params reads it */
     sl__monitor_set_passive(sl_params_bool(cfg->global.params, "passive"));
     /* validated at load; before any worker or monitor thread starts */
     sl__local_address_set(sl_params_get(cfg->global.params,
                                         "local_address"));
     sl__stats_configure(&cfg->global);
+    sl__history_configure(&cfg->global);
     sl__log_set_destinations(sl_params_bool(cfg->global.params, "syslog"),
                              sl_params_bool(cfg->global.params, "maxlog"));
     sl__log_set_throttling(cfg->global.log_throttle_count,
@@ -776,6 +779,7 @@ run(const struct options *o)
 
 out_config:
     sl__config_set_initial(NULL);
+    sl__config_loading_done();
     sl__config_free(cfg);
 out_modules:
     /* systemd sees the exit status; this is what `systemctl status` shows */

@@ -17,7 +17,9 @@
 #include <errmsg.h>
 #include <mysql.h>
 #include <mysqld_error.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sluice/log.h>
@@ -82,6 +84,26 @@ sl_server_mysql_tls_ok(const struct sl_server *srv, void *mysql)
 
 #define PP_UNKNOWN "PROXY UNKNOWN\r\n"
 
+/* connector_plugindir: set when the [maxscale] section loads (before the
+ * services' account loaders and the monitors start), read by their
+ * threads. An atomic pointer; a replaced string is never freed, as a
+ * reader may still hold it (a change needs a new configuration load and
+ * an unchanged value is kept as it is). NULL: libmariadb's default. */
+static _Atomic(char *) plugin_dir;
+
+void
+sl__connector_plugindir_set(const char *dir)
+{
+    char *cur = atomic_load(&plugin_dir);
+
+    if ((dir == NULL || dir[0] == '\0') ? cur == NULL
+        : (cur != NULL && strcmp(cur, dir) == 0)) {
+        return;
+    }
+    atomic_store(&plugin_dir, dir != NULL && dir[0] != '\0' ? strdup(dir)
+                                                            : NULL);
+}
+
 int
 sl_server_mysql_tls(const struct sl_server *srv, void *mysql)
 {
@@ -94,11 +116,18 @@ sl_server_mysql_tls(const struct sl_server *srv, void *mysql)
         {"ssl_cert", MYSQL_OPT_SSL_CERT},    {"ssl_key", MYSQL_OPT_SSL_KEY},
         {"ssl_cipher", MYSQL_OPT_SSL_CIPHER}, {"ssl_crl", MYSQL_OPT_SSL_CRL},
     };
+    const char *plugindir = atomic_load(&plugin_dir);
     my_bool on = 1;
     my_bool verify;
     char versions[64];
     int rc = 0;
 
+    /* connector_plugindir: where libmariadb finds client plugins
+     * (client_ed25519, dialog, ...); unset: its compiled-in default */
+    if (plugindir != NULL && plugindir[0] != '\0' &&
+        mysql_optionsv(mysql, MYSQL_PLUGIN_DIR, plugindir) != 0) {
+        return -1;
+    }
     /* proxy_protocol=true: the server expects a PROXY header; an
      * internal connection has no client behind it, so it says UNKNOWN
      * (the server sees Sluice's own address, as without a header). */

@@ -25,6 +25,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include <sluice/disk_space.h>
 #include <sluice/log.h>
 
 #include "config_int.h"
@@ -398,6 +399,16 @@ sl__param_check(const struct sl_param_spec *spec, const char *v, char *why,
 
     switch (spec->type) {
     case SL_PARAM_STRING:
+        if (strcmp(spec->name, "disk_space_threshold") == 0 &&
+            !(spec->flags & SL_PARAM_F_REFUSED)) {
+            /* one syntax wherever the name appears (the server's table,
+             * mariadbmon's): checked here, at load and at PATCH */
+            struct sl_disk_limits lim;
+
+            return sl_disk_limits_parse(v, &lim, why, len) < 0 ? -EINVAL
+                                                                : 0;
+        }
+        return 0;
     case SL_PARAM_PASSWORD:
         return 0;
     case SL_PARAM_PATH:

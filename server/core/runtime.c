@@ -35,6 +35,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +52,7 @@
 #include "admin_int.h"
 #include "config_int.h"
 #include "ini.h"
+#include "init_sql.h"
 #include "modcmd_int.h"
 #include "worker_int.h"
 
@@ -659,10 +661,13 @@ sl__admin_check_params(const char *kind, const struct sl_param_spec *modspecs,
     fclose(tmp);
     free(text);
     json_object_foreach(params, k, v) {
-        const struct sl_param_spec *s = sl__param_spec_find(core, k);
+        /* the module's row first, as the loader looks them up */
+        const struct sl_param_spec *s = modspecs
+                                            ? sl__param_spec_find(modspecs, k)
+                                            : NULL;
         char val[4096];
 
-        s = s ? s : sl__param_spec_find(modspecs, k);
+        s = s ? s : sl__param_spec_find(core, k);
         if (s == NULL || strcmp(k, "type") == 0) {
             *res = sl__admin_error(400, "unknown parameter '%s' for %s", k,
                                kind);
@@ -877,8 +882,10 @@ applied(json_t *pending)
 /*
  * A new parameter set for an object: its explicit parameters with the
  * accepted PATCH lines `over` laid on top, validated as the loader does
- * (the core table for kind, then the module's) and completed with
- * defaults. NULL with *res set on error. The caller owns the result.
+ * (the module's table, then the core's for kind: a name both declare,
+ * such as mariadbmon's `script` or `disk_space_threshold`, means what the
+ * module says) and completed with defaults. NULL with *res set on error.
+ * The caller owns the result.
  */
 static struct sl_params *
 merged_params(const struct sl_params *old, const char *over,
@@ -886,8 +893,9 @@ merged_params(const struct sl_params *old, const char *over,
               const char *what, struct admin_resp *res)
 {
     struct sl_cfg_diag d = {.file = "runtime", .quiet = true};
-    const struct sl_param_spec *tables[2] = {sl__config_core_specs(kind),
-                                             modspecs};
+    const struct sl_param_spec *core = sl__config_core_specs(kind);
+    const struct sl_param_spec *tables[2] = {modspecs ? modspecs : core,
+                                             core};
     struct sl_params *p = sl__params_new();
     char *copy = strdup(over);
     char *save = NULL;
@@ -1299,6 +1307,17 @@ alter_service_params(struct sl_service *svc, json_t *params)
         free(over);
         return res;
     }
+    {
+        const char *param = NULL;
+        char err[768];
+
+        if (sl__check_accounts_file(newp, &param, err, sizeof(err)) != 0) {
+            free(over);
+            sl__params_free(newp);
+            return sl__admin_error(400, "parameter '%s' in %s: %s", param,
+                                   what, err);
+        }
+    }
     inst = svc->router->create_instance(svc, newp);
     ref = inst ? sl__inst_ref_new(inst, svc->router, NULL) : NULL;
     if (ref == NULL) {
@@ -1310,7 +1329,9 @@ alter_service_params(struct sl_service *svc, json_t *params)
         return sl__admin_error(400, "router of service '%s' refused the new "
                            "parameters", svc->name);
     }
-    pending = keys_not_live(over, NULL);
+    /* every key, then those that are live dropped (keys_not_live with
+     * NULL would call them all live: no restart_required ever) */
+    pending = keys_not_live(over, (const char *const[]){NULL});
     if (pending != NULL) {
         json_t *keep = json_array();
         size_t i;
@@ -1405,6 +1426,29 @@ alter_filter_params(struct sl_filter_def *f, json_t *params)
     return sl__admin_no_content();
 }
 
+/* A listener's connection_init_sql_file must be readable when it is set
+ * (the loader reads it at the next start and would refuse it there).
+ * 0, or -1 with *res set. */
+static int
+init_sql_check(const struct sl_params *p, struct admin_resp *res)
+{
+    const char *path = sl_params_get(p, "connection_init_sql_file");
+    char err[PATH_MAX + 128];
+    char **stmts = NULL;
+    size_t n = 0;
+
+    if (path == NULL || path[0] == '\0') {
+        return 0;
+    }
+    if (sl__init_sql_read(path, &stmts, &n, err, sizeof(err)) != 0) {
+        *res = sl__admin_error(400, "parameter 'connection_init_sql_file': "
+                               "%s", err);
+        return -1;
+    }
+    sl__init_sql_free(stmts, n);
+    return 0;
+}
+
 /* PATCH listeners/NAME parameters: validated and persisted; a listening
  * socket's parameters take effect at the next start. */
 static struct admin_resp
@@ -1425,6 +1469,11 @@ alter_listener_params(struct sl_listener *l, json_t *params)
                          l->protocol_module->info->params, what, &res);
     if (newp == NULL) {
         free(over);
+        return res;
+    }
+    if (init_sql_check(newp, &res) < 0) {
+        free(over);
+        sl__params_free(newp);
         return res;
     }
     pending = keys_not_live(over, (const char *const[]){NULL});

@@ -97,7 +97,9 @@ sl_server_status_str(uint32_t status, char *buf, size_t len)
         {SL_SRV_MOVING, "Primary Moving"},
         {SL_SRV_MASTER, "Master"},     {SL_SRV_SLAVE, "Slave"},
         {SL_SRV_RELAY, "Relay Master"}, {SL_SRV_SYNCED, "Synced"},
-        {SL_SRV_AUTH_ERROR, "Auth Error"}, {SL_SRV_RUNNING, "Running"},
+        {SL_SRV_AUTH_ERROR, "Auth Error"},
+        {SL_SRV_DISK_EXHAUSTED, "Disk Space Exhausted"},
+        {SL_SRV_RUNNING, "Running"},
     };
     size_t off = 0;
 

@@ -40,6 +40,7 @@
 #include <sluice/mariadb.h>
 
 #include "dcb_int.h"
+#include "history.h"
 #include "splice_int.h"
 #include "worker_int.h"
 
@@ -114,6 +115,7 @@ session_free(struct sl_session *ses)
     sl__obj_unref(SL_OBJ_SERVICE, ses->service);
     sl__splice_free(ses);
     sl__stats_session_free(&ses->stats);
+    sl__history_session_free(ses);
     while ((b = ses->backends) != NULL) {
         ses->backends = b->next;
         for (size_t j = 0; j < b->nheld; j++) {
@@ -280,6 +282,7 @@ sl_session_create(struct sl_dcb *client)
     client->session = ses;
     sl__session_lock_for_event(ses);   /* before any backend is polled */
     count_session(svc);
+    sl__history_session_init(ses);
     if (!create_filter_sessions(ses)) {
         sl_session_send_error(ses, 1105, "HY000",
                               "Failed to create filter session");
@@ -343,6 +346,10 @@ to_client(struct sl_session *ses, struct sl_buf *buf,
         return SL_OK;
     }
     sl__stats_client_reply(ses, buf, reply);
+    if (SL_UNLIKELY(ses->history != NULL) && reply != NULL &&
+        reply->complete) {
+        sl__history_client_reply(ses);
+    }
     if (!sl_dcb_is_open(ses->client)) {
         sl_buf_free(buf);
         return SL_OK;
@@ -392,7 +399,15 @@ sl_session_route_query(struct sl_session *ses, struct sl_buf *buf)
         return SL_ERROR;
     }
     sl__stats_query(ses, buf);
-    rc = filter_down(ses, 0, buf);
+    if (SL_UNLIKELY(ses->history != NULL)) {
+        sl__history_query(ses, buf);
+        rc = filter_down(ses, 0, buf);
+        if (ses->history != NULL) {
+            sl__history_route_end(ses);
+        }
+    } else {
+        rc = filter_down(ses, 0, buf);
+    }
     sl__stats_chain_end();
     return rc;
 }
@@ -442,6 +457,9 @@ sl_session_send_error(struct sl_session *ses, uint16_t code,
     if (ses->client != NULL && sl_dcb_is_open(ses->client) &&
         ses->protocol->client_error != NULL) {
         sl__stats_client_error(ses);
+        if (SL_UNLIKELY(ses->history != NULL)) {
+            sl__history_client_reply(ses);
+        }
         ses->protocol->client_error(ses->client, code, sqlstate, msg);
     }
 }
@@ -528,6 +546,27 @@ sl_session_create_internal(struct sl_session *parent, struct sl_service *svc,
     return ses;
 }
 
+/* dump_last_statements=on_error and the session trace dump: a session
+ * the client ended itself (COM_QUIT, or its connection closed) and one
+ * closed at shutdown did not end with an error; any other reason (a
+ * backend failure, a router's or filter's refusal, a timeout, a kill) is
+ * an error. The reasons are the literal strings their callers pass. */
+static bool
+closed_by_client(const char *reason)
+{
+    static const char *const normal[] = {
+        "client sent COM_QUIT", "client closed the connection",
+        "parent session closed",
+    };
+
+    for (size_t i = 0; reason != NULL && i < SL_ARRAY_LEN(normal); i++) {
+        if (strcmp(reason, normal[i]) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
 void
 sl_session_close(struct sl_session *ses, const char *reason)
 {
@@ -538,6 +577,9 @@ sl_session_close(struct sl_session *ses, const char *reason)
     }
     ses->state = SL_SESSION_CLOSING;
     sl_log_ses_info(ses, "session closed: %s", reason ? reason : "");
+    if (SL_UNLIKELY(ses->history != NULL || ses->trace != NULL)) {
+        sl__history_session_close(ses, !closed_by_client(reason));
+    }
     sl__splice_stop(ses);
     while (ses->children != NULL) {   /* each unlinks itself */
         sl_session_close(ses->children, "parent session closed");
@@ -853,10 +895,16 @@ sl_backend_write(struct sl_backend *b, struct sl_buf *buf)
         return SL_ERROR;
     }
     if (SL_UNLIKELY(b->ping_pending | b->resetting)) {
+        if (b->ses->history != NULL) {
+            sl__history_backend_write(b);
+        }
         return hold(b, buf);
     }
     b->in_flight = true;
     sl__stats_backend_write(b, buf);
+    if (SL_UNLIKELY(b->ses->history != NULL)) {
+        sl__history_backend_write(b);
+    }
     return b->ses->protocol->backend_write(b->dcb, buf);
 }
 
@@ -1122,6 +1170,9 @@ sl_backend_reply(struct sl_backend *b, struct sl_buf *buf,
     }
     if (reply != NULL && reply->complete) {
         b->in_flight = false;
+        if (SL_UNLIKELY(ses->history != NULL)) {
+            sl__history_backend_reply(b);
+        }
     }
     sl__stats_backend_reply(b, reply);
     if (ses->state == SL_SESSION_CLOSING || b->state == SL_BACKEND_CLOSED) {

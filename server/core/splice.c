@@ -474,6 +474,8 @@ sl__splice_started(struct sl_session *ses)
     bd = sp->b != NULL ? sp->b->dcb : NULL;
     if (ses->nfilters > 0) {
         why = "the service has filters";
+    } else if (ses->history != NULL) {
+        why = "the session keeps its statements (retain_last_statements)";
     } else if (sl_params_size(sl_service_params(ses->service),
                               "max_allowed_packet") <
                SPLICE_MIN_PACKET_LIMIT) {

@@ -18,8 +18,12 @@
  *   change_user U P [DB]      set a user variable, mysql_change_user(U, P,
  *                             DB), check the variable is gone, print
  *                             "CURRENT_USER() DATABASE()"
- *   change_user_bad U P       mysql_change_user(U, P) must fail: print
- *                             its error number, then "SELECT 42"
+ *   change_user_bad U P [SQL...]  mysql_change_user(U, P) must fail:
+ *                             print its error number, then "SELECT 42"
+ *                             and each SQL
+ *   change_user_then U P SQL...  mysql_change_user(U, P), then each SQL,
+ *                             its rows printed; an SQL "CHANGE:U2:P2"
+ *                             changes user again, to U2 with P2
  *   ping                      mysql_ping twice, print "OK"
  *   ps_route N                (readwritesplit) a prepared "SELECT
  *                             @@server_id, ?" executed N times, printing
@@ -375,7 +379,56 @@ mode_change_user_bad(MYSQL *conn, int argc, char **argv)
         return 1;
     }
     printf("%u\n", mysql_errno(conn));
-    return run_query(conn, "SELECT 42");
+    if (run_query(conn, "SELECT 42") != 0) {
+        return 1;
+    }
+    for (int i = 2; i < argc; i++) {
+        char u[128];
+        const char *pw;
+
+        if (strncmp(argv[i], "CHANGE:", 7) == 0 &&
+            (pw = strchr(argv[i] + 7, ':')) != NULL &&
+            (size_t)(pw - argv[i] - 7) < sizeof(u)) {
+            snprintf(u, sizeof(u), "%.*s", (int)(pw - argv[i] - 7),
+                     argv[i] + 7);
+            if (mysql_change_user(conn, u, pw + 1, NULL) != 0) {
+                return fail(conn, "change_user again");
+            }
+        } else if (run_query(conn, argv[i]) != 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* mysql_change_user(U, P), then run each SQL. */
+static int
+mode_change_user_then(MYSQL *conn, int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "change_user_then needs USER PASS SQL...\n");
+        return 2;
+    }
+    if (mysql_change_user(conn, argv[0], argv[1], NULL) != 0) {
+        return fail(conn, "change_user");
+    }
+    for (int i = 2; i < argc; i++) {
+        char u[128];
+        const char *pw;
+
+        if (strncmp(argv[i], "CHANGE:", 7) == 0 &&
+            (pw = strchr(argv[i] + 7, ':')) != NULL &&
+            (size_t)(pw - argv[i] - 7) < sizeof(u)) {
+            snprintf(u, sizeof(u), "%.*s", (int)(pw - argv[i] - 7),
+                     argv[i] + 7);
+            if (mysql_change_user(conn, u, pw + 1, NULL) != 0) {
+                return fail(conn, "change_user again");
+            }
+        } else if (run_query(conn, argv[i]) != 0) {
+            return 1;
+        }
+    }
+    return 0;
 }
 
 static int
@@ -932,6 +985,9 @@ run_mode(MYSQL *conn, const char *mode, int argc, char **argv)
     }
     if (strcmp(mode, "change_user_bad") == 0) {
         return mode_change_user_bad(conn, argc, argv);
+    }
+    if (strcmp(mode, "change_user_then") == 0) {
+        return mode_change_user_then(conn, argc, argv);
     }
     if (strcmp(mode, "ping") == 0) {
         return mode_ping(conn);

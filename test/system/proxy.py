@@ -465,17 +465,44 @@ def stop_proxy(proxy):
     return problems
 
 
-def running_proxy(tmp_path_factory, primary_port, replica_port, **kw):
-    """Generator for a module fixture: start a proxy, yield it, stop it and
-    fail the module if it did not shut down cleanly."""
-    run_dir = tmp_path_factory.mktemp(f"proxy-{primary_port}")
-    proxy = start_proxy(run_dir, primary_port, replica_port, **kw)
+def serve(proxy):
+    """Generator for a module fixture around a started proxy: yield it,
+    stop it and fail the module if it did not shut down cleanly."""
     try:
         yield proxy
     finally:
         problems = stop_proxy(proxy)
     if problems:
         pytest.fail("proxy shutdown: " + "\n".join(problems), pytrace=False)
+
+
+def start_text(run_dir, text, primary_port, replica_port, ports,
+               ready=None):
+    """Sluice on the configuration `text` (RUN_DIR/sluice.cnf, log in
+    RUN_DIR/proxy.log), once `ports` listen and `ready()` returned (by
+    default: _wait_ready): the Proxy, stopped again if that fails."""
+    cfg = Path(run_dir) / "sluice.cnf"
+    cfg.write_text(text)
+    daemon = Daemon(st.sluice_argv("start", cfg),
+                    Path(run_dir) / "proxy.log", st.sluice_env())
+    proxy = Proxy(daemon, primary_port, replica_port, None, run_dir)
+    try:
+        daemon.wait_ports(list(ports))
+        if ready is None:
+            _wait_ready(proxy)
+        else:
+            ready()
+    except BaseException:
+        stop_proxy(proxy)
+        raise
+    return proxy
+
+
+def running_proxy(tmp_path_factory, primary_port, replica_port, **kw):
+    """Generator for a module fixture: start a proxy, yield it, stop it and
+    fail the module if it did not shut down cleanly."""
+    run_dir = tmp_path_factory.mktemp(f"proxy-{primary_port}")
+    yield from serve(start_proxy(run_dir, primary_port, replica_port, **kw))
 
 
 def run_sluice(argv_mode, config, timeout=20):

@@ -483,3 +483,58 @@ def recv_packet(sock):
             raise ConnectionError("closed")
         body += chunk
     return head[3], body
+
+
+# ---- test certificates (openssl CLI) ----
+
+def openssl(*args, cwd):
+    subprocess.run(["openssl", *args], cwd=cwd, check=True,
+                   capture_output=True, timeout=60)
+
+
+def make_cert(d, name, ca, subj, san=None):
+    """d/NAME.pem and d/NAME-key.pem, signed by d/CA.pem, valid 2 days."""
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout",
+            f"{name}-key.pem", "-out", f"{name}.csr", "-subj", subj, cwd=d)
+    ext = []
+    if san:
+        (d / f"{name}.ext").write_text(f"subjectAltName={san}\n")
+        ext = ["-extfile", f"{name}.ext"]
+    openssl("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.pem",
+            "-CAkey", f"{ca}-key.pem", "-CAcreateserial", "-days", "2",
+            "-out", f"{name}.pem", *ext, cwd=d)
+
+
+def make_test_certs(d):
+    """In directory d: two CAs (ca, otherca), a server certificate for
+    127.0.0.1/localhost and a client certificate, both from ca."""
+    for ca in ("ca", "otherca"):
+        openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days",
+                "2", "-keyout", f"{ca}-key.pem", "-out", f"{ca}.pem",
+                "-subj", f"/CN=Sluice test {ca}", cwd=d)
+    make_cert(d, "server", "ca", "/CN=localhost",
+              "IP:127.0.0.1,DNS:localhost")
+    make_cert(d, "client", "ca", "/CN=sluice test client")
+    return d
+
+
+def revoke_cert(certs, name, tag):
+    """A CRL from certs/ca.pem that revokes certs/NAME.pem (its own CA
+    database, so each CRL revokes only what it names). Returns its path."""
+    db = certs / f"cadb-{tag}"
+    db.mkdir(exist_ok=True)
+    (db / "index.txt").write_text("")
+    (db / "crlnumber").write_text("01\n")
+    (db / "ca.cnf").write_text(f"""[ca]
+default_ca = test_ca
+[test_ca]
+database = {db}/index.txt
+crlnumber = {db}/crlnumber
+default_md = sha256
+default_crl_days = 2
+""")
+    ca = ["-config", str(db / "ca.cnf"), "-keyfile", "ca-key.pem", "-cert",
+          "ca.pem"]
+    openssl("ca", *ca, "-revoke", f"{name}.pem", cwd=certs)
+    openssl("ca", *ca, "-gencrl", "-out", f"crl-{tag}.pem", cwd=certs)
+    return certs / f"crl-{tag}.pem"

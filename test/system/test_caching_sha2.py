@@ -122,28 +122,14 @@ protocol=MariaDBClient
 address={st.HOST}
 port={PLAIN_PORTS[route]}
 """
-    cfg = run_dir / "sluice.cnf"
-    cfg.write_text(text)
-    daemon = px.Daemon(st.sluice_argv("start", cfg), run_dir / "proxy.log",
-                       st.sluice_env())
-    prx = px.Proxy(daemon, PLAIN_PRIMARY, PLAIN_REPLICA, None, run_dir)
-    try:
-        daemon.wait_ports(list(TLS_PORTS.values()) +
-                          list(PLAIN_PORTS.values()))
-
-        def ready():
+    def ready():
+        def rw_answers():
             with st.connect(PLAIN_RW, connect_timeout=5) as conn:
                 return st.server_id(conn) in st.REPLICA_IDS
-        st.wait_until(ready, 30, interval=0.2, what="the RW service")
-    except BaseException:
-        px.stop_proxy(prx)
-        raise
-    try:
-        yield prx
-    finally:
-        problems = px.stop_proxy(prx)
-    if problems:
-        pytest.fail("proxy shutdown: " + "\n".join(problems), pytrace=False)
+        st.wait_until(rw_answers, 30, interval=0.2, what="the RW service")
+    ports = list(TLS_PORTS.values()) + list(PLAIN_PORTS.values())
+    yield from px.serve(px.start_text(run_dir, text, PLAIN_PRIMARY,
+                                      PLAIN_REPLICA, ports, ready))
 
 
 def cli(port, user, password, tls):

@@ -114,23 +114,9 @@ def proxy(users, tmp_path_factory):
     text = text.replace("protocol=MariaDBClient\n",
                         "protocol=MariaDBClient\n" + LISTENER_AUTH +
                         f"user_mapping_file={map_file}\n")
-    cfg = run_dir / "sluice.cnf"
-    cfg.write_text(text)
-    daemon = px.Daemon(st.sluice_argv("start", cfg), run_dir / "proxy.log",
-                       st.sluice_env())
-    prx = px.Proxy(daemon, PRIMARY_PORT, REPLICA_PORT, None, run_dir)
-    try:
-        daemon.wait_ports([PRIMARY_PORT, REPLICA_PORT, RW_PORT])
-        px._wait_ready(prx)
-    except BaseException:
-        px.stop_proxy(prx)
-        raise
-    try:
-        yield prx
-    finally:
-        problems = px.stop_proxy(prx)
-    if problems:
-        pytest.fail("proxy shutdown: " + "\n".join(problems), pytrace=False)
+    ports = [PRIMARY_PORT, REPLICA_PORT, RW_PORT]
+    yield from px.serve(px.start_text(run_dir, text, PRIMARY_PORT,
+                                      REPLICA_PORT, ports))
 
 
 # (port, server ids a plain SELECT may come from)
@@ -347,31 +333,17 @@ protocol=MariaDBClient
 address={st.HOST}
 port={SHA_PLAIN_PRIMARY}
 {SHA_OPTS}"""
-    cfg = run_dir / "sluice.cnf"
-    cfg.write_text(text)
-    daemon = px.Daemon(st.sluice_argv("start", cfg), run_dir / "proxy.log",
-                       st.sluice_env())
-    prx = px.Proxy(daemon, SHA_PRIMARY, SHA_REPLICA, None, run_dir)
-    try:
-        daemon.wait_ports([SHA_PRIMARY, SHA_REPLICA, SHA_RW, SHA_PLAIN,
-                           SHA_PLAIN_PRIMARY])
-
-        def ready():
+    def ready():
+        def rw_answers():
             with st.connect(SHA_PLAIN, connect_timeout=5) as conn:
                 return st.server_id(conn) in st.REPLICA_IDS
-        st.wait_until(ready, 30, interval=0.2, what="the RW service")
+        st.wait_until(rw_answers, 30, interval=0.2, what="the RW service")
         st.wait_until(lambda: cli_tls(SHA_PRIMARY, st.APP_USER,
                                       st.APP_PASSWORD).returncode == 0,
                       30, interval=0.2, what="the TLS primary listener")
-    except BaseException:
-        px.stop_proxy(prx)
-        raise
-    try:
-        yield prx
-    finally:
-        problems = px.stop_proxy(prx)
-    if problems:
-        pytest.fail("proxy shutdown: " + "\n".join(problems), pytrace=False)
+    ports = [SHA_PRIMARY, SHA_REPLICA, SHA_RW, SHA_PLAIN, SHA_PLAIN_PRIMARY]
+    yield from px.serve(px.start_text(run_dir, text, SHA_PRIMARY,
+                                      SHA_REPLICA, ports, ready))
 
 
 def cli_tls(port, user, password):

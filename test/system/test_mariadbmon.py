@@ -59,19 +59,19 @@ def error_detail(doc):
     return doc["errors"][0]["detail"] if doc and doc.get("errors") else ""
 
 
-def primary_id():
-    with st.connect(PRIMARY_PORT, connect_timeout=3, read_timeout=5) as c:
+def primary_id(port=PRIMARY_PORT):
+    with st.connect(port, connect_timeout=3, read_timeout=5) as c:
         return st.server_id(c)
 
 
-def wait_topology(primary, timeout=30):
+def wait_topology(primary, timeout=30, port=PRIMARY_PORT):
     """primary writable, both others replicating from it, and Sluice
-    routing new primary sessions to it."""
+    routing new primary sessions (on `port`) to it."""
     others = [s for s in (1, 2, 3) if s != primary]
     st.wait_until(lambda: not st.read_only(primary) and all(
         st.replicates_from(s, primary) for s in others), timeout,
         what=f"db{primary} primary with db{others} replicating from it")
-    st.wait_until(lambda: primary_id() == primary, timeout,
+    st.wait_until(lambda: primary_id(port) == primary, timeout,
                   what=f"the master service to reach db{primary}")
 
 
@@ -267,18 +267,39 @@ def lock_monitor_user(sid, lock):
 
 
 def test_verify_master_failure(sl):
+    # Writes on db1 directly keep the replicas receiving events: with
+    # master_failure_timeout (10 s by default) an idle primary would be
+    # failed over once that much time passed without one
+    # (test_master_failure_timeout covers that side).
+    stop = threading.Event()
+
+    def write():
+        with st.root(1) as c, c.cursor() as cur:
+            n = 499000
+            while not stop.is_set():
+                cur.execute("INSERT INTO test.mmon VALUES (%s, 'verify')",
+                            (n,))
+                c.commit()
+                n += 1
+                time.sleep(0.2)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
     lock_monitor_user(1, True)
     try:
         st.wait_until(lambda: "primary 'db1' is unreachable" in sl.log(),
                       10, what="monitor losing db1")
         # Well past failcount intervals: still no failover, because both
-        # replicas' IO threads are connected to db1.
+        # replicas' IO threads are connected to db1 and receiving events.
         time.sleep(FAILCOUNT * INTERVAL_MS / 1000 * 3)
+        assert writer.is_alive()
         assert st.read_only(2) and st.read_only(3)
         assert st.replicates_from(2, 1) and st.replicates_from(3, 1)
         assert "not failing over: primary 'db1' is unreachable from " \
                "Sluice but replica" in sl.log()
     finally:
+        stop.set()
+        writer.join(10)
         lock_monitor_user(1, False)
     wait_topology(1)
 

@@ -228,24 +228,10 @@ protocol=MariaDBClient
 address={st.HOST}
 port={port}
 {PAM_AUTH}{CLEAR_OPTS if "authenticator_options" not in extra else ""}{extra}"""
-    cfg = run_dir / "sluice.cnf"
-    cfg.write_text(text)
-    daemon = px.Daemon(st.sluice_argv("start", cfg), run_dir / "proxy.log",
-                       st.sluice_env())
-    prx = px.Proxy(daemon, PRIMARY_PORT, REPLICA_PORT, None, run_dir)
-    try:
-        daemon.wait_ports([PRIMARY_PORT, REPLICA_PORT, RW_PORT, CLEAR_RW,
-                           CLEAR_PRIMARY, CLEAR_PLAIN, CLEAR_ALLOWED])
-        px._wait_ready(prx)
-    except BaseException:
-        px.stop_proxy(prx)
-        raise
-    try:
-        yield prx
-    finally:
-        problems = px.stop_proxy(prx)
-    if problems:
-        pytest.fail("proxy shutdown: " + "\n".join(problems), pytrace=False)
+    ports = [PRIMARY_PORT, REPLICA_PORT, RW_PORT, CLEAR_RW, CLEAR_PRIMARY,
+             CLEAR_PLAIN, CLEAR_ALLOWED]
+    yield from px.serve(px.start_text(run_dir, text, PRIMARY_PORT,
+                                      REPLICA_PORT, ports))
 
 
 def cli(port, user, password, *extra, stdin=None):

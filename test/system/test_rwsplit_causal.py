@@ -2,7 +2,7 @@
 """readwritesplit consistency across connections (issue 16): with default
 settings (causal_reads=consistent) a read sees every write Sluice
 acknowledged to any client of the service before the read arrived, while
-the replicas lag on purpose (CHANGE MASTER TO MASTER_DELAY=1, restored
+the replicas lag on purpose (CHANGE MASTER TO MASTER_DELAY=3, restored
 afterwards); and each explicit causal_reads value keeps its MaxScale
 meaning, told apart by @@server_id and data.
 
@@ -84,10 +84,12 @@ def wait_routes(port, timeout=20):
 
 @pytest.fixture
 def delayed(proxy):
-    """The replicas apply every event one second late."""
+    """The replicas apply every event three seconds late (one was not
+    enough under ASan on a loaded machine: a new connection's login could
+    take longer, and the control read found the row)."""
     for port in PORTS.values():
         wait_routes(port)
-    set_delay(1)
+    set_delay(3)
     try:
         yield
     finally:

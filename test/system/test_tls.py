@@ -36,34 +36,9 @@ TLS_SERVER = 3          # the sandbox server restarted with SSL
 LOGS = {}               # listener base port -> the proxy's log
 
 
-def _openssl(*args, cwd):
-    subprocess.run(["openssl", *args], cwd=cwd, check=True,
-                   capture_output=True, timeout=60)
-
-
-def _make_cert(d, name, ca, subj, san=None):
-    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout",
-             f"{name}-key.pem", "-out", f"{name}.csr", "-subj", subj, cwd=d)
-    ext = []
-    if san:
-        (d / f"{name}.ext").write_text(f"subjectAltName={san}\n")
-        ext = ["-extfile", f"{name}.ext"]
-    _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.pem",
-             "-CAkey", f"{ca}-key.pem", "-CAcreateserial", "-days", "2",
-             "-out", f"{name}.pem", *ext, cwd=d)
-
-
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory):
-    d = tmp_path_factory.mktemp("certs")
-    for ca in ("ca", "otherca"):
-        _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days",
-                 "2", "-keyout", f"{ca}-key.pem", "-out", f"{ca}.pem",
-                 "-subj", f"/CN=Sluice test {ca}", cwd=d)
-    _make_cert(d, "server", "ca", "/CN=localhost",
-               "IP:127.0.0.1,DNS:localhost")
-    _make_cert(d, "client", "ca", "/CN=sluice test client")
-    return d
+    return st.make_test_certs(tmp_path_factory.mktemp("certs"))
 
 
 def _sandbox(*args):
@@ -662,7 +637,7 @@ def test_account_require_clause_checks_the_client(tmp_path, certs,
     Sluice itself must refuse a plain client of a REQUIRE SSL account and
     a client certificate with the wrong subject or issuer, with 1045."""
     if not (certs / "intruder.pem").exists():
-        _make_cert(certs, "intruder", "ca", "/CN=intruder")
+        st.make_cert(certs, "intruder", "ca", "/CN=intruder")
     plain, tls = st.port(4720), st.port(4721)
     text = sluice_config(tmp_path, st.port(4722), st.port(4723)) + f"""
 [db3-req]
@@ -738,28 +713,6 @@ ssl_verify_peer_certificate=true
 
 # ---- ssl_crl, and the warning for unverified server certificates ----
 
-def _revoke(certs, name, tag):
-    """A CRL from our CA that revokes `name`.pem (its own CA database, so
-    each CRL revokes only what it names). Returns the CRL's path."""
-    db = certs / f"cadb-{tag}"
-    db.mkdir(exist_ok=True)
-    (db / "index.txt").write_text("")
-    (db / "crlnumber").write_text("01\n")
-    (db / "ca.cnf").write_text(f"""[ca]
-default_ca = test_ca
-[test_ca]
-database = {db}/index.txt
-crlnumber = {db}/crlnumber
-default_md = sha256
-default_crl_days = 2
-""")
-    ca = ["-config", str(db / "ca.cnf"), "-keyfile", "ca-key.pem", "-cert",
-          "ca.pem"]
-    _openssl("ca", *ca, "-revoke", f"{name}.pem", cwd=certs)
-    _openssl("ca", *ca, "-gencrl", "-out", f"crl-{tag}.pem", cwd=certs)
-    return certs / f"crl-{tag}.pem"
-
-
 def test_ssl_crl_and_unverified_server_warning(tmp_path, certs, tls_backend):
     """ssl_crl is honoured on both sides: a revoked client certificate is
     refused by the listener, a server whose certificate is revoked is
@@ -768,9 +721,9 @@ def test_ssl_crl_and_unverified_server_warning(tmp_path, certs, tls_backend):
     services load their accounts from db1-accounts, which nothing routes
     to: it is not running for want of a monitor.)"""
     if not (certs / "revoked.pem").exists():
-        _make_cert(certs, "revoked", "ca", "/CN=revoked client")
-    crl_client = _revoke(certs, "revoked", "client")
-    crl_server = _revoke(certs, "server", "server")
+        st.make_cert(certs, "revoked", "ca", "/CN=revoked client")
+    crl_client = st.revoke_cert(certs, "revoked", "client")
+    crl_server = st.revoke_cert(certs, "server", "server")
     listener, admin = st.port(4730), st.port(4731)
     text = sluice_config(tmp_path, st.port(4732), st.port(4733))
     text = text.replace("admin_enabled=false",

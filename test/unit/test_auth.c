@@ -21,6 +21,7 @@
 #include <cmocka.h>
 #include <openssl/pem.h>
 
+#include "mdb_accfile.h"
 #include "mdb_kill.h"
 #include "mdb_parse.h"
 
@@ -1093,6 +1094,58 @@ test_pam_replay(void **state)
                                (const unsigned char *)"\x00", 1, &n));
 }
 
+/* pam_mode=password_2FA: answers are (password, code), chosen by the
+ * question's text (MaxScale's rule: "password" in it, any case). */
+static void
+test_pam_replay_2fa(void **state)
+{
+    static const char answers[] = "pw\0" "123456";
+    struct mdb_pam_replay r = {.two_factor = true};
+    size_t n;
+    const char *a;
+
+    (void)state;
+    assert_true(mdb_pam_is_password_prompt("Password: ", 10));
+    assert_true(mdb_pam_is_password_prompt("LDAP PASSWORD for x", 19));
+    assert_false(mdb_pam_is_password_prompt("Verification code: ", 19));
+    assert_false(mdb_pam_is_password_prompt("Passwor", 7));
+    /* the server's bare switch: the password ahead; then "Token: " */
+    a = mdb_pam_replay(&r, answers, sizeof(answers), false,
+                       MDB_PAM_SWITCH_DIALOG, NULL, 0, &n);
+    assert_int_equal(n, 2);
+    assert_memory_equal(a, "pw", 2);
+    a = mdb_pam_replay(&r, answers, sizeof(answers), false,
+                       MDB_PAM_QUESTION,
+                       (const unsigned char *)"\x02Token: ", 8, &n);
+    assert_int_equal(n, 6);
+    assert_memory_equal(a, "123456", 6);
+    /* asked again for the password (any order): the password */
+    a = mdb_pam_replay(&r, answers, sizeof(answers), false,
+                       MDB_PAM_QUESTION,
+                       (const unsigned char *)"\x04Password: ", 11, &n);
+    assert_memory_equal(a, "pw", 2);
+    /* a switch carrying a code question; cleartext: the password */
+    memset(&r, 0, sizeof(r));
+    r.two_factor = true;
+    a = mdb_pam_replay(&r, answers, sizeof(answers), false,
+                       MDB_PAM_SWITCH_DIALOG,
+                       (const unsigned char *)"\x04OTP: ", 6, &n);
+    assert_memory_equal(a, "123456", 6);
+    a = mdb_pam_replay(&r, answers, sizeof(answers), false,
+                       MDB_PAM_SWITCH_CLEAR, NULL, 0, &n);
+    assert_memory_equal(a, "pw", 2);
+    /* after cleartext no dialog question; not a question type */
+    assert_null(mdb_pam_replay(&r, answers, sizeof(answers), false,
+                               MDB_PAM_QUESTION,
+                               (const unsigned char *)"\x04x", 2, &n));
+    r.dialog = true;
+    assert_null(mdb_pam_replay(&r, answers, sizeof(answers), false,
+                               MDB_PAM_QUESTION,
+                               (const unsigned char *)"\x00", 1, &n));
+    assert_null(mdb_pam_replay(&r, NULL, 0, false, MDB_PAM_SWITCH_CLEAR,
+                               NULL, 0, &n));
+}
+
 static void
 usermap_bad(const char *text, const char *want)
 {
@@ -1152,6 +1205,116 @@ test_usermap(void **state)
                 "\"password\":\"p\",\"plugin\":\"pam\"}]}", "plugin");
     usermap_bad("{\"server_credentials\":[{\"mapped_user\":\"a\","
                 "\"password\":5}]}", "password");
+}
+
+/* ---- user_accounts_file (mdb_accfile.c) ---- */
+
+struct seen {
+    char names[8][64];
+    int n;
+    int fail_at;     /* the callback fails at this call (-1: never) */
+};
+
+static int
+record(void *ctx, const struct mdb_accfile_user *u)
+{
+    struct seen *s = ctx;
+
+    if (s->n == s->fail_at || s->n == 8) {
+        return -1;
+    }
+    snprintf(s->names[s->n++], sizeof(s->names[0]), "%s@%s:%s:%s:%s:%d",
+             u->user, u->host, u->password, u->plugin, u->auth_string,
+             u->is_role);
+    return 0;
+}
+
+static void
+accfile_bad(const char *text, const char *want)
+{
+    struct seen s = {.fail_at = -1};
+    char err[512] = "";
+
+    assert_int_equal(mdb_accfile_parse(text, strlen(text), record, &s, err,
+                                       sizeof(err)), -1);
+    if (strstr(err, want) == NULL) {
+        fail_msg("'%s' does not say '%s'", err, want);
+    }
+    assert_int_equal(s.n, 0);   /* nothing reached the callback */
+}
+
+/* MaxScale's user_accounts_file: every user entry reaches the callback
+ * with absent strings as "", and each refusal says why (JSON position,
+ * entry, field); a bad entry anywhere means no callback at all. */
+static void
+test_accfile(void **state)
+{
+    static const char text[] =
+        "{\"user\":[{\"user\":\"a\",\"host\":\"%\","
+        "\"password\":\"*14E65567ABDB5135D0CFD9A70B3032C179A49EE7\","
+        "\"super_priv\":false,\"global_db_priv\":true,"
+        "\"proxy_priv\":false,\"default_role\":\"r\"},"
+        "{\"user\":\"e\",\"host\":\"10.0.%\",\"plugin\":\"ed25519\","
+        "\"authentication_string\":\"key\"},"
+        "{\"user\":\"r\",\"host\":\"\",\"is_role\":true}],"
+        "\"db\":[{\"user\":\"a\",\"host\":\"%\",\"db\":\"test\"}],"
+        "\"roles_mapping\":[{\"user\":\"a\",\"host\":\"%\",\"role\":\"r\"}]}";
+    struct seen s = {.fail_at = -1};
+    char err[512];
+
+    (void)state;
+    assert_int_equal(mdb_accfile_parse(text, strlen(text), record, &s, err,
+                                       sizeof(err)), 0);
+    assert_int_equal(s.n, 3);
+    assert_string_equal(s.names[0], "a@%:*14E65567ABDB5135D0CFD9A70B3032C1"
+                                    "79A49EE7:::0");
+    assert_string_equal(s.names[1], "e@10.0.%::ed25519:key:0");
+    assert_string_equal(s.names[2], "r@::::1");
+    /* check only, and an empty object */
+    assert_int_equal(mdb_accfile_parse(text, strlen(text), NULL, NULL, err,
+                                       sizeof(err)), 0);
+    assert_int_equal(mdb_accfile_parse("{}", 2, record, &s, err,
+                                       sizeof(err)), 0);
+    /* the callback's failure (out of memory) stops the parse */
+    s = (struct seen){.fail_at = 1};
+    assert_int_equal(mdb_accfile_parse(text, strlen(text), record, &s, err,
+                                       sizeof(err)), -1);
+    assert_string_equal(err, "out of memory");
+
+    accfile_bad("{\"user\":[]", "invalid JSON at line 1 column 10");
+    accfile_bad("{\n\"user\": [\n{\"user\":\"a\",}]}",
+                "invalid JSON at line 3 column");
+    accfile_bad("[]", "not a JSON object");
+    accfile_bad("{\"user\":[],\"user\":[]}", "invalid JSON");  /* twice */
+    accfile_bad("{\"users\":[]}", "unknown member \"users\"");
+    accfile_bad("{\"db\":{}}", "\"db\" must be an array");
+    accfile_bad("{\"user\":[{\"user\":\"a\",\"host\":\"%\"},5]}",
+                "user[1] is not a JSON object");
+    accfile_bad("{\"user\":[{\"host\":\"%\"}]}", "user[0]: \"user\" is "
+                "missing");
+    accfile_bad("{\"user\":[{\"user\":\"a\"}]}", "user[0]: \"host\" is "
+                "missing");
+    accfile_bad("{\"user\":[{\"user\":\"a\",\"host\":5}]}",
+                "user[0]: \"host\" must be a string");
+    accfile_bad("{\"user\":[{\"user\":\"a\",\"host\":\"%\","
+                "\"is_role\":\"yes\"}]}", "\"is_role\" must be a boolean");
+    accfile_bad("{\"user\":[{\"user\":\"a\",\"host\":\"%\","
+                "\"pasword\":\"\"}]}", "unknown field \"pasword\"");
+    accfile_bad("{\"user\":[{\"user\":\"a\",\"host\":\"%\","
+                "\"password\":\"secret\"}]}", "mysql_native_password hash");
+    accfile_bad("{\"user\":[{\"user\":\"a\",\"host\":\"%\","
+                "\"password\":\"*14E65567ABDB5135D0CFD9A70B3032C179A49EEZ\"}]}",
+                "mysql_native_password hash");
+    accfile_bad("{\"user\":[{\"user\":\"a\",\"host\":\"%\","
+                "\"authentication_string\":\"secret\"}]}",
+                "mysql_native_password hash");
+    accfile_bad("{\"db\":[{\"user\":\"a\",\"host\":\"%\"}]}",
+                "db[0]: \"db\" is missing");
+    accfile_bad("{\"roles_mapping\":[{\"user\":\"a\",\"host\":\"%\","
+                "\"db\":\"x\"}]}", "roles_mapping[0]: unknown field \"db\"");
+    /* a bad entry after good ones: still no callback */
+    accfile_bad("{\"user\":[{\"user\":\"a\",\"host\":\"%\"}],"
+                "\"db\":[{\"user\":\"a\"}]}", "db[0]: \"host\" is missing");
 }
 
 /* ---- caching_sha2_password ---- */
@@ -1447,6 +1610,7 @@ main(void)
         cmocka_unit_test(test_ed25519_sign_hash),
         cmocka_unit_test(test_global_priv_ed25519),
         cmocka_unit_test(test_usermap),
+        cmocka_unit_test(test_accfile),
         cmocka_unit_test(test_sha2_fast_path),
         cmocka_unit_test(test_native_check_password),
         cmocka_unit_test(test_sha2_rsa_recorded),
@@ -1456,6 +1620,7 @@ main(void)
         cmocka_unit_test(test_dialog_exchange),
         cmocka_unit_test(test_pam_answers),
         cmocka_unit_test(test_pam_replay),
+        cmocka_unit_test(test_pam_replay_2fa),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

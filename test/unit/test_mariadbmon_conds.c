@@ -133,12 +133,45 @@ test_slave_conditions(void **state)
                                      MMON_SC_PRIMARY_MONITOR_MASTER, false));
 }
 
+/* disk_space_ok: only a server low on disk space fails it. */
+static void
+test_disk_space_ok(void **state)
+{
+    struct mmon_view v[3] = {srv(-1, 0), srv(0, 'Y'), srv(0, 'Y')};
+    struct mmon_slave_conn last[3];
+    char why[256] = "";
+
+    (void)state;
+    assert_true(master_ok(v, 3, MMON_MC_DISK_SPACE_OK, true));
+    assert_true(mmon_slave_conds_ok(v, 3, 1, 0, true, MMON_SC_DISK_SPACE_OK,
+                                    true));
+    v[0].disk_low = true;
+    for (int i = 0; i < 3; i++) {
+        last[i] = v[i].slave;
+    }
+    assert_false(mmon_master_conds_ok(v, last, 3, 0, MMON_MC_DISK_SPACE_OK |
+                                      MMON_MC_PRIMARY_MONITOR_MASTER, true,
+                                      why, sizeof(why)));
+    assert_non_null(strstr(why, "low on disk space"));
+    assert_true(master_ok(v, 3, MMON_MC_PRIMARY_MONITOR_MASTER, true));
+    /* a replica low on disk space keeps Slave unless asked */
+    v[0].disk_low = false;
+    v[2].disk_low = true;
+    assert_true(master_ok(v, 3, MMON_MC_DISK_SPACE_OK, true));
+    assert_true(mmon_slave_conds_ok(v, 3, 2, 0, true, MMON_SC_NONE, true));
+    assert_false(mmon_slave_conds_ok(v, 3, 2, 0, true, MMON_SC_DISK_SPACE_OK,
+                                     true));
+    assert_true(mmon_slave_conds_ok(v, 3, 1, 0, true, MMON_SC_DISK_SPACE_OK,
+                                    true));
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_master_conditions),
         cmocka_unit_test(test_slave_conditions),
+        cmocka_unit_test(test_disk_space_ok),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

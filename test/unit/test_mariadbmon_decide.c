@@ -144,14 +144,40 @@ test_verify_master_failure(void **state)
 
     (void)state;
     v[0].running = false;   /* Sluice cannot reach it ... */
-    assert_int_equal(mmon_primary_still_replicating(v, 3, 0), 1);
+    v[1].slave.event_age_ms = 500;
+    v[2].slave.event_age_ms = 500;
+    assert_int_equal(mmon_primary_still_replicating(v, 3, 0, -1), 1);
+    assert_int_equal(mmon_primary_still_replicating(v, 3, 0, 10000), 1);
+    /* master_failure_timeout: only a replica with a recent event counts
+     * (the boundary included); an unknown age never does. */
+    v[1].slave.event_age_ms = 10001;
+    assert_int_equal(mmon_primary_still_replicating(v, 3, 0, 10000), 2);
+    v[2].slave.event_age_ms = 10000;
+    assert_int_equal(mmon_primary_still_replicating(v, 3, 0, 10000), 2);
+    v[2].slave.event_age_ms = -1;
+    assert_int_equal(mmon_primary_still_replicating(v, 3, 0, 10000), -1);
+    assert_int_equal(mmon_primary_still_replicating(v, 3, 0, -1), 1);
+    /* An idle live primary sends a heartbeat each period: the window is
+     * at least two periods, so 10001 ms with a 30 s period still holds
+     * (MaxScale would fail it over), and 60001 ms does not. */
+    v[1].slave.heartbeat_period_ms = 30000;
+    assert_int_equal(mmon_primary_still_replicating(v, 3, 0, 10000), 1);
+    v[1].slave.event_age_ms = 60001;
+    assert_int_equal(mmon_primary_still_replicating(v, 3, 0, 10000), -1);
+    v[1].slave.heartbeat_period_ms = 1000;   /* shorter: the timeout rules */
+    v[1].slave.event_age_ms = 10001;
+    assert_int_equal(mmon_primary_still_replicating(v, 3, 0, 10000), -1);
+    v[1].slave.heartbeat_period_ms = 0;
+    v[1].slave.event_age_ms = 0;
+    v[2].slave.event_age_ms = 0;
     /* ... and once the replicas lose it too, it is really down. */
     v[1].slave.io_running = false;
     v[1].slave.io_connecting = true;
-    assert_int_equal(mmon_primary_still_replicating(v, 3, 0), 2);
+    assert_int_equal(mmon_primary_still_replicating(v, 3, 0, 10000), 2);
     v[2].slave.io_running = false;
     v[2].slave.io_connecting = true;
-    assert_int_equal(mmon_primary_still_replicating(v, 3, 0), -1);
+    assert_int_equal(mmon_primary_still_replicating(v, 3, 0, 10000), -1);
+    assert_int_equal(mmon_primary_still_replicating(v, 3, 0, -1), -1);
     /* Replicas whose IO thread only reconnects still count as replicas. */
     assert_true(mmon_is_replica(v, 3, 1));
 }
@@ -182,6 +208,20 @@ test_promotion_choice(void **state)
     v[2].no_promotion = false;
     v[2].running = false;
     assert_int_equal(mmon_pick_promotion(v, 3, 0, why, sizeof(why)), -1);
+    /* Disk space: the GTID first, then the one not low on disk space;
+     * the switchover_on_low_disk_space choice skips those low on it. */
+    v[1] = srv(true, 0, "0-1-100");
+    v[2] = srv(true, 0, "0-1-100");
+    v[1].disk_low = true;
+    assert_int_equal(mmon_pick_promotion(v, 3, 0, why, sizeof(why)), 2);
+    v[2] = srv(true, 0, "0-1-99");
+    assert_int_equal(mmon_pick_promotion(v, 3, 0, why, sizeof(why)), 1);
+    assert_int_equal(mmon_pick_promotion_disk_ok(v, 3, 0, why, sizeof(why)),
+                     2);
+    v[2].disk_low = true;
+    assert_int_equal(mmon_pick_promotion_disk_ok(v, 3, 0, why, sizeof(why)),
+                     -1);
+    assert_non_null(strstr(why, "2 low on disk space"));
 }
 
 static void

@@ -13,7 +13,64 @@
 
 #include <cmocka.h>
 
+#include <sluice/disk_space.h>
+
 #include "config_int.h"
+
+/* disk_space_threshold: the list syntax, the limit that applies to a
+ * path, when a disk counts as exhausted, and the core's check of the
+ * parameter wherever it is declared. */
+static void
+test_disk_space_threshold(void **state)
+{
+    static const char *const bad[] = {
+        "/data", "*:101", ":50", "/:ten", "/:80,,*:90", "/:80,/:70",
+        "*:1,*:2", "/:-1", "/:1000", ",", "/:", "/:8 0",
+    };
+    static const struct sl_param_spec spec = {
+        "disk_space_threshold", SL_PARAM_STRING, NULL, 0, NULL, ""};
+    static const struct sl_param_spec other = {
+        "some_string", SL_PARAM_STRING, NULL, 0, NULL, ""};
+    struct sl_disk_limits l;
+    char why[256];
+
+    (void)state;
+    assert_int_equal(sl_disk_limits_parse("", &l, why, sizeof(why)), 0);
+    assert_false(sl_disk_limits_set(&l));
+    assert_int_equal(sl_disk_limits_parse(" /data1:80 , /data2 : 60,*:90",
+                                          &l, why, sizeof(why)), 0);
+    assert_true(sl_disk_limits_set(&l));
+    assert_int_equal(l.n, 2);
+    assert_int_equal(sl_disk_limit_for(&l, "/data1"), 80);
+    assert_int_equal(sl_disk_limit_for(&l, "/data2"), 60);
+    assert_int_equal(sl_disk_limit_for(&l, "/"), 90);      /* the * entry */
+    assert_int_equal(sl_disk_limits_parse("/data:0", &l, why, sizeof(why)),
+                     0);
+    assert_int_equal(sl_disk_limit_for(&l, "/"), -1);      /* no * entry */
+    assert_int_equal(sl_disk_limits_parse("/a:b:100", &l, why,
+                                          sizeof(why)), 0);
+    assert_int_equal(sl_disk_limit_for(&l, "/a:b"), 100);  /* last colon */
+    for (size_t i = 0; i < SL_ARRAY_LEN(bad); i++) {
+        why[0] = '\0';
+        assert_int_equal(sl_disk_limits_parse(bad[i], &l, why, sizeof(why)),
+                         -EINVAL);
+        assert_true(why[0] != '\0');
+        assert_int_equal(sl__param_check(&spec, bad[i], why, sizeof(why)),
+                         -EINVAL);
+        assert_int_equal(sl__param_check(&other, bad[i], why, sizeof(why)),
+                         0);
+    }
+    assert_int_equal(sl__param_check(&spec, "*:80", why, sizeof(why)), 0);
+    /* exhausted: the used share (total - available) above the limit */
+    assert_false(sl_disk_exhausted(1000, 200, 80));   /* 80 % used */
+    assert_true(sl_disk_exhausted(1000, 199, 80));    /* 80.1 % */
+    assert_false(sl_disk_exhausted(1000, 0, 100));    /* full, *:100 */
+    assert_true(sl_disk_exhausted(1000, 999, 0));
+    assert_false(sl_disk_exhausted(1000, 1000, 0));   /* empty */
+    assert_false(sl_disk_exhausted(0, 0, 0));         /* no size known */
+    assert_false(sl_disk_exhausted(1000, 10, -1));    /* no limit */
+    assert_false(sl_disk_exhausted(1000, 2000, 1));   /* nonsense row */
+}
 
 static void
 test_bool(void **state)
@@ -365,6 +422,7 @@ main(void)
         cmocka_unit_test(test_deprecated_and_ignored),
         cmocka_unit_test(test_refused),
         cmocka_unit_test(test_same_setting),
+        cmocka_unit_test(test_disk_space_threshold),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -82,6 +82,8 @@ struct bm_instance {
     struct bm_server *servers;   /* config order */
     size_t nservers;
     pthread_mutex_t lock;        /* guards the diagnostics snapshot */
+    uint64_t query_retries;      /* global, read at creation */
+    uint64_t query_retry_timeout_ms;
 };
 
 static void
@@ -254,18 +256,29 @@ query_gtid_pos(struct bm_server *bs)
 static void
 probe_server(struct bm_instance *inst, struct bm_server *bs)
 {
+    unsigned err;
+
     memset(&bs->probe, 0, sizeof(bs->probe));
     if (bs->conn == NULL && !open_conn(inst, bs)) {
         return;
     }
-    if (run_probe_query(bs) != 0) {
-        /* A kept connection died (server restarted, idle timeout): one
-         * fresh attempt before calling the server down. */
-        close_conn(bs);
-        if (!open_conn(inst, bs)) {
-            return;
+    if ((err = run_probe_query(bs)) != 0) {
+        /* The connection broke (server restarted, idle timeout, killed):
+         * with query_retries, fresh connections and the probe (read-only)
+         * again before calling the server down. */
+        uint64_t first = sl_monotonic_ms();
+        uint64_t done = 0;
+
+        while (err != 0 && sl_query_retry_ok(err, done++, first, inst->query_retries,
+                                 inst->query_retry_timeout_ms)) {
+            sl_log_notice("Monitor '%s': probe of '%s' failed (%s); retry %llu of query_retries", sl_monitor_name(inst->mon), sl_server_name(bs->srv), mysql_error(bs->conn), (unsigned long long)done);
+            close_conn(bs);
+            if (!open_conn(inst, bs)) {
+                return;
+            }
+            err = run_probe_query(bs);
         }
-        if (run_probe_query(bs) != 0) {
+        if (err != 0) {
             log_connect_error(inst, bs, mysql_errno(bs->conn),
                               mysql_error(bs->conn));
             set_snapshot(inst, bs, false, mysql_error(bs->conn));
@@ -362,6 +375,12 @@ bm_create_instance(struct sl_monitor *mon, const struct sl_params *p)
         goto out_oom;
     }
     inst->mon = mon;
+    if (sl_global_params() != NULL) {      /* main thread, at creation */
+        inst->query_retries = sl_params_count(sl_global_params(),
+                                              "query_retries");
+        inst->query_retry_timeout_ms = sl_params_duration_ms(
+            sl_global_params(), "query_retry_timeout");
+    }
     servers = sl_monitor_servers(mon, &inst->nservers);
     inst->servers = calloc(inst->nservers ? inst->nservers : 1,
                            sizeof(*inst->servers));

@@ -47,6 +47,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include <sluice/disk_space.h>
 #include <sluice/log.h>
 #include <sluice/modcmd.h>
 #include <sluice/module.h>
@@ -201,6 +202,7 @@ parse_slave_row(struct mmon_instance *inst, MYSQL_RES *res, MYSQL_ROW row,
     int port = atoi(col(row, field_index(f, n, "Master_Port")));
     const char *io = col(row, field_index(f, n, "Slave_IO_Running"));
     int lag_idx = field_index(f, n, "Seconds_Behind_Master");
+    int hb_idx;
 
     c->present = true;
     c->master = -1;
@@ -217,6 +219,56 @@ parse_slave_row(struct mmon_instance *inst, MYSQL_RES *res, MYSQL_ROW row,
     c->lag = (lag_idx >= 0 && row[lag_idx] != NULL)
                  ? strtoll(row[lag_idx], NULL, 10) : -1;
     mmon_gtid_parse(col(row, field_index(f, n, "Gtid_IO_Pos")), &c->io_pos);
+    hb_idx = field_index(f, n, "Slave_received_heartbeats");
+    c->heartbeats = (hb_idx >= 0 && row[hb_idx] != NULL)
+                        ? strtoll(row[hb_idx], NULL, 10) : -1;
+    hb_idx = field_index(f, n, "Slave_heartbeat_period");
+    c->heartbeat_period_ms = (hb_idx >= 0 && row[hb_idx] != NULL)
+                                 ? (int64_t)(strtod(row[hb_idx], NULL) *
+                                             1000.0) : -1;
+    c->event_age_ms = -1;
+}
+
+static bool
+gtid_pos_equal(const struct mmon_gtid_pos *a, const struct mmon_gtid_pos *b)
+{
+    if (a->n != b->n) {
+        return false;
+    }
+    for (int k = 0; k < a->n; k++) {
+        if (a->g[k].domain != b->g[k].domain ||
+            a->g[k].server_id != b->g[k].server_id ||
+            a->g[k].seq != b->g[k].seq) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/*
+ * master_failure_timeout: when did this replica's IO thread last receive
+ * something from its master? An event is a new Gtid_IO_Pos or a new
+ * heartbeat (Slave_received_heartbeats moved); an IO thread seen
+ * connecting to (or newly connected to) a master counts as one too, so a
+ * monitor that starts while the primary is unreachable gives the replicas
+ * one master_failure_timeout. `old` is the previous good probe.
+ */
+static void
+track_io_event(struct mmon_server *ms, struct mmon_slave_conn *c,
+               const struct mmon_slave_conn *old)
+{
+    uint64_t now = sl_monotonic_ms();
+
+    if (!c->present || !c->io_running) {
+        ms->io_event_ms = 0;
+    } else if (ms->io_event_ms == 0 || !old->present || !old->io_running ||
+               old->master != c->master ||
+               !gtid_pos_equal(&old->io_pos, &c->io_pos) ||
+               old->heartbeats != c->heartbeats) {
+        ms->io_event_ms = now;
+    }
+    c->event_age_ms = ms->io_event_ms == 0 ? -1
+                                           : (int64_t)(now - ms->io_event_ms);
 }
 
 /* SHOW ALL SLAVES STATUS: the default connection, else the first. */
@@ -305,17 +357,23 @@ reset_view(struct mmon_view *v)
     v->slave.master = -1;
 }
 
-static bool
+/* One probe on the open connection: 0, or the client error (>= 2000)
+ * that broke it. */
+static unsigned
 probe_once(struct mmon_instance *inst, int i)
 {
+    unsigned err;
+
     reset_view(&inst->views[i]);
-    return query_vars(inst, i) == 0 && query_slaves(inst, i) == 0;
+    err = query_vars(inst, i);
+    return err != 0 ? err : query_slaves(inst, i);
 }
 
 static void
 probe_server(struct mmon_instance *inst, int i)
 {
     struct mmon_server *ms = &inst->servers[i];
+    unsigned err;
 
     inst->views[i].maint = (sl_server_status(ms->srv) & SL_SRV_MAINT) != 0;
     if (ms->conn == NULL && !open_conn(inst, ms)) {
@@ -323,13 +381,30 @@ probe_server(struct mmon_instance *inst, int i)
         sl_monitor_count_error(inst->mon);
         return;
     }
-    if (!probe_once(inst, i)) {
-        /* A kept connection died: one fresh attempt before Down. */
-        close_conn(ms);
-        if (!open_conn(inst, ms) || !probe_once(inst, i)) {
-            if (ms->conn != NULL) {
+    if ((err = probe_once(inst, i)) != 0) {
+        /* The connection broke (a kept one died, or was killed): with
+         * query_retries, fresh connections and the whole probe (read-only)
+         * again before Down. */
+        uint64_t first = sl_monotonic_ms();
+        uint64_t done = 0;
+
+        snprintf(ms->last_error, sizeof(ms->last_error), "%s",
+                 mysql_error(ms->conn));
+        while (err != 0 && sl_query_retry_ok(err, done++, first, inst->query_retries,
+                                 inst->query_retry_timeout_ms)) {
+            sl_log_notice("Monitor '%s': probe of '%s' failed (%s); retry %llu of query_retries", MONNAME(inst), SRVNAME(inst, i), ms->last_error, (unsigned long long)done);
+            close_conn(ms);
+            if (!open_conn(inst, ms)) {
+                break;      /* open_conn logged and kept the error */
+            }
+            if ((err = probe_once(inst, i)) != 0) {
                 snprintf(ms->last_error, sizeof(ms->last_error), "%s",
                          mysql_error(ms->conn));
+            }
+        }
+        if (err != 0 || ms->conn == NULL) {
+            if (ms->conn != NULL) {
+                sl_log_warn("Monitor '%s': probe of '%s' failed: %s (after %llu retries; query_retries=%llu)", MONNAME(inst), SRVNAME(inst, i), ms->last_error, (unsigned long long)(done - 1), (unsigned long long)inst->query_retries);
             }
             close_conn(ms);
             inst->views[i].running = false;
@@ -338,6 +413,8 @@ probe_server(struct mmon_instance *inst, int i)
         }
     }
     inst->views[i].running = true;
+    inst->views[i].disk_low = ms->disk_low;
+    track_io_event(ms, &inst->views[i].slave, &ms->last_slave);
     ms->last_slave = inst->views[i].slave;
     ms->seen_binlog = inst->views[i].binlog_pos;
     ms->seen_binlog_known = true;
@@ -369,6 +446,9 @@ role_bits(struct mmon_instance *inst, int i)
         return inst->servers[i].auth_error ? SL_SRV_AUTH_ERROR : 0;
     }
     bits = SL_SRV_RUNNING;
+    if (v[i].disk_low) {
+        bits |= SL_SRV_DISK_EXHAUSTED;
+    }
     if (i == inst->primary) {
         if (inst->master_ok) {
             bits |= SL_SRV_MASTER;
@@ -893,11 +973,13 @@ maybe_failover(struct mmon_instance *inst)
         inst->primary >= 0 || inst->lost_ticks < inst->failcount) {
         return;
     }
-    alive = mmon_primary_still_replicating(inst->views, inst->n, inst->lost);
+    alive = mmon_primary_still_replicating(
+        inst->views, inst->n, inst->lost,
+        (int64_t)inst->master_failure_timeout_ms);
     if (inst->verify_master_failure && alive >= 0) {
         if (!inst->verify_logged) {
             inst->verify_logged = true;
-            sl_log_warn("Monitor '%s': not failing over: primary '%s' is unreachable from Sluice but replica '%s' is still connected to it (verify_master_failure)", MONNAME(inst), SRVNAME(inst, inst->lost), SRVNAME(inst, alive));
+            sl_log_warn("Monitor '%s': not failing over: primary '%s' is unreachable from Sluice but replica '%s' is still connected to it and received an event from it %lld ms ago, within master_failure_timeout (%llu ms) (verify_master_failure)", MONNAME(inst), SRVNAME(inst, inst->lost), SRVNAME(inst, alive), (long long)inst->views[alive].slave.event_age_ms, (unsigned long long)inst->master_failure_timeout_ms);
         }
         return;
     }
@@ -908,8 +990,12 @@ maybe_failover(struct mmon_instance *inst)
              "intervals (failcount=%llu)%s", SRVNAME(inst, inst->lost),
              (unsigned long long)inst->lost_ticks,
              (unsigned long long)inst->failcount,
-             inst->verify_master_failure ? ", no replica connected to it"
-                                         : "");
+             !inst->verify_master_failure ? "" :
+             mmon_primary_still_replicating(inst->views, inst->n, inst->lost,
+                                            -1) >= 0
+                 ? ", no replica received an event from it within "
+                   "master_failure_timeout"
+                 : ", no replica connected to it");
     if (mmon_failover(inst, inst->lost, reason, err, sizeof(err)) < 0) {
         if (!inst->no_candidate_logged) {
             inst->no_candidate_logged = true;
@@ -1265,6 +1351,198 @@ remove_extra_sources(struct mmon_instance *inst)
     }
 }
 
+/* ---- disk space (disk_space_threshold, disk_space_check_interval) ---- */
+
+/* The threshold that applies to server i: its own, else the monitor's;
+ * NULL when neither is set. */
+static const char *
+disk_threshold_of(const struct mmon_instance *inst, int i)
+{
+    const char *own = sl_params_get(sl_server_params(inst->servers[i].srv),
+                                    "disk_space_threshold");
+
+    if (own != NULL && own[strspn(own, " \t")] != '\0') {
+        return own;
+    }
+    return inst->disk_threshold;
+}
+
+/* Say once why server i's disks cannot be checked; it then counts as not
+ * low on disk space (as in MaxScale, which stops checking it). */
+static void
+disk_cannot_check(struct mmon_instance *inst, int i, const char *why)
+{
+    struct mmon_server *ms = &inst->servers[i];
+
+    ms->disk_low = false;
+    ms->disk_detail[0] = '\0';
+    if (!ms->disk_warned) {
+        ms->disk_warned = true;
+        sl_log_warn("Monitor '%s': cannot check the disk space of server '%s': %s", MONNAME(inst), SRVNAME(inst, i), why);
+    }
+}
+
+/* Query information_schema.DISKS on server i against `limits`. */
+static void
+check_disk(struct mmon_instance *inst, int i,
+           const struct sl_disk_limits *limits)
+{
+    struct mmon_server *ms = &inst->servers[i];
+    MYSQL *c = ms->conn;
+    MYSQL_RES *res;
+    MYSQL_ROW row;
+    bool low = false;
+    int rows = 0;
+    char detail[sizeof(ms->disk_detail)] = "";
+    char why[320];
+
+    if (mysql_query(c, "SELECT Path, Total, Available FROM "
+                       "information_schema.DISKS") != 0 ||
+        (res = mysql_store_result(c)) == NULL) {
+        if (mysql_errno(c) == 1109) {   /* ER_UNKNOWN_TABLE */
+            disk_cannot_check(inst, i, "information_schema.DISKS does not "
+                              "exist: the disks plugin is not installed "
+                              "(INSTALL SONAME 'disks')");
+        } else {
+            snprintf(why, sizeof(why), "SELECT FROM information_schema."
+                     "DISKS failed: %s", mysql_error(c));
+            disk_cannot_check(inst, i, why);
+        }
+        return;
+    }
+    while ((row = mysql_fetch_row(res)) != NULL) {
+        const char *path = row[0] ? row[0] : "";
+        uint64_t total = row[1] ? strtoull(row[1], NULL, 10) : 0;
+        uint64_t avail = row[2] ? strtoull(row[2], NULL, 10) : 0;
+        int limit = sl_disk_limit_for(limits, path);
+
+        rows++;
+        if (!low && sl_disk_exhausted(total, avail, limit)) {
+            low = true;
+            snprintf(detail, sizeof(detail), "the disk at '%.100s' is "
+                     "%llu%% used, its limit is %d%%", path,
+                     (unsigned long long)((total - avail) * 100 / total),
+                     limit);
+        }
+    }
+    mysql_free_result(res);
+    if (rows == 0) {
+        disk_cannot_check(inst, i, "information_schema.DISKS is empty: "
+                          "the monitor user needs the FILE privilege");
+        return;
+    }
+    ms->disk_warned = false;
+    if (low && !ms->disk_low) {
+        sl_log_warn("Server '%s' is low on disk space: %s (disk_space_threshold)", SRVNAME(inst, i), detail);
+    } else if (!low && ms->disk_low) {
+        sl_log_notice("Server '%s' is no longer low on disk space", SRVNAME(inst, i));
+    }
+    ms->disk_low = low;
+    snprintf(ms->disk_detail, sizeof(ms->disk_detail), "%s", detail);
+}
+
+/*
+ * Every disk_space_check_interval (at most once a tick), each running
+ * server not in maintenance with a threshold: low on disk space or not.
+ * A server in maintenance keeps what it had (MaxScale: no longer
+ * updated). Sets the views' disk_low for this tick.
+ */
+static void
+check_disks(struct mmon_instance *inst)
+{
+    uint64_t now = sl_monotonic_ms();
+
+    for (int i = 0; i < inst->n; i++) {
+        struct mmon_server *ms = &inst->servers[i];
+        const char *text = disk_threshold_of(inst, i);
+        struct sl_disk_limits limits;
+        char why[256];
+
+        if (inst->disk_interval_ms == 0 || text == NULL ||
+            sl_disk_limits_parse(text, &limits, why, sizeof(why)) < 0 ||
+            !sl_disk_limits_set(&limits)) {
+            ms->disk_low = false;   /* not checked: not low */
+            ms->disk_detail[0] = '\0';
+        } else if (inst->views[i].running && !inst->views[i].maint &&
+                   ms->conn != NULL && now >= ms->disk_next_ms) {
+            ms->disk_next_ms = now + inst->disk_interval_ms;
+            check_disk(inst, i, &limits);
+        }
+        inst->views[i].disk_low = inst->views[i].running && ms->disk_low;
+    }
+}
+
+/* maintenance_on_low_disk_space: a running server low on disk space that
+ * is neither the primary nor a relay (it has replicas) goes into
+ * maintenance, until an administrator clears it (MaxScale). */
+static void
+low_disk_maintenance(struct mmon_instance *inst)
+{
+    if (!inst->maint_low_disk) {
+        return;
+    }
+    for (int i = 0; i < inst->n; i++) {
+        struct mmon_view *v = &inst->views[i];
+        struct sl_server *srv = inst->servers[i].srv;
+
+        if (!v->running || !v->disk_low || v->maint || i == inst->primary ||
+            mmon_count_replicas(inst->views, inst->n, i) > 0) {
+            continue;
+        }
+        sl_log_warn("Monitor '%s': setting server '%s' to maintenance: it is low on disk space, %s (maintenance_on_low_disk_space; clear it with 'maxctrl clear server %s maintenance')", MONNAME(inst), SRVNAME(inst, i), inst->servers[i].disk_detail, SRVNAME(inst, i));
+        sl_server_set_status(srv, sl_server_status(srv) | SL_SRV_MAINT);
+        v->maint = true;
+    }
+}
+
+static bool may_change_cluster(struct mmon_instance *inst, char *err,
+                               size_t errlen);
+
+/* switchover_on_low_disk_space: the primary low on disk space is switched
+ * over to the most up-to-date replica that is not; after a failure (or
+ * with no such replica) not tried again for failcount ticks. */
+static void
+maybe_low_disk_switchover(struct mmon_instance *inst)
+{
+    int old = inst->primary;
+    int cand;
+    char err[512];
+
+    if (!inst->switchover_low_disk || old < 0 ||
+        !inst->views[old].running || !inst->views[old].disk_low) {
+        inst->low_disk_logged = false;
+        return;
+    }
+    if (inst->low_disk_backoff > 0) {
+        inst->low_disk_backoff--;
+        return;
+    }
+    if (!may_change_cluster(inst, err, sizeof(err))) {
+        if (!inst->low_disk_logged) {
+            inst->low_disk_logged = true;
+            sl_log_warn("Monitor '%s': primary '%s' is low on disk space but this instance does not switch it over: %s", MONNAME(inst), SRVNAME(inst, old), err);
+        }
+        return;
+    }
+    cand = mmon_pick_promotion_disk_ok(inst->views, inst->n, old, err,
+                                       sizeof(err));
+    if (cand < 0) {
+        if (!inst->low_disk_logged) {
+            inst->low_disk_logged = true;
+            sl_log_warn("Monitor '%s': primary '%s' is low on disk space, %s, but there is no replica to switch over to that is not: %s", MONNAME(inst), SRVNAME(inst, old), inst->servers[old].disk_detail, err);
+        }
+        inst->low_disk_backoff = inst->failcount;
+        return;
+    }
+    sl_log_warn("Monitor '%s': primary '%s' is low on disk space, %s: switching over to '%s' (switchover_on_low_disk_space)", MONNAME(inst), SRVNAME(inst, old), inst->servers[old].disk_detail, SRVNAME(inst, cand));
+    if (mmon_switchover(inst, cand, old, err, sizeof(err)) < 0) {
+        sl_log_error("Monitor '%s': switchover away from '%s', low on disk space, failed: %s", MONNAME(inst), SRVNAME(inst, old), err);
+        inst->low_disk_backoff = inst->failcount;
+    }
+    mmon_probe_all(inst);
+    update_primary(inst);
+}
+
 static void run_scheduled(struct mmon_instance *inst);
 
 static void
@@ -1274,6 +1552,7 @@ mmon_tick(void *instance)
 
     pthread_mutex_lock(&inst->lock);
     mmon_probe_all(inst);
+    check_disks(inst);
     update_locks(inst);
     enforce_writable(inst);
     update_primary(inst);
@@ -1282,8 +1561,10 @@ mmon_tick(void *instance)
         mmon_events_remember(inst, inst->primary);
     }
     maybe_failover(inst);
+    maybe_low_disk_switchover(inst);
     remove_extra_sources(inst);
     maybe_rejoin(inst);
+    low_disk_maintenance(inst);
     enforce_read_only(inst);
     publish(inst);
     update_snapshot(inst);
@@ -1340,6 +1621,8 @@ read_params(struct mmon_instance *inst, const struct sl_params *p)
                                                    "enforce_writable_master");
     inst->auto_rejoin = sl_params_bool(p, "auto_rejoin");
     inst->verify_master_failure = sl_params_bool(p, "verify_master_failure");
+    inst->master_failure_timeout_ms =
+        sl_params_duration_ms(p, "master_failure_timeout");
     inst->enforce_read_only_slaves =
         sl_params_bool(p, "enforce_read_only_slaves");
     inst->handle_events = sl_params_bool(p, "handle_events");
@@ -1351,6 +1634,12 @@ read_params(struct mmon_instance *inst, const struct sl_params *p)
         inst->auto_rejoin = true;
     }
     inst->failcount = sl_params_count(p, "failcount");
+    if (sl_global_params() != NULL) {      /* main thread, at creation */
+        inst->query_retries = sl_params_count(sl_global_params(),
+                                              "query_retries");
+        inst->query_retry_timeout_ms = sl_params_duration_ms(
+            sl_global_params(), "query_retry_timeout");
+    }
     inst->switchover_timeout_ms = sl_params_duration_ms(p,
                                                         "switchover_timeout");
     inst->failover_timeout_ms = sl_params_duration_ms(p, "failover_timeout");
@@ -1359,6 +1648,11 @@ read_params(struct mmon_instance *inst, const struct sl_params *p)
     inst->master_conds = (unsigned)sl_params_enum_mask(p,
                                                        "master_conditions");
     inst->slave_conds = (unsigned)sl_params_enum_mask(p, "slave_conditions");
+    inst->disk_interval_ms = sl_params_duration_ms(p,
+                                                   "disk_space_check_interval");
+    inst->maint_low_disk = sl_params_bool(p, "maintenance_on_low_disk_space");
+    inst->switchover_low_disk = sl_params_bool(p,
+                                               "switchover_on_low_disk_space");
     /* MaxScale: without replication_user the monitor's own account is
      * used in CHANGE MASTER TO. */
     snprintf(inst->repl_user, sizeof(inst->repl_user), "%s",
@@ -1424,6 +1718,38 @@ read_sql_files(struct mmon_instance *inst, const struct sl_params *p)
     return 0;
 }
 
+/*
+ * disk_space_threshold (the monitor's; the core checked its syntax, and
+ * the servers') and the settings that have no effect without a check,
+ * said at start-up rather than silently doing nothing.
+ */
+static int
+read_disk_params(struct mmon_instance *inst, const struct sl_params *p)
+{
+    const char *t = sl_params_get(p, "disk_space_threshold");
+    int with_limit = 0;
+
+    if (t != NULL && t[strspn(t, " \t")] != '\0') {
+        inst->disk_threshold = strdup(t);
+        if (inst->disk_threshold == NULL) {
+            return -1;
+        }
+    }
+    for (int i = 0; i < inst->n; i++) {
+        with_limit += disk_threshold_of(inst, i) != NULL;
+    }
+    if (inst->disk_interval_ms == 0 && with_limit > 0) {
+        sl_log_warn("Monitor '%s': disk_space_threshold applies to %d server(s) but disk_space_check_interval is 0: disk space is not checked (set disk_space_check_interval, e.g. 10s)", MONNAME(inst), with_limit);
+    } else if (inst->disk_interval_ms > 0 && with_limit == 0) {
+        sl_log_warn("Monitor '%s': disk_space_check_interval is set but no disk_space_threshold applies to any of its servers: disk space is not checked", MONNAME(inst));
+    }
+    if (inst->switchover_low_disk &&
+        (inst->disk_interval_ms == 0 || with_limit == 0)) {
+        sl_log_warn("Monitor '%s': switchover_on_low_disk_space=true has no effect without disk_space_threshold and disk_space_check_interval", MONNAME(inst));
+    }
+    return 0;
+}
+
 static void *
 mmon_create_instance(struct sl_monitor *mon, const struct sl_params *p)
 {
@@ -1456,10 +1782,12 @@ mmon_create_instance(struct sl_monitor *mon, const struct sl_params *p)
         inst->servers[i].last_ev = -1;
     }
     read_params(inst, p);
-    if (read_script(inst, p) < 0 || read_sql_files(inst, p) < 0) {
+    if (read_script(inst, p) < 0 || read_sql_files(inst, p) < 0 ||
+        read_disk_params(inst, p) < 0) {
         mmon_script_free_argv(inst->script_argv);
         free(inst->promotion_sql_file);
         free(inst->demotion_sql_file);
+        free(inst->disk_threshold);
         free(inst->servers);
         free(inst->views);
         free(inst);
@@ -1504,6 +1832,7 @@ mmon_destroy_instance(void *instance)
     mmon_script_free_argv(inst->script_argv);
     free(inst->promotion_sql_file);
     free(inst->demotion_sql_file);
+    free(inst->disk_threshold);
     pthread_mutex_destroy(&inst->lock);
     pthread_mutex_destroy(&inst->snap_lock);
     pthread_mutex_destroy(&inst->cmd_lock);
@@ -2079,10 +2408,12 @@ static const struct sl_param_spec mmon_params[] = {
     {"failcount", SL_PARAM_COUNT, "5", 0, NULL,
      "Monitor intervals the primary must be down before failover"},
     {"verify_master_failure", SL_PARAM_BOOL, "true", 0, NULL,
-     "No failover while a replica is still connected to the primary"},
-    {"master_failure_timeout", SL_PARAM_DURATION, "10s",
-     SL_PARAM_F_SECONDS | SL_PARAM_F_IGNORED, NULL,
-     "removed in MaxScale 2.3: failcount decides when to fail over"},
+     "No failover while a replica connected to the primary has received "
+     "an event from it within master_failure_timeout"},
+    {"master_failure_timeout", SL_PARAM_DURATION, "10s", SL_PARAM_F_SECONDS,
+     NULL, "verify_master_failure: how recent a replica's last event from "
+     "the primary must be to hold a failover back (at least two of the "
+     "replica's heartbeat periods)"},
     {"enforce_read_only_slaves", SL_PARAM_BOOL, "false", 0, NULL,
      "Set read_only=1 on replicas that are writable"},
     {"replication_user", SL_PARAM_STRING, NULL, 0, NULL,
@@ -2107,10 +2438,20 @@ static const struct sl_param_spec mmon_params[] = {
      "enabled on the promoted one"},
     {"enforce_writable_master", SL_PARAM_BOOL, "false", 0, NULL,
      "Set read_only=0 on the primary when it is found read-only"},
-    {"switchover_on_low_disk_space", SL_PARAM_BOOL, "false",
-     SL_PARAM_F_REFUSED, NULL, "disk space monitoring is not implemented"},
-    {"maintenance_on_low_disk_space", SL_PARAM_BOOL, "true",
-     SL_PARAM_F_IGNORED, NULL, "disk space monitoring is not implemented"},
+    {"disk_space_threshold", SL_PARAM_STRING, NULL, 0, NULL,
+     "path:percent,... (* = every other disk) for the servers without "
+     "their own disk_space_threshold: a server with a disk (a Path of "
+     "information_schema.DISKS) fuller than its percent is Disk Space "
+     "Exhausted"},
+    {"disk_space_check_interval", SL_PARAM_DURATION, "0s", 0, NULL,
+     "How often the disks are checked (at most once a monitor_interval); "
+     "0 = never"},
+    {"switchover_on_low_disk_space", SL_PARAM_BOOL, "false", 0, NULL,
+     "Switch a primary that is low on disk space over to the most "
+     "up-to-date replica that is not"},
+    {"maintenance_on_low_disk_space", SL_PARAM_BOOL, "true", 0, NULL,
+     "Put a running server low on disk space that is neither the primary "
+     "nor a relay into maintenance (cleared only by an administrator)"},
     {"cooperative_monitoring_locks", SL_PARAM_ENUM, "none", 0, coop_names,
      "Several Sluice (or MaxScale) instances on one cluster: only the one "
      "holding GET_LOCK('maxscale_mariadbmon') on a majority of all, or of "
@@ -2132,13 +2473,13 @@ static const struct sl_param_spec mmon_params[] = {
     {"master_conditions", SL_PARAM_ENUM_MASK,
      "primary_monitor_master,disk_space_ok", 0, mmon_master_cond_names,
      "What the primary must also have to be Master: a replica connecting, "
-     "connected or running; the primary monitor's choice; disk space "
-     "(always ok: no disk space monitoring); none"},
+     "connected or running; the primary monitor's choice; not low on disk "
+     "space; none"},
     {"slave_conditions", SL_PARAM_ENUM_MASK, "none", 0, mmon_slave_cond_names,
      "What a replica must also have to be Slave: linked_master (both "
      "threads running up to a running primary), running_master, "
-     "writable_master (the primary is Master), primary_monitor_master; "
-     "none"},
+     "writable_master (the primary is Master), primary_monitor_master, "
+     "disk_space_ok (not low on disk space); none"},
     SL_PARAM_END,
 };
 

@@ -37,6 +37,12 @@ struct mmon_slave_conn {
     bool sql_running;        /* Slave_SQL_Running = Yes */
     int64_t lag;             /* Seconds_Behind_Master, -1 NULL */
     struct mmon_gtid_pos io_pos;   /* Gtid_IO_Pos */
+    int64_t heartbeats;      /* Slave_received_heartbeats, -1 unknown */
+    int64_t heartbeat_period_ms;   /* Slave_heartbeat_period, -1 unknown */
+    int64_t event_age_ms;    /* since the IO thread last received
+                              * something from its master (a new
+                              * Gtid_IO_Pos, a heartbeat, or connecting),
+                              * as tracked across ticks; -1 unknown */
 };
 
 /* The monitor's view of one server after a probe. */
@@ -51,6 +57,8 @@ struct mmon_view {
     struct mmon_gtid_pos slave_pos;     /* @@gtid_slave_pos */
     struct mmon_slave_conn slave;       /* default (or first) connection */
     int64_t uptime;          /* Uptime (s), -1 unknown */
+    bool disk_low;           /* a disk over disk_space_threshold, as of
+                              * the last disk space check */
 };
 
 /* Parse "0-1-10,1-2-5" (empty allowed). 0 or -EINVAL. */
@@ -85,10 +93,12 @@ bool mmon_is_replica(const struct mmon_view *v, int n, int i);
 
 /*
  * verify_master_failure: index of a running replica whose IO thread is
- * still connected to `primary` (so the primary is alive), or -1.
+ * still connected to `primary` (Slave_IO_Running=Yes) and received an
+ * event from it at most `within_ms` ago (master_failure_timeout), so the
+ * primary is alive; -1 when none. within_ms < 0: any connected replica.
  */
 int mmon_primary_still_replicating(const struct mmon_view *v, int n,
-                                   int primary);
+                                   int primary, int64_t within_ms);
 
 /*
  * The replica to promote when `old` failed: a running replica of old, not
@@ -98,6 +108,10 @@ int mmon_primary_still_replicating(const struct mmon_view *v, int n,
  */
 int mmon_pick_promotion(const struct mmon_view *v, int n, int old,
                         char *why, size_t whylen);
+/* The same among the replicas that are not low on disk space
+ * (switchover_on_low_disk_space): -1 when none. */
+int mmon_pick_promotion_disk_ok(const struct mmon_view *v, int n, int old,
+                                char *why, size_t whylen);
 
 /*
  * auto_failover=safe: would promoting `cand` lose nothing the failed

@@ -52,6 +52,11 @@ mmon_master_conds_ok(const struct mmon_view *v,
                  "(master_conditions=primary_monitor_master)");
         return false;
     }
+    if ((conds & MMON_MC_DISK_SPACE_OK) && v[primary].disk_low) {
+        snprintf(why, whylen, "it is low on disk space "
+                 "(master_conditions=disk_space_ok)");
+        return false;
+    }
     if (replica_conds == 0) {
         return true;
     }
@@ -84,6 +89,9 @@ mmon_slave_conds_ok(const struct mmon_view *v, int n, int i, int primary,
         return false;
     }
     if ((conds & MMON_SC_PRIMARY_MONITOR_MASTER) && !coop_ok) {
+        return false;
+    }
+    if ((conds & MMON_SC_DISK_SPACE_OK) && v[i].disk_low) {
         return false;
     }
     if (conds & MMON_SC_LINKED_MASTER) {

@@ -42,8 +42,8 @@ enum {
  * was last seen. `coop_ok`: cooperative monitoring is off, or this is the
  * primary monitor, or the primary monitor holds its primary lock on the
  * candidate. why[] says which condition failed.
- * disk_space_ok always holds: Sluice has no disk space monitoring (in
- * MaxScale the condition only counts when it is enabled).
+ * disk_space_ok fails when the candidate is low on disk space (v[].disk_low,
+ * only ever set while mariadbmon checks disk space, as in MaxScale).
  */
 bool mmon_master_conds_ok(const struct mmon_view *v,
                           const struct mmon_slave_conn *last, int n,

@@ -198,11 +198,24 @@ mmon_is_replica(const struct mmon_view *v, int n, int i)
 
 int
 mmon_primary_still_replicating(const struct mmon_view *v, int n,
-                               int primary)
+                               int primary, int64_t within_ms)
 {
     for (int i = 0; i < n; i++) {
-        if (i != primary && v[i].running && v[i].slave.present &&
-            v[i].slave.master == primary && v[i].slave.io_running) {
+        const struct mmon_slave_conn *c = &v[i].slave;
+        int64_t limit = within_ms;
+
+        /* An idle primary that is alive sends only heartbeats: a window
+         * shorter than two heartbeat periods would fail it over while
+         * it still serves its replicas (two writable primaries). So the
+         * window is at least that (a difference from MaxScale). */
+        if (limit >= 0 && c->heartbeat_period_ms > 0 &&
+            2 * c->heartbeat_period_ms > limit) {
+            limit = 2 * c->heartbeat_period_ms;
+        }
+        if (i != primary && v[i].running && c->present &&
+            c->master == primary && c->io_running &&
+            (limit < 0 ||
+             (c->event_age_ms >= 0 && c->event_age_ms <= limit))) {
             return i;
         }
     }
@@ -221,12 +234,13 @@ received_pos(const struct mmon_view *s)
     return &s->current_pos;
 }
 
-int
-mmon_pick_promotion(const struct mmon_view *v, int n, int old, char *why,
-                    size_t whylen)
+static int
+pick_promotion(const struct mmon_view *v, int n, int old, bool disk_ok_only,
+               char *why, size_t whylen)
 {
     int best = -1;
     int excluded = 0;
+    int low_disk = 0;
 
     snprintf(why, whylen, "no running replica of the failed primary");
     for (int i = 0; i < n; i++) {
@@ -240,16 +254,42 @@ mmon_pick_promotion(const struct mmon_view *v, int n, int old, char *why,
             excluded++;
             continue;
         }
-        if (best < 0 ||
-            mmon_gtid_compare(received_pos(s), received_pos(&v[best])) > 0) {
+        if (disk_ok_only && s->disk_low) {
+            low_disk++;
+            continue;
+        }
+        if (best < 0) {
             best = i;
+        } else {
+            int c = mmon_gtid_compare(received_pos(s),
+                                      received_pos(&v[best]));
+
+            /* MaxScale's order: the GTID first, then disk space not low */
+            if (c > 0 || (c == 0 && v[best].disk_low && !s->disk_low)) {
+                best = i;
+            }
         }
     }
-    if (best < 0 && excluded > 0) {
+    if (best < 0 && (excluded > 0 || low_disk > 0)) {
         snprintf(why, whylen, "%d replica(s) excluded by maintenance or "
-                 "servers_no_promotion, no other candidate", excluded);
+                 "servers_no_promotion, %d low on disk space, no other "
+                 "candidate", excluded, low_disk);
     }
     return best;
+}
+
+int
+mmon_pick_promotion(const struct mmon_view *v, int n, int old, char *why,
+                    size_t whylen)
+{
+    return pick_promotion(v, n, old, false, why, whylen);
+}
+
+int
+mmon_pick_promotion_disk_ok(const struct mmon_view *v, int n, int old,
+                            char *why, size_t whylen)
+{
+    return pick_promotion(v, n, old, true, why, whylen);
 }
 
 bool

@@ -52,6 +52,8 @@ struct mmon_server {
     time_t last_ev_at;           /* when (REST triggered_at) */
     int parent;                  /* last known master index, -1 none */
     struct mmon_slave_conn last_slave;  /* as of the last good probe */
+    uint64_t io_event_ms;        /* monotonic ms its IO thread last got an
+                                  * event from its master, 0 none */
     struct mmon_gtid_pos seen_binlog;   /* gtid_binlog_pos, last good probe */
     bool seen_binlog_known;      /* probed at least once */
     bool master_lock_held;       /* MMON_MASTER_LOCK on this connection */
@@ -60,6 +62,11 @@ struct mmon_server {
     char *events_enabled;        /* handle_events: "schema.name\n"..., as
                                   * last seen while it was the primary */
     char last_error[256];
+    /* disk_space_threshold, disk_space_check_interval (check_disks) */
+    bool disk_low;               /* as of the last check */
+    uint64_t disk_next_ms;       /* monotonic: the next check, 0 now */
+    bool disk_warned;            /* "cannot check" said once */
+    char disk_detail[192];       /* the disk over its limit, "" none */
 };
 
 /* A script run waiting for the end of the tick: argv substituted. */
@@ -104,10 +111,23 @@ struct mmon_instance {
     bool handle_events;
     bool enforce_simple_topology;
     uint64_t failcount;
+    uint64_t master_failure_timeout_ms;
+    uint64_t query_retries;      /* global, read at creation */
+    uint64_t query_retry_timeout_ms;
     uint64_t switchover_timeout_ms;
     uint64_t failover_timeout_ms;
     char repl_user[256];
     char repl_password[256];
+
+    /* disk space: disk_space_threshold (the monitor's; a server's own
+     * overrides it), disk_space_check_interval (0: never checked),
+     * maintenance_on_low_disk_space, switchover_on_low_disk_space */
+    char *disk_threshold;        /* the monitor's, NULL none */
+    uint64_t disk_interval_ms;
+    bool maint_low_disk;
+    bool switchover_low_disk;
+    uint64_t low_disk_backoff;   /* ticks left before another try */
+    bool low_disk_logged;
 
     /* master_conditions, slave_conditions (mmon_conds.c) */
     unsigned master_conds;

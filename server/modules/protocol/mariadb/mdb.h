@@ -24,6 +24,7 @@ struct sl_backend;
 
 #define MDB_DEFAULT_VERSION "5.5.5-10.11.6-MariaDB-sluice"
 #define MDB_DEFAULT_CHARSET 45   /* utf8mb4_general_ci */
+#define MDB_CLEARPW_MAX 256      /* longest password kept in clear */
 
 /*
  * What the backend side needs to log in on the client's behalf. Owned by
@@ -40,12 +41,24 @@ struct mdb_session {
     char backend_user[MDB_USER_MAX];
     uint8_t ed_hash[MDB_ED25519_HASH_LEN];
     bool has_ed;
+    /* A backend's caching_sha2_password: SHA-256(password) for its fast
+     * path, and the password itself for its full authentication, when
+     * Sluice got them (a password in clear from the client, the cache of
+     * SHA-256s, user_mapping_file). Wiped with the session. */
+    uint8_t sha256pw[MDB_SHA256_LEN];
+    bool has_sha256;
+    char clearpw[MDB_CLEARPW_MAX];
+    size_t clearpw_len;
+    bool has_clear;
     /* A PAM login: the client's answers to the conversation, in order
      * (NUL-separated, mdb_pam_answers_add), replayed to each server's
      * auth_pam; NULL otherwise. Wiped and freed with the session. */
     char *pam_answers;
     size_t pam_len;
     bool pam_first_echo;            /* the first question was echoed */
+    bool pam_2fa;                   /* pam_mode=password_2FA: the answers
+                                     * are the password and the code,
+                                     * given by the prompt's text */
     uint32_t caps;                  /* client caps & MDB_SERVER_CAPS */
     uint32_t ext_caps;              /* MariaDB extended caps, client's &
                                      * the ones offered (MDB_EXT_CAPS) */
@@ -212,12 +225,24 @@ struct mdb_pam_job;
 
 /* Start checking user with PAM service service. password NULL: every
  * prompt is asked of the client (dialog); else (mysql_clear_password)
- * every prompt is answered with it. NULL when the thread cannot be
- * started or too many conversations run (MDB_PAM_MAX_RUNNING). Takes a
- * reference on dcb until the job is freed. Worker. */
+ * every prompt is answered with it, or with code given
+ * (pam_mode=password_2FA) a prompt with "password" in it with password
+ * and any other with code (mdb_pam_is_password_prompt). map_pw_file
+ * not NULL (pam_backend_map=mariadb; "" for no file): after PAM
+ * accepted, the user it ended with and that user's password in the file
+ * are kept for mdb_pam_mapped. NULL when the
+ * thread cannot be started or too many conversations run
+ * (MDB_PAM_MAX_RUNNING). Takes a reference on dcb until the job is
+ * freed. Worker. */
 struct mdb_pam_job *mdb_pam_start(struct sl_dcb *dcb, const char *service,
                                   const char *user, const char *password,
-                                  size_t pw_len);
+                                  size_t pw_len, const char *code,
+                                  size_t code_len, const char *map_pw_file);
+/* pam_backend_map=mariadb, once accepted: the mapped user (into
+ * user[cap]) and SHA1 of its password (*has_pw false: none); false when
+ * not mapping or not accepted. Worker. */
+bool mdb_pam_mapped(struct mdb_pam_job *j, char *user, size_t cap,
+                    uint8_t sha1[MDB_SHA1_LEN], bool *has_pw);
 /* The pending question (copied into text[cap], NUL-terminated, *echo),
  * marked as asked; false when none waits. Worker. */
 bool mdb_pam_question(struct mdb_pam_job *j, char *text, size_t cap,

@@ -6,8 +6,20 @@
  *   CONNECTING --Handshake v10--> send HandshakeResponse41 --> AUTH
  *   AUTH --AuthSwitchRequest (native | client_ed25519)--> send token,
  *        signature or an empty decline --> AUTH
+ *   AUTH --AuthSwitchRequest (caching_sha2_password), or the greeting
+ *        named it--> send the SHA-256 token, then the server's
+ *        AuthMoreData (see sha2_more): 0x01 0x03 fast path, OK follows;
+ *        0x01 0x04 full authentication: the password in clear (TLS, unix
+ *        socket), or 0x02 for the server's RSA key and the password
+ *        encrypted with it --> AUTH
  *        --OK--> READY (sl_backend_ready, flush queued commands)
+ *        --OK, the listener has a connection_init_sql_file--> INIT
  *        --ERR--> FAILED (sl_backend_failed with the server's packet)
+ *   INIT: the listener's statements were sent at once (COM_QUERY each);
+ *         their answers are read here and dropped, never reach the
+ *         router. All answered --> READY as above; an ERR --> FAILED
+ *         with that packet (the connection is not used: a session
+ *         setting it was meant to carry is missing).
  *   READY: commands are written and pushed on the reply tracker's FIFO;
  *          answers are passed up with sl_backend_reply in chunks of
  *          complete packets: one call per read, split only where an
@@ -27,6 +39,8 @@
  * Context: worker-owned (the backend DCB's worker = its session's).
  */
 #include <errno.h>
+#include <openssl/crypto.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,9 +62,22 @@
 enum backend_state {
     BS_HANDSHAKE,
     BS_AUTH,
+    BS_INIT,      /* running the listener's connection_init_sql_file */
     BS_READY,
     BS_FAILED,
 };
+
+/* Where a caching_sha2_password exchange with the server stands. */
+enum sha2_state {
+    SHA2_NONE,        /* not this plugin */
+    SHA2_TOKEN,       /* token sent: AuthMoreData 0x03/0x04, OK or ERR */
+    SHA2_KEY,         /* 0x02 sent: AuthMoreData with the PEM key */
+    SHA2_DONE,        /* fast path granted or password sent: OK or ERR */
+};
+
+/* The longest RSA public key accepted from a server (a 16384-bit key's
+ * PEM is about 2.8 KiB). */
+#define SHA2_PEM_MAX 8192
 
 /* A command routed before the login finished. */
 struct queued {
@@ -74,11 +101,15 @@ struct mdb_backend {
     bool load_data;               /* writing a LOCAL INFILE's packets */
     bool forwarded_running;       /* kernel forwarding ended with a
                                    * statement of its unanswered */
+    size_t init_left;             /* INIT: answers still to come */
+    size_t init_sent;             /* INIT: statements sent */
     uint32_t tid;                 /* the server's thread id (greeting) */
     uint32_t reg_id;              /* Sluice id registered under, or 0 */
     struct sl_server *reg_srv;    /* and the server */
     struct mdb_pam_replay pam;    /* replaying the client's PAM answers
                                    * to the server's auth_pam */
+    enum sha2_state sha2;         /* caching_sha2_password; its nonce
+                                   * is scramble */
 };
 
 /* The session's login data, or a static empty one. */
@@ -150,7 +181,7 @@ build_attrs(unsigned char *out, size_t cap, const struct mdb_session *sd)
 /* Fill a login description for this backend from the session. */
 static void
 make_login(struct sl_dcb *dcb, struct mdb_backend *be, struct mdb_login *l,
-           uint8_t token[MDB_SHA1_LEN], unsigned char *attrs, size_t cap)
+           uint8_t token[MDB_SHA256_LEN], unsigned char *attrs, size_t cap)
 {
     const struct mdb_session *sd = session_data(dcb);
     struct sl_session *ses = sl_dcb_session(dcb);
@@ -235,11 +266,12 @@ on_handshake(struct sl_dcb *dcb, struct mdb_backend *be,
              const struct mdb_server_hello *h, uint8_t seq)
 {
     struct mdb_login l;
-    uint8_t token[MDB_SHA1_LEN];
+    uint8_t token[MDB_SHA256_LEN];
     unsigned char attrs[256];
     unsigned char out[1024];
     size_t n;
     struct sl_buf *pkt;
+    const struct mdb_session *sd = session_data(dcb);
 
     memcpy(be->scramble, h->scramble, MDB_SCRAMBLE_LEN);
     be->tid = h->thread_id;
@@ -256,6 +288,18 @@ on_handshake(struct sl_dcb *dcb, struct mdb_backend *be,
     }
     mdb_tracker_init(&be->trk, be->caps);
     make_login(dcb, be, &l, token, attrs, sizeof(attrs));
+    be->sha2 = SHA2_NONE;
+    if (strcmp(h->plugin, MDB_SHA2_CLIENT_PLUGIN) == 0 && sd->has_sha256) {
+        /* The server's default plugin (MySQL 8): answer with its token
+         * rather than be switched (a round trip saved). Without SHA-256
+         * of the password the native token goes, and an account of this
+         * plugin is switched to it (auth_switch refuses it there). */
+        mdb_sha2_token(sd->sha256pw, be->scramble, MDB_SCRAMBLE_LEN, token);
+        l.token = token;
+        l.token_len = MDB_SHA256_LEN;
+        l.plugin = MDB_SHA2_CLIENT_PLUGIN;
+        be->sha2 = SHA2_TOKEN;
+    }
     if (sl_dcb_tls_configured(dcb)) {
         if (start_tls(dcb, be, h->caps, l.charset, seq) != 0) {
             return SL_OK;
@@ -270,6 +314,7 @@ on_handshake(struct sl_dcb *dcb, struct mdb_backend *be,
         l.caps |= SL_CAP_COMPRESS;
     }
     n = mdb_build_login(out, sizeof(out), &l);
+    OPENSSL_cleanse(token, sizeof(token));
     pkt = n > 0 ? sl_mdb_make_packet((uint8_t)(seq + 1), out, n) : NULL;
     if (pkt == NULL || sl_dcb_write(dcb, pkt) != 0) {
         fail(be, NULL, "cannot send the login");
@@ -306,9 +351,12 @@ pam_reply(struct sl_dcb *dcb, struct mdb_backend *be, enum mdb_pam_step step,
 {
     const struct mdb_session *sd = session_data(dcb);
     size_t alen = 0;
-    const char *a = mdb_pam_replay(&be->pam, sd->pam_answers, sd->pam_len,
-                                   sd->pam_first_echo, step, p, len, &alen);
+    const char *a;
     struct sl_buf *pkt;
+
+    be->pam.two_factor = sd->pam_2fa;
+    a = mdb_pam_replay(&be->pam, sd->pam_answers, sd->pam_len,
+                       sd->pam_first_echo, step, p, len, &alen);
 
     if (a == NULL) {
         return -1;
@@ -316,6 +364,158 @@ pam_reply(struct sl_dcb *dcb, struct mdb_backend *be, enum mdb_pam_step step,
     /* with its terminator, as the client plugins send it */
     pkt = sl_mdb_make_packet((uint8_t)(seq + 1), a, alen + 1);
     return pkt != NULL && sl_dcb_write(dcb, pkt) == 0 ? 0 : -1;
+}
+
+/*
+ * caching_sha2_password toward a server (MySQL 8). What the session holds
+ * decides what Sluice can answer: SHA-256(password) gives the fast-path
+ * token, the password in clear the full authentication. A session with
+ * neither (the client logged in natively: Sluice has SHA1(password)
+ * only) cannot log in with this plugin: the login fails with 1045 naming
+ * it, and a warning says why. Implemented from MySQL's protocol
+ * documentation; not tested against a live MySQL 8 (Debian has none).
+ */
+
+/* Fail the login with 1045 and reason (also logged as a warning). */
+static void
+sha2_refuse(struct sl_dcb *dcb, struct mdb_backend *be, const char *reason)
+{
+    struct sl_session *ses = sl_dcb_session(dcb);
+    const char *user = ses != NULL ? str_or_empty(sl_session_user(ses)) : "";
+    char msg[384];
+
+    snprintf(msg, sizeof(msg), "Access denied for user '%s': server '%s' "
+             "asks for caching_sha2_password and %s", user,
+             sl_server_name(sl_backend_server(be->b)), reason);
+    sl_log_warn("%s (see docs/authentication.md)", msg);
+    fail(be, sl_mdb_make_err(2, 1045, "28000", msg), msg);
+}
+
+/* An empty password: no credential of any kind and an empty native one. */
+static bool
+empty_password(const struct mdb_session *sd)
+{
+    return !sd->has_pw && !sd->has_sha256 && !sd->has_clear && !sd->has_ed &&
+           sd->pam_answers == NULL;
+}
+
+static int
+write_payload(struct sl_dcb *dcb, uint8_t seq, const void *p, size_t n)
+{
+    struct sl_buf *pkt = sl_mdb_make_packet(seq, p, n);
+
+    return pkt != NULL && sl_dcb_write(dcb, pkt) == 0 ? 0 : -1;
+}
+
+/* AuthSwitchRequest to caching_sha2_password: its nonce is data[dlen]
+ * (20 bytes, with or without a NUL). 0, or -1 (not failed yet). */
+static int
+sha2_switch(struct sl_dcb *dcb, struct mdb_backend *be, const uint8_t *data,
+            size_t dlen, uint8_t seq)
+{
+    const struct mdb_session *sd = session_data(dcb);
+    uint8_t token[MDB_SHA256_LEN];
+    int rc;
+
+    if (dlen == MDB_SCRAMBLE_LEN + 1 && data[MDB_SCRAMBLE_LEN] == 0) {
+        dlen--;
+    }
+    if (dlen != MDB_SCRAMBLE_LEN) {
+        return -1;
+    }
+    memcpy(be->scramble, data, MDB_SCRAMBLE_LEN);
+    be->sha2 = SHA2_TOKEN;
+    if (empty_password(sd)) {
+        return write_payload(dcb, (uint8_t)(seq + 1), token, 0);
+    }
+    if (!sd->has_sha256) {
+        sha2_refuse(dcb, be, "Sluice has only the mysql_native_password "
+                    "hash of the client's password (give the account a "
+                    "password in user_mapping_file, or let clients log in "
+                    "with caching_sha2_password)");
+        return 0;
+    }
+    mdb_sha2_token(sd->sha256pw, be->scramble, MDB_SCRAMBLE_LEN, token);
+    rc = write_payload(dcb, (uint8_t)(seq + 1), token, sizeof(token));
+    OPENSSL_cleanse(token, sizeof(token));
+    return rc;
+}
+
+/* The password encrypted with the server's PEM key pem[len]. */
+static int
+sha2_send_encrypted(struct sl_dcb *dcb, struct mdb_backend *be,
+                    const unsigned char *pem, size_t len, uint8_t seq)
+{
+    const struct mdb_session *sd = session_data(dcb);
+    struct evp_pkey_st *key;
+    uint8_t out[2048];
+    size_t n = 0;
+
+    if (len == 0 || len > SHA2_PEM_MAX) {
+        sha2_refuse(dcb, be, "its RSA public key is empty or too long");
+        return 0;
+    }
+    key = mdb_rsa_public_from_pem((const char *)pem, len);
+    if (key != NULL) {
+        n = mdb_rsa_encrypt_password(key, sd->clearpw, sd->clearpw_len,
+                                     be->scramble, MDB_SCRAMBLE_LEN, out,
+                                     sizeof(out));
+    }
+    mdb_rsa_free(key);
+    if (n == 0) {
+        sha2_refuse(dcb, be, "its RSA public key cannot be read or used");
+        return 0;
+    }
+    be->sha2 = SHA2_DONE;
+    return write_payload(dcb, (uint8_t)(seq + 1), out, n);
+}
+
+/*
+ * The server's AuthMoreData (0x01, payload p[len]) in a caching_sha2
+ * exchange: 0x03 the fast path succeeded (OK follows), 0x04 it wants the
+ * full authentication, or (after our 0x02) its RSA public key. 0, or -1
+ * for a packet that makes no sense here (not failed yet).
+ */
+static int
+sha2_more(struct sl_dcb *dcb, struct mdb_backend *be, const unsigned char *p,
+          size_t len, uint8_t seq)
+{
+    const struct mdb_session *sd = session_data(dcb);
+    static const uint8_t want_key = 0x02;
+
+    if (be->sha2 == SHA2_KEY) {
+        return sha2_send_encrypted(dcb, be, p + 1, len - 1, seq);
+    }
+    if (be->sha2 != SHA2_TOKEN || len != 2) {
+        return -1;
+    }
+    if (p[1] == 0x03) {
+        be->sha2 = SHA2_DONE;
+        return 0;
+    }
+    if (p[1] != 0x04) {
+        return -1;
+    }
+    if (!sd->has_clear) {
+        sha2_refuse(dcb, be, "requires its full authentication, but Sluice "
+                    "does not have the password in clear (see "
+                    "docs/authentication.md)");
+        return 0;
+    }
+    if (sl_dcb_tls_configured(dcb) || sl_dcb_is_unix(dcb)) {
+        /* A secure link: the password itself, NUL-terminated. */
+        char pw[MDB_CLEARPW_MAX + 1];
+        int rc;
+
+        memcpy(pw, sd->clearpw, sd->clearpw_len);
+        pw[sd->clearpw_len] = '\0';
+        be->sha2 = SHA2_DONE;
+        rc = write_payload(dcb, (uint8_t)(seq + 1), pw, sd->clearpw_len + 1);
+        OPENSSL_cleanse(pw, sizeof(pw));
+        return rc;
+    }
+    be->sha2 = SHA2_KEY;
+    return write_payload(dcb, (uint8_t)(seq + 1), &want_key, 1);
 }
 
 static int
@@ -326,6 +526,8 @@ auth_switch(struct sl_dcb *dcb, struct mdb_backend *be,
     uint8_t data[1024];
     uint8_t token[MDB_SHA1_LEN];
     uint8_t sig[MDB_ED25519_SIG_LEN];
+
+    be->sha2 = SHA2_NONE;
     size_t dlen;
     const struct mdb_session *sd = session_data(dcb);
     struct sl_buf *pkt;
@@ -339,6 +541,9 @@ auth_switch(struct sl_dcb *dcb, struct mdb_backend *be,
     }
     if (strcmp(plugin, MDB_CLEAR_PLUGIN) == 0) {
         return pam_reply(dcb, be, MDB_PAM_SWITCH_CLEAR, NULL, 0, seq);
+    }
+    if (strcmp(plugin, MDB_SHA2_CLIENT_PLUGIN) == 0) {
+        return sha2_switch(dcb, be, data, dlen, seq);
     }
     if (strcmp(plugin, MDB_ED25519_CLIENT_PLUGIN) == 0) {
         bool sign = sd->has_ed && dlen == MDB_ED25519_NONCE_LEN &&
@@ -381,19 +586,14 @@ register_thread(struct sl_dcb *dcb, struct mdb_backend *be)
     }
 }
 
+/* Logged in (and initialised): tell the core, send what was queued. */
 static int
-on_login_ok(struct sl_dcb *dcb, struct mdb_backend *be)
+go_ready(struct sl_dcb *dcb, struct mdb_backend *be)
 {
     struct queued *q;
 
-    /* The login is plain; compression starts after its OK, as on the
-     * server. */
-    if (be->compress &&
-        mdb_compress_start(dcb, MDB_Z_ZLIB, -1, true, 0, 0, NULL) != 0) {
-        fail(be, NULL, "cannot start protocol compression");
-        return SL_OK;
-    }
     be->state = BS_READY;
+    be->sha2 = SHA2_NONE;
     register_thread(dcb, be);
     sl_backend_ready(be->b);
     while (sl_dcb_is_open(dcb) && (q = be->qhead) != NULL) {
@@ -408,6 +608,122 @@ on_login_ok(struct sl_dcb *dcb, struct mdb_backend *be)
         free(q);
     }
     be->qtail = NULL;
+    return SL_OK;
+}
+
+/* The statements of the session's listener's connection_init_sql_file
+ * (none for internal sessions, which have no listener). */
+static const char *const *
+init_statements(struct sl_dcb *dcb, size_t *n)
+{
+    struct sl_session *ses = sl_dcb_session(dcb);
+    struct sl_dcb *client = ses != NULL ? sl_session_client(ses) : NULL;
+
+    *n = 0;
+    return client != NULL ? sl_listener_init_sql(sl_dcb_listener(client), n)
+                          : NULL;
+}
+
+/* Send every init statement at once; the server answers them in order.
+ * false after fail(). */
+static bool
+send_init(struct sl_dcb *dcb, struct mdb_backend *be,
+          const char *const *stmts, size_t n)
+{
+    be->init_left = 0;
+    be->init_sent = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct sl_buf *pkt = sl_mdb_make_query(stmts[i], strlen(stmts[i]));
+
+        if (pkt == NULL || mdb_tracker_expect(&be->trk, SL_COM_QUERY) != 0 ||
+            sl_dcb_write(dcb, pkt) != 0) {
+            fail(be, NULL, "cannot send connection_init_sql_file");
+            return false;
+        }
+        be->init_sent++;
+        be->init_left++;
+    }
+    return true;
+}
+
+static int
+on_login_ok(struct sl_dcb *dcb, struct mdb_backend *be)
+{
+    const char *const *init;
+    size_t ninit;
+
+    /* The login is plain; compression starts after its OK, as on the
+     * server. */
+    if (be->compress &&
+        mdb_compress_start(dcb, MDB_Z_ZLIB, -1, true, 0, 0, NULL) != 0) {
+        fail(be, NULL, "cannot start protocol compression");
+        return SL_OK;
+    }
+    init = init_statements(dcb, &ninit);
+    if (ninit > 0) {
+        be->state = BS_INIT;
+        send_init(dcb, be, init, ninit);
+        return SL_OK;
+    }
+    return go_ready(dcb, be);
+}
+
+/*
+ * INIT: read the answers to the init statements (whole packets at the
+ * head of rq), drop them, and go READY once all are in. An error answer
+ * fails the backend with the server's packet, logged with the statement's
+ * number (its line among the file's statements).
+ */
+static int
+init_replies(struct sl_dcb *dcb, struct mdb_backend *be, struct sl_buf *rq)
+{
+    size_t n;
+
+    while (be->state == BS_INIT && (n = sl_mdb_packet_len(rq)) != 0) {
+        unsigned char *p = sl_buf_pullup(rq, n);
+        uint32_t len;
+        int rc;
+
+        if (p == NULL) {
+            return SL_ERROR;
+        }
+        len = (uint32_t)(n - SL_MDB_HDR_LEN);
+        rc = mdb_tracker_packet(&be->trk, len, p + SL_MDB_HDR_LEN,
+                                len < MDB_PEEK ? len : MDB_PEEK);
+        if (rc == MDB_TRK_UNEXPECTED ||
+            be->trk.reply.state == SL_REPLY_LOAD_DATA) {
+            /* nobody could send a LOCAL INFILE's contents here */
+            sl_buf_reset(rq);
+            fail(be, NULL, rc == MDB_TRK_UNEXPECTED
+                               ? "unexpected packet after "
+                                 "connection_init_sql_file"
+                               : "LOAD DATA LOCAL INFILE in "
+                                 "connection_init_sql_file");
+            return SL_OK;
+        }
+        if (rc == MDB_TRK_DONE && be->trk.reply.is_err) {
+            size_t idx = be->init_sent - be->init_left;
+            size_t nst;
+            const char *const *st = init_statements(dcb, &nst);
+            struct sl_buf *err = take_packet(rq, n);
+            char why[400];
+
+            snprintf(why, sizeof(why), "connection_init_sql_file statement "
+                     "%zu of %zu ('%.200s') failed: error %u (%s)", idx + 1,
+                     be->init_sent, idx < nst ? st[idx] : "?",
+                     (unsigned)be->trk.reply.error_code,
+                     be->trk.reply.sqlstate);
+            sl_log_error("server '%s': %s",
+                         sl_server_name(sl_backend_server(be->b)), why);
+            sl_buf_reset(rq);
+            fail(be, err, why);
+            return SL_OK;
+        }
+        sl_buf_consume(rq, n);
+        if (rc == MDB_TRK_DONE && --be->init_left == 0) {
+            return go_ready(dcb, be);
+        }
+    }
     return SL_OK;
 }
 
@@ -447,6 +763,11 @@ login_step(struct sl_dcb *dcb, struct mdb_backend *be, struct sl_buf *rq,
     } else if (len > 0 && p[0] == 0xfe) {
         if (auth_switch(dcb, be, p, len, seq) != 0) {
             fail(be, NULL, "unsupported authentication switch");
+        }
+    } else if (be->sha2 != SHA2_NONE && len > 0 && p[0] == 0x01) {
+        if (sha2_more(dcb, be, p, len, seq) != 0) {
+            fail(be, NULL, "malformed caching_sha2_password data from "
+                           "server");
         }
     } else if (be->pam.dialog && len > 0) {
         if (pam_reply(dcb, be, MDB_PAM_QUESTION, p, len, seq) != 0) {
@@ -523,14 +844,18 @@ deliver(struct sl_dcb *dcb, struct mdb_backend *be, struct sl_buf *rq,
     return sl_dcb_is_open(dcb);
 }
 
-/* The server asked a COM_CHANGE_USER to switch plugins: answer it here. */
+/* The server asked a COM_CHANGE_USER to switch plugins, sent its
+ * caching_sha2_password data, or (its auth_pam, after a switch to dialog)
+ * asks a further PAM question (type 2-5; the answer itself is only OK or
+ * ERR): answer it here. */
 static bool
 is_change_user_switch(const struct mdb_backend *be, const unsigned char *p,
                       uint32_t len)
 {
     return !be->trk.active && be->trk.qlen > 0 &&
            be->trk.q[be->trk.qhead] == SL_COM_CHANGE_USER && len > 0 &&
-           p[0] == 0xfe;
+           (p[0] == 0xfe || (p[0] == 0x01 && be->sha2 != SHA2_NONE) ||
+            (be->pam.dialog && p[0] >= MDB_DIALOG_QUESTION && p[0] <= 5));
 }
 
 static int
@@ -558,9 +883,17 @@ track_replies(struct sl_dcb *dcb, struct mdb_backend *be, struct sl_buf *rq)
             /* c.off is 0 now: the request is at the head. */
             unsigned char *p = sl_buf_pullup(rq, SL_MDB_HDR_LEN + len);
 
-            if (p == NULL || auth_switch(dcb, be, p + SL_MDB_HDR_LEN, len,
-                                         hdr[3]) != 0) {
+            if (p == NULL ||
+                (p[SL_MDB_HDR_LEN] == 0xfe
+                     ? auth_switch(dcb, be, p + SL_MDB_HDR_LEN, len, hdr[3])
+                     : p[SL_MDB_HDR_LEN] == 0x01
+                     ? sha2_more(dcb, be, p + SL_MDB_HDR_LEN, len, hdr[3])
+                     : pam_reply(dcb, be, MDB_PAM_QUESTION,
+                                 p + SL_MDB_HDR_LEN, len, hdr[3])) != 0) {
                 return SL_ERROR;
+            }
+            if (!sl_dcb_is_open(dcb) || be->state == BS_FAILED) {
+                return SL_OK;
             }
             sl_buf_consume(rq, SL_MDB_HDR_LEN + len);
             c.seg = rq->head;
@@ -616,8 +949,18 @@ mdb_backend_read(struct sl_dcb *dcb)
             return SL_OK;
         }
     }
+    if (be->state == BS_INIT) {
+        if (init_replies(dcb, be, rq) != SL_OK) {
+            return SL_ERROR;
+        }
+        if (!sl_dcb_is_open(dcb)) {
+            return SL_OK;
+        }
+    }
     if (be->state != BS_READY) {
-        sl_buf_reset(rq);
+        if (be->state != BS_INIT) {
+            sl_buf_reset(rq);
+        }
         return SL_OK;
     }
     be->forwarded_running = false;   /* the server answers */
@@ -632,7 +975,7 @@ rebuild_change_user(struct sl_dcb *dcb, struct mdb_backend *be,
                     struct sl_buf *buf)
 {
     struct mdb_login l;
-    uint8_t token[MDB_SHA1_LEN];
+    uint8_t token[MDB_SHA256_LEN];
     unsigned char attrs[256];
     unsigned char out[1024];
     size_t n;
@@ -660,9 +1003,11 @@ write_command(struct sl_dcb *dcb, struct mdb_backend *be, struct sl_buf *buf)
         sl_buf_free(buf);
         return SL_OK;
     }
-    if (cmd == SL_COM_CHANGE_USER &&
-        (buf = rebuild_change_user(dcb, be, buf)) == NULL) {
-        return SL_ERROR;
+    if (cmd == SL_COM_CHANGE_USER) {
+        be->sha2 = SHA2_NONE;
+        if ((buf = rebuild_change_user(dcb, be, buf)) == NULL) {
+            return SL_ERROR;
+        }
     }
     if (mdb_tracker_expect(&be->trk, (uint8_t)cmd) != 0) {
         sl_buf_free(buf);
@@ -829,7 +1174,7 @@ mdb_backend_reuse(struct sl_dcb *dcb, struct sl_backend *b)
 {
     struct mdb_backend *be = sl_dcb_protocol_data(dcb);
     struct mdb_login l;
-    uint8_t token[MDB_SHA1_LEN];
+    uint8_t token[MDB_SHA256_LEN];
     unsigned char attrs[256];
     unsigned char out[1024];
     struct sl_buf *pkt;

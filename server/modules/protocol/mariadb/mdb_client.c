@@ -27,11 +27,15 @@
  *                                    pam_use_cleartext_plugin=true: first
  *                                    PAM_ASK (mysql_clear_password) for the
  *                                    password, then PAM --> ended: check
- *                                    again (pam_done) --> STARTING | 1045
+ *                                    again (pam_done) --> STARTING | 1045;
+ *                                    pam_mode=password_2FA: two PAM_ASK
+ *                                    (password, code), then PAM
  *   PARKED --reload done--> check again --> STARTING | ERR 1045
  *   STARTING --session_ready--> OK to the client --> READY
  *   READY: complete commands --> sl_session_route_query
  *          COM_CHANGE_USER --> CU_SWITCH / CU_PARKED --> routed or 1045
+ *          (a pam account: PAM / PAM_ASK as at login, cu_pam set, then
+ *          routed, or 1045 and READY as the old user)
  *          LOCAL INFILE: packets are file data until an empty one
  *
  * Sequence numbers during login: handshake 0, response 1, OK/ERR 2; after
@@ -146,7 +150,21 @@ struct mdb_client {
     bool pam_first;              /* its next question switches plugins */
     bool pam_clear;              /* PAM_ASK: mysql_clear_password's
                                   * password, then the conversation */
+    bool pam_mapped;             /* pam_backend_map=mariadb: the below */
+    char pam_map_user[MDB_USER_MAX];
+    uint8_t pam_map_sha1[MDB_SHA1_LEN];
+    bool pam_map_has_pw;
+    uint8_t pam_2fa_ask;         /* pam_mode=password_2FA: 1 the password,
+                                  * 2 the code is being asked (PAM_ASK) */
     bool pam_done;               /* the conversation accepted the user */
+    /* COM_CHANGE_USER to a pam account: the conversation runs for the
+     * new user (cl->seq numbers its packets); the old user's answers
+     * are kept aside until the change succeeds or fails. */
+    bool cu_pam;
+    char *cu_old_answers;
+    size_t cu_old_len;
+    bool cu_old_first_echo;
+    bool cu_old_2fa;
     char pam_service[128];
 };
 
@@ -420,6 +438,45 @@ listener_option(struct sl_dcb *dcb, const char *option)
         }
     }
     return false;
+}
+
+/* pam_backend_map=mariadb (or MaxScale's pam_backend_mapping=mariadb):
+ * pam_mapped_pw_file's path (case kept) into buf, "" without one; NULL
+ * when the listener does not map. */
+static const char *
+pam_map_file(struct sl_dcb *dcb, char *buf, size_t cap)
+{
+    static const char key[] = "pam_mapped_pw_file=";
+    const struct sl_listener *l = sl_dcb_listener(dcb);
+    const struct sl_params *p = l != NULL ? sl_listener_params(l) : NULL;
+    const char *v = p != NULL ? sl_params_get(p, "authenticator_options")
+                              : NULL;
+
+    if (!listener_option(dcb, "pam_backend_map=mariadb") &&
+        !listener_option(dcb, "pam_backend_mapping=mariadb")) {
+        return NULL;
+    }
+    buf[0] = '\0';
+    while (v != NULL && *v != '\0') {
+        size_t n = strcspn(v, ",");
+
+        while (n > 0 && (*v == ' ' || *v == '\t')) {
+            v++;
+            n--;
+        }
+        if (n > sizeof(key) - 1 &&
+            strncasecmp(v, key, sizeof(key) - 1) == 0) {
+            size_t k = n - (sizeof(key) - 1);
+
+            while (k > 0 && (v[sizeof(key) - 1 + k - 1] == ' ' ||
+                             v[sizeof(key) - 1 + k - 1] == '\t')) {
+                k--;
+            }
+            snprintf(buf, cap, "%.*s", (int)k, v + sizeof(key) - 1);
+        }
+        v = v[n] == ',' ? v + n + 1 : NULL;
+    }
+    return buf;
 }
 
 static bool
@@ -779,10 +836,26 @@ static int bad_handshake(struct sl_dcb *dcb, uint8_t seq);
 static unsigned char *login_packet(struct sl_buf *rq, size_t *len,
                                    size_t *total, bool *bad);
 
-/* A PAM login that cannot go on (no thread, a refused conversation). */
+static int change_user_failed(struct sl_dcb *dcb, struct mdb_client *cl);
+static int change_user_check(struct sl_dcb *dcb, struct mdb_client *cl);
+static int process_commands(struct sl_dcb *dcb, struct mdb_client *cl);
+
+/* A PAM login that cannot go on (no thread, a refused conversation).
+ * For a COM_CHANGE_USER the session goes on as the old user. */
 static int
 pam_denied(struct sl_dcb *dcb, struct mdb_client *cl, bool wrong_password)
 {
+    if (cl->cu_pam) {
+        sl_service_auth_failed(sl_dcb_service(dcb),
+                               wrong_password ? SL_AUTH_FAIL_WRONG_PASSWORD
+                                              : SL_AUTH_FAIL_OTHER);
+        log_denied(dcb, cl->hello);
+        if (wrong_password) {
+            mdb_host_auth_failed(sl_dcb_service(dcb), sl_dcb_remote(dcb));
+        }
+        send_access_denied(dcb, cl->seq, cl->hello);
+        return change_user_failed(dcb, cl);   /* the caller goes on */
+    }
     sl_service_auth_failed(sl_dcb_service(dcb),
                            wrong_password ? SL_AUTH_FAIL_WRONG_PASSWORD
                                           : SL_AUTH_FAIL_OTHER);
@@ -792,6 +865,23 @@ pam_denied(struct sl_dcb *dcb, struct mdb_client *cl, bool wrong_password)
     }
     send_access_denied(dcb, cl->seq, cl->hello);
     return SL_ERROR;
+}
+
+/* pam_mode=password_2FA: the two questions (type 4: not echoed). */
+#define MDB_PAM_2FA_PASSWORD "Password: "
+#define MDB_PAM_2FA_CODE "Verification code: "
+
+static int
+pam_ask_2fa(struct sl_dcb *dcb, struct mdb_client *cl, bool first,
+            const char *text)
+{
+    unsigned char pkt[1 + sizeof(MDB_DIALOG_PLUGIN) + 1 + 32];
+    size_t n = mdb_dialog_question(pkt, sizeof(pkt), first, false, text,
+                                   strlen(text));
+
+    cl->state = CS_PAM_ASK;
+    cl->seq += 2;
+    return send_payload(dcb, (uint8_t)(cl->seq - 2), pkt, n);
 }
 
 /*
@@ -804,10 +894,23 @@ static int
 pam_begin(struct sl_dcb *dcb, struct mdb_client *cl, const char *service)
 {
     static const unsigned char clear[] = "\xfe" MDB_CLEAR_PLUGIN;
+    char map[512];
 
     snprintf(cl->pam_service, sizeof(cl->pam_service), "%s", service);
     drop_pam_answers(cl->sd);
     cl->sd->pam_first_echo = false;
+    cl->sd->pam_2fa = false;
+    cl->pam_2fa_ask = 0;
+    cl->pam_mapped = false;
+    if (listener_option(dcb, "pam_mode=password_2fa")) {
+        /* MaxScale's two questions, whatever the PAM service asks; the
+         * conversation starts once both are answered (the configuration
+         * refused pam_use_cleartext_plugin=true with this mode) */
+        cl->sd->pam_2fa = true;
+        cl->pam_clear = false;
+        cl->pam_2fa_ask = 1;
+        return pam_ask_2fa(dcb, cl, true, MDB_PAM_2FA_PASSWORD);
+    }
     if (listener_option(dcb, "pam_use_cleartext_plugin=true")) {
         if (!sl_dcb_is_tls(dcb) &&
             !listener_option(dcb, "pam_allow_plain_cleartext=true")) {
@@ -833,7 +936,8 @@ pam_begin(struct sl_dcb *dcb, struct mdb_client *cl, const char *service)
     }
     cl->pam_clear = false;
     cl->pam_first = true;
-    cl->pam = mdb_pam_start(dcb, service, cl->hello->user, NULL, 0);
+    cl->pam = mdb_pam_start(dcb, service, cl->hello->user, NULL, 0, NULL,
+                            0, pam_map_file(dcb, map, sizeof(map)));
     if (cl->pam == NULL) {
         return pam_denied(dcb, cl, false);
     }
@@ -846,6 +950,7 @@ static int
 pam_read_answer(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *rq)
 {
     char a[MDB_PAM_ANSWER_MAX];
+    char map[512];
     size_t len, total, alen = 0;
     bool bad;
     unsigned char *p = login_packet(rq, &len, &total, &bad);
@@ -863,10 +968,28 @@ pam_read_answer(struct sl_dcb *dcb, struct mdb_client *cl, struct sl_buf *rq)
     OPENSSL_cleanse(p, len);
     sl_buf_consume(rq, total);
     cl->state = CS_PAM;
-    if (cl->pam_clear) {
+    if (cl->pam_2fa_ask == 1) {
+        cl->pam_2fa_ask = 2;
+        rc = pam_ask_2fa(dcb, cl, false, MDB_PAM_2FA_CODE);
+    } else if (cl->pam_2fa_ask == 2) {
+        size_t pw_len = 0;
+        const char *pw = mdb_pam_answer_at(cl->sd->pam_answers,
+                                           cl->sd->pam_len, 0, &pw_len);
+
+        cl->pam_2fa_ask = 0;
+        cl->pam = pw == NULL ? NULL
+                             : mdb_pam_start(dcb, cl->pam_service,
+                                             cl->hello->user, pw, pw_len, a,
+                                             alen, pam_map_file(dcb, map,
+                                                                sizeof(map)));
+        if (cl->pam == NULL) {
+            rc = pam_denied(dcb, cl, false);
+        }
+    } else if (cl->pam_clear) {
         cl->pam_clear = false;
         cl->pam = mdb_pam_start(dcb, cl->pam_service, cl->hello->user, a,
-                                alen);
+                                alen, NULL, 0,
+                                pam_map_file(dcb, map, sizeof(map)));
         if (cl->pam == NULL) {
             rc = pam_denied(dcb, cl, false);
         }
@@ -886,16 +1009,26 @@ mdb_client_pam_event(struct sl_dcb *dcb, struct mdb_pam_job *j)
     bool echo;
     size_t n;
     int r, rc = SL_OK;
+    bool cu;
 
     if (cl == NULL || cl->pam != j) {
         return;   /* an abandoned conversation's late news */
     }
+    cu = cl->cu_pam;
     r = mdb_pam_result(j);
     if (r >= 0) {
+        cl->pam_mapped = mdb_pam_mapped(j, cl->pam_map_user,
+                                        sizeof(cl->pam_map_user),
+                                        cl->pam_map_sha1,
+                                        &cl->pam_map_has_pw);
         mdb_pam_release(j);
         cl->pam = NULL;
         if (cl->state != CS_PAM) {
             rc = pam_denied(dcb, cl, false);   /* it gave up waiting */
+        } else if (r == 1 && cl->cu_pam) {
+            cl->pam_done = true;
+            cl->cu_seq = (int8_t)cl->seq;
+            rc = change_user_check(dcb, cl);
         } else if (r == 1) {
             cl->pam_done = true;
             rc = login(dcb, cl);
@@ -914,9 +1047,36 @@ mdb_client_pam_event(struct sl_dcb *dcb, struct mdb_pam_job *j)
         cl->seq += 2;
         rc = send_payload(dcb, (uint8_t)(cl->seq - 2), pkt, n);
     }
+    if (rc == SL_OK && cu && cl->state == CS_READY) {
+        rc = process_commands(dcb, cl);   /* the change is done */
+    }
     if (rc == SL_ERROR) {
         sl_dcb_close(dcb);
     }
+}
+
+/*
+ * pam_backend_map=mariadb: the servers are logged in to with standard
+ * MariaDB authentication as the user PAM mapped the client to, with its
+ * pam_mapped_pw_file password (or none), not with the PAM answers. A
+ * user_mapping_file entry for the client's user wins (its explicit
+ * backend account).
+ */
+static void
+pam_apply_mapping(struct mdb_client *cl)
+{
+    struct mdb_session *sd = cl->sd;
+
+    if (sd->backend_user[0] == '\0') {
+        snprintf(sd->backend_user, sizeof(sd->backend_user), "%s",
+                 cl->pam_map_user);
+        memcpy(sd->sha1pw, cl->pam_map_sha1, MDB_SHA1_LEN);
+        sd->has_pw = cl->pam_map_has_pw;
+        drop_pam_answers(sd);
+        sd->pam_2fa = false;
+    }
+    OPENSSL_cleanse(cl->pam_map_sha1, sizeof(cl->pam_map_sha1));
+    cl->pam_mapped = false;
 }
 
 /* Login: check the token and start the session, park, or refuse. */
@@ -942,6 +1102,9 @@ login(struct sl_dcb *dcb, struct mdb_client *cl)
         }
         if (cl->proof == PROOF_CLEAR) {
             sha2_log_full(dcb, cl);
+        }
+        if (cl->pam_done && cl->pam_mapped) {
+            pam_apply_mapping(cl);
         }
         return start_session(dcb, cl);
     case MDB_AUTH_SWITCH_PAM:
@@ -1258,6 +1421,16 @@ change_user_ok(struct sl_dcb *dcb, struct mdb_client *cl)
 static int
 change_user_failed(struct sl_dcb *dcb, struct mdb_client *cl)
 {
+    if (cl->cu_pam) {
+        /* the old user's answers back, for its later backend logins */
+        drop_pam_answers(cl->sd);
+        cl->sd->pam_answers = cl->cu_old_answers;
+        cl->sd->pam_len = cl->cu_old_len;
+        cl->sd->pam_first_echo = cl->cu_old_first_echo;
+        cl->sd->pam_2fa = cl->cu_old_2fa;
+        cl->cu_old_answers = NULL;
+        cl->cu_pam = false;
+    }
     mdb_service_retake(service_cache(dcb), cl->cu_old_usage);
     cl->sd->usage = cl->cu_old_usage;
     cl->cu_old_usage = NULL;
@@ -1285,15 +1458,17 @@ change_user_check(struct sl_dcb *dcb, struct mdb_client *cl)
     }
     switch (rc) {
     case MDB_AUTH_SWITCH_PAM:
-        /* Not supported: the servers would need the new account's PAM
-         * conversation replayed inside COM_CHANGE_USER. */
-        sl_log_warn("COM_CHANGE_USER of client %s to pam account '%s' "
-                    "refused: Sluice runs PAM conversations only at login "
-                    "(see docs/authentication.md)", sl_dcb_remote(dcb),
-                    cl->hello->user);
-        sl_service_auth_failed(sl_dcb_service(dcb), SL_AUTH_FAIL_OTHER);
-        send_access_denied(dcb, (uint8_t)cl->cu_seq, cl->hello);
-        return change_user_failed(dcb, cl);
+        /* The new account's conversation, as at login; the old user's
+         * answers are set aside (change_user_failed restores them). */
+        cl->cu_pam = true;
+        cl->cu_old_answers = cl->sd->pam_answers;
+        cl->cu_old_len = cl->sd->pam_len;
+        cl->cu_old_first_echo = cl->sd->pam_first_echo;
+        cl->cu_old_2fa = cl->sd->pam_2fa;
+        cl->sd->pam_answers = NULL;
+        cl->sd->pam_len = 0;
+        cl->seq = (uint8_t)cl->cu_seq;
+        return pam_begin(dcb, cl, why.pam_service);
     case MDB_AUTH_OK:
         if (cl->proof == PROOF_SHA2) {
             seq = (uint8_t)cl->cu_seq;
@@ -1312,8 +1487,27 @@ change_user_check(struct sl_dcb *dcb, struct mdb_client *cl)
                sizeof(fresh.backend_user));
         memcpy(cl->sd->ed_hash, fresh.ed_hash, sizeof(fresh.ed_hash));
         cl->sd->has_ed = fresh.has_ed;
+        memcpy(cl->sd->sha256pw, fresh.sha256pw, sizeof(fresh.sha256pw));
+        cl->sd->has_sha256 = fresh.has_sha256;
+        memcpy(cl->sd->clearpw, fresh.clearpw, sizeof(fresh.clearpw));
+        cl->sd->clearpw_len = fresh.clearpw_len;
+        cl->sd->has_clear = fresh.has_clear;
         cl->sd->usage = fresh.usage;
-        drop_pam_answers(cl->sd);   /* the new account is not PAM's */
+        if (!cl->pam_done) {
+            drop_pam_answers(cl->sd);   /* the new account is not PAM's */
+            cl->sd->pam_2fa = false;
+        } else if (cl->pam_mapped) {
+            pam_apply_mapping(cl);
+        }
+        if (cl->cu_pam) {
+            /* the old user's answers are not needed any more */
+            if (cl->cu_old_answers != NULL) {
+                OPENSSL_cleanse(cl->cu_old_answers, MDB_PAM_ANSWERS_MAX);
+                free(cl->cu_old_answers);
+            }
+            cl->cu_old_answers = NULL;
+            cl->cu_pam = false;
+        }
         OPENSSL_cleanse(&fresh, sizeof(fresh));
         cl->cu_old_usage = NULL;
         return change_user_ok(dcb, cl);
@@ -1712,7 +1906,11 @@ mdb_client_read(struct sl_dcb *client)
     case CS_READY:
         return process_commands(client, cl);
     case CS_PAM_ASK:
-        return pam_read_answer(client, cl, rq);
+        rc = pam_read_answer(client, cl, rq);
+        if (rc == SL_OK && cl->state == CS_READY) {
+            rc = process_commands(client, cl);   /* a change refused */
+        }
+        return rc;
     default:
         return SL_OK;   /* parked or starting: keep the bytes queued */
     }
@@ -1841,6 +2039,10 @@ mdb_client_free(struct sl_dcb *client)
     if (cl->sd != NULL) {
         drop_pam_answers(cl->sd);
         OPENSSL_cleanse(cl->sd, sizeof(*cl->sd));   /* credentials */
+    }
+    if (cl->cu_old_answers != NULL) {
+        OPENSSL_cleanse(cl->cu_old_answers, MDB_PAM_ANSWERS_MAX);
+        free(cl->cu_old_answers);
     }
     free(cl->sd);
     free(cl);

@@ -17,6 +17,7 @@
  * own PAM conversation.
  */
 #include <string.h>
+#include <strings.h>
 
 #include "mdb_parse.h"
 
@@ -105,6 +106,20 @@ mdb_pam_answer_at(const char *buf, size_t len, size_t i, size_t *alen)
     return last;   /* beyond the list: the last answer again */
 }
 
+bool
+mdb_pam_is_password_prompt(const char *text, size_t len)
+{
+    static const char word[] = "password";
+    size_t k = sizeof(word) - 1;
+
+    for (size_t i = 0; i + k <= len; i++) {
+        if (strncasecmp(text + i, word, k) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
 const char *
 mdb_pam_replay(struct mdb_pam_replay *r, const char *answers, size_t len,
                bool first_echo, enum mdb_pam_step step,
@@ -113,6 +128,39 @@ mdb_pam_replay(struct mdb_pam_replay *r, const char *answers, size_t len,
     const char *a;
     bool echo;
 
+    if (r->two_factor) {
+        size_t want = 0;   /* the password, unless a question says else */
+
+        switch (step) {
+        case MDB_PAM_SWITCH_CLEAR:
+            r->dialog = false;
+            break;
+        case MDB_PAM_SWITCH_DIALOG:
+            r->dialog = true;
+            /* a bare switch: the password goes ahead, as the dialog
+             * client plugin sends it */
+            if (plen > 0) {
+                if (mdb_dialog_parse_question(p, plen, &echo) != 0) {
+                    return NULL;
+                }
+                want = mdb_pam_is_password_prompt((const char *)p + 1,
+                                                  plen - 1) ? 0 : 1;
+            }
+            break;
+        default:
+            if (!r->dialog || mdb_dialog_parse_question(p, plen, &echo) != 0) {
+                return NULL;
+            }
+            want = mdb_pam_is_password_prompt((const char *)p + 1, plen - 1)
+                       ? 0 : 1;
+            break;
+        }
+        if (answers == NULL ||
+            (a = mdb_pam_answer_at(answers, len, want, alen)) == NULL) {
+            return NULL;
+        }
+        return a;
+    }
     switch (step) {
     case MDB_PAM_SWITCH_CLEAR:
         r->dialog = false;

@@ -454,7 +454,8 @@ mdb_parse_auth_switch(const unsigned char *p, size_t len,
 static void
 wr_auth_and_tail(struct wr *w, const struct mdb_login *l, bool change_user)
 {
-    size_t tlen = l->token != NULL ? MDB_SHA1_LEN : 0;
+    size_t tlen = l->token == NULL ? 0
+                  : l->token_len != 0 ? l->token_len : MDB_SHA1_LEN;
 
     if (!change_user && (l->caps & SL_CAP_PLUGIN_AUTH_LENENC_DATA)) {
         wr_lenenc(w, tlen);
@@ -469,7 +470,7 @@ wr_auth_and_tail(struct wr *w, const struct mdb_login *l, bool change_user)
         wr_str(w, l->db);
     }
     if (l->caps & SL_CAP_PLUGIN_AUTH) {
-        wr_str(w, MDB_NATIVE_PLUGIN);
+        wr_str(w, l->plugin != NULL ? l->plugin : MDB_NATIVE_PLUGIN);
     }
     if (l->caps & SL_CAP_CONNECT_ATTRS) {
         wr_lenenc(w, l->attrs_len);

@@ -231,6 +231,7 @@ struct kill_job {
     char *pam_answers;     /* a PAM session's answers (a copy), or NULL */
     size_t pam_len;
     bool pam_first_echo;
+    bool pam_2fa;
     uint32_t named_id;     /* the Sluice id the client named */
     struct sl_dcb *reply_to;   /* referenced; NULL: nobody waits */
     mdb_kill_done_fn done;
@@ -259,6 +260,7 @@ set_credential(struct kill_job *j, const char *user,
         memcpy(j->pam_answers, sd->pam_answers, sd->pam_len);
         j->pam_len = sd->pam_len;
         j->pam_first_echo = sd->pam_first_echo;
+        j->pam_2fa = sd->pam_2fa;
     }
 }
 
@@ -449,7 +451,7 @@ login(struct kill_job *j, const struct kill_target *t, int fd,
     if (n == 0 || write_packet(fd, (uint8_t)(seq + 1), out, n) != 0) {
         return -1;
     }
-    struct mdb_pam_replay pam = {0};
+    struct mdb_pam_replay pam = {.two_factor = j->pam_2fa};
 
     for (int round = 0; round < 3 + 16; round++) {
         char plugin[MDB_PLUGIN_MAX];

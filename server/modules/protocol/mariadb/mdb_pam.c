@@ -20,6 +20,9 @@
  *
  * With a password given at the start (mysql_clear_password) no question
  * reaches the worker: every prompt is answered with it, as MaxScale does.
+ * With a password and a code (pam_mode=password_2FA, both asked of the
+ * client before the conversation starts) a prompt containing "password"
+ * gets the password and any other the code, MaxScale's rule.
  * Informational PAM messages are put before the next question's text, as
  * MariaDB's auth_pam does.
  *
@@ -32,6 +35,7 @@
  * Context: mdb_pam_start/question/answer/result/release on the client
  * DCB's worker; the conversation on its own thread.
  */
+#include <jansson.h>
 #include <openssl/crypto.h>
 #include <pthread.h>
 #include <security/pam_appl.h>
@@ -63,7 +67,18 @@ struct mdb_pam_job {
     char user[MDB_USER_MAX];
     char password[MDB_PAM_ANSWER_MAX];   /* preset (cleartext) */
     size_t pw_len;
+    char code[MDB_PAM_ANSWER_MAX];       /* preset (password_2FA) */
+    size_t code_len;
     bool preset;
+    bool two_factor;
+    /* pam_backend_map=mariadb (the thread's until result is set): the
+     * user PAM ended with (PAM_USER), and SHA1 of its password from
+     * pam_mapped_pw_file (map_has_pw false: none) */
+    bool map;
+    char pw_file[512];
+    char mapped[MDB_USER_MAX];
+    uint8_t mapped_sha1[MDB_SHA1_LEN];
+    bool mapped_has_pw;
     int prompts;                  /* asked so far (the thread's) */
     /* Below: under lock. */
     bool asking;                  /* a question waits for the worker */
@@ -200,7 +215,10 @@ conv(int n, const struct pam_message **msg, struct pam_response **resp,
             break;
         case PAM_PROMPT_ECHO_OFF:
         case PAM_PROMPT_ECHO_ON:
-            if (j->preset) {
+            if (j->preset && j->two_factor &&
+                !mdb_pam_is_password_prompt(m, strlen(m))) {
+                r[i].resp = strndup(j->code, j->code_len);
+            } else if (j->preset) {
                 r[i].resp = strndup(j->password, j->pw_len);
             } else if (++j->prompts <= MDB_PAM_MAX_PROMPTS) {
                 snprintf(text + used, sizeof(text) - used, "%s", m);
@@ -225,6 +243,64 @@ conv(int n, const struct pam_message **msg, struct pam_response **resp,
     return PAM_SUCCESS;
 }
 
+/* pam_mapped_pw_file's password for user (plaintext), or NULL; json is
+ * the parsed file. */
+static const char *
+mapped_password(const json_t *json, const char *user)
+{
+    const json_t *arr = json_object_get(json, "users_and_passwords");
+    size_t n = json_array_size(arr);
+
+    for (size_t i = 0; i < n; i++) {
+        const json_t *o = json_array_get(arr, i);
+        const char *u = json_string_value(json_object_get(o, "user"));
+
+        if (u != NULL && strcmp(u, user) == 0) {
+            return json_string_value(json_object_get(o, "password"));
+        }
+    }
+    return NULL;
+}
+
+/* pam_backend_map=mariadb, after PAM accepted (thread): the user PAM
+ * mapped the client to (PAM_USER) and its password from
+ * pam_mapped_pw_file, read now (it may change while Sluice runs). */
+static int
+map_user(struct mdb_pam_job *j, pam_handle_t *h)
+{
+    const void *item = NULL;
+    const char *pw;
+    json_error_t e;
+    json_t *json = NULL;
+
+    if (pam_get_item(h, PAM_USER, &item) != PAM_SUCCESS || item == NULL ||
+        strlen(item) >= sizeof(j->mapped) || ((const char *)item)[0] == '\0') {
+        sl_log_warn("PAM service '%s' left no usable user for '%s' "
+                    "(pam_backend_map=mariadb)", j->service, j->user);
+        return PAM_USER_UNKNOWN;
+    }
+    snprintf(j->mapped, sizeof(j->mapped), "%s", (const char *)item);
+    if (j->pw_file[0] != '\0') {
+        json = json_load_file(j->pw_file, 0, &e);
+        if (json == NULL) {
+            sl_log_error("pam_mapped_pw_file '%s' cannot be read: %s "
+                         "(line %d): the login of '%s' is refused",
+                         j->pw_file, e.text, e.line, j->user);
+            return PAM_AUTHINFO_UNAVAIL;
+        }
+    }
+    pw = json != NULL ? mapped_password(json, j->mapped) : NULL;
+    j->mapped_has_pw = pw != NULL && pw[0] != '\0';
+    if (j->mapped_has_pw) {
+        mdb_sha1(pw, strlen(pw), j->mapped_sha1);
+    }
+    json_decref(json);
+    sl_log_info("PAM service '%s' mapped user '%s' to '%s' (%s password "
+                "for the servers)", j->service, j->user, j->mapped,
+                j->mapped_has_pw ? "with a" : "no");
+    return PAM_SUCCESS;
+}
+
 static void *
 job_main(void *arg)
 {
@@ -239,6 +315,9 @@ job_main(void *arg)
     if (rc == PAM_SUCCESS) {
         rc = pam_acct_mgmt(h, 0);
     }
+    if (rc == PAM_SUCCESS && j->map) {
+        rc = map_user(j, h);
+    }
     if (rc != PAM_SUCCESS) {
         sl_log_info("PAM service '%s' refused user '%s': %s", j->service,
                     j->user, h != NULL ? pam_strerror(h, rc) : "pam_start");
@@ -247,6 +326,7 @@ job_main(void *arg)
         pam_end(h, rc);
     }
     OPENSSL_cleanse(j->password, sizeof(j->password));
+    OPENSSL_cleanse(j->code, sizeof(j->code));
     pthread_mutex_lock(&j->lock);
     j->result = rc == PAM_SUCCESS ? 1 : 0;
     j->asking = false;
@@ -259,7 +339,8 @@ job_main(void *arg)
 
 struct mdb_pam_job *
 mdb_pam_start(struct sl_dcb *dcb, const char *service, const char *user,
-              const char *password, size_t pw_len)
+              const char *password, size_t pw_len, const char *code,
+              size_t code_len, const char *map_pw_file)
 {
     struct mdb_pam_job *j;
     pthread_attr_t attr;
@@ -273,7 +354,8 @@ mdb_pam_start(struct sl_dcb *dcb, const char *service, const char *user,
         return NULL;
     }
     if ((j = calloc(1, sizeof(*j))) == NULL ||
-        (password != NULL && pw_len >= sizeof(j->password))) {
+        (password != NULL && pw_len >= sizeof(j->password)) ||
+        (code != NULL && code_len >= sizeof(j->code))) {
         free(j);
         atomic_fetch_sub(&running, 1);
         return NULL;
@@ -290,6 +372,15 @@ mdb_pam_start(struct sl_dcb *dcb, const char *service, const char *user,
         memcpy(j->password, password, pw_len);
         j->pw_len = pw_len;
         j->preset = true;
+    }
+    if (map_pw_file != NULL) {
+        j->map = true;
+        snprintf(j->pw_file, sizeof(j->pw_file), "%s", map_pw_file);
+    }
+    if (password != NULL && code != NULL) {
+        memcpy(j->code, code, code_len);
+        j->code_len = code_len;
+        j->two_factor = true;
     }
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -332,6 +423,23 @@ mdb_pam_answer(struct mdb_pam_job *j, const char *a, size_t len)
     }
     pthread_cond_signal(&j->cond);
     pthread_mutex_unlock(&j->lock);
+}
+
+bool
+mdb_pam_mapped(struct mdb_pam_job *j, char *user, size_t cap,
+               uint8_t sha1[MDB_SHA1_LEN], bool *has_pw)
+{
+    bool ok;
+
+    pthread_mutex_lock(&j->lock);
+    ok = j->map && j->result == 1;
+    if (ok) {
+        snprintf(user, cap, "%s", j->mapped);
+        memcpy(sha1, j->mapped_sha1, MDB_SHA1_LEN);
+        *has_pw = j->mapped_has_pw;
+    }
+    pthread_mutex_unlock(&j->lock);
+    return ok;
 }
 
 int

@@ -149,7 +149,10 @@ struct mdb_login {
     uint32_t ext_caps;      /* non-zero: sent, and CLIENT_MYSQL cleared */
     uint8_t charset;
     const char *user;
-    const uint8_t *token;   /* 20 bytes, or NULL for an empty password */
+    const uint8_t *token;   /* token_len bytes (0: MDB_SHA1_LEN), or
+                             * NULL for an empty password */
+    size_t token_len;
+    const char *plugin;     /* NULL: mysql_native_password */
     const char *db;         /* "" for none */
     const unsigned char *attrs;   /* encoded pairs, may be NULL */
     size_t attrs_len;
@@ -369,10 +372,19 @@ enum mdb_pam_step {
 };
 
 struct mdb_pam_replay {
+    bool two_factor;         /* pam_mode=password_2FA (the caller's): the
+                              * answers are the password and the code;
+                              * a question whose text has "password"
+                              * gets the first, any other the second */
     uint8_t next;            /* the answer the next step gets */
     bool ahead;              /* answer 0 went with a bare switch */
     bool dialog;             /* the server speaks dialog */
 };
+
+/* pam_mode=password_2FA: is PAM's prompt (or a server's dialog question
+ * text) one for the password, i.e. does it contain "password" in any
+ * case (MaxScale's rule)? Any other prompt is answered with the code. */
+bool mdb_pam_is_password_prompt(const char *text, size_t len);
 
 /* The answer (into answers[len], *alen its length, without terminator)
  * for this step; NULL when there is none (no answers, not a question). */

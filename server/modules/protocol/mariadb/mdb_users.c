@@ -31,6 +31,12 @@
  * Connection limits count this service's sessions per account in a list
  * that survives reloads.
  *
+ * The service's user_accounts_file (mdb_accfile.c) is a second source,
+ * read by the loader at every load: with add_when_load_ok after a good
+ * server load, its accounts added where the servers gave no account of
+ * the same user and host; with file_only_always instead of the servers.
+ * A file that cannot be used fails the load (the previous table stays).
+ *
  * A client's proof is a native token, a client_ed25519 signature (the
  * account's ed25519 key, on ed25519auth listeners), a caching_sha2_password
  * fast-path token (checked against SHA256(password) cached from an
@@ -56,6 +62,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #define SL_LOG_TAG "mariadbprotocol"
@@ -68,6 +75,7 @@
 #include <sluice/worker.h>
 
 #include "mdb.h"
+#include "mdb_accfile.h"
 
 #define MIN_RELOAD_INTERVAL_MS 1000
 #define HOST_BUCKET_SIZE 10.0       /* reloads a host may trigger at once */
@@ -127,16 +135,21 @@ struct mdb_service {
     struct host_bucket hosts[HOST_SLOTS];
     uint64_t loads;
     uint64_t load_errors;
-    char last_error[256];
+    char last_error[768];
     char source[128];         /* server the last good load came from */
     struct mdb_usage *usage;  /* accounts with connection limits */
     struct usermap_file *maps;
     uint64_t refresh_ms;      /* users_refresh_time: least time between
                                * reloads a failed login may cause */
     uint64_t interval_ms;     /* users_refresh_interval: periodic, 0 off */
+    uint64_t query_retries;   /* global query_retries, query_retry_timeout */
+    uint64_t query_retry_timeout_ms;
     struct mdb_sha2_cache sha2;
     uint64_t sha2_fast;       /* logins by the fast path */
     uint64_t sha2_full;       /* full authentications that passed */
+    /* Set at creation, read-only after. */
+    char *accounts_file;      /* user_accounts_file, or NULL */
+    bool file_only;           /* user_accounts_file_usage=file_only_always */
 };
 
 /* ---- loading (loader thread) ---- */
@@ -246,14 +259,15 @@ query_users(MYSQL *c, struct mdb_users *u, bool *limited)
 }
 
 static int
-load_from(struct mdb_service *s, struct sl_server *srv,
-          struct mdb_users *u, char *err, size_t errlen)
+load_once(struct mdb_service *s, struct sl_server *srv,
+          struct mdb_users *u, char *err, size_t errlen, unsigned *cerr)
 {
     unsigned timeout = 5;
     MYSQL *c = mysql_init(NULL);
     bool limited = false;
     int rc = -1;
 
+    *cerr = 0;
     if (c == NULL) {
         snprintf(err, errlen, "out of memory");
         return -1;
@@ -277,6 +291,7 @@ load_from(struct mdb_service *s, struct sl_server *srv,
     } else if (query_users(c, u, &limited) != 0) {
         snprintf(err, errlen, "server %s: %s", sl_server_name(srv),
                  mysql_error(c));
+        *cerr = mysql_errno(c);     /* query_retries: only after login */
         mdb_users_free(u);
     } else {
         rc = 0;
@@ -289,6 +304,28 @@ load_from(struct mdb_service *s, struct sl_server *srv,
                     sl_server_name(srv));
     }
     mysql_close(c);
+    return rc;
+}
+
+/* load_once, again on a new connection while query_retries allows (the
+ * account queries only read). */
+static int
+load_from(struct mdb_service *s, struct sl_server *srv,
+          struct mdb_users *u, char *err, size_t errlen)
+{
+    unsigned cerr;
+    uint64_t first = 0;
+    uint64_t done = 0;
+    int rc;
+
+    while ((rc = load_once(s, srv, u, err, errlen, &cerr)) != 0) {
+        first = first == 0 ? sl_monotonic_ms() : first;
+        if (!sl_query_retry_ok(cerr, done++, first, s->query_retries,
+                               s->query_retry_timeout_ms)) {
+            break;
+        }
+        sl_log_notice("service %s: loading user accounts: %s; retry %llu of query_retries", sl_service_name(s->svc), err, (unsigned long long)done);
+    }
     return rc;
 }
 
@@ -317,6 +354,88 @@ load_users(struct mdb_service *s, struct mdb_users *u, char *src,
         }
     }
     return -1;
+}
+
+/* user_accounts_file: add an entry unless the servers gave that account
+ * (theirs wins, as in MaxScale); roles cannot log in. */
+struct file_ctx {
+    struct mdb_users *u;
+    size_t server_n;          /* u->v[0..server_n) came from a server */
+    size_t added;
+};
+
+static int
+add_file_account(void *arg, const struct mdb_accfile_user *e)
+{
+    struct file_ctx *c = arg;
+
+    if (e->is_role) {
+        return 0;
+    }
+    for (size_t i = 0; i < c->server_n; i++) {
+        if (strcmp(c->u->v[i].user, e->user) == 0 &&
+            strcasecmp(c->u->v[i].host, e->host) == 0) {
+            return 0;
+        }
+    }
+    if (mdb_users_add(c->u, e->user, e->host,
+                      pick_auth(e->auth_string, e->password),
+                      e->plugin) != 0) {
+        return -1;
+    }
+    c->added++;
+    return 0;
+}
+
+/* Add the file's accounts to u and sort it. 0, or -1 with err (every
+ * entry is checked before the first is added, so only running out of
+ * memory leaves u partly extended: the caller frees u on error). */
+static int
+load_file(struct mdb_service *s, struct mdb_users *u, size_t *added,
+          char *err, size_t errlen)
+{
+    struct file_ctx c = {u, u->n, 0};
+    char why[512];
+
+    if (mdb_accfile_read(s->accounts_file, add_file_account, &c, why,
+                         sizeof(why)) != 0) {
+        snprintf(err, errlen, "user_accounts_file '%s' %s",
+                 s->accounts_file, why);
+        return -1;
+    }
+    mdb_users_sort(u);
+    *added = c.added;
+    return 0;
+}
+
+/* One load: the servers and/or the file, as user_accounts_file_usage
+ * says. A file that cannot be used fails the load (the accounts loaded
+ * before stay). */
+static int
+load_accounts(struct mdb_service *s, struct mdb_users *u, size_t *added,
+              char *src, size_t srclen, char *err, size_t errlen)
+{
+    *added = 0;
+    if (s->file_only) {
+        snprintf(src, srclen, "user_accounts_file");
+        if (load_file(s, u, added, err, errlen) != 0) {
+            mdb_users_free(u);
+            return -1;
+        }
+        return 0;
+    }
+    if (load_users(s, u, src, srclen, err, errlen) != 0) {
+        return -1;   /* add_when_load_ok: the file is not used */
+    }
+    if (s->accounts_file != NULL) {
+        if (load_file(s, u, added, err, errlen) != 0) {
+            mdb_users_free(u);
+            return -1;
+        }
+        snprintf(src + strlen(src), srclen - strlen(src),
+                 " + user_accounts_file");
+    }
+    return 0;
 }
 
 /* sl_dcb_post's callback: the parked login goes on (mdb_client.c). */
@@ -392,8 +511,9 @@ loader_main(void *arg)
 {
     struct mdb_service *s = arg;
     struct mdb_users fresh;
-    char err[256], src[128];
+    char err[768], src[128];
     struct waiter *w;
+    size_t added;
     int rc;
 
     pthread_mutex_lock(&s->lock);
@@ -403,7 +523,8 @@ loader_main(void *arg)
         pthread_mutex_unlock(&s->lock);
 
         memset(&fresh, 0, sizeof(fresh));
-        rc = load_users(s, &fresh, src, sizeof(src), err, sizeof(err));
+        rc = load_accounts(s, &fresh, &added, src, sizeof(src), err,
+                           sizeof(err));
 
         pthread_mutex_lock(&s->lock);
         s->loads++;
@@ -413,8 +534,9 @@ loader_main(void *arg)
             s->users = fresh;
             mdb_sha2_cache_sweep(&s->sha2, &s->users);
             snprintf(s->source, sizeof(s->source), "%s", src);
-            sl_log_info("service %s: loaded %zu accounts from %s",
-                        sl_service_name(s->svc), s->users.n, src);
+            sl_log_info("service %s: loaded %zu accounts from %s (%zu from "
+                        "the file)", sl_service_name(s->svc), s->users.n,
+                        src, added);
         } else {
             s->load_errors++;
             snprintf(s->last_error, sizeof(s->last_error), "%s", err);
@@ -444,6 +566,21 @@ mdb_service_create(struct sl_service *svc)
         return NULL;
     }
     s->svc = svc;
+    if (sl_service_params(svc) != NULL) {
+        const struct sl_params *p = sl_service_params(svc);
+        const char *path = sl_params_get(p, "user_accounts_file");
+        const char *usage = sl_params_get(p, "user_accounts_file_usage");
+
+        if (path != NULL && path[0] != '\0' &&
+            (s->accounts_file = strdup(path)) == NULL) {
+            mdb_sha2_cache_free(&s->sha2);
+            free(s);
+            return NULL;
+        }
+        /* the configuration check refused file_only_always alone */
+        s->file_only = s->accounts_file != NULL && usage != NULL &&
+                       strcmp(usage, "file_only_always") == 0;
+    }
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->cond, NULL);
     s->want_load = true;   /* the initial load, asynchronous */
@@ -453,6 +590,10 @@ mdb_service_create(struct sl_service *svc)
                                               "users_refresh_time");
         s->interval_ms = sl_params_duration_ms(sl_global_params(),
                                                "users_refresh_interval");
+        s->query_retries = sl_params_count(sl_global_params(),
+                                           "query_retries");
+        s->query_retry_timeout_ms = sl_params_duration_ms(
+            sl_global_params(), "query_retry_timeout");
     }
     if (pthread_create(&s->thread, NULL, loader_main, s) != 0) {
         sl_log_error("service %s: cannot start the account loader",
@@ -460,6 +601,7 @@ mdb_service_create(struct sl_service *svc)
         mdb_sha2_cache_free(&s->sha2);
         pthread_cond_destroy(&s->cond);
         pthread_mutex_destroy(&s->lock);
+        free(s->accounts_file);
         free(s);
         return NULL;
     }
@@ -504,6 +646,7 @@ mdb_service_free(struct mdb_service *s)
     }
     pthread_cond_destroy(&s->cond);
     pthread_mutex_destroy(&s->lock);
+    free(s->accounts_file);
     free(s);
 }
 
@@ -801,6 +944,22 @@ other_proof(const struct mdb_account *a, const struct mdb_auth_req *req,
     return PROOF_NO;
 }
 
+/* Keep the password in clear pw[len] for a backend's caching_sha2_password
+ * (its SHA-256 for the fast path, itself for the full authentication). */
+static void
+keep_clear(struct mdb_session *sd, const void *pw, size_t len)
+{
+    if (len >= sizeof(sd->clearpw)) {
+        return;
+    }
+    memcpy(sd->clearpw, pw, len);
+    sd->clearpw[len] = '\0';
+    sd->clearpw_len = len;
+    sd->has_clear = true;
+    mdb_sha256_password(pw, len, sd->sha256pw);
+    sd->has_sha256 = true;
+}
+
 /*
  * The client's proof matched account a: the credential the backends
  * get. The listener's user_mapping_file may map the user to another
@@ -820,6 +979,7 @@ backend_credential(struct mdb_service *s, const struct mdb_account *a,
 
     sd->backend_user[0] = '\0';
     sd->has_ed = false;
+    sd->has_clear = false;
     if (req->map_path != NULL &&
         (m = usermap_of(s, req->map_path)) == NULL) {
         why->no_credential = true;
@@ -830,8 +990,10 @@ backend_credential(struct mdb_service *s, const struct mdb_account *a,
     if (m != NULL && (to = mdb_usermap_find(m, req->user, &c)) != NULL) {
         snprintf(sd->backend_user, sizeof(sd->backend_user), "%s", to);
         sd->has_pw = c != NULL && c->password[0] != '\0' && !c->ed25519;
+        sd->has_sha256 = false;
         if (sd->has_pw) {
             mdb_sha1(c->password, strlen(c->password), sd->sha1pw);
+            keep_clear(sd, c->password, strlen(c->password));
         } else if (c != NULL && c->ed25519) {
             sd->has_ed = mdb_ed25519_hash_password(
                              c->password, strlen(c->password),
@@ -844,6 +1006,7 @@ backend_credential(struct mdb_service *s, const struct mdb_account *a,
         sd->has_ed = mdb_ed25519_hash_password((const char *)req->token,
                                                req->token_len,
                                                sd->ed_hash) == 0;
+        keep_clear(sd, req->token, req->token_len);
         return MDB_AUTH_OK;
     }
     if (kind == PROOF_ED25519) {
@@ -855,6 +1018,9 @@ backend_credential(struct mdb_service *s, const struct mdb_account *a,
         why->no_credential = true;
         return refuse(why, 1045, "28000", "no backend credential for an "
                       "ed25519 login (user_mapping_file)");
+    }
+    if (kind == PROOF_NATIVE && req->cleartext) {
+        keep_clear(sd, req->token, req->token_len);
     }
     return MDB_AUTH_OK;
 }
@@ -873,6 +1039,8 @@ sha2_fast_ok(struct mdb_service *s, const struct mdb_account *a,
     }
     memcpy(sd->sha1pw, e->sha1pw, MDB_SHA1_LEN);
     sd->has_pw = true;
+    memcpy(sd->sha256pw, e->sha256pw, MDB_SHA256_LEN);
+    sd->has_sha256 = true;
     s->sha2_fast++;
     return true;
 }
@@ -887,6 +1055,7 @@ proof_check(struct mdb_service *s, const struct mdb_account *a,
     bool may_switch_ed = ed_ok && (req->caps & SL_CAP_PLUGIN_AUTH);
     uint8_t pk[MDB_ED25519_KEY_LEN];
 
+    sd->has_sha256 = false;   /* set by the fast path or a cleartext */
     if (req->pam_done) {
         return a->pam && req->pam_ok ? PROOF_PAM : PROOF_NO;
     }
