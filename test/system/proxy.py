@@ -58,6 +58,17 @@ def sanitizer_reports(text):
     return [m for m in SANITIZER_MARKERS if m in text]
 
 
+def sanitizer_excerpt(text, lines=120):
+    """The first sanitizer report in a daemon's output (its first `lines`
+    lines): the log's tail alone usually ends after it."""
+    at = min((text.find(m) for m in SANITIZER_MARKERS if m in text),
+             default=-1)
+    if at < 0:
+        return ""
+    start = text.rfind("\n", 0, at) + 1
+    return "\n".join(text[start:].splitlines()[:lines])
+
+
 def _register_pid(pid):
     if PIDDIR:
         # a test that rebuilds the sandbox (start --fresh) removes the dir
@@ -142,6 +153,9 @@ class Daemon:
             problems.append(f"sanitizer report ({marker})")
         if problems:
             problems.append(f"log {self.log_path}:\n{self.log_tail(60)}")
+        excerpt = sanitizer_excerpt(log)
+        if excerpt:
+            problems.append(f"first sanitizer report:\n{excerpt}")
         return problems
 
 

@@ -7,7 +7,10 @@ sandbox: `disk_space_threshold` (server and monitor), mariadbmon's
 mariadbmon reads information_schema.DISKS (the disks plugin; the sandbox
 loads it and grants the monitor user FILE, and the module fixture installs
 the plugin on an older sandbox, uninstalling it afterwards). Thresholds are
-made to trip on purpose: `*:1` (any real disk is more than 1 % full) on one
+made to trip on purpose: `*:1` (any real disk is more than 1 % full; `*:0`
+where db2's DISKS shows only near-empty file systems, and the tests that
+need a trip skip, saying why, where it shows no used disk at all: a
+chroot whose mount table lists only /proc, /sys and /dev) on one
 server, through that server's own parameter, which overrides the
 monitor's `*:100` (never trips). One Sluice per test (REST on ADMIN, a
 readwritesplit service RWS), each started and stopped by the test.
@@ -42,6 +45,7 @@ import re
 import subprocess
 import time
 
+import pymysql
 import pytest
 
 import sluicetest as st
@@ -130,15 +134,57 @@ def disks_plugin():
         c.cursor().execute("CREATE TABLE IF NOT EXISTS test.disk_space "
                            "(id INT AUTO_INCREMENT PRIMARY KEY, sid INT)")
     st.wait_replicated()
-    with st.root(2) as c:
-        # the check itself: the monitor user sees real disks
-        assert st.scalar(c, "SELECT COUNT(*) FROM information_schema.DISKS"
-                         " WHERE Total > 0") > 0
+    global TRIP_PCT, NO_TRIP_WHY
+    try:
+        # what the monitor sees: the monitor user on db2
+        with st.connect(st.SERVERS[2], user=st.SERVICE_USER,
+                        password=st.SERVICE_PASSWORD) as c:
+            cur = c.cursor()
+            cur.execute("SELECT Path, Total, Available FROM "
+                        "information_schema.DISKS")
+            disks = cur.fetchall()
+        TRIP_PCT, NO_TRIP_WHY = trip_percent(disks)
+    except pymysql.MySQLError as e:
+        TRIP_PCT, NO_TRIP_WHY = None, \
+            f"information_schema.DISKS fails on db2: {e}"
     yield
     for sid in installed:
         with st.root(sid) as c:
             c.cursor().execute("SET SESSION sql_log_bin = 0")
             c.cursor().execute("UNINSTALL SONAME 'disks'")
+
+
+# The percent a threshold needs to trip on purpose (set by disks_plugin):
+# 1 where some disk is more than 1 % used, as every machine's root file
+# system is; 0 (any byte used) where the server sees only near-empty file
+# systems; None, with the reason, where it sees no used disk at all (a
+# chroot's mount table lists only /proc, /sys and /dev: nothing can trip).
+TRIP_PCT = None
+NO_TRIP_WHY = "not checked yet"
+
+
+def trip_percent(disks):
+    """(percent, None) for the largest of 1 and 0 that some disk of
+    `disks` (Path, Total, Available rows) is fuller than, else (None,
+    why)."""
+    used = [(int(t) - int(a), int(t)) for _, t, a in disks
+            if t and a is not None and 0 < int(a) < int(t)]
+    if any(u * 100 > 1 * t for u, t in used):
+        return 1, None
+    if used:
+        return 0, None
+    return None, (f"information_schema.DISKS on db2 lists no disk with "
+                  f"anything on it ({len(disks)} rows: "
+                  f"{sorted(r[0] for r in disks)}): no threshold can trip "
+                  "in this root (a chroot without its own file system in "
+                  "the mount table)")
+
+
+def trip():
+    """A threshold every server trips (`*:TRIP_PCT`), or skip."""
+    if TRIP_PCT is None:
+        pytest.skip(NO_TRIP_WHY)
+    return f"*:{TRIP_PCT}"
 
 
 def start(tmp_path, text):
@@ -151,6 +197,7 @@ def stop(sl):
 
 
 def test_threshold_not_reached_changes_nothing(tmp_path):
+    tripping = trip()   # the live PATCH below needs one
     sl = start(tmp_path, config(tmp_path, "disk_space_threshold=*:100"))
     try:
         st.wait_until(lambda: states() == {
@@ -173,7 +220,7 @@ def test_threshold_not_reached_changes_nothing(tmp_path):
         assert "percent 101 is outside 0-100" in str(doc), doc
         status, doc = admin_rest(ADMIN, "PATCH", "monitors/Cluster-Monitor",
                                  {"data": {"attributes": {"parameters": {
-                                     "disk_space_threshold": "*:1"}}}})
+                                     "disk_space_threshold": tripping}}}})
         assert status in (200, 204), doc
         # every server exhausted: db1 loses Master (master_conditions'
         # default disk_space_ok), db2 and db3 go into maintenance
@@ -191,7 +238,7 @@ def test_threshold_not_reached_changes_nothing(tmp_path):
 def test_replica_exhausted_keeps_role_without_maintenance(tmp_path):
     text = config(tmp_path, "disk_space_threshold=*:100\n"
                   "maintenance_on_low_disk_space=false",
-                  {3: "disk_space_threshold=*:1"})
+                  {3: f"disk_space_threshold={trip()}"})
     sl = start(tmp_path, text)
     try:
         st.wait_until(lambda: EXHAUSTED in states()["db3"], 20,
@@ -200,7 +247,8 @@ def test_replica_exhausted_keeps_role_without_maintenance(tmp_path):
         assert s == {"db1": "Master, Running", "db2": "Slave, Running",
                      "db3": f"Slave, {EXHAUSTED}, Running"}, s
         assert re.search(r"Server 'db3' is low on disk space: the disk at "
-                         r"'[^']+' is \d+% used, its limit is 1%", sl.log())
+                         r"'[^']+' is \d+% used, its limit is "
+                         rf"{TRIP_PCT}%", sl.log())
         assert "maintenance" not in sl.log()
         rows = [ln for ln in maxctrl("list", "servers").splitlines()
                 if EXHAUSTED in ln]
@@ -226,7 +274,7 @@ def test_replica_exhausted_keeps_role_without_maintenance(tmp_path):
     run = tmp_path / "second"   # without the first one's persisted PATCH
     text = config(run, "maintenance_on_low_disk_space=false\n"
                   "slave_conditions=disk_space_ok",
-                  {3: "disk_space_threshold=*:1"})
+                  {3: f"disk_space_threshold={trip()}"})
     sl = start(run, text)
     try:
         st.wait_until(lambda: states()["db3"] == f"{EXHAUSTED}, Running",
@@ -242,7 +290,7 @@ def test_replica_exhausted_keeps_role_without_maintenance(tmp_path):
 
 def test_replica_exhausted_goes_into_maintenance(tmp_path):
     # the servers' own thresholds override the monitor's both ways
-    text = config(tmp_path, "disk_space_threshold=*:1",
+    text = config(tmp_path, f"disk_space_threshold={trip()}",
                   {1: "disk_space_threshold=*:100",
                    2: "disk_space_threshold=/:100,*:100"})
     sl = start(tmp_path, text)
@@ -263,7 +311,7 @@ def test_replica_exhausted_goes_into_maintenance(tmp_path):
 
 def test_switchover_on_low_disk_space(tmp_path):
     text = config(tmp_path, "switchover_on_low_disk_space=true",
-                  {1: "disk_space_threshold=*:1"})
+                  {1: f"disk_space_threshold={trip()}"})
     sl = start(tmp_path, text)
     try:
         st.wait_until(lambda: states()["db2"].startswith("Master") or
@@ -282,6 +330,59 @@ def test_switchover_on_low_disk_space(tmp_path):
     finally:
         stop(sl)
         restore_db1(tmp_path)
+
+
+NOFILE_USER = "sluice_nofile"
+
+
+def test_disks_unreadable_warns_and_trips_nothing(tmp_path):
+    """A monitor user without FILE reads an empty DISKS (and a root whose
+    mount table the server cannot read gets an error): each server is
+    named once in a warning, none is Disk Space Exhausted even at `*:0`,
+    and the roles and routing stay as they were. Runs everywhere."""
+    privs = ("SHOW DATABASES, REPLICATION CLIENT, SLAVE MONITOR, "
+             "REPLICATION SLAVE, REPLICATION SLAVE ADMIN, BINLOG ADMIN, "
+             "READ_ONLY ADMIN, RELOAD, PROCESS, EVENT, SET USER, "
+             "CONNECTION ADMIN")
+    with st.root(1) as c:
+        cur = c.cursor()
+        for host in ("%", "localhost"):
+            cur.execute(f"DROP USER IF EXISTS '{NOFILE_USER}'@'{host}'")
+            cur.execute(f"CREATE USER '{NOFILE_USER}'@'{host}' "
+                        f"IDENTIFIED BY '{st.SERVICE_PASSWORD}'")
+            cur.execute(f"GRANT {privs} ON *.* TO '{NOFILE_USER}'@'{host}'")
+            cur.execute(f"GRANT SELECT ON mysql.* TO "
+                        f"'{NOFILE_USER}'@'{host}'")
+    st.wait_replicated()
+    text = config(tmp_path, "disk_space_threshold=*:0").replace(
+        f"user={st.SERVICE_USER}\npassword={st.SERVICE_PASSWORD}\n"
+        "monitor_interval",
+        f"user={NOFILE_USER}\npassword={st.SERVICE_PASSWORD}\n"
+        "monitor_interval", 1)
+    assert f"user={NOFILE_USER}" in text
+    sl = start(tmp_path, text)
+    try:
+        st.wait_until(lambda: all(
+            f"cannot check the disk space of server 'db{i}'" in sl.log()
+            for i in (1, 2, 3)), 20, what="a warning for each server")
+        time.sleep(2.5)   # more checks: no second warning, no state
+        log = sl.log()
+        for i in (1, 2, 3):
+            assert log.count(f"cannot check the disk space of server "
+                             f"'db{i}'") == 1, log
+        assert re.search(r"warning.*Monitor 'Cluster-Monitor': cannot check "
+                         r"the disk space of server 'db1': ", log), log
+        assert states() == {"db1": "Master, Running",
+                            "db2": "Slave, Running",
+                            "db3": "Slave, Running"}, states()
+        assert read_ids() == {2, 3}
+        assert write_id() == 1
+    finally:
+        stop(sl)
+        with st.root(1) as c:
+            for host in ("%", "localhost"):
+                c.cursor().execute(f"DROP USER IF EXISTS "
+                                   f"'{NOFILE_USER}'@'{host}'")
 
 
 def test_no_check_interval_checks_nothing(tmp_path):
