@@ -207,7 +207,9 @@ sl__dcb_set_spliced(struct sl_dcb *dcb, bool spliced)
                                                  : SPLICED_BACKEND_EVENTS,
         .data.ptr = &dcb->ev};
 
-    dcb->spliced = spliced;
+    /* atomic: the sweep of dcb's worker reads it without the session's
+     * lock (shared model) */
+    __atomic_store_n(&dcb->spliced, spliced, __ATOMIC_RELAXED);
     if (dcb->state == DCB_POLLING && dcb->fd >= 0) {
         (void)epoll_ctl(sl__worker_epfd(dcb->worker), EPOLL_CTL_MOD,
                         dcb->fd, &ev);
@@ -1140,12 +1142,31 @@ keepalive_due(const struct sl_dcb *d, uint64_t now)
      * stamps never move): they would be due at every sweep */
     if (d->role != SL_DCB_BACKEND || d->state != DCB_POLLING ||
         ses == NULL || d->backend == NULL || ses->client == NULL ||
-        ses->client->spliced ||
+        __atomic_load_n(&ses->client->spliced, __ATOMIC_RELAXED) ||
         atomic_load_explicit(&d->write_pending, memory_order_relaxed)) {
         return false;
     }
     ka = __atomic_load_n(&ses->service->keepalive_ms, __ATOMIC_RELAXED);
     return ka > 0 && now >= sl__dcb_last_io_ms(d) + ka;
+}
+
+/* A kernel-forwarded client's once-a-second work (sl__splice_sweep: its
+ * counters folded into the statistics, its timeouts): under the session's
+ * lock, which in the shared model another worker running the session may
+ * hold; then this sweep leaves it to the next (never waits on a session
+ * while holding dcb_lock). True when the session is to be closed or
+ * demoted (the caller acts on it, checking again under the lock). */
+static bool
+splice_due(struct sl_dcb *d, uint64_t now, char *why, size_t len)
+{
+    int rc;
+
+    if (!sl__session_trylock_for_event(atomic_load(&d->session))) {
+        return false;
+    }
+    rc = sl__splice_sweep(d, now, why, len);
+    sl__session_unlock_event();
+    return rc != SL__SPLICE_KEEP;
 }
 
 /* Close the client DCBs of this worker that timed out (at most 64 a
@@ -1176,9 +1197,8 @@ sweep(void *arg)
              * ends (zombie epochs), and its handler ignores the event. */
             sl__worker_notify(d->worker, &d->ev, EPOLLIN);
         } else if (n < 64 && d->role == SL_DCB_CLIENT &&
-                   ((d->spliced && sl__splice_sweep(d, now, why,
-                                                    sizeof(why)) !=
-                                       SL__SPLICE_KEEP) ||
+                   ((__atomic_load_n(&d->spliced, __ATOMIC_RELAXED) &&
+                     splice_due(d, now, why, sizeof(why))) ||
                     timed_out(d, now, why, sizeof(why))[0] != '\0')) {
             sl_dcb_ref(d);
             late[n++] = d;

@@ -267,6 +267,10 @@ void sl__session_unref(struct sl_session *ses);
 bool sl__session_locked(const struct sl_session *ses);
 /* Shared model: lock ses for the rest of the current event, once. */
 void sl__session_lock_for_event(struct sl_session *ses);
+/* Shared model: lock ses as sl__session_lock_for_event does if its lock is
+ * free; false (nothing locked) when another thread holds it. True without
+ * locking in the pinned model, for NULL, or when this thread holds it. */
+bool sl__session_trylock_for_event(struct sl_session *ses);
 /* Release the session locked for the current event, if any. */
 void sl__session_unlock_event(void);
 /* The client DCB hung up or was closed by the protocol. */

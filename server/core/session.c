@@ -69,6 +69,25 @@ sl__session_lock_for_event(struct sl_session *ses)
 }
 
 bool
+sl__session_trylock_for_event(struct sl_session *ses)
+{
+    struct sl_session *root;
+
+    if (!sl__workers_shared() || ses == NULL) {
+        return true;
+    }
+    root = ses->lock_root != NULL ? ses->lock_root : ses;
+    if (locked_ses != NULL) {
+        return locked_ses == root;
+    }
+    if (pthread_mutex_trylock(&root->lock) != 0) {
+        return false;
+    }
+    locked_ses = root;
+    return true;
+}
+
+bool
 sl__session_locked(const struct sl_session *ses)
 {
     const struct sl_session *root;

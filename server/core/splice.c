@@ -746,8 +746,8 @@ sl__splice_sweep(struct sl_dcb *client, uint64_t now, char *why, size_t len)
     uint64_t write_ms;
 
     why[0] = '\0';
-    /* A hint only (in the shared model another worker may be running
-     * the session): the caller checks again under the session's lock. */
+    /* The caller holds the session's lock (dcb.c's sweep: in the shared
+     * model another worker may be running the session otherwise). */
     if (client->state != DCB_POLLING || sp == NULL || !sp->active) {
         return SL__SPLICE_KEEP;
     }

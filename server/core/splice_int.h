@@ -47,9 +47,9 @@ void sl__splice_counts(uint64_t *total, int64_t *now);
 /* One-second sweep of a spliced client DCB: KEEP, ROLE_LOST (its server
  * lost the role the router asked for: sl__splice_role_lost) or TIMED_OUT
  * (net_write_timeout: the client reads nothing; why says so). Also marks
- * forwarded bytes as activity for connection_timeout. Called first under
- * the worker's DCB list lock (no closing there), then again under the
- * session's lock before acting. */
+ * forwarded bytes as activity for connection_timeout. Always under the
+ * session's lock: first with the worker's DCB list lock held too (taken
+ * only if free, no closing there), then again before acting. */
 enum { SL__SPLICE_KEEP, SL__SPLICE_ROLE_LOST, SL__SPLICE_TIMED_OUT };
 int sl__splice_sweep(struct sl_dcb *client, uint64_t now, char *why,
                      size_t len);
