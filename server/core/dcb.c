@@ -286,7 +286,7 @@ sl__dcb_free(struct sl_dcb *dcb)
     sl__tls_conn_free(dcb->tls);
     dcb->tls = NULL;
     if (dcb->backend != NULL) {
-        dcb->backend->dcb = NULL;
+        sl__backend_forget_dcb(dcb->backend);
     }
     if (dcb->session != NULL) {
         sl__session_unref(dcb->session);

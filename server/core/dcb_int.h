@@ -273,6 +273,8 @@ void sl__session_lock_for_event(struct sl_session *ses);
 bool sl__session_trylock_for_event(struct sl_session *ses);
 /* Release the session locked for the current event, if any. */
 void sl__session_unlock_event(void);
+/* Clear b->dcb as its DCB is freed, under the session's lock (shared). */
+void sl__backend_forget_dcb(struct sl_backend *b);
 /* The client DCB hung up or was closed by the protocol. */
 void sl__session_client_closed(struct sl_session *ses);
 /* Backend DCB hung up / failed (from dcb.c). */

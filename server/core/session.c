@@ -99,6 +99,28 @@ sl__session_locked(const struct sl_session *ses)
     return locked_ses == root;
 }
 
+/* b's DCB is being freed: a worker reclaims it between turns, holding no
+ * session lock. Shared model: the session's code on another worker reads
+ * b->dcb under the session's lock (a closed DCB stays there until it is
+ * freed: sl_backend_close, sl_session_close), so clear it under that lock;
+ * the free then cannot happen between that code's load of b->dcb and its
+ * use. */
+void
+sl__backend_forget_dcb(struct sl_backend *b)
+{
+    struct sl_session *root = b->ses->lock_root != NULL ? b->ses->lock_root
+                                                        : b->ses;
+    bool lock = sl__workers_shared() && locked_ses != root;
+
+    if (lock) {
+        pthread_mutex_lock(&root->lock);
+    }
+    b->dcb = NULL;
+    if (lock) {
+        pthread_mutex_unlock(&root->lock);
+    }
+}
+
 void
 sl__session_unlock_event(void)
 {
