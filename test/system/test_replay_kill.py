@@ -26,6 +26,9 @@ again. One failover for all the options keeps the module near 40 s.
   Safe     transaction_replay_safe_commit=true (the default), a COMMIT
            in flight at the kill
   NoSafe   transaction_replay_safe_commit=false, the same
+  Dl       transaction_replay_retry_on_deadlock=true: the transaction,
+           replayed on the new primary, then loses a deadlock there
+           against a client of the new primary and is replayed again
 each with master_failure_mode=fail_on_write, delayed_retry_timeout=30s.
 The COMMITs in flight wait in db1's group commit (binlog_commit_wait_*)
 when db1 is killed: written nowhere, their outcome unknown to the client.
@@ -45,7 +48,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.sluice_only]
 
 NAMES = ("Full", "NoIns", "ResOnly", "Mism", "Att1", "Tmo", "Max")
 PORTS = {n: st.port(5462 + i) for i, n in enumerate(NAMES)}
-PORTS.update({"Safe": st.port(5471), "NoSafe": st.port(5472)})
+PORTS.update({"Safe": st.port(5471), "NoSafe": st.port(5472),
+              "Dl": st.port(5469)})
 ADMIN_PORT = st.port(5470)
 BASE = """transaction_replay=true
 master_failure_mode=fail_on_write
@@ -63,6 +67,7 @@ PARAMS = {
     "Max": BASE + "transaction_replay_max_size=200\n",
     "Safe": BASE,
     "NoSafe": BASE + "transaction_replay_safe_commit=false\n",
+    "Dl": BASE + "transaction_replay_retry_on_deadlock=true\n",
 }
 INTERVAL_MS, FAILCOUNT = 500, 2
 
@@ -110,7 +115,7 @@ def sl(tmp_path_factory):
     root_exec(1, "CREATE OR REPLACE TABLE test.rk_ai (id INT "
                  "AUTO_INCREMENT PRIMARY KEY, v VARCHAR(32))")
     root_exec(1, "INSERT INTO test.rk VALUES (1, 'a'), (2, 'b'), (3, 'c'), "
-                 "(4, 'd')")
+                 "(4, 'd'), (5, 'e'), (6, 'f')")
     st.wait_replicated()
     run_dir = tmp_path_factory.mktemp("replay_kill")
     s = MonitoredSluice(run_dir, config(run_dir),
@@ -160,11 +165,11 @@ def test_primary_killed_mid_transaction(sl):
     c = {}
     for name in ("full_ok", "full_mism", "full_ai", "noins_ai",
                  "resonly_ai", "resonly_lii", "mism", "att1", "tmo",
-                 "max", "safe", "nosafe"):
+                 "max", "safe", "nosafe", "dl"):
         svc = {"full": "Full", "noins": "NoIns", "resonly": "ResOnly",
                "mism": "Mism", "att1": "Att1", "tmo": "Tmo",
                "max": "Max", "safe": "Safe",
-               "nosafe": "NoSafe"}[name.split("_")[0]]
+               "nosafe": "NoSafe", "dl": "Dl"}[name.split("_")[0]]
         c[name] = st.connect(PORTS[svc], connect_timeout=10, read_timeout=60)
     try:
         for conn in c.values():
@@ -189,6 +194,7 @@ def test_primary_killed_mid_transaction(sl):
         q(c["max"], "INSERT INTO test.rk VALUES (151, '" + "x" * 300 + "')")
         q(c["safe"], "INSERT INTO test.rk VALUES (161, 'safe')")
         q(c["nosafe"], "INSERT INTO test.rk VALUES (171, 'nosafe')")
+        q(c["dl"], "UPDATE test.rk SET v = 'dl1' WHERE id = 5")
         # committed by others after those reads and inserts, before the
         # crash: rows 2-4 change, and an AUTO_INCREMENT id is taken, so a
         # replayed insert gets another id than the original
@@ -264,6 +270,41 @@ def test_primary_killed_mid_transaction(sl):
         e = error_of(c["max"], "INSERT INTO test.rk VALUES (152, 'max')",
                      "COMMIT")
         assert e and e[0] in (2006, 2013), e
+        # retry_on_deadlock after a failover: the transaction (row 5)
+        # is replayed on the new primary; there it waits for row 6, held
+        # by a client of the new primary that has written more (InnoDB
+        # rolls back the smaller transaction) and then asks for row 5:
+        # the deadlock's victim is dl's replayed transaction, replayed
+        # again after the other commits; dl's client sees no error
+        deadlocks = sl.log().count("Deadlock (1213) on")
+        dl = {}
+        with st.root(new) as other, other.cursor() as ocur:
+            ocur.execute("START TRANSACTION")
+            ocur.execute("INSERT INTO test.rk VALUES (181, 'o'), "
+                         "(182, 'o'), (183, 'o'), (184, 'o'), (185, 'o')")
+            ocur.execute("UPDATE test.rk SET v = 'o6' WHERE id = 6")
+
+            def dl_update():
+                dl["update"] = error_of(
+                    c["dl"], "UPDATE test.rk SET v = 'dl2' WHERE id = 6")
+            t_dl = threading.Thread(target=dl_update)
+            t_dl.start()
+            st.wait_until(lambda: root_exec(
+                new, "SELECT COUNT(*) FROM information_schema."
+                     "INNODB_LOCK_WAITS")[0][0] >= 1, 20, interval=0.05,
+                what="dl's replayed transaction waiting for row 6")
+            ocur.execute("UPDATE test.rk SET v = 'o5' WHERE id = 5")
+            ocur.execute("COMMIT")
+            t_dl.join(60)
+            assert not t_dl.is_alive()
+        assert dl["update"] is None, dl
+        assert q(c["dl"], "SELECT @@server_id") == ((new,),)
+        q(c["dl"], "COMMIT")
+        assert sl.log().count("Deadlock (1213) on") == deadlocks + 1
+        # its changes last, over the other client's committed ones
+        assert root_exec(new, "SELECT id, v FROM test.rk WHERE id IN "
+                              "(5, 6, 181, 185) ORDER BY id") == \
+            ((5, "dl1"), (6, "dl2"), (181, "o"), (185, "o"))
         # safe_commit: the COMMIT's outcome is unknown, so it is not
         # replayed: 2013, and (db1 died before its binary log had it) the
         # row is nowhere; without safe_commit the transaction is
