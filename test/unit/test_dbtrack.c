@@ -113,6 +113,48 @@ use_forms(void **state)
     }
 }
 
+/* The "use" scan at every alignment of its eight-byte words, in any
+ * case, at the very end of the text, and with the packet split into two
+ * segments at every offset (the scan's other path): never a miss. */
+static void
+use_at_every_offset_and_split(void **state)
+{
+    static const char *const uses[] = {"USE x", "uSe x", "use`x`"};
+    char sql[64];
+
+    (void)state;
+    for (size_t u = 0; u < sizeof(uses) / sizeof(uses[0]); u++) {
+        for (int pad = 0; pad < 17; pad++) {
+            snprintf(sql, sizeof(sql), "%*s%s", pad, "", uses[u]);
+            for (size_t cut = 0; cut < strlen(sql) + SL_MDB_HDR_LEN + 1;
+                 cut++) {
+                struct mdb_dbtrack t = {0};
+                struct sl_buf *buf = command(SL_COM_QUERY, sql);
+                struct sl_buf *head = sl_buf_new();
+                struct mdb_db_verdict v;
+
+                /* cut 0: one segment; else two, split at cut */
+                if (cut > 0) {
+                    assert_int_equal(sl_buf_split(buf, cut, head), 0);
+                    sl_buf_append(head, buf);
+                    assert_non_null(head->head);
+                    assert_non_null(head->head->next);
+                } else {
+                    sl_buf_append(head, buf);
+                }
+                sl_buf_free(buf);   /* emptied by sl_buf_append */
+                v = mdb_dbtrack_command(&t, head);
+                assert_true(v.unsure);   /* the USE is queued */
+                v = mdb_dbtrack_answered(&t, true);
+                assert_non_null(v.db);
+                assert_string_equal(v.db, "x");
+                sl_buf_free(head);
+                mdb_dbtrack_free(&t);
+            }
+        }
+    }
+}
+
 static void
 unknown_until_next_change(void **state)
 {
@@ -232,6 +274,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(pipelined_failed_init_db_is_not_applied),
         cmocka_unit_test(use_forms),
+        cmocka_unit_test(use_at_every_offset_and_split),
         cmocka_unit_test(unknown_until_next_change),
         cmocka_unit_test(full_fifo_folds_into_unknown),
         cmocka_unit_test(commands_without_answers_and_made_up_errors),

@@ -12,6 +12,7 @@
  *
  * Context: worker-owned (the client DCB's worker).
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -70,6 +71,43 @@ ident_char(unsigned char c)
            (c >= '0' && c <= '9') || c == '_' || c == '$' || c >= 0x80;
 }
 
+/* "use" (any case) at p, followed by a non-identifier byte or the end */
+static bool
+use_at(const unsigned char *p, const unsigned char *end)
+{
+    return end - p >= 3 && (p[0] | 0x20) == 'u' && (p[1] | 0x20) == 's' &&
+           (p[2] | 0x20) == 'e' && (end - p == 3 || !ident_char(p[3]));
+}
+
+/* may_use over one contiguous text: eight bytes at a time, looking only
+ * at words holding a 'u' or 'U' (c | 0x20 == 'u'; the zero-byte test may
+ * flag a word without one, never miss one). */
+static bool
+may_use_flat(const unsigned char *p, const unsigned char *end)
+{
+    const uint64_t ones = 0x0101010101010101ull;
+
+    for (; end - p >= 8; p += 8) {
+        uint64_t w;
+
+        memcpy(&w, p, 8);
+        w = (w | 0x2020202020202020ull) ^ 0x7575757575757575ull;
+        if (((w - ones) & ~w & 0x8080808080808080ull) != 0) {
+            for (int i = 0; i < 8; i++) {
+                if (use_at(p + i, end)) {
+                    return true;
+                }
+            }
+        }
+    }
+    for (; p < end; p++) {
+        if (use_at(p, end)) {
+            return true;
+        }
+    }
+    return false;
+}
+
 /* Might the statement text hold a USE? A false "yes" only costs a
  * classification; a false "no" must be impossible. */
 static bool
@@ -80,6 +118,10 @@ may_use(const struct sl_buf *cmd)
 
     if (sl_buf_len(cmd) > SL_MDB_HDR_LEN + SL_MDB_MAX_PAYLOAD - 1) {
         return true;  /* several packets: their headers split the text */
+    }
+    if (cmd->head != NULL && cmd->head->next == NULL &&
+        (size_t)(cmd->head->end - cmd->head->start) >= skip) {
+        return may_use_flat(cmd->head->start + skip, cmd->head->end);
     }
     for (const struct sl_seg *s = cmd->head; s != NULL; s = s->next) {
         const unsigned char *p = s->start;
