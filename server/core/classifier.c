@@ -2080,6 +2080,115 @@ sl__qc_canonical_len(const char *sql, size_t len, char *out, size_t outlen,
         }                                                                 \
     } while (0)
 
+/* The state the fast pass carries from token to token. */
+struct fast {
+    const char *p, *e;
+    uint64_t h;               /* FNV-1a of the canonical text so far */
+    size_t n;                 /* its length */
+    bool glue;                /* the next token attaches without a space */
+    bool prev_word;           /* the previous token was a word ... */
+    const char *prev_end;     /* ... ending here */
+};
+
+/* The fast pass after a statement's first two tokens, which are all the
+ * kind needs: the same tokens and spacing as the loop of
+ * sl__qc_canonical_fast, without the token record, the keyword lookups
+ * and the kind's bookkeeping (most of a statement is here). false: the
+ * full pass's business, as there. */
+static bool
+fast_rest(struct fast *f)
+{
+    const char *p = f->p, *e = f->e;
+    uint64_t h = f->h;
+    size_t n = f->n;
+    bool glue = f->glue;
+    bool prev_word = f->prev_word;
+    const char *prev_end = f->prev_end;
+
+    while (p < e) {
+        unsigned char c = (unsigned char)*p;
+        uint8_t cl = cclass[c];
+        const char *s = p;
+
+        if (cl == C_SPACE) {
+            p++;
+            continue;
+        }
+        if (cl == C_IDENT) {
+            FAST_TOKEN(false);
+            do {
+                FAST_EMIT_BYTE(*p++);
+            } while (p < e && cclass[(unsigned char)*p] >= C_IDENT);
+            if ((p < e && *p == '\'') ||            /* an introducer */
+                (p - s == 2 && upper((unsigned char)s[0]) == 'I' &&
+                 upper((unsigned char)s[1]) == 'N')) {   /* IN (list) */
+                return false;
+            }
+            n += (size_t)(p - s);
+            glue = false;
+            prev_word = true;
+        } else if (cl == C_DIGIT) {
+            bool numword = false;     /* 1e5, 0x1f: a word to the lexer */
+
+            while (p < e && (cclass[(unsigned char)*p] >= C_IDENT ||
+                             *p == '.')) {
+                numword |= cclass[(unsigned char)*p] == C_IDENT;
+                p++;
+            }
+            FAST_TOKEN(false);
+            FAST_EMIT_BYTE('?');
+            n++;
+            glue = false;
+            prev_word = numword;
+        } else if (c == '\'' || c == '"') {
+            for (p++; p < e; p++) {    /* lex_quoted's rules */
+                if (*p == (char)c) {
+                    if (p + 1 < e && p[1] == (char)c) {
+                        p++;
+                        continue;
+                    }
+                    break;
+                }
+                if (*p == '\\' && p + 1 < e) {
+                    p++;
+                }
+            }
+            p = p < e ? p + 1 : e;
+            FAST_TOKEN(false);
+            FAST_EMIT_BYTE('?');
+            n++;
+            glue = false;
+            prev_word = false;
+        } else if (c == '#' || c == '/' || c == '`' || c == '@' ||
+                   c == ':' || c == ';' ||
+                   (c == '-' && e - p >= 2 && p[1] == '-')) {
+            return false;             /* the full lexer's business */
+        } else {
+            p++;
+            if (c == '(') {
+                FAST_TOKEN(prev_word && prev_end == s);
+                glue = true;
+            } else if (c == ')' || c == ',') {
+                FAST_TOKEN(true);
+                glue = false;
+            } else if (c == '.') {
+                FAST_TOKEN(true);
+                glue = true;
+            } else {
+                FAST_TOKEN(false);
+                glue = false;
+            }
+            FAST_EMIT_BYTE(c);
+            n++;
+            prev_word = false;
+        }
+        prev_end = p;
+    }
+    f->h = h;
+    f->n = n;
+    return true;
+}
+
 bool
 sl__qc_canonical_fast(const char *sql, size_t len, uint64_t *hash,
                       size_t *total, int *kind)
@@ -2126,7 +2235,10 @@ sl__qc_canonical_fast(const char *sql, size_t len, uint64_t *hash,
                 while (p < e && cclass[(unsigned char)*p] >= C_IDENT) {
                     FAST_EMIT_BYTE(*p++);
                 }
-                if (p - s == 6 && ci_equal(s, "SELECT", 6)) {
+                if (p - s == 6 && (s[0] | 0x20) == 's' &&
+                    (s[1] | 0x20) == 'e' && (s[2] | 0x20) == 'l' &&
+                    (s[3] | 0x20) == 'e' && (s[4] | 0x20) == 'c' &&
+                    (s[5] | 0x20) == 't') {   /* (c | 0x20: only its pair) */
                     t.kw = KW_SELECT;     /* the common one, no table */
                 } else {
                     for (const char *w = s; w < p; w++) {
@@ -2222,6 +2334,16 @@ sl__qc_canonical_fast(const char *sql, size_t len, uint64_t *hash,
         }
         prev_word = t.type == T_WORD || numword;
         prev_end = p;
+        if (pos == 2) {   /* the kind is known: the rest, leaner */
+            struct fast f = {p, e, h, n, glue, prev_word, prev_end};
+
+            if (!fast_rest(&f)) {
+                return false;
+            }
+            h = f.h;
+            n = f.n;
+            break;
+        }
     }
     *hash = h;
     *total = n;

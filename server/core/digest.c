@@ -294,18 +294,27 @@ sl__digest_take_last(struct sl_session *ses, int worker, uint64_t h,
                      size_t total, const char *sql, size_t sqllen,
                      uint64_t *gen)
 {
-    struct sl_digest_ref *ref = &ses->stats.last;
-    void *e = NULL;
+    struct sl_ses_stats *st = &ses->stats;
+    struct sl_digest_ref *ref = NULL;
+    void *e;
 
-    if (ref->hash == h && ref->total == total) {
-        e = take_ref(ses, worker, ref, gen);
+    for (unsigned i = 0; i < SL_DIGEST_LAST; i++) {
+        if (st->last[i].hash == h && st->last[i].total == total) {
+            ref = &st->last[i];
+            if ((e = take_ref(ses, worker, ref, gen)) != NULL) {
+                return e;
+            }
+            break;   /* stale (evicted, reset, another worker): renewed */
+        }
     }
-    if (e == NULL) {
-        e = sl__digest_take(ses, worker, h, total, NULL, sql, sqllen, gen);
-        ref_set(ses, worker, ref, e, *gen);
-        ref->hash = h;
-        ref->total = total;
+    if (ref == NULL) {
+        ref = &st->last[st->last_next];
+        st->last_next = (uint8_t)((st->last_next + 1) % SL_DIGEST_LAST);
     }
+    e = sl__digest_take(ses, worker, h, total, NULL, sql, sqllen, gen);
+    ref_set(ses, worker, ref, e, *gen);
+    ref->hash = h;
+    ref->total = total;
     return e;
 }
 

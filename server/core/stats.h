@@ -88,6 +88,7 @@ struct sl_obj_slots {
  */
 /* A digest entry a session used, to count the same digest again without
  * a lookup while the entry is still that digest (digest.c checks). */
+#define SL_DIGEST_LAST 4
 struct sl_digest_ref {
     void *entry;              /* NULL: none */
     uint64_t gen;             /* entry's generation then */
@@ -135,7 +136,10 @@ struct sl_ses_stats {
     uint32_t nps, cap_ps;
     struct sl_ps_digest *ps_last;  /* the last one prepared (an execute's
                                     * id -1), in ps or pending */
-    struct sl_digest_ref last;     /* the last text statement's digest */
+    /* the digests of the last few text statements (applications tend to
+     * cycle through a few: sysbench's four tables), reused round robin */
+    struct sl_digest_ref last[SL_DIGEST_LAST];
+    uint8_t last_next;
 };
 
 /* Configuration (main thread, before the workers start). */
