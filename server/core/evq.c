@@ -45,7 +45,7 @@ push_tail(struct sl_evq *q, struct sl_evq_item *it)
         q->head = it;
     }
     q->tail = it;
-    q->count++;
+    __atomic_store_n(&q->count, q->count + 1, __ATOMIC_RELAXED);
     if (q->shared) {
         pthread_mutex_unlock(&q->lock);
     }
@@ -65,7 +65,7 @@ pop_head(struct sl_evq *q)
         if (q->head == NULL) {
             q->tail = NULL;
         }
-        q->count--;
+        __atomic_store_n(&q->count, q->count - 1, __ATOMIC_RELAXED);
         it->next = NULL;
     }
     if (q->shared) {
@@ -133,18 +133,13 @@ sl__evq_process_one(struct sl_evq *q)
     return true;
 }
 
+/* The items queued now; without the lock in the shared model: a moment's
+ * figure, as the callers use it (how much to process this turn, whether
+ * to wake another worker, a statistic). */
 size_t
 sl__evq_count(struct sl_evq *q)
 {
-    size_t n;
-
-    if (!q->shared) {
-        return q->count;
-    }
-    pthread_mutex_lock(&q->lock);
-    n = q->count;
-    pthread_mutex_unlock(&q->lock);
-    return n;
+    return __atomic_load_n(&q->count, __ATOMIC_RELAXED);
 }
 
 size_t

@@ -627,12 +627,16 @@ harvest_shared(struct sl_worker *w)
     }
 }
 
+/* One read takes an eventfd's whole count (a second one only ever found
+ * EAGAIN: a syscall per wake-up); a write after it makes the fd readable
+ * again for the next epoll_wait. */
 static void
 drain_eventfd(struct sl_worker *w)
 {
     uint64_t v;
 
-    while (read(w->efd, &v, sizeof(v)) > 0) {
+    if (read(w->efd, &v, sizeof(v)) < 0) {
+        return;   /* EAGAIN: another wake-up's read took it */
     }
 }
 
