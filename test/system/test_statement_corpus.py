@@ -322,16 +322,25 @@ def test_stopped_replica_answered_with_error(proxy):
     reply_timeout, not a silent wait. Quiet-Service has one replica,
     db2, and the hint names it too."""
     pid = int((st.SANDBOX / "db2.pid").read_text().strip())
+    hinted = "SELECT @@server_id -- maxscale route to server db2"
+
+    def db2_answers():
+        # the session's connections are up and the hint reaches db2 (the
+        # monitor may still be settling after earlier tests: once, under
+        # ASan in CI, the read went elsewhere and nothing waited)
+        with st.connect(QUIET_PORT, read_timeout=DEADLINE) as c:
+            return st.scalar(c, hinted) == 2
+    st.wait_until(db2_answers, 30, what="Quiet-Service's hint to reach db2")
     conn = st.connect(QUIET_PORT, read_timeout=DEADLINE)
     with conn.cursor() as cur:
-        cur.execute("SELECT 1")   # the session's connections are up
+        cur.execute(hinted)
+        assert cur.fetchone() == (2,)
     os.kill(pid, signal.SIGSTOP)
     try:
         t0 = time.monotonic()
         with pytest.raises(pymysql.MySQLError) as exc:
             with conn.cursor() as cur:
-                cur.execute("SELECT @@server_id -- maxscale route to "
-                            "server db2")
+                cur.execute(hinted)
         took = time.monotonic() - t0
     finally:
         os.kill(pid, signal.SIGCONT)
